@@ -1,0 +1,87 @@
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "engine/gguf.h"
+#include "engine/tokenizer.h"
+
+namespace moelsp::cli {
+
+int tokenize(const TokenizeOptions& o) {
+  try {
+    const auto f = gguf::File::open(o.model);
+    const auto tok = Tokenizer::from_gguf(f);
+    std::string text = o.prompt;
+    if (!o.file.empty()) {
+      std::ifstream in(o.file, std::ios::binary);
+      if (!in) throw std::runtime_error(fmt::format("{}: cannot open", o.file));
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      text = ss.str();
+    }
+    const auto ids = tok->encode(text, {.add_special = o.add_special, .parse_special = !o.no_parse_special});
+    if (o.ids_only) {
+      std::string line;
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (i) line += ' ';
+        line += std::to_string(ids[i]);
+      }
+      std::puts(line.c_str());
+    } else {
+      for (TokenId id : ids) {
+        // A byte-level token may hold part of a character: show such bytes as \xNN.
+        const std::string raw = tok->piece(id, true);
+        const bool whole = valid_utf8_prefix(raw) == raw.size();
+        std::string piece;
+        for (unsigned char c : raw) {
+          if (c == '\n') piece += "\\n";
+          else if (c == '\t') piece += "\\t";
+          else if (c < 0x20 || c == 0x7f || (c >= 0x80 && !whole)) piece += fmt::format("\\x{:02x}", c);
+          else piece += char(c);
+        }
+        fmt::print("{:>7} -> '{}'\n", id, piece);
+      }
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "moelsp tokenize: %s\n", e.what());
+    return 1;
+  }
+}
+
+int detokenize(const DetokenizeOptions& o) {
+  try {
+    const auto f = gguf::File::open(o.model);
+    const auto tok = Tokenizer::from_gguf(f);
+    std::vector<TokenId> ids;
+    for (const auto& arg : o.ids) {
+      std::istringstream ss(arg);
+      std::string word;
+      while (ss >> word) {
+        size_t used = 0;
+        long long v = 0;
+        try {
+          v = std::stoll(word, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != word.size() || v < 0 || v >= (long long)tok->n_vocab())
+          throw std::runtime_error(fmt::format("'{}' is not a token id (the vocabulary has {} tokens)", word,
+                                               tok->n_vocab()));
+        ids.push_back(TokenId(v));
+      }
+    }
+    const std::string text = tok->decode(ids, {.render_special = o.render_special});
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fputc('\n', stdout);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "moelsp detokenize: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace moelsp::cli

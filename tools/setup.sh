@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Set-up, build and run on Debian 12. Idempotent; works as root or through sudo.
+#
+#   tools/setup.sh demo   install what is missing, build, run the main job
+#   tools/setup.sh test   install what is missing, build, run every test
+#                         (plus the GGUF/tokenizer tests under ASan + UBSan)
+#   tools/setup.sh deps   only install what is missing
+#
+# Environment: BUILD_DIR (default build), MOELSP_CUDA (AUTO/ON/OFF, default AUTO),
+# JOBS (default: number of cores).
+set -euo pipefail
+
+mode=${1:-demo}
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+build=${BUILD_DIR:-build}
+jobs=${JOBS:-$(nproc)}
+
+# Debian packages and why:
+#   cmake ninja-build ccache pkg-config g++   build
+#   libsentencepiece-dev   SentencePiece tokenizers (llama / Mixtral vocabularies)
+#   libpcre2-dev           byte-level BPE pre-tokenizer regexes (UTF + Unicode properties, JIT)
+#   nlohmann-json3-dev     JSON (inspect --json, later JSON-RPC and HTTP)
+#   libspdlog-dev libfmt-dev   logging and formatting (GCC 12 has no <format>)
+#   libcli11-dev           command line
+#   catch2                 tests (v2)
+packages=(cmake ninja-build ccache pkg-config g++ libsentencepiece-dev libpcre2-dev nlohmann-json3-dev
+          libspdlog-dev libfmt-dev libcli11-dev catch2)
+
+install_deps() {
+  local missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    echo "setup: all packages present"
+    return
+  fi
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    sudo="sudo"
+  fi
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+configure_and_build() {
+  local dir=$1; shift
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" -DMOELSP_WERROR=ON \
+        -DMOELSP_CUDA="${MOELSP_CUDA:-AUTO}" "$@" >/dev/null
+  cmake --build "$dir" -j "$jobs" "${targets[@]}"
+}
+
+case "$mode" in
+  deps)
+    install_deps
+    ;;
+  demo)
+    install_deps
+    targets=(--target moelsp)
+    configure_and_build "$build"
+    model=tests/data/reference/deepseek2-lite-ref.gguf
+    echo
+    echo "== moelsp inspect $model"
+    "$build/server/moelsp" inspect "$model"
+    echo
+    echo "== moelsp tokenize (DeepSeek-Coder vocabulary)"
+    "$build/server/moelsp" tokenize -m "$model" -p 'def area(w, h):  # 面積'
+    ;;
+  test)
+    install_deps
+    targets=()
+    configure_and_build "$build"
+    (cd "$build" && ctest -j "$jobs" --output-on-failure)
+    # The parser and tokenizer face untrusted files: run their tests under ASan + UBSan too.
+    targets=(--target test_gguf test_gguf_malformed test_tokenizer)
+    BUILD_TYPE=RelWithDebInfo configure_and_build "${build}-asan" -DMOELSP_SANITIZE=ON -DMOELSP_CUDA=OFF \
+        -DMOELSP_BENCH=OFF
+    (cd "${build}-asan" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+        ctest -j "$jobs" --output-on-failure -L 'test_gguf|test_gguf_malformed|test_tokenizer$')
+    ;;
+  *)
+    echo "usage: tools/setup.sh demo|test|deps" >&2
+    exit 2
+    ;;
+esac
