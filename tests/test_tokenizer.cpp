@@ -142,8 +142,13 @@ TEST_CASE("a tiny BPE vocabulary built with our writer merges by rank") {
   w.set("tokenizer.ggml.tokens",
         gguf::make_array(std::vector<std::string>{"a", "b", "c", "ab", "bc", "abc", "\xc4\xa0", "\xc4\xa0" "a"}));
   w.set("tokenizer.ggml.merges", gguf::make_array(std::vector<std::string>{"b c", "a b", "a bc", "\xc4\xa0 a"}));
+  w.set("tokenizer.ggml.padding_token_id", int32_t(-1));  // "none", as some converters write it
+  w.set("tokenizer.ggml.eos_token_id", uint32_t(2));
   const auto f = gguf::File::from_bytes(w.to_bytes(), "tiny.gguf");
   const auto tok = Tokenizer::from_gguf(f);
+  CHECK(tok->special().pad == kNoToken);
+  CHECK(tok->special().eos == 2);
+  CHECK(tok->is_eog(2));
   // "abc": rank 0 merges b+c first, then a+bc → abc (not ab + c).
   CHECK(tok->encode("abc") == std::vector<TokenId>{5});
   CHECK(tok->encode("ab") == std::vector<TokenId>{3});

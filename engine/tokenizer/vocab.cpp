@@ -128,8 +128,13 @@ Vocab load_vocab(const gguf::File& f) {
   };
   for (const auto& k : keys) {
     if (*k.id >= 0 && size_t(*k.id) >= n) *k.id = kNoToken;  // a default out of range
-    if (auto id = f.get_opt<uint32_t>(k.key)) {
-      if (*id >= n) fail(v, fmt::format("{} = {} is outside the vocabulary of {} tokens", k.key, *id, n));
+    // Some converters write "no such token" as -1: treat a negative id as unset.
+    if (auto id = f.get_opt<int64_t>(k.key)) {
+      if (*id < 0) {
+        *k.id = kNoToken;
+        continue;
+      }
+      if (uint64_t(*id) >= n) fail(v, fmt::format("{} = {} is outside the vocabulary of {} tokens", k.key, *id, n));
       *k.id = TokenId(*id);
     }
   }
