@@ -10,13 +10,13 @@
 #include <pcre2.h>
 
 #include <array>
-#include <mutex>
 #include <queue>
 
 #include <fmt/format.h>
 
 #include "engine/gguf.h"
 #include "vocab.h"
+#include "word_cache.h"
 
 namespace moelsp::tok {
 namespace {
@@ -338,38 +338,6 @@ class BpeEncoder final : public FragmentEncoder {
       }
     }
   }
-
-  // Words repeat heavily in code (identifiers, keywords, indentation), and an
-  // editor re-sends nearly the same text on every keystroke: cache each word's
-  // merge result. Sharded to keep lock contention low across request threads;
-  // a shard that grows past its bound is simply cleared.
-  class WordCache {
-   public:
-    bool lookup(const std::string& w, std::vector<TokenId>& out) const {
-      Shard& s = shard(w);
-      std::lock_guard lock(s.mu);
-      auto it = s.map.find(w);
-      if (it == s.map.end()) return false;
-      out.insert(out.end(), it->second.begin(), it->second.end());
-      return true;
-    }
-    void store(const std::string& w, const TokenId* ids, size_t n) const {
-      if (w.size() > 64) return;  // long runs (e.g. whitespace, base64) rarely repeat
-      Shard& s = shard(w);
-      std::lock_guard lock(s.mu);
-      if (s.map.size() >= kPerShard) s.map.clear();
-      s.map.emplace(w, std::vector<TokenId>(ids, ids + n));
-    }
-
-   private:
-    static constexpr size_t kShards = 16, kPerShard = 8192;
-    struct Shard {
-      std::mutex mu;
-      std::unordered_map<std::string, std::vector<TokenId>> map;
-    };
-    Shard& shard(const std::string& w) const { return shards_[std::hash<std::string>{}(w) % kShards]; }
-    mutable std::array<Shard, kShards> shards_;
-  };
 
   const Vocab& v_;
   WordCache cache_;

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "vocab.h"
+#include "word_cache.h"
 
 namespace moelsp::tok {
 namespace {
@@ -140,6 +141,16 @@ class SpmEncoder final : public FragmentEncoder {
     const auto status = sp_.LoadFromSerializedProto(proto);
     if (!status.ok()) fail(v, "sentencepiece rejected the vocabulary: " + status.ToString());
     for (int b = 0; b < 256; ++b) byte_token_[b] = v.find(fmt::format("<0x{:02X}>", b));
+    // Chunking: a merge can only cross the point before a space if some piece
+    // holds "▁" after a non-"▁" character. Vocabularies trained with
+    // split_by_whitespace (llama, phi-3, ours) have none, so text can be cut
+    // before each space that follows a non-space and the chunks encoded (and
+    // cached) independently with identical results.
+    static constexpr std::string_view kSpace = "\xe2\x96\x81";
+    split_at_spaces_ = true;
+    for (const auto& t : v.text)
+      for (size_t p = t.find(kSpace, 1); p != std::string::npos && split_at_spaces_; p = t.find(kSpace, p + 1))
+        if (p < 3 || t.compare(p - 3, 3, kSpace) != 0) split_at_spaces_ = false;
   }
 
   void encode(std::string_view text, bool after_special, std::vector<TokenId>& out) const override {
@@ -180,6 +191,24 @@ class SpmEncoder final : public FragmentEncoder {
 
  private:
   void encode_valid(std::string_view s, std::vector<TokenId>& out) const {
+    if (!split_at_spaces_) return encode_chunk(s, out);
+    size_t begin = 0;
+    for (size_t i = 1; i < s.size(); ++i)
+      if (s[i] == ' ' && s[i - 1] != ' ') {
+        encode_cached(s.substr(begin, i - begin), out);
+        begin = i;
+      }
+    encode_cached(s.substr(begin), out);
+  }
+
+  void encode_cached(std::string_view chunk, std::vector<TokenId>& out) const {
+    if (chunk.empty() || cache_.lookup(chunk, out)) return;
+    const size_t at = out.size();
+    encode_chunk(chunk, out);
+    cache_.store(chunk, out.data() + at, out.size() - at);
+  }
+
+  void encode_chunk(std::string_view s, std::vector<TokenId>& out) const {
     if (s.empty()) return;
     std::vector<int> ids;
     const auto status = sp_.Encode(s, &ids);
@@ -194,7 +223,9 @@ class SpmEncoder final : public FragmentEncoder {
   const Vocab& v_;
   sentencepiece::SentencePieceProcessor sp_;
   bool byte_fallback_ = false;
+  bool split_at_spaces_ = false;
   TokenId byte_token_[256];
+  WordCache cache_;
 };
 
 }  // namespace
