@@ -18,6 +18,13 @@ inline std::string data_path(const std::string& rel) {
   return p.string();
 }
 
+// The same check for a path that is already absolute.
+inline std::string data_path_abs(const std::string& path) {
+  INFO("test data file " << path);
+  REQUIRE(std::filesystem::exists(path));
+  return path;
+}
+
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   REQUIRE(in.good());

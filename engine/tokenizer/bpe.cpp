@@ -9,6 +9,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <algorithm>
 #include <array>
 #include <queue>
 
@@ -64,7 +65,7 @@ const std::vector<PreTokenizer>& pre_tokenizers() {
        {R"(\p{N}{1,3})", "[\xe4\xb8\x80-\xe9\xbe\xa5\xe3\x81\x80-\xe3\x82\x9f\xe3\x82\xa0-\xe3\x83\xbf]+",
         R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}},
       {{"falcon"},
-       {R"([\p{P}\$\+<=>\^~\|]+)", R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))",
+       {R"([\p{P}\$\+<=>\^~\|`]+)", R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))",
         R"([0-9][0-9][0-9])"}},
       {{"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b"},
        {R"(\p{N})", kGpt2}},
@@ -147,13 +148,45 @@ size_t utf8_char_len(uint8_t c) {
   return c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 1;
 }
 
+// llama.cpp runs a pattern without \p{..} through std::wregex after replacing
+// every non-ASCII whitespace character of the text by U+000B, so such a
+// character never matches a literal range like [　-。] or [ࠀ-一] there (it still
+// matches \s). We get the same ids by rewriting each non-negated bracket class
+// that holds non-ASCII characters as (?:(?!\s)[...]).
+std::string exclude_whitespace_from_literal_classes(std::string_view pat) {
+  if (pat.find("\\p{") != std::string_view::npos) return std::string(pat);
+  std::string out;
+  for (size_t i = 0; i < pat.size(); ++i) {
+    if (pat[i] == '\\' && i + 1 < pat.size()) {
+      out += pat.substr(i, 2);
+      ++i;
+      continue;
+    }
+    if (pat[i] != '[') {
+      out += pat[i];
+      continue;
+    }
+    size_t j = i + 1;
+    if (j < pat.size() && pat[j] == '^') ++j;
+    if (j < pat.size() && pat[j] == ']') ++j;  // a leading ] is literal
+    while (j < pat.size() && pat[j] != ']') j += pat[j] == '\\' ? 2 : 1;
+    const std::string_view cls = pat.substr(i, j + 1 - i);
+    const bool non_ascii = std::any_of(cls.begin(), cls.end(), [](char c) { return uint8_t(c) >= 0x80; });
+    if (non_ascii && cls[1] != '^') out += "(?:(?!\\s)" + std::string(cls) + ")";
+    else out += cls;
+    i = j;
+  }
+  return out;
+}
+
 // ---- PCRE2 wrapper ------------------------------------------------------------
 class Regex {
  public:
-  Regex(const char* pattern, const Vocab& v) {
+  Regex(const char* raw_pattern, const Vocab& v) {
     int err = 0;
     PCRE2_SIZE err_off = 0;
-    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern), PCRE2_ZERO_TERMINATED,
+    const std::string pattern = exclude_whitespace_from_literal_classes(raw_pattern);
+    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.c_str()), PCRE2_ZERO_TERMINATED,
                           PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY | PCRE2_NO_UTF_CHECK, &err, &err_off,
                           nullptr);
     if (!code_) {

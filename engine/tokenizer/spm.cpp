@@ -157,12 +157,22 @@ class SpmEncoder final : public FragmentEncoder {
     std::string buf;
     if (v_.add_space_prefix && after_special) buf = " ";
     buf += text;
-    std::string_view s = buf;
-    // Valid UTF-8 runs go to sentencepiece; a malformed sequence becomes byte tokens.
-    size_t run = 0, i = 0;
+    size_t i = 0;
+    while (i < buf.size() && utf8_seq_len(std::string_view(buf).substr(i))) i += utf8_seq_len(std::string_view(buf).substr(i));
+    if (i == buf.size()) return encode_valid(buf, out);
+
+    // Malformed UTF-8. llama.cpp escapes spaces to U+2581 first, then cuts the
+    // text into symbols whose length the lead byte announces; a symbol that is
+    // not a character becomes byte tokens (possibly including bytes of a
+    // following U+2581). Do the same; valid runs still go to sentencepiece.
+    std::string esc;
+    for (char c : buf) esc += c == ' ' ? std::string("\xe2\x96\x81") : std::string(1, c);
+    const std::string_view s = esc;
+    size_t run = 0;
+    i = 0;
     while (i < s.size()) {
-      if (utf8_seq_len(s.substr(i))) {
-        i += utf8_seq_len(s.substr(i));
+      if (const size_t n = utf8_seq_len(s.substr(i))) {
+        i += n;
         continue;
       }
       encode_valid(s.substr(run, i - run), out);
