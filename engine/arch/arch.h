@@ -1,0 +1,53 @@
+// The architectures: each file under engine/arch/ defines one Model subclass
+// and its factory. model.cpp picks one by general.architecture.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "../cpu/thread_pool.h"
+#include "../layers/layers.h"
+#include "../model/weights.h"
+#include "engine/gguf.h"
+#include "engine/model.h"
+
+namespace moelsp::arch {
+
+// Fills the architecture-independent fields ({arch}.block_count, embedding
+// length, heads, context, rms eps, rope base/type/scaling, vocabulary size).
+void read_common_config(const gguf::File& f, ModelConfig& c);
+
+// Helpers for reading "{arch}.key" with a clear error when required.
+template <class T> T req(const gguf::File& f, const std::string& arch, const std::string& key) {
+  try {
+    return f.get<T>(arch + "." + key);
+  } catch (const gguf::GgufError& e) {
+    throw ModelError(e.what());
+  }
+}
+template <class T> T opt(const gguf::File& f, const std::string& arch, const std::string& key, T fallback) {
+  try {
+    return f.get_or<T>(arch + "." + key, fallback);
+  } catch (const gguf::GgufError& e) {
+    throw ModelError(e.what());
+  }
+}
+
+// Shared model plumbing for the architectures: token embedding, final norm,
+// lm_head (output.weight, or the tied token_embd.weight).
+struct Embeddings {
+  Weight token_embd;            // {n_embd, n_vocab}
+  std::vector<float> output_norm;
+  Weight output;                // {n_embd, n_vocab}
+
+  void load(const WeightLoader& wl, const ModelConfig& c);
+  void embed(std::span<const TokenId> tokens, int n_embd, float* x) const;  // x [n][n_embd]
+  // Final norm + lm_head for the rows wanted; logits [rows][n_vocab].
+  void logits(ThreadPool& pool, const ModelConfig& c, float* x, int64_t n_tokens, bool all, float* out) const;
+};
+
+std::unique_ptr<Model> make_llama(std::unique_ptr<gguf::File> f, const LoadOptions& opt);
+std::unique_ptr<Model> make_qwen3moe(std::unique_ptr<gguf::File> f, const LoadOptions& opt);
+std::unique_ptr<Model> make_deepseek2(std::unique_ptr<gguf::File> f, const LoadOptions& opt);
+
+}  // namespace moelsp::arch

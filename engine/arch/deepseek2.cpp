@@ -1,0 +1,270 @@
+// deepseek2: DeepSeek-V2/V3, DeepSeek-Coder-V2-Lite, GLM-4.7-Flash.
+//
+// Multi-head latent attention (MLA): keys and values are compressed to a
+// latent c (kv_lora_rank) plus one shared RoPE key k_pe (qk_rope); the cache
+// holds only [c | k_pe] per token. Prefill expands c into per-head keys and
+// values (the plain form); decode folds the expansions into the query and the
+// output (the absorbed form), so a step reads kv_lora + rope floats per cached
+// token instead of n_head · (qk_nope + qk_rope + v). The first
+// leading_dense_block_count layers are dense; the rest are MoE with shared
+// experts, softmax or sigmoid gating, optional selection bias and group limit.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "arch.h"
+
+namespace moelsp::arch {
+namespace {
+
+class Deepseek2 final : public Model {
+ public:
+  Deepseek2(std::unique_ptr<gguf::File> file, const LoadOptions& options) : Model(std::move(file), options) {
+    ModelConfig& c = cfg_;
+    const gguf::File& f = *file_;
+    const std::string& a = c.arch;
+    c.q_lora_rank = int(opt<uint32_t>(f, a, "attention.q_lora_rank", 0));
+    c.kv_lora_rank = int(req<uint32_t>(f, a, "attention.kv_lora_rank"));
+    c.head_dim_k = int(opt<uint32_t>(f, a, "attention.key_length_mla", uint32_t(c.head_dim_k)));
+    c.head_dim_v = int(opt<uint32_t>(f, a, "attention.value_length_mla", uint32_t(c.head_dim_v)));
+    c.qk_rope = c.rope.n_dims;
+    c.qk_nope = c.head_dim_k - c.qk_rope;
+    c.n_head_kv = c.n_head;  // after expansion every head has its own k and v
+    if (c.qk_nope <= 0) throw ModelError(fmt::format("{}: key length {} ≤ rope dims {}", f.path(), c.head_dim_k, c.qk_rope));
+    c.rope.type = RopeType::Norm;
+    c.n_layer_dense_lead = int(opt<uint32_t>(f, a, "leading_dense_block_count", 0));
+    c.n_ff_exp = int(req<uint32_t>(f, a, "expert_feed_forward_length"));
+    c.n_expert_shared = int(opt<uint32_t>(f, a, "expert_shared_count", 0));
+    c.expert_weights_norm = opt<bool>(f, a, "expert_weights_norm", false);
+    c.expert_weights_scale = opt<float>(f, a, "expert_weights_scale", 0.0f);
+    const uint32_t gating = opt<uint32_t>(f, a, "expert_gating_func", 1);
+    if (gating > 2) throw ModelError(fmt::format("{}: unknown expert_gating_func {}", f.path(), gating));
+    c.gating = gating == 2 ? Gating::Sigmoid : Gating::Softmax;
+    c.n_group = int(opt<uint32_t>(f, a, "expert_group_count", 1));
+    c.n_group_used = int(opt<uint32_t>(f, a, "expert_group_used_count", uint32_t(c.n_group)));
+    if (c.n_group < 1 || c.n_expert % c.n_group || c.n_group_used < 1 || c.n_group_used > c.n_group)
+      throw ModelError(fmt::format("{}: {} experts cannot form {} groups ({} used)", f.path(), c.n_expert, c.n_group,
+                                   c.n_group_used));
+
+    // YaRN: the magnitude correction goes into the attention scale (mscale²),
+    // not into cos/sin (llama.cpp: TAG_DEEPSEEK2_YARN_LOG_MUL_FIX).
+    float mscale = 1.0f;
+    if (c.rope.yarn) {
+      const float ln_factor = std::log(1.0f / c.rope.freq_scale);
+      const float log_mul = opt<float>(f, a, "rope.scaling.yarn_log_multiplier", 0.0f);
+      mscale = c.rope.attn_factor * (1.0f + log_mul * ln_factor);
+      c.rope.attn_factor /= 1.0f + 0.1f * ln_factor;
+    }
+    c.kq_scale = mscale * mscale / std::sqrt(float(c.head_dim_k));
+
+    const WeightLoader wl(f);
+    emb_.load(wl, c);
+    const int64_t q_dim = int64_t(c.n_head) * c.head_dim_k;
+    for (int il = 0; il < c.n_layer; ++il) {
+      const std::string b = fmt::format("blk.{}.", il);
+      Layer L;
+      L.attn_norm = wl.vec(b + "attn_norm.weight", c.n_embd);
+      L.ffn_norm = wl.vec(b + "ffn_norm.weight", c.n_embd);
+      if (c.q_lora_rank > 0) {
+        L.wq_a = wl.get(b + "attn_q_a.weight", {c.n_embd, c.q_lora_rank});
+        L.q_a_norm = wl.vec(b + "attn_q_a_norm.weight", c.q_lora_rank);
+        L.wq_b = wl.get(b + "attn_q_b.weight", {c.q_lora_rank, q_dim});
+      } else {
+        L.wq = wl.get(b + "attn_q.weight", {c.n_embd, q_dim});
+      }
+      L.wkv_a = wl.get(b + "attn_kv_a_mqa.weight", {c.n_embd, c.kv_lora_rank + c.qk_rope});
+      L.kv_a_norm = wl.vec(b + "attn_kv_a_norm.weight", c.kv_lora_rank);
+      L.wo = wl.get(b + "attn_output.weight", {int64_t(c.n_head) * c.head_dim_v, c.n_embd});
+      // Per-head expansions of the latent, from either tensor layout.
+      const Weight kv_b = wl.maybe(b + "attn_kv_b.weight", {c.kv_lora_rank, int64_t(c.n_head) * (c.qk_nope + c.head_dim_v)});
+      L.split = !kv_b.present();
+      Weight k_b, v_b;
+      if (L.split) {
+        k_b = wl.get(b + "attn_k_b.weight", {c.qk_nope, c.kv_lora_rank, c.n_head});
+        v_b = wl.get(b + "attn_v_b.weight", {c.kv_lora_rank, c.head_dim_v, c.n_head});
+      }
+      for (int h = 0; h < c.n_head; ++h) {
+        if (!L.split) {
+          kernels::MatView k = kv_b.m, v = kv_b.m;
+          k.data = kv_b.m.row(int64_t(h) * (c.qk_nope + c.head_dim_v));
+          k.rows = c.qk_nope;
+          v.data = kv_b.m.row(int64_t(h) * (c.qk_nope + c.head_dim_v) + c.qk_nope);
+          v.rows = c.head_dim_v;
+          L.k_up.push_back(k);  // qk_nope rows × kv_lora
+          L.v_up.push_back(v);  // v rows × kv_lora
+        } else {
+          L.k_up.push_back(k_b.slice(h));  // transposed: kv_lora rows × qk_nope
+          L.v_up.push_back(v_b.slice(h));
+        }
+      }
+      if (c.is_moe_layer(il)) {
+        L.moe.router = wl.get(b + "ffn_gate_inp.weight", {c.n_embd, c.n_expert});
+        L.moe.selection_bias = wl.maybe_vec(b + "exp_probs_b.bias", c.n_expert);
+        L.moe.gate = wl.get(b + "ffn_gate_exps.weight", {c.n_embd, c.n_ff_exp, c.n_expert});
+        L.moe.up = wl.get(b + "ffn_up_exps.weight", {c.n_embd, c.n_ff_exp, c.n_expert});
+        L.moe.down = wl.get(b + "ffn_down_exps.weight", {c.n_ff_exp, c.n_embd, c.n_expert});
+        if (c.n_expert_shared > 0) {
+          const int64_t sh = int64_t(c.n_ff_exp) * c.n_expert_shared;
+          L.moe.shared_gate = wl.get(b + "ffn_gate_shexp.weight", {c.n_embd, sh});
+          L.moe.shared_up = wl.get(b + "ffn_up_shexp.weight", {c.n_embd, sh});
+          L.moe.shared_down = wl.get(b + "ffn_down_shexp.weight", {sh, c.n_embd});
+        }
+      } else {
+        L.gate = wl.get(b + "ffn_gate.weight", {c.n_embd, c.n_ff});
+        L.up = wl.get(b + "ffn_up.weight", {c.n_embd, c.n_ff});
+        L.down = wl.get(b + "ffn_down.weight", {c.n_ff, c.n_embd});
+      }
+      layers_.push_back(std::move(L));
+    }
+  }
+
+ protected:
+  int kv_k_dim() const override { return cfg_.kv_lora_rank + cfg_.qk_rope; }  // [latent | k_pe]
+  int kv_v_dim() const override { return 0; }
+
+  void forward_impl(std::span<const TokenId> tokens, KvCache& cache, float* logits, bool all_logits,
+                    const CancelCheck& cancel) override {
+    const ModelConfig& c = cfg_;
+    const int n = int(tokens.size());
+    const size_t nd = size_t(n) * size_t(c.n_embd);
+    std::vector<float> x(nd), h(nd), y(nd);  // [n][n_embd]
+    emb_.embed(tokens, c.n_embd, x.data());
+    for (int il = 0; il < c.n_layer; ++il) {
+      const Layer& L = layers_[size_t(il)];
+      layers::rms_norm(x.data(), L.attn_norm.data(), c.n_embd, c.rms_eps, h.data(), n);
+      mla(L, cache, il, h.data(), n, y.data());
+      layers::add(x.data(), y.data(), nd);
+      layers::rms_norm(x.data(), L.ffn_norm.data(), c.n_embd, c.rms_eps, h.data(), n);
+      if (c.is_moe_layer(il)) layers::moe(*pool_, c, L.moe, h.data(), n, y.data());
+      else layers::swiglu(*pool_, L.gate.m, L.up.m, L.down.m, h.data(), n, y.data());
+      layers::add(x.data(), y.data(), nd);
+      if (cancel && cancel()) throw Cancelled();
+    }
+    emb_.logits(*pool_, c, x.data(), n, all_logits, logits);  // [n or 1][n_vocab]
+  }
+
+ private:
+  struct Layer {
+    std::vector<float> attn_norm, ffn_norm, q_a_norm, kv_a_norm;
+    Weight wq, wq_a, wq_b, wkv_a, wo;
+    bool split = false;  // attn_k_b/attn_v_b rather than attn_kv_b
+    std::vector<kernels::MatView> k_up, v_up;  // per head: latent → k_nope, latent → v
+    Weight gate, up, down;                     // dense layers
+    layers::MoeWeights moe;
+  };
+
+  // k_nope = K_up · lat (qk_nope values) for either layout.
+  void expand_k(const Layer& L, int h, const float* lat, float* k_nope) const {
+    const auto& m = L.k_up[size_t(h)];
+    if (!L.split) {
+      kernels::matmul({m, lat, m.cols, 1, k_nope, m.rows, 0, m.rows});
+    } else {  // stored transposed: Σ_r lat[r] · row r
+      std::fill(k_nope, k_nope + cfg_.qk_nope, 0.0f);
+      kernels::matmul_t_accumulate(m, lat, k_nope, 0, m.rows);
+    }
+  }
+  // q_lat = K_upᵀ · q_nope (kv_lora values): the absorbed query.
+  void absorb_q(const Layer& L, int h, const float* q_nope, float* q_lat) const {
+    const auto& m = L.k_up[size_t(h)];
+    if (!L.split) {
+      std::fill(q_lat, q_lat + cfg_.kv_lora_rank, 0.0f);
+      kernels::matmul_t_accumulate(m, q_nope, q_lat, 0, m.rows);
+    } else {
+      kernels::matmul({m, q_nope, m.cols, 1, q_lat, m.rows, 0, m.rows});
+    }
+  }
+
+  void mla(const Layer& L, KvCache& cache, int il, const float* h, int n, float* out) {
+    const ModelConfig& c = cfg_;
+    const int pos0 = cache.n_past();
+    const int hk = c.head_dim_k, hv = c.head_dim_v, lora = c.kv_lora_rank, rope = c.qk_rope, nope = c.qk_nope;
+    const int64_t q_dim = int64_t(c.n_head) * hk;
+
+    // q [n][n_head·(nope + rope)]
+    std::vector<float> q(static_cast<size_t>(n * q_dim));
+    if (c.q_lora_rank > 0) {
+      std::vector<float> qa(size_t(n) * size_t(c.q_lora_rank));
+      layers::linear(*pool_, L.wq_a.m, h, n, qa.data());
+      layers::rms_norm(qa.data(), L.q_a_norm.data(), c.q_lora_rank, c.rms_eps, qa.data(), n);
+      layers::linear(*pool_, L.wq_b.m, qa.data(), n, q.data());
+    } else {
+      layers::linear(*pool_, L.wq.m, h, n, q.data());
+    }
+    // kv_a [n][lora + rope] → cache row [norm(latent) | rope(k_pe)]
+    std::vector<float> kva(size_t(n) * size_t(lora + rope));
+    layers::linear(*pool_, L.wkv_a.m, h, n, kva.data());
+    for (int t = 0; t < n; ++t) {
+      float* row = kva.data() + size_t(t) * size_t(lora + rope);
+      layers::rms_norm(row, L.kv_a_norm.data(), lora, c.rms_eps, row);
+      layers::rope(row, 1, 0, lora, pos0 + t, c.rope);
+      std::copy_n(row, lora + rope, cache.k(il, pos0 + t));
+      layers::rope(q.data() + t * q_dim, c.n_head, hk, nope, pos0 + t, c.rope);  // q_pe of every head
+    }
+
+    const int n_kv = pos0 + n;
+    std::vector<float> attn(size_t(n) * size_t(c.n_head) * size_t(hv));  // [n][n_head·v]
+    if (n == 1) {
+      // Absorbed: score_j = (K_upᵀ q_nope)·c_j + q_pe·k_pe_j; o = V_up · Σ p_j c_j.
+      pool_->parallel_for(c.n_head, [&](int64_t hb, int64_t he) {
+        std::vector<float> q_lat(static_cast<size_t>(lora)), p(static_cast<size_t>(n_kv)), o_lat(static_cast<size_t>(lora));
+        for (int64_t hh = hb; hh < he; ++hh) {
+          const float* qh = q.data() + hh * hk;
+          absorb_q(L, int(hh), qh, q_lat.data());
+          float mx = -INFINITY;
+          for (int j = 0; j < n_kv; ++j) {
+            const float* kj = cache.k(il, j);
+            p[size_t(j)] = (kernels::dot_f32(q_lat.data(), kj, lora) + kernels::dot_f32(qh + nope, kj + lora, rope)) *
+                           c.kq_scale;
+            mx = std::max(mx, p[size_t(j)]);
+          }
+          double sum = 0;
+          for (int j = 0; j < n_kv; ++j) sum += p[size_t(j)] = std::exp(p[size_t(j)] - mx);
+          std::fill(o_lat.begin(), o_lat.end(), 0.0f);
+          for (int j = 0; j < n_kv; ++j) {
+            const float w = float(p[size_t(j)] / sum);
+            const float* kj = cache.k(il, j);
+            for (int r = 0; r < lora; ++r) o_lat[size_t(r)] += w * kj[r];
+          }
+          const auto& vm = L.v_up[size_t(hh)];
+          kernels::matmul({vm, o_lat.data(), lora, 1, attn.data() + hh * hv, vm.rows, 0, vm.rows});
+        }
+      });
+    } else {
+      // Plain: expand every cached latent into per-head k = [k_nope | k_pe] and v.
+      std::vector<float> K(size_t(n_kv) * size_t(q_dim)), V(size_t(n_kv) * size_t(c.n_head) * size_t(hv));
+      pool_->parallel_for(n_kv, [&](int64_t jb, int64_t je) {
+        for (int64_t j = jb; j < je; ++j) {
+          const float* lat = cache.k(il, int(j));
+          for (int hh = 0; hh < c.n_head; ++hh) {
+            float* kh = K.data() + j * q_dim + int64_t(hh) * hk;
+            expand_k(L, hh, lat, kh);
+            std::copy_n(lat + lora, rope, kh + nope);
+            const auto& vm = L.v_up[size_t(hh)];
+            kernels::matmul({vm, lat, lora, 1, V.data() + (j * c.n_head + hh) * hv, vm.rows, 0, vm.rows});
+          }
+        }
+      });
+      layers::AttentionArgs a;
+      a.q = q.data(), a.ldq = q_dim;
+      a.k = K.data(), a.ldk = q_dim;
+      a.v = V.data(), a.ldv = int64_t(c.n_head) * hv;
+      a.n_tokens = n, a.pos0 = pos0;
+      a.n_head = c.n_head, a.n_head_kv = c.n_head, a.hd_k = hk, a.hd_v = hv;
+      a.scale = c.kq_scale;
+      a.out = attn.data(), a.ldo = int64_t(c.n_head) * hv;
+      layers::attention(*pool_, a);
+    }
+    layers::linear(*pool_, L.wo.m, attn.data(), n, out);  // [n][n_embd]
+  }
+
+  Embeddings emb_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_deepseek2(std::unique_ptr<gguf::File> f, const LoadOptions& opt) {
+  return std::make_unique<Deepseek2>(std::move(f), opt);
+}
+
+}  // namespace moelsp::arch

@@ -1,0 +1,143 @@
+// A loaded model: configuration from GGUF metadata, weights mapped from the
+// file, a tokenizer, and the forward pass of its architecture.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/tokenizer.h"
+
+namespace moelsp {
+
+namespace gguf {
+class File;
+}
+class ThreadPool;
+
+class ModelError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class RopeType { Norm, Neox };  // rotate adjacent pairs / the two halves of the rotated dims
+
+struct RopeConfig {
+  int n_dims = 0;
+  float freq_base = 10000.0f;
+  RopeType type = RopeType::Norm;
+  // YaRN (rope.scaling.type = yarn): frequencies interpolated by 1/factor
+  // below the correction range, extrapolated above it.
+  bool yarn = false;
+  float freq_scale = 1.0f;  // 1 / rope.scaling.factor
+  float ext_factor = 0.0f;
+  float attn_factor = 1.0f;  // scale applied to cos/sin
+  float beta_fast = 32.0f, beta_slow = 1.0f;
+  int n_ctx_orig = 0;
+  float corr_low = 0, corr_high = 0;  // YaRN correction range in pair indices
+};
+
+enum class Gating { Softmax, Sigmoid };
+
+struct ModelConfig {
+  std::string arch;
+  std::string name;
+  int n_vocab = 0, n_embd = 0, n_layer = 0, n_ctx_train = 0;
+  int n_head = 0, n_head_kv = 0;
+  int head_dim_k = 0, head_dim_v = 0;  // per head, as attention sees them
+  float rms_eps = 1e-6f;
+  float kq_scale = 1.0f;
+  RopeConfig rope;
+  bool qk_norm = false;  // qwen3: per-head RMSNorm of q and k
+  // Feed-forward
+  int n_ff = 0;               // dense layers
+  int n_ff_exp = 0;           // one routed expert
+  int n_expert = 0, n_expert_used = 0, n_expert_shared = 0;
+  int n_layer_dense_lead = 0;  // the first layers are dense (deepseek2)
+  Gating gating = Gating::Softmax;
+  bool expert_weights_norm = false;
+  float expert_weights_scale = 1.0f;
+  int n_group = 1, n_group_used = 1;
+  // MLA (deepseek2)
+  int q_lora_rank = 0, kv_lora_rank = 0, qk_nope = 0, qk_rope = 0;
+
+  bool is_moe_layer(int il) const { return n_expert > 0 && il >= n_layer_dense_lead; }
+};
+
+// Per-sequence KV cache, contiguous per layer: k rows of k_dim and v rows of
+// v_dim floats for positions [0, n_ctx). MLA caches latent + rope key in k
+// (v_dim = 0). The paged block cache replaces this behind the same accessors.
+class KvCache {
+ public:
+  KvCache(int n_layer, int n_ctx, int k_dim, int v_dim);
+  int n_ctx() const { return n_ctx_; }
+  int n_past() const { return n_past_; }
+  int k_dim() const { return k_dim_; }
+  int v_dim() const { return v_dim_; }
+  float* k(int layer, int pos) { return k_[size_t(layer)].data() + size_t(pos) * size_t(k_dim_); }
+  float* v(int layer, int pos) { return v_[size_t(layer)].data() + size_t(pos) * size_t(v_dim_); }
+  void set_n_past(int n) { n_past_ = n; }
+  // Drops positions >= n (e.g. to reuse a common prefix).
+  void truncate(int n) { n_past_ = std::min(n_past_, n); }
+  size_t bytes() const;
+
+ private:
+  int n_ctx_, k_dim_, v_dim_;
+  int n_past_ = 0;
+  std::vector<std::vector<float>> k_, v_;
+};
+
+// Returns true to abandon the forward pass (checked between layers).
+using CancelCheck = std::function<bool()>;
+
+class Cancelled : public std::runtime_error {
+ public:
+  Cancelled() : std::runtime_error("cancelled") {}
+};
+
+struct LoadOptions {
+  int threads = 0;  // 0: physical cores
+};
+
+class Model {
+ public:
+  // Loads and validates; throws ModelError naming the file and what is wrong
+  // (unknown architecture, missing hyperparameter or tensor, unsupported type).
+  static std::unique_ptr<Model> load(const std::string& path, const LoadOptions& opt = {});
+  virtual ~Model();
+
+  const ModelConfig& config() const { return cfg_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const gguf::File& file() const { return *file_; }
+  int threads() const;
+
+  std::unique_ptr<KvCache> new_cache(int n_ctx) const;
+
+  // Runs `tokens` at positions cache.n_past() onward, appends them to the
+  // cache, and writes logits: one row of n_vocab per token when all_logits,
+  // else only the last token's row. Throws Cancelled if `cancel` says so
+  // (the cache then keeps only the positions before this call).
+  void forward(std::span<const TokenId> tokens, KvCache& cache, float* logits, bool all_logits,
+               const CancelCheck& cancel = {});
+
+ protected:
+  // Takes the file, builds the tokenizer and the thread pool, and reads the
+  // architecture-independent configuration.
+  Model(std::unique_ptr<gguf::File> file, const LoadOptions& opt);
+  virtual void forward_impl(std::span<const TokenId> tokens, KvCache& cache, float* logits, bool all_logits,
+                            const CancelCheck& cancel) = 0;
+  virtual int kv_k_dim() const = 0;
+  virtual int kv_v_dim() const = 0;
+
+  ModelConfig cfg_;
+  std::unique_ptr<gguf::File> file_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+}  // namespace moelsp

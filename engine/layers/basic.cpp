@@ -1,0 +1,71 @@
+// Linear layers, RMSNorm and RoPE.
+#include <cmath>
+
+#include "layers.h"
+
+namespace moelsp::layers {
+
+void linear(ThreadPool& pool, const kernels::MatView& w, const float* x, int64_t m, float* y) {
+  // Fewer rows per chunk than threads would leave cores idle; tiny matrices run inline.
+  const auto body = [&](int64_t b, int64_t e) {
+    kernels::matmul({w, x, w.cols, m, y, w.rows, b, e});
+  };
+  if (w.rows * w.cols * m < 32768) body(0, w.rows);
+  else pool.parallel_for(w.rows, body);
+}
+
+void rms_norm(const float* x, const float* w, int64_t n, float eps, float* y, int64_t m, int64_t ld) {
+  if (ld < 0) ld = n;
+  for (int64_t r = 0; r < m; ++r) {
+    const float* xr = x + r * ld;
+    float* yr = y + r * ld;
+    double ss = 0;
+    for (int64_t i = 0; i < n; ++i) ss += double(xr[i]) * xr[i];
+    const float scale = float(1.0 / std::sqrt(ss / double(n) + double(eps)));
+    for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * scale * w[i];
+  }
+}
+
+void rope_yarn_init(RopeConfig& c) {
+  if (!c.yarn) return;
+  // ggml_rope_yarn_corr_dims: the pair index where a frequency completes
+  // n_rot rotations over the original context.
+  const auto corr_dim = [&](float n_rot) {
+    return float(c.n_dims) * std::log(float(c.n_ctx_orig) / (n_rot * 2.0f * float(M_PI))) /
+           (2.0f * std::log(c.freq_base));
+  };
+  c.corr_low = std::max(0.0f, std::floor(corr_dim(c.beta_fast)));
+  c.corr_high = std::min(float(c.n_dims - 1), std::ceil(corr_dim(c.beta_slow)));
+}
+
+void rope(float* x, int n_heads, int64_t stride, int64_t offset, int pos, const RopeConfig& c) {
+  const int half = c.n_dims / 2;
+  // cos/sin of each pair for this position (ggml's rope_yarn).
+  float cs[512], sn[512];
+  const int n_pairs = std::min(half, 512);
+  for (int i = 0; i < n_pairs; ++i) {
+    const float theta_extrap = float(pos) * std::pow(c.freq_base, -2.0f * float(i) / float(c.n_dims));
+    const float theta_interp = c.freq_scale * theta_extrap;
+    float theta = theta_interp, mscale = c.attn_factor;
+    if (c.ext_factor != 0.0f) {
+      const float y = (float(i) - c.corr_low) / std::max(0.001f, c.corr_high - c.corr_low);
+      const float ramp = (1.0f - std::min(1.0f, std::max(0.0f, y))) * c.ext_factor;
+      theta = theta_interp * (1.0f - ramp) + theta_extrap * ramp;
+      mscale *= 1.0f + 0.1f * std::log(1.0f / c.freq_scale);
+    }
+    cs[i] = std::cos(theta) * mscale;
+    sn[i] = std::sin(theta) * mscale;
+  }
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + h * stride + offset;
+    for (int i = 0; i < n_pairs; ++i) {
+      const int a = c.type == RopeType::Norm ? 2 * i : i;
+      const int b = c.type == RopeType::Norm ? 2 * i + 1 : i + half;
+      const float x0 = v[a], x1 = v[b];
+      v[a] = x0 * cs[i] - x1 * sn[i];
+      v[b] = x0 * sn[i] + x1 * cs[i];
+    }
+  }
+}
+
+}  // namespace moelsp::layers

@@ -1,0 +1,119 @@
+// Feed-forward blocks: SwiGLU and the Mixture-of-Experts layer.
+//
+// MoE dispatch groups the batch's tokens by expert so each active expert's
+// weights are streamed once per batch (one matmul over all its tokens), which
+// is what makes prefill cheaper per token than decode. Balancing the experts'
+// work across threads is the next step (the quantized-kernels issue).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "layers.h"
+
+namespace moelsp::layers {
+
+void swiglu(ThreadPool& pool, const kernels::MatView& gate, const kernels::MatView& up,
+            const kernels::MatView& down, const float* x, int64_t m, float* out) {
+  const int64_t n_ff = gate.rows;
+  std::vector<float> g(static_cast<size_t>(m * n_ff)), u(static_cast<size_t>(m * n_ff));
+  linear(pool, gate, x, m, g.data());
+  linear(pool, up, x, m, u.data());
+  for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  linear(pool, down, g.data(), m, out);
+}
+
+void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const float* x, int64_t m, float* out,
+         MoeStats* stats) {
+  const int n_exp = cfg.n_expert, k = cfg.n_expert_used, d = cfg.n_embd;
+
+  // Router: [m][n_exp] logits → probabilities.
+  std::vector<float> probs(static_cast<size_t>(m * n_exp));
+  linear(pool, w.router.m, x, m, probs.data());
+  for (int64_t t = 0; t < m; ++t) {
+    float* p = probs.data() + t * n_exp;
+    if (cfg.gating == Gating::Softmax) {
+      const float mx = *std::max_element(p, p + n_exp);
+      double s = 0;
+      for (int e = 0; e < n_exp; ++e) s += p[e] = std::exp(p[e] - mx);
+      for (int e = 0; e < n_exp; ++e) p[e] = float(p[e] / s);
+    } else {
+      for (int e = 0; e < n_exp; ++e) p[e] = 1.0f / (1.0f + std::exp(-p[e]));
+    }
+  }
+
+  // Selection: scores (+ bias), group limit, top-k. Weights are the unbiased probabilities.
+  std::vector<int> chosen(static_cast<size_t>(m * k));
+  std::vector<float> weight(static_cast<size_t>(m * k));
+  std::vector<float> sel(static_cast<size_t>(n_exp));
+  std::vector<int> order(static_cast<size_t>(n_exp));
+  for (int64_t t = 0; t < m; ++t) {
+    const float* p = probs.data() + t * n_exp;
+    for (int e = 0; e < n_exp; ++e) sel[size_t(e)] = p[e] + (w.selection_bias.empty() ? 0.0f : w.selection_bias[size_t(e)]);
+    if (cfg.n_group > 1) {
+      // A group scores the sum of its two best experts; only the best n_group_used groups stay.
+      const int per = n_exp / cfg.n_group;
+      std::vector<std::pair<float, int>> gs;
+      for (int gi = 0; gi < cfg.n_group; ++gi) {
+        std::vector<float> v(sel.begin() + gi * per, sel.begin() + (gi + 1) * per);
+        std::partial_sort(v.begin(), v.begin() + std::min(2, per), v.end(), std::greater<>());
+        gs.emplace_back(v[0] + (per > 1 ? v[1] : 0.0f), gi);
+      }
+      std::sort(gs.begin(), gs.end(), [](auto& a, auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+      for (size_t r = size_t(cfg.n_group_used); r < gs.size(); ++r)
+        for (int e = gs[r].second * per; e < (gs[r].second + 1) * per; ++e) sel[size_t(e)] = -INFINITY;
+    }
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
+      return sel[size_t(a)] > sel[size_t(b)] || (sel[size_t(a)] == sel[size_t(b)] && a < b);
+    });
+    double sum = 0;
+    for (int j = 0; j < k; ++j) {
+      chosen[size_t(t * k + j)] = order[size_t(j)];
+      weight[size_t(t * k + j)] = p[order[size_t(j)]];
+      sum += p[order[size_t(j)]];
+    }
+    if (cfg.expert_weights_norm) {
+      const float inv = float(1.0 / std::max(sum, 6.103515625e-5));
+      for (int j = 0; j < k; ++j) weight[size_t(t * k + j)] *= inv;
+    }
+    if (cfg.expert_weights_scale != 0.0f && cfg.expert_weights_scale != 1.0f)
+      for (int j = 0; j < k; ++j) weight[size_t(t * k + j)] *= cfg.expert_weights_scale;
+  }
+
+  // Dispatch: per expert, its tokens as one batch.
+  std::fill(out, out + m * d, 0.0f);
+  if (stats) stats->expert_tokens.assign(size_t(n_exp), 0);
+  std::vector<float> xe, ye;
+  std::vector<int64_t> rows;
+  std::vector<float> ws;
+  for (int e = 0; e < n_exp; ++e) {
+    rows.clear();
+    ws.clear();
+    for (int64_t t = 0; t < m; ++t)
+      for (int j = 0; j < k; ++j)
+        if (chosen[size_t(t * k + j)] == e) {
+          rows.push_back(t);
+          ws.push_back(weight[size_t(t * k + j)]);
+        }
+    if (rows.empty()) continue;
+    if (stats) stats->expert_tokens[size_t(e)] = int64_t(rows.size());
+    const int64_t n = int64_t(rows.size());
+    xe.resize(static_cast<size_t>(n * d));
+    ye.resize(static_cast<size_t>(n * d));
+    for (int64_t i = 0; i < n; ++i) std::copy_n(x + rows[size_t(i)] * d, d, xe.data() + i * d);
+    swiglu(pool, w.gate.slice(e), w.up.slice(e), w.down.slice(e), xe.data(), n, ye.data());
+    for (int64_t i = 0; i < n; ++i) {
+      float* o = out + rows[size_t(i)] * d;
+      const float* yi = ye.data() + i * d;
+      for (int c = 0; c < d; ++c) o[c] += ws[size_t(i)] * yi[c];
+    }
+  }
+
+  if (w.shared_gate.present()) {
+    std::vector<float> sh(static_cast<size_t>(m * d));
+    swiglu(pool, w.shared_gate.m, w.shared_up.m, w.shared_down.m, x, m, sh.data());
+    for (size_t i = 0; i < sh.size(); ++i) out[i] += sh[i];
+  }
+}
+
+}  // namespace moelsp::layers

@@ -1,0 +1,83 @@
+// Building blocks of the forward passes. Activations are row-major f32
+// matrices: one row per token. All loops that matter run on the ThreadPool.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "../cpu/thread_pool.h"
+#include "../model/weights.h"
+#include "engine/model.h"
+
+namespace moelsp::layers {
+
+// y[m][w.rows] = x[m][w.cols] · Wᵀ, rows split across threads.
+void linear(ThreadPool& pool, const kernels::MatView& w, const float* x, int64_t m, float* y);
+
+// y = x / sqrt(mean(x²) + eps) · w, for each of m rows of n (y may alias x).
+void rms_norm(const float* x, const float* w, int64_t n, float eps, float* y, int64_t m = 1, int64_t ld = -1);
+
+// Rotates `n_heads` vectors at x + h·stride + offset (each cfg.n_dims long) for
+// position `pos`: adjacent pairs (Norm) or halves (Neox), with YaRN if set.
+void rope(float* x, int n_heads, int64_t stride, int64_t offset, int pos, const RopeConfig& cfg);
+// Fills cfg.corr_low/high from the YaRN parameters.
+void rope_yarn_init(RopeConfig& cfg);
+
+// Causal attention of n_tokens queries at positions pos0.. over keys/values at
+// positions [0, pos0 + t] for query t. Head h reads kv head h / (n_head / n_head_kv).
+struct AttentionArgs {
+  const float* q = nullptr;  // [n_tokens][ldq], head h at h·hd_k
+  int64_t ldq = 0;
+  const float* k = nullptr;  // [positions][ldk], kv head g at g·hd_k
+  int64_t ldk = 0;
+  const float* v = nullptr;  // [positions][ldv], kv head g at g·hd_v
+  int64_t ldv = 0;
+  int n_tokens = 0, pos0 = 0;
+  int n_head = 0, n_head_kv = 0, hd_k = 0, hd_v = 0;
+  float scale = 1.0f;
+  float* out = nullptr;  // [n_tokens][ldo], head h at h·hd_v
+  int64_t ldo = 0;
+};
+void attention(ThreadPool& pool, const AttentionArgs& a);
+
+// down(silu(gate·x) ⊙ up·x) for m rows; out [m][down.rows].
+void swiglu(ThreadPool& pool, const kernels::MatView& gate, const kernels::MatView& up,
+            const kernels::MatView& down, const float* x, int64_t m, float* out);
+
+struct MoeWeights {
+  Weight router;      // {n_embd, n_expert}
+  std::vector<float> selection_bias;  // exp_probs_b: added to scores for selection only
+  Weight gate, up, down;              // 3-D: {n_embd, n_ff_exp, n_expert}, …, {n_ff_exp, n_embd, n_expert}
+  Weight shared_gate, shared_up, shared_down;  // optional fused shared experts
+};
+
+// Per-layer routing statistics, for metrics and the expert cache later.
+struct MoeStats {
+  std::vector<int64_t> expert_tokens;  // tokens routed to each expert
+};
+
+// Router → top-k (with optional group limit) → weighted SwiGLU experts (+ shared).
+void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const float* x, int64_t m, float* out,
+         MoeStats* stats = nullptr);
+
+}  // namespace moelsp::layers
+
+namespace moelsp::layers {
+
+// Grouped-query self-attention of one layer: projections, optional per-head
+// q/k RMSNorm (qwen3), RoPE, append to the KV cache, causal attention, output
+// projection. h [n][n_embd] → out [n][n_embd].
+struct GqaWeights {
+  Weight wq, wk, wv, wo;
+  std::vector<float> q_norm, k_norm;  // per head (head_dim), empty when absent
+};
+void gqa_attention(ThreadPool& pool, const ModelConfig& c, const GqaWeights& w, KvCache& cache, int layer,
+                   const float* h, int n, float* out);
+GqaWeights load_gqa(const WeightLoader& wl, const ModelConfig& c, int layer);
+
+// Adds `y` into `x` (residual connection).
+inline void add(float* x, const float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+}  // namespace moelsp::layers

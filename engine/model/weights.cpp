@@ -1,0 +1,57 @@
+#include "weights.h"
+
+#include <fmt/format.h>
+
+namespace moelsp {
+
+namespace {
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "{";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "}";
+}
+}  // namespace
+
+Weight WeightLoader::maybe(const std::string& name, std::vector<int64_t> shape) const {
+  const auto* t = f_.tensor(name);
+  if (!t) return {};
+  std::vector<int64_t> got(t->shape.begin(), t->shape.end());
+  while (got.size() > 1 && got.back() == 1 && got.size() > shape.size()) got.pop_back();
+  if (got != shape)
+    throw ModelError(fmt::format("{}: tensor '{}' has shape {}, expected {}", f_.path(), name, shape_str(got),
+                                 shape_str(shape)));
+  if (!kernels::matmul_supports(t->type))
+    throw ModelError(fmt::format("{}: tensor '{}' has type {}, which this build cannot compute with yet "
+                                 "(supported: F32, F16, BF16, Q8_0)",
+                                 f_.path(), name, kernels::dtype_name(t->type)));
+  Weight w;
+  w.m.data = f_.tensor_data(*t).data();
+  w.m.type = t->type;
+  w.m.cols = shape[0];
+  w.m.rows = shape.size() > 1 ? shape[1] : 1;
+  w.m.row_bytes = *kernels::row_bytes(t->type, uint64_t(shape[0]));
+  w.slices = shape.size() > 2 ? shape[2] : 1;
+  return w;
+}
+
+Weight WeightLoader::get(const std::string& name, std::vector<int64_t> shape) const {
+  Weight w = maybe(name, shape);
+  if (!w.present()) throw ModelError(fmt::format("{}: missing tensor '{}'", f_.path(), name));
+  return w;
+}
+
+std::vector<float> WeightLoader::maybe_vec(const std::string& name, int64_t n) const {
+  const Weight w = maybe(name, {n});
+  if (!w.present()) return {};
+  std::vector<float> out(static_cast<size_t>(n));
+  kernels::dequantize_row(w.m.type, w.m.data, out.data(), n);
+  return out;
+}
+
+std::vector<float> WeightLoader::vec(const std::string& name, int64_t n) const {
+  auto v = maybe_vec(name, n);
+  if (v.empty()) throw ModelError(fmt::format("{}: missing tensor '{}'", f_.path(), name));
+  return v;
+}
+
+}  // namespace moelsp

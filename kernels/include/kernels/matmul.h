@@ -1,0 +1,55 @@
+// Matrix products with GGUF-typed weights and f32 activations.
+//
+// A weight matrix is ggml-shaped: `rows` rows of `cols` contiguous elements,
+// each row `row_bytes` apart (quantized rows hold cols/block_size blocks).
+// The products are y[i][r] = Σ_c W[r][c] · x[i][c] for r in [row_begin,
+// row_end): callers split the rows across threads. Accumulation is in f32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/types.h"
+
+namespace moelsp::kernels {
+
+struct MatView {
+  const void* data = nullptr;
+  DType type = DType::F32;
+  int64_t cols = 0;  // elements per row (the contracted dimension)
+  int64_t rows = 0;
+  size_t row_bytes = 0;
+
+  const uint8_t* row(int64_t r) const { return static_cast<const uint8_t*>(data) + size_t(r) * row_bytes; }
+};
+
+// Weight types the matmul kernels accept (F32, F16, BF16, Q8_0).
+bool matmul_supports(DType t);
+
+// x: m rows of w.cols floats, `ldx` apart; y: m rows, `ldy` apart.
+struct MatmulArgs {
+  MatView w;
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  int64_t m = 1;
+  float* y = nullptr;
+  int64_t ldy = 0;
+  int64_t row_begin = 0;
+  int64_t row_end = 0;
+};
+
+void dequantize_row(DType t, const void* src, float* dst, int64_t n);  // n elements
+
+// Optimized (SIMD, runtime ISA dispatch). Tolerance vs ref: see tests/test_kernels.cpp.
+void matmul(const MatmulArgs& a);
+// y[c] += Σ_r s[r] · W[r][c] for r in [row_begin, row_end): the transposed
+// product, used by MLA's absorbed attention.
+void matmul_t_accumulate(const MatView& w, const float* s, float* y, int64_t row_begin, int64_t row_end);
+float dot_f32(const float* a, const float* b, int64_t n);
+
+namespace ref {
+void dequantize_row(DType t, const void* src, float* dst, int64_t n);
+void matmul(const MatmulArgs& a);
+}  // namespace ref
+
+}  // namespace moelsp::kernels
