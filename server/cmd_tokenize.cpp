@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "engine/gguf.h"
 #include "engine/tokenizer.h"
@@ -56,24 +57,7 @@ int detokenize(const DetokenizeOptions& o) {
   try {
     const auto f = gguf::File::open(o.model);
     const auto tok = Tokenizer::from_gguf(f);
-    std::vector<TokenId> ids;
-    for (const auto& arg : o.ids) {
-      std::istringstream ss(arg);
-      std::string word;
-      while (ss >> word) {
-        size_t used = 0;
-        long long v = 0;
-        try {
-          v = std::stoll(word, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != word.size() || v < 0 || v >= (long long)tok->n_vocab())
-          throw std::runtime_error(fmt::format("'{}' is not a token id (the vocabulary has {} tokens)", word,
-                                               tok->n_vocab()));
-        ids.push_back(TokenId(v));
-      }
-    }
+    const std::vector<TokenId> ids = parse_ids(o.ids, tok->n_vocab());
     const std::string text = tok->decode(ids, {.render_special = o.render_special});
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fputc('\n', stdout);

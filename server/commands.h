@@ -31,3 +31,61 @@ struct DetokenizeOptions {
 int detokenize(const DetokenizeOptions& o);
 
 }  // namespace moelsp::cli
+
+namespace moelsp::cli {
+
+struct ModelOptions {
+  std::string model;
+  int threads = 0;
+  int ctx = 4096;
+};
+
+struct GenerateOptions {
+  ModelOptions m;
+  std::string prompt;
+  std::string file;
+  std::vector<std::string> tokens;
+  int n_predict = 128;
+  float temp = 0.8f;
+  int top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  float repeat_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  int64_t seed = -1;
+  bool greedy = false;
+  bool ids = false;
+  bool ignore_eos = false;
+  std::vector<std::string> stop;
+};
+int generate(const GenerateOptions& o);
+
+struct LogitsOptions {
+  ModelOptions m;
+  std::vector<std::string> tokens;
+  std::string out;
+  bool incremental = false;
+};
+int logits(const LogitsOptions& o);
+
+struct PerplexityOptions {
+  ModelOptions m;
+  std::string file;
+  int ctx = 512;
+  int stride = 0;  // 0: ctx / 2
+  int max_chunks = 0;
+};
+int perplexity(const PerplexityOptions& o);
+
+struct ChatOptions {
+  ModelOptions m;
+  std::string chat_template;
+  std::string system;
+  int n_predict = 512;
+  float temp = 0.7f;
+  int64_t seed = -1;
+};
+int chat(const ChatOptions& o);
+
+}  // namespace moelsp::cli

@@ -41,6 +41,61 @@ int main(int argc, char** argv) {
   c_dt->add_option("ids", dt.ids, "Token ids (separate arguments or one space-separated string)")->required();
   c_dt->add_flag("--render-special", dt.render_special, "Print control tokens' text");
 
+  // Model loading options shared by the engine commands.
+  const auto add_model_opts = [](CLI::App* c, moelsp::cli::ModelOptions& m) {
+    c->add_option("-m,--model", m.model, "GGUF model file")->required();
+    c->add_option("-t,--threads", m.threads, "Threads (default: physical cores)");
+    c->add_option("-c,--ctx-size", m.ctx, "Context size in tokens")->capture_default_str();
+  };
+
+  moelsp::cli::GenerateOptions gen;
+  auto* c_gen = app.add_subcommand("generate", "Generate text from a prompt, streamed to stdout (timings to stderr)");
+  add_model_opts(c_gen, gen.m);
+  auto* gp = c_gen->add_option("-p,--prompt", gen.prompt, "Prompt text (BOS added as the model asks; special tokens parsed)");
+  auto* gf = c_gen->add_option("-f,--file", gen.file, "Read the prompt from a file");
+  auto* gt = c_gen->add_option("--tokens", gen.tokens, "Prompt as token ids (\"ID ID ...\"), used as given");
+  gp->excludes(gf)->excludes(gt);
+  gf->excludes(gt);
+  c_gen->add_option("-n,--n-predict", gen.n_predict, "Tokens to generate at most")->capture_default_str();
+  c_gen->add_option("--temp", gen.temp, "Temperature (0: greedy)")->capture_default_str();
+  c_gen->add_option("--top-k", gen.top_k, "Top-k (0: off)")->capture_default_str();
+  c_gen->add_option("--top-p", gen.top_p, "Top-p (1: off)")->capture_default_str();
+  c_gen->add_option("--min-p", gen.min_p, "Min-p (0: off)")->capture_default_str();
+  c_gen->add_option("--repeat-penalty", gen.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
+  c_gen->add_option("--presence-penalty", gen.presence_penalty, "Presence penalty")->capture_default_str();
+  c_gen->add_option("--frequency-penalty", gen.frequency_penalty, "Frequency penalty")->capture_default_str();
+  c_gen->add_option("-s,--seed", gen.seed, "Random seed (-1: random)")->capture_default_str();
+  c_gen->add_flag("--greedy", gen.greedy, "Greedy decoding (same as --temp 0)");
+  c_gen->add_flag("--ids", gen.ids, "Print the generated token ids on one line instead of the text");
+  c_gen->add_flag("--ignore-eos", gen.ignore_eos, "Do not stop at end-of-generation tokens");
+  c_gen->add_option("--stop", gen.stop, "Stop before this string (repeatable)");
+
+  moelsp::cli::LogitsOptions lg;
+  auto* c_lg = app.add_subcommand("logits", "Write the logits of every position of a token sequence as raw float32 rows");
+  add_model_opts(c_lg, lg.m);
+  c_lg->add_option("--tokens", lg.tokens, "Token ids (\"ID ID ...\")")->required();
+  c_lg->add_option("-o,--out", lg.out, "Output file (n_tokens rows of n_vocab little-endian float32)")->required();
+  c_lg->add_flag("--incremental", lg.incremental, "Run one token at a time through the KV cache instead of one prefill");
+
+  moelsp::cli::PerplexityOptions px;
+  auto* c_px = app.add_subcommand("perplexity", "Perplexity of a model on a text file");
+  c_px->add_option("-m,--model", px.m.model, "GGUF model file")->required();
+  c_px->add_option("-t,--threads", px.m.threads, "Threads (default: physical cores)");
+  c_px->add_option("-f,--file", px.file, "Text file")->required();
+  c_px->add_option("-c,--ctx-size", px.ctx, "Window in tokens")->capture_default_str();
+  c_px->add_option("--stride", px.stride, "Tokens scored per window after the first (default: ctx/2)");
+  c_px->add_option("--chunks", px.max_chunks, "Stop after this many windows (0: whole file)");
+
+  moelsp::cli::ChatOptions ch;
+  auto* c_ch = app.add_subcommand("chat", "Interactive chat in the terminal, using the model's chat template");
+  add_model_opts(c_ch, ch.m);
+  c_ch->add_option("--chat-template", ch.chat_template,
+                   "Template name when the model's is missing or unknown: chatml, deepseek2, deepseek3, mistral, llama2, chatglm4");
+  c_ch->add_option("--system", ch.system, "System message");
+  c_ch->add_option("-n,--n-predict", ch.n_predict, "Tokens per answer at most")->capture_default_str();
+  c_ch->add_option("--temp", ch.temp, "Temperature")->capture_default_str();
+  c_ch->add_option("-s,--seed", ch.seed, "Random seed (-1: random)")->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
 
@@ -48,7 +103,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "moelsp tokenize: give the text with -p TEXT or -f FILE\n");
     return 2;
   }
+  if (c_gen->parsed() && gp->count() + gf->count() + gt->count() == 0) {
+    std::fprintf(stderr, "moelsp generate: give the prompt with -p TEXT, -f FILE or --tokens \"ID ...\"\n");
+    return 2;
+  }
   if (c_ins->parsed()) return moelsp::cli::inspect(ins);
+  if (c_gen->parsed()) return moelsp::cli::generate(gen);
+  if (c_lg->parsed()) return moelsp::cli::logits(lg);
+  if (c_px->parsed()) return moelsp::cli::perplexity(px);
+  if (c_ch->parsed()) return moelsp::cli::chat(ch);
   if (c_tk->parsed()) return moelsp::cli::tokenize(tk);
   if (c_dt->parsed()) return moelsp::cli::detokenize(dt);
   return 2;

@@ -1,0 +1,113 @@
+// The engine API (DESIGN.md §4): submit a request, receive tokens through a
+// callback as they are generated, cancel at any time.
+//
+// One scheduler thread runs the requests (highest priority first, then in
+// order of arrival); continuous batching of several live requests is the
+// paged-KV issue's work and will slot in behind this same interface. The
+// scheduler keeps the last request's KV cache and reuses its longest common
+// token prefix, so an editor that re-sends nearly the same prompt pays only
+// for the new tokens.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/model.h"
+#include "engine/sampling.h"
+
+namespace moelsp {
+
+struct Request {
+  std::string prompt;                // tokenized with BOS (if the model wants it) and special tokens parsed
+  std::vector<TokenId> prompt_tokens;  // used instead of `prompt` when not empty
+  SamplingParams sampling;
+  int max_tokens = 256;
+  std::vector<std::string> stop;     // generation ends before any of these strings
+  bool ignore_eos = false;
+  int64_t t_max_prompt_ms = 0;       // 0: no limit; a prompt that takes longer is abandoned
+  int64_t t_max_predict_ms = 0;      // 0: no limit; generation stops (keeping its text) after this
+  int priority = 0;                  // higher runs first
+};
+
+enum class FinishReason { Length, Stop, Eos, Cancelled, Timeout, Error };
+const char* to_string(FinishReason r);
+
+struct Timings {
+  int n_prompt = 0;        // prompt tokens in the request
+  int n_prompt_cached = 0; // of which reused from the KV cache
+  int n_generated = 0;
+  double prompt_ms = 0, generate_ms = 0;
+  double prompt_tps() const { return prompt_ms > 0 ? (n_prompt - n_prompt_cached) / (prompt_ms / 1000) : 0; }
+  double generate_tps() const { return generate_ms > 0 ? n_generated / (generate_ms / 1000) : 0; }
+};
+
+struct Result {
+  std::string text;
+  std::vector<TokenId> tokens;
+  FinishReason reason = FinishReason::Length;
+  std::string error;
+  Timings timings;
+};
+
+struct Callbacks {
+  // Text that is final (never a partial UTF-8 character, never part of a stop
+  // string), with the token that completed it. Called on the scheduler thread.
+  std::function<void(TokenId id, const std::string& text)> on_token;
+  std::function<void(const Result&)> on_done;
+};
+
+class Handle {
+ public:
+  void cancel();          // returns at once; the request ends with FinishReason::Cancelled
+  Result wait();          // blocks until done
+  bool done() const;
+
+  struct State;
+  explicit Handle(std::shared_ptr<State> s) : s_(std::move(s)) {}
+
+ private:
+  std::shared_ptr<State> s_;
+};
+
+struct EngineOptions {
+  int n_ctx = 4096;  // tokens per sequence
+};
+
+class Engine {
+ public:
+  Engine(std::shared_ptr<Model> model, EngineOptions opt = {});
+  ~Engine();  // cancels what is queued or running and joins the scheduler
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  Handle submit(Request req, Callbacks cb = {});
+  const Model& model() const { return *model_; }
+  int n_ctx() const { return opt_.n_ctx; }
+
+ private:
+  struct Job;
+  void loop();
+  void run(Job& job);
+
+  std::shared_ptr<Model> model_;
+  EngineOptions opt_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  bool stop_ = false;
+  uint64_t seq_ = 0;
+  // The sequence kept between requests for prefix reuse.
+  std::unique_ptr<KvCache> cache_;
+  std::vector<TokenId> cached_tokens_;
+  std::thread thread_;
+};
+
+}  // namespace moelsp
