@@ -2,7 +2,9 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -16,8 +18,9 @@ struct Result {
   std::string out;
 };
 
-Result run(const std::string& args) {
-  const std::string cmd = std::string(MOELSP_BINARY) + " " + args + " 2>/dev/null";
+Result run(const std::string& args, bool with_stderr = false, const std::string& stdin_text = "") {
+  std::string cmd = std::string(MOELSP_BINARY) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+  if (!stdin_text.empty()) cmd = "printf '" + stdin_text + "' | " + cmd;
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p);
   std::string out;
@@ -74,4 +77,73 @@ TEST_CASE("tokenize --ids and detokenize round trip") {
   CHECK(d.out == "def f(x):\n");
   const auto bad = run("detokenize -m " + model + " 12 banana");
   CHECK(bad.code == 1);
+}
+
+namespace {
+std::string ids_arg(const std::vector<int>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) s += ' ';
+    s += std::to_string(ids[i]);
+  }
+  return s;
+}
+}  // namespace
+
+TEST_CASE("generate --tokens --greedy --ids reproduces llama.cpp's greedy ids") {
+  const auto j = nlohmann::json::parse(moelsp::test::read_file(moelsp::test::data_path("reference/deepseek2-v3-ref.json")));
+  const auto r = run("generate -m " + moelsp::test::data_path("reference/deepseek2-v3-ref.gguf") + " --tokens '" +
+                     ids_arg(j["prompt_ids"].get<std::vector<int>>()) + "' -n 16 --greedy --ids --ignore-eos -t 2");
+  REQUIRE(r.code == 0);
+  CHECK(r.out == ids_arg(j["greedy_ids"].get<std::vector<int>>()) + "\n");
+}
+
+TEST_CASE("generate from text streams to stdout and reports tokens/s on stderr") {
+  const auto r = run("generate -m " + moelsp::test::data_path("reference/qwen3moe-ref.gguf") +
+                         " -p 'def main():' -n 8 --seed 1 -t 2", true);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("tokens/s") && Catch::Contains("prompt:") && Catch::Contains("generated:"));
+  const auto bad = run("generate -m /nonexistent.gguf -p x", true);
+  CHECK(bad.code == 1);
+  CHECK_THAT(bad.out, Catch::Contains("cannot open"));
+}
+
+TEST_CASE("logits writes llama.cpp-layout rows, batch and incremental") {
+  const auto j = nlohmann::json::parse(moelsp::test::read_file(moelsp::test::data_path("reference/mixtral-ref.json")));
+  const auto ids = j["prompt_ids"].get<std::vector<int>>();
+  const std::string ref = moelsp::test::read_file(moelsp::test::data_path("reference/mixtral-ref.prefill.f32"));
+  for (const char* mode : {"", " --incremental"}) {
+    const std::string out = "/tmp/moelsp_test_logits.f32";
+    const auto r = run("logits -m " + moelsp::test::data_path("reference/mixtral-ref.gguf") + " --tokens '" +
+                       ids_arg(ids) + "' -o " + out + mode + " -t 2");
+    REQUIRE(r.code == 0);
+    const std::string got = moelsp::test::read_file(out);
+    REQUIRE(got.size() == ref.size());
+    double mx = 0;
+    for (size_t i = 0; i < got.size() / 4; ++i) {
+      float a, b;
+      std::memcpy(&a, got.data() + 4 * i, 4);
+      std::memcpy(&b, ref.data() + 4 * i, 4);
+      mx = std::max(mx, double(std::fabs(a - b)));
+    }
+    INFO("mode" << mode);
+    CHECK(mx < 1e-3);
+  }
+}
+
+TEST_CASE("perplexity runs over a text file") {
+  const auto r = run("perplexity -m " + moelsp::test::data_path("reference/qwen3moe-ref.gguf") + " -f " +
+                     moelsp::test::data_path("vocab/ggml-vocab-gpt-2.gguf.inp") + " -c 64 -t 2");
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::StartsWith("perplexity: "));
+}
+
+TEST_CASE("chat: a model without a template needs --chat-template; with one it answers") {
+  const std::string model = moelsp::test::data_path("reference/qwen3moe-ref.gguf");
+  const auto no = run("chat -m " + model + " < /dev/null", true);
+  CHECK(no.code == 1);
+  CHECK_THAT(no.out, Catch::Contains("--chat-template"));
+  const auto yes = run("chat -m " + model + " --chat-template chatml -n 4 -s 1 -t 2", false, "hello\\n/exit\\n");
+  CHECK(yes.code == 0);
+  CHECK(!yes.out.empty());
 }

@@ -60,8 +60,8 @@ struct Result {
 struct Callbacks {
   // Text that is final (never a partial UTF-8 character, never part of a stop
   // string), with the token that completed it. Called on the scheduler thread.
-  std::function<void(TokenId id, const std::string& text)> on_token;
-  std::function<void(const Result&)> on_done;
+  std::function<void(TokenId id, const std::string& text)> on_token = nullptr;
+  std::function<void(const Result&)> on_done = nullptr;
 };
 
 class Handle {

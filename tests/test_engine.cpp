@@ -1,0 +1,210 @@
+// The engine API on a real (tiny, random-weight) model: streaming, stop
+// strings, limits, cancellation, prefix reuse, determinism; and sampling.
+#include <atomic>
+#include <thread>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "engine/chat.h"
+#include "engine/engine.h"
+#include "engine/sampling.h"
+#include "test_data.h"
+
+using namespace moelsp;
+
+namespace {
+
+std::shared_ptr<Model> model(const std::string& name = "qwen3moe-ref") {
+  return std::shared_ptr<Model>(Model::load(test::data_path("reference/" + name + ".gguf"), {.threads = 2}));
+}
+
+std::vector<TokenId> prompt_ids(const std::string& name = "qwen3moe-ref") {
+  const auto j = nlohmann::json::parse(test::read_file(test::data_path("reference/" + name + ".json")));
+  return j["prompt_ids"].get<std::vector<TokenId>>();
+}
+
+}  // namespace
+
+TEST_CASE("greedy generation through the engine equals llama.cpp's continuation; tokens stream") {
+  const auto j = nlohmann::json::parse(test::read_file(test::data_path("reference/qwen3moe-ref.json")));
+  Engine engine(model(), {.n_ctx = 128});
+  Request req;
+  req.prompt_tokens = prompt_ids();
+  req.sampling = SamplingParams::greedy();
+  req.max_tokens = 16;
+  req.ignore_eos = true;
+  std::string streamed;
+  int calls = 0;
+  const Result r = engine.submit(req, {.on_token = [&](TokenId, const std::string& t) {
+                                         streamed += t;
+                                         ++calls;
+                                       }})
+                       .wait();
+  CHECK(r.reason == FinishReason::Length);
+  CHECK(r.tokens == j["greedy_ids"].get<std::vector<TokenId>>());
+  CHECK(streamed == r.text);
+  CHECK(calls >= 1);
+  CHECK(r.timings.n_generated == 16);
+  CHECK(r.timings.prompt_ms > 0);
+}
+
+TEST_CASE("the same seed gives the same tokens; another seed usually does not") {
+  Engine engine(model(), {.n_ctx = 128});
+  auto run = [&](uint64_t seed) {
+    Request req;
+    req.prompt_tokens = prompt_ids();
+    req.sampling.temperature = 1.5f;
+    req.sampling.top_k = 0;
+    req.sampling.top_p = 1.0f;
+    req.sampling.min_p = 0.0f;
+    req.sampling.seed = seed;
+    req.max_tokens = 24;
+    req.ignore_eos = true;
+    return engine.submit(req).wait().tokens;
+  };
+  const auto a = run(7), b = run(7), c = run(8);
+  CHECK(a == b);
+  CHECK(a != c);
+}
+
+TEST_CASE("stop strings end generation and are never emitted") {
+  auto m = model();
+  Engine engine(m, {.n_ctx = 128});
+  Request req;
+  req.prompt_tokens = prompt_ids();
+  req.sampling = SamplingParams::greedy();
+  req.max_tokens = 16;
+  req.ignore_eos = true;
+  const Result full = engine.submit(req).wait();
+  REQUIRE(full.text.size() > 6);
+  // Stop on a piece from the middle of the greedy text.
+  const std::string stop = full.text.substr(full.text.size() / 2, 3);
+  req.stop = {stop};
+  std::string streamed;
+  const Result r = engine.submit(req, {.on_token = [&](TokenId, const std::string& t) { streamed += t; }}).wait();
+  CHECK(r.reason == FinishReason::Stop);
+  CHECK(r.text == full.text.substr(0, full.text.find(stop)));
+  CHECK(streamed == r.text);
+}
+
+TEST_CASE("cancellation ends a request promptly; the engine keeps serving") {
+  Engine engine(model("mixtral-ref"), {.n_ctx = 4096});
+  Request req;
+  req.prompt_tokens = prompt_ids("mixtral-ref");
+  req.max_tokens = 100000;
+  req.ignore_eos = true;
+  std::atomic<int> seen{0};
+  Handle h = engine.submit(req, {.on_token = [&](TokenId, const std::string&) { ++seen; }});
+  while (seen < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  h.cancel();
+  const Result r = h.wait();
+  CHECK(r.reason == FinishReason::Cancelled);
+  CHECK(r.tokens.size() < 4000);
+  // a request cancelled before it starts
+  Request q = req;
+  q.max_tokens = 4;
+  Handle h2 = engine.submit(q);
+  h2.cancel();
+  CHECK(h2.wait().reason == FinishReason::Cancelled);
+  // and the engine still works
+  q.sampling = SamplingParams::greedy();
+  CHECK(engine.submit(q).wait().tokens.size() == 4);
+}
+
+TEST_CASE("time and token limits") {
+  Engine engine(model("mixtral-ref"), {.n_ctx = 4096});
+  Request req;
+  req.prompt_tokens = prompt_ids("mixtral-ref");
+  req.ignore_eos = true;
+  req.max_tokens = 5;
+  CHECK(engine.submit(req).wait().tokens.size() == 5);
+  req.max_tokens = 100000;
+  req.t_max_predict_ms = 50;
+  const Result r = engine.submit(req).wait();
+  CHECK(r.reason == FinishReason::Timeout);
+  CHECK(!r.tokens.empty());
+}
+
+TEST_CASE("a repeated prompt reuses the cached prefix and gives the same result") {
+  Engine engine(model(), {.n_ctx = 128});
+  Request req;
+  req.prompt_tokens = prompt_ids();
+  req.sampling = SamplingParams::greedy();
+  req.max_tokens = 8;
+  req.ignore_eos = true;
+  const Result a = engine.submit(req).wait();
+  CHECK(a.timings.n_prompt_cached == 0);
+  const Result b = engine.submit(req).wait();
+  CHECK(b.timings.n_prompt_cached == int(req.prompt_tokens.size()) - 1);
+  CHECK(a.tokens == b.tokens);
+  // a prompt that shares only a prefix
+  req.prompt_tokens.back() = req.prompt_tokens.front();
+  const Result c = engine.submit(req).wait();
+  CHECK(c.timings.n_prompt_cached == int(req.prompt_tokens.size()) - 1);
+}
+
+TEST_CASE("errors are results, not crashes") {
+  Engine engine(model(), {.n_ctx = 16});
+  Request req;
+  req.prompt_tokens = std::vector<TokenId>(40, 5);
+  CHECK(engine.submit(req).wait().reason == FinishReason::Error);
+  req.prompt_tokens = {1, 2, 99999999};
+  const Result r = engine.submit(req).wait();
+  CHECK(r.reason == FinishReason::Error);
+  CHECK_THAT(r.error, Catch::Contains("outside the vocabulary"));
+}
+
+TEST_CASE("sampler: greedy, top-k 1, penalties and determinism") {
+  std::vector<float> logits{1.0f, 3.0f, 2.0f, -1.0f};
+  Sampler g(SamplingParams::greedy(), 4);
+  CHECK(g.sample(logits.data(), {}) == 1);
+  SamplingParams p;
+  p.top_k = 1;
+  p.seed = 3;
+  Sampler k1(p, 4);
+  for (int i = 0; i < 20; ++i) CHECK(k1.sample(logits.data(), {}) == 1);
+  // a strong repetition penalty on the best token moves greedy to the next
+  SamplingParams rp = SamplingParams::greedy();
+  rp.repeat_penalty = 2.0f;
+  Sampler r(rp, 4);
+  const std::vector<TokenId> hist{1};
+  CHECK(r.sample(logits.data(), hist) == 2);
+  SamplingParams fp = SamplingParams::greedy();
+  fp.frequency_penalty = 0.6f;
+  fp.presence_penalty = 0.0f;
+  Sampler f(fp, 4);
+  const std::vector<TokenId> hist2{1, 1};
+  CHECK(f.sample(logits.data(), hist2) == 2);  // 3 - 1.2 < 2
+  // min-p removes tokens far below the best
+  SamplingParams mp;
+  mp.min_p = 0.5f;
+  mp.top_k = 0;
+  mp.top_p = 1.0f;
+  mp.seed = 9;
+  Sampler m(mp, 4);
+  for (int i = 0; i < 50; ++i) CHECK(m.sample(logits.data(), {}) == 1);  // p(2)/p(1) = e^-1 < 0.5
+  // top-p 0.5 keeps only the most likely token here
+  SamplingParams tp;
+  tp.top_p = 0.5f;
+  tp.top_k = 0;
+  tp.min_p = 0;
+  Sampler t(tp, 4);
+  for (int i = 0; i < 50; ++i) CHECK(t.sample(logits.data(), {}) == 1);
+}
+
+TEST_CASE("chat templates") {
+  const std::vector<ChatMessage> msgs{{"system", "Be brief."}, {"user", "Hi"}};
+  CHECK(apply_chat_template("chatml", msgs) ==
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  CHECK(apply_chat_template("deepseek2", msgs) == "Be brief.\n\nUser: Hi\n\nAssistant:");
+  CHECK(apply_chat_template("mistral", {{"user", "Hi"}, {"assistant", "Hello"}, {"user", "Bye"}}) ==
+        "[INST] Hi [/INST] Hello</s>[INST] Bye [/INST]");
+  CHECK(resolve_chat_template("{% for m in messages %}<|im_start|>{{ m.role }}...", "") == "chatml");
+  CHECK(resolve_chat_template("... 'Assistant: ' + message['content'] + eos_token ...", "") == "deepseek2");
+  CHECK(resolve_chat_template("{{ '[INST] ' + content + ' [/INST]' }}", "") == "mistral");
+  CHECK(resolve_chat_template("whatever", "chatml") == "chatml");
+  CHECK_THROWS_WITH(resolve_chat_template("{{ something new }}", ""), Catch::Contains("--chat-template"));
+  CHECK_THROWS_WITH(resolve_chat_template("", ""), Catch::Contains("no chat template"));
+  CHECK_THROWS_WITH(resolve_chat_template("", "nope"), Catch::Contains("unknown chat template 'nope'"));
+}
