@@ -81,7 +81,6 @@ int print_json(const gguf::File& f, const ModelSummary& m) {
     ts.push_back({{"name", ti.name}, {"type", kernels::dtype_name(ti.type)}, {"shape", ti.shape},
                   {"bytes", ti.n_bytes}, {"offset", f.data_offset() + ti.offset}});
   j["supported"] = m.supported;
-  j["generation_available"] = false;  // the CPU forward pass is not built yet
   j["problems"] = m.problems;
   std::puts(j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   return 0;
@@ -124,8 +123,6 @@ int print_text(const gguf::File& f, const ModelSummary& m, bool all_tensors) {
   }
   if (m.supported) {
     fmt::print("supported:     yes (architecture, tensors, weight types and tokenizer)\n");
-    // Until the CPU engine lands, moelsp reads and tokenizes but cannot generate.
-    fmt::print("generation:    not in this build yet (inspect and tokenize only)\n");
   } else {
     fmt::print("supported:     no\n");
     for (const auto& p : m.problems) fmt::print("  - {}\n", p);

@@ -68,6 +68,9 @@ case "$mode" in
     echo
     echo "== moelsp tokenize (DeepSeek-Coder vocabulary)"
     "$build/server/moelsp" tokenize -m "$model" -p 'def area(w, h):  # 面積'
+    echo
+    echo "== moelsp generate (random weights until the trained default model ships: expect noise, not code)"
+    "$build/server/moelsp" generate -m "$model" -p 'def fib(n):' -n 32 --seed 1
     ;;
   test)
     install_deps
