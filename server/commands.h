@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "lsp/server.h"
+
 namespace moelsp::cli {
 
 struct InspectOptions {
@@ -87,5 +89,15 @@ struct ChatOptions {
   int64_t seed = -1;
 };
 int chat(const ChatOptions& o);
+
+}  // namespace moelsp::cli
+
+namespace moelsp::cli {
+
+struct LspOptions {
+  lsp::Settings flags;
+  std::string config;
+};
+int lsp(const LspOptions& o);
 
 }  // namespace moelsp::cli

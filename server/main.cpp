@@ -1,5 +1,7 @@
 // moelsp: one executable, several subcommands (DESIGN.md §1). Logs go to
 // stderr; stdout carries only each command's output.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -14,7 +16,7 @@ int main(int argc, char** argv) {
   CLI::App app{"moelsp: a local coding assistant with an embedded Mixture-of-Experts inference engine"};
   app.set_version_flag("--version", std::string("moelsp 0.1.0") +
                                         (moelsp::kernels::cuda::compiled_in() ? " (CUDA)" : " (CPU only)"));
-  app.require_subcommand(1);
+  app.require_subcommand(0, 1);
   std::string log_level = "warn";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")->capture_default_str();
 
@@ -96,7 +98,27 @@ int main(int argc, char** argv) {
   c_ch->add_option("--temp", ch.temp, "Temperature")->capture_default_str();
   c_ch->add_option("-s,--seed", ch.seed, "Random seed (-1: random)")->capture_default_str();
 
+  moelsp::cli::LspOptions ls;
+  auto* c_ls = app.add_subcommand("lsp", "Language server over stdin/stdout (the default when stdin is not a terminal)");
+  std::string ls_model;
+  int ls_threads = 0, ls_ctx = 0, ls_max_tokens = 0, ls_budget = 0, ls_debounce = 0, ls_chat_tokens = 0;
+  auto* o_model = c_ls->add_option("-m,--model", ls_model, "GGUF model file (setting: model)");
+  auto* o_threads = c_ls->add_option("-t,--threads", ls_threads, "Threads (setting: threads)");
+  auto* o_ctx = c_ls->add_option("-c,--context-size", ls_ctx, "Context size (setting: contextSize)");
+  auto* o_mt = c_ls->add_option("--completion-max-tokens", ls_max_tokens, "Setting: completion.maxTokens");
+  auto* o_tb = c_ls->add_option("--completion-time-budget-ms", ls_budget, "Setting: completion.timeBudgetMs");
+  auto* o_db = c_ls->add_option("--completion-debounce-ms", ls_debounce, "Setting: completion.debounceMs");
+  auto* o_ct = c_ls->add_option("--chat-max-tokens", ls_chat_tokens, "Setting: chat.maxTokens");
+  c_ls->add_option("--config", ls.config, "JSON config file with the same setting names");
+
   CLI11_PARSE(app, argc, argv);
+  if (o_model->count()) ls.flags.model = ls_model;
+  if (o_threads->count()) ls.flags.threads = ls_threads;
+  if (o_ctx->count()) ls.flags.context_size = ls_ctx;
+  if (o_mt->count()) ls.flags.completion_max_tokens = ls_max_tokens;
+  if (o_tb->count()) ls.flags.completion_time_budget_ms = ls_budget;
+  if (o_db->count()) ls.flags.completion_debounce_ms = ls_debounce;
+  if (o_ct->count()) ls.flags.chat_max_tokens = ls_chat_tokens;
   spdlog::set_level(spdlog::level::from_str(log_level));
 
   if (c_tk->parsed() && p->count() == 0 && fo->count() == 0) {
@@ -105,6 +127,11 @@ int main(int argc, char** argv) {
   }
   if (c_gen->parsed() && gp->count() + gf->count() + gt->count() == 0) {
     std::fprintf(stderr, "moelsp generate: give the prompt with -p TEXT, -f FILE or --tokens \"ID ...\"\n");
+    return 2;
+  }
+  if (c_ls->parsed() || (app.get_subcommands().empty() && !isatty(STDIN_FILENO))) return moelsp::cli::lsp(ls);
+  if (app.get_subcommands().empty()) {
+    std::fputs(app.help().c_str(), stderr);
     return 2;
   }
   if (c_ins->parsed()) return moelsp::cli::inspect(ins);

@@ -1,0 +1,116 @@
+#include "completion.h"
+
+#include <algorithm>
+
+namespace moelsp::lsp {
+
+namespace {
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  const size_t e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+}  // namespace
+
+CompletionContext make_context(const std::string& text, size_t cursor, size_t max_prefix, size_t max_suffix) {
+  cursor = std::min(cursor, text.size());
+  CompletionContext c;
+  size_t begin = cursor > max_prefix ? cursor - max_prefix : 0;
+  if (begin > 0) {  // start at a line boundary so the model sees whole lines
+    const size_t nl = text.find('\n', begin);
+    if (nl != std::string::npos && nl < cursor) begin = nl + 1;
+  }
+  c.prefix = text.substr(begin, cursor - begin);
+  size_t end = std::min(text.size(), cursor + max_suffix);
+  if (end < text.size()) {
+    const size_t nl = text.rfind('\n', end);
+    if (nl != std::string::npos && nl > cursor) end = nl + 1;
+  }
+  c.suffix = text.substr(cursor, end - cursor);
+  const size_t eol = c.suffix.find('\n');
+  c.single_line = !trim(c.suffix.substr(0, eol)).empty();
+  return c;
+}
+
+std::vector<TokenId> fim_prompt(const Tokenizer& tok, const CompletionContext& ctx) {
+  const SpecialTokens& s = tok.special();
+  std::vector<TokenId> out;
+  if (s.add_bos && s.bos != kNoToken) out.push_back(s.bos);
+  const auto append = [&](const std::string& text) {
+    const auto ids = tok.encode(text);  // code is plain text: special-token look-alikes are not parsed
+    out.insert(out.end(), ids.begin(), ids.end());
+  };
+  if (s.fim_pre != kNoToken && s.fim_suf != kNoToken && s.fim_mid != kNoToken) {
+    out.push_back(s.fim_pre);
+    append(ctx.prefix);
+    out.push_back(s.fim_suf);
+    append(ctx.suffix);
+    out.push_back(s.fim_mid);
+  } else {
+    append(ctx.prefix);
+  }
+  return out;
+}
+
+std::string postprocess(const std::string& raw, const CompletionContext& ctx) {
+  std::string out = raw;
+  if (ctx.single_line) {
+    const size_t nl = out.find('\n');
+    if (nl != std::string::npos) out.resize(nl);
+    // Drop a tail that merely retypes what already follows the cursor.
+    const std::string rest = ctx.suffix.substr(0, ctx.suffix.find('\n'));
+    const std::string rest_t = trim(rest);
+    if (!rest_t.empty()) {
+      const size_t at = out.find(rest_t);
+      if (at != std::string::npos) out.resize(at);
+    }
+  } else {
+    // Multi-line: stop at the first generated line that repeats the next
+    // non-blank line after the cursor.
+    std::string next;
+    for (size_t p = 0; p < ctx.suffix.size();) {
+      const size_t nl = ctx.suffix.find('\n', p);
+      const std::string line = trim(ctx.suffix.substr(p, nl == std::string::npos ? std::string::npos : nl - p));
+      if (!line.empty()) {
+        next = line;
+        break;
+      }
+      if (nl == std::string::npos) break;
+      p = nl + 1;
+    }
+    if (!next.empty()) {
+      size_t p = 0;
+      while (p < out.size()) {
+        const size_t nl = out.find('\n', p);
+        const std::string line = trim(out.substr(p, nl == std::string::npos ? std::string::npos : nl - p));
+        if (p > 0 && line == next) {
+          out.resize(p);
+          break;
+        }
+        if (nl == std::string::npos) break;
+        p = nl + 1;
+      }
+    }
+  }
+  // Unbalanced closers: cut before a closer with no opener in the completion
+  // when the text after the cursor already closes it.
+  int depth = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const char ch = out[i];
+    if (ch == '(' || ch == '[' || ch == '{') ++depth;
+    else if (ch == ')' || ch == ']' || ch == '}') {
+      if (depth == 0 && ctx.suffix.find(ch) != std::string::npos &&
+          trim(ctx.suffix.substr(0, ctx.suffix.find('\n'))).find(ch) != std::string::npos) {
+        out.resize(i);
+        break;
+      }
+      depth = std::max(0, depth - 1);
+    }
+  }
+  while (!out.empty() && (out.back() == ' ' || out.back() == '\t' || out.back() == '\n' || out.back() == '\r'))
+    out.pop_back();
+  return out;
+}
+
+}  // namespace moelsp::lsp

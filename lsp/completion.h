@@ -1,0 +1,32 @@
+// The completion pipeline's pure parts: the context window around the
+// cursor, the fill-in-the-middle prompt, and post-processing of what the
+// model wrote. No JSON, no threads: easy to test.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/tokenizer.h"
+
+namespace moelsp::lsp {
+
+struct CompletionContext {
+  std::string prefix;  // text before the cursor (whole lines kept where cut)
+  std::string suffix;  // text after the cursor
+  bool single_line = false;  // the cursor's line has code after the cursor: complete only this line
+};
+
+CompletionContext make_context(const std::string& text, size_t cursor, size_t max_prefix_bytes,
+                               size_t max_suffix_bytes);
+
+// [BOS] <fim_prefix> prefix <fim_suffix> suffix <fim_middle> when the model has
+// FIM tokens; otherwise [BOS] prefix (left-to-right completion).
+std::vector<TokenId> fim_prompt(const Tokenizer& tok, const CompletionContext& ctx);
+
+// Cleans a raw continuation: cut where it starts repeating the text after the
+// cursor, stop at the end of the line for single-line contexts, drop trailing
+// blank lines and whitespace, and cut before a closing bracket that has no
+// opener in the completion when it would unbalance the line.
+std::string postprocess(const std::string& raw, const CompletionContext& ctx);
+
+}  // namespace moelsp::lsp

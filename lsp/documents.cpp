@@ -1,0 +1,90 @@
+#include "documents.h"
+
+namespace moelsp::lsp {
+
+namespace {
+// UTF-16 units of the UTF-8 sequence starting with byte c (4-byte sequences are surrogate pairs).
+int utf16_units(unsigned char c) { return (c & 0xf8) == 0xf0 ? 2 : 1; }
+size_t utf8_len(unsigned char c) {
+  return c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 1;
+}
+}  // namespace
+
+size_t offset_of(const std::string& text, Position pos) {
+  size_t i = 0;
+  for (int line = 0; line < pos.line; ++line) {
+    while (i < text.size() && text[i] != '\n' && text[i] != '\r') ++i;
+    if (i >= text.size()) return text.size();
+    if (text[i] == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
+    ++i;
+  }
+  int units = 0;
+  while (i < text.size() && text[i] != '\n' && text[i] != '\r' && units < pos.character) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    units += utf16_units(c);
+    i = std::min(text.size(), i + utf8_len(c));
+  }
+  return i;
+}
+
+Position position_of(const std::string& text, size_t off) {
+  off = std::min(off, text.size());
+  Position p;
+  size_t i = 0;
+  while (i < off) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\n' || c == '\r') {
+      if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') {
+        if (i + 1 == off) break;  // between \r and \n: still on this line
+        ++i;
+      }
+      ++i;
+      ++p.line;
+      p.character = 0;
+      continue;
+    }
+    p.character += utf16_units(c);
+    i += utf8_len(c);
+  }
+  return p;
+}
+
+void DocumentStore::open(const std::string& uri, const std::string& language, int version, std::string text) {
+  std::lock_guard lock(mu_);
+  docs_[uri] = Document{uri, language, std::move(text), version};
+}
+
+bool DocumentStore::change(const std::string& uri, int version, const std::optional<Range>& range,
+                           const std::string& text) {
+  std::lock_guard lock(mu_);
+  auto it = docs_.find(uri);
+  if (it == docs_.end()) return false;
+  Document& d = it->second;
+  if (!range) {
+    d.text = text;
+  } else {
+    const size_t a = offset_of(d.text, range->start), b = offset_of(d.text, range->end);
+    d.text.replace(std::min(a, b), (a < b ? b - a : 0), text);
+  }
+  d.version = version;
+  return true;
+}
+
+void DocumentStore::close(const std::string& uri) {
+  std::lock_guard lock(mu_);
+  docs_.erase(uri);
+}
+
+std::optional<Document> DocumentStore::get(const std::string& uri) const {
+  std::lock_guard lock(mu_);
+  auto it = docs_.find(uri);
+  if (it == docs_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::map<std::string, Document> DocumentStore::all() const {
+  std::lock_guard lock(mu_);
+  return docs_;
+}
+
+}  // namespace moelsp::lsp

@@ -1,0 +1,284 @@
+// Protocol transcripts against the real server over pipes: framing edge
+// cases, every error code, lifecycle and exit codes, documents with UTF-16
+// positions, completions on a reference model, cancellation.
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "lsp/completion.h"
+#include "lsp/documents.h"
+#include "lsp/server.h"
+#include "lsp/transport.h"
+#include "test_data.h"
+
+using namespace moelsp::lsp;
+using json = nlohmann::json;
+
+namespace {
+
+class Client {
+ public:
+  Client() {
+    REQUIRE(pipe(to_server_) == 0);
+    REQUIRE(pipe(from_server_) == 0);
+    server_t_ = std::make_unique<Transport>(to_server_[0], from_server_[1]);
+    client_t_ = std::make_unique<Transport>(from_server_[0], to_server_[1]);
+    server_ = std::make_unique<Server>(*server_t_, ServerOptions{});
+    exit_code_ = std::async(std::launch::async, [this] {
+      const int rc = server_->run();
+      close(from_server_[1]);
+      return rc;
+    });
+  }
+  ~Client() {
+    close_input();
+    if (exit_code_.valid()) exit_code_.wait();
+    server_.reset();
+    close(to_server_[0]);
+    close(from_server_[0]);
+  }
+
+  void raw(const std::string& bytes) { REQUIRE(write(to_server_[1], bytes.data(), bytes.size()) == ssize_t(bytes.size())); }
+  void send(const json& j) { client_t_->write(j.dump()); }
+  void request(int id, const std::string& method, json params = json::object()) {
+    send({{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}});
+  }
+  void notify(const std::string& method, json params = json::object()) {
+    send({{"jsonrpc", "2.0"}, {"method", method}, {"params", params}});
+  }
+  // Next message that is a response (skipping notifications), within a timeout.
+  json response(int timeout_ms = 20000) {
+    for (;;) {
+      const json m = next(timeout_ms);
+      if (m.contains("id") && !m.contains("method")) return m;
+    }
+  }
+  json next(int timeout_ms = 20000) {
+    auto f = std::async(std::launch::async, [this] { return client_t_->read(); });
+    REQUIRE(f.wait_for(std::chrono::milliseconds(timeout_ms)) == std::future_status::ready);
+    auto m = f.get();
+    REQUIRE(m.has_value());
+    REQUIRE(m->error.empty());
+    return json::parse(m->body);
+  }
+  void initialize(json init_options = json::object(), bool inline_support = true) {
+    json caps = {{"textDocument", {{"completion", json::object()}}}};
+    if (inline_support) caps["textDocument"]["inlineCompletion"] = json::object();
+    request(1, "initialize", {{"capabilities", caps}, {"initializationOptions", init_options}});
+    const json r = response();
+    REQUIRE(r["id"] == 1);
+    notify("initialized");
+  }
+  void close_input() {
+    if (to_server_[1] >= 0) {
+      close(to_server_[1]);
+      to_server_[1] = -1;
+    }
+  }
+  int exit_code() {
+    close_input();
+    return exit_code_.get();
+  }
+
+ private:
+  int to_server_[2]{-1, -1}, from_server_[2]{-1, -1};
+  std::unique_ptr<Transport> server_t_, client_t_;
+  std::unique_ptr<Server> server_;
+  std::future<int> exit_code_;
+};
+
+json model_options() {
+  return {{"model", moelsp::test::data_path("reference/qwen3moe-ref.gguf")},
+          {"threads", 2},
+          {"contextSize", 1024},
+          {"completion", {{"maxTokens", 8}, {"timeBudgetMs", 5000}}}};
+}
+
+// Waits for moelsp/status with state ready (or fails on error).
+void wait_ready(Client& c) {
+  for (;;) {
+    const json m = c.next();
+    if (m.value("method", "") == "moelsp/status") {
+      const std::string st = m["params"]["state"];
+      REQUIRE(st != "error");
+      if (st == "ready") return;
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("lifecycle: errors before initialize, after shutdown, exit codes") {
+  {
+    Client c;
+    c.request(5, "textDocument/completion", {});
+    CHECK(c.response()["error"]["code"] == -32002);
+    c.notify("textDocument/didOpen", {});  // ignored, no answer
+    c.initialize();
+    c.request(2, "no/such/method");
+    CHECK(c.response()["error"]["code"] == -32601);
+    c.notify("$/someClientNotification", {{"x", 1}});  // ignored silently
+    c.request(3, "initialize", {});
+    CHECK(c.response()["error"]["code"] == -32600);
+    c.request(4, "shutdown");
+    const json r = c.response();
+    CHECK(r["id"] == 4);
+    CHECK(r["result"].is_null());
+    c.request(6, "moelsp/status");
+    CHECK(c.response()["error"]["code"] == -32600);
+    c.notify("exit");
+    CHECK(c.exit_code() == 0);
+  }
+  {
+    Client c;
+    c.initialize();
+    c.notify("exit");  // without shutdown
+    CHECK(c.exit_code() == 1);
+  }
+  {
+    Client c;
+    c.initialize();
+    CHECK(c.exit_code() == 1);  // end of input without exit
+  }
+}
+
+TEST_CASE("framing and JSON errors: the server keeps reading") {
+  Client c;
+  c.initialize();
+  // not JSON
+  c.raw("Content-Length: 9\r\n\r\n{not json");
+  json r = c.response();
+  CHECK(r["error"]["code"] == -32700);
+  CHECK(r["id"].is_null());
+  // JSON but not a request object
+  c.raw("Content-Length: 2\r\n\r\n[]");
+  CHECK(c.response()["error"]["code"] == -32600);
+  c.send({{"jsonrpc", "2.0"}, {"id", 9}, {"method", 42}});
+  CHECK(c.response()["error"]["code"] == -32600);
+  // Content-Type tolerated
+  const std::string body = json{{"jsonrpc", "2.0"}, {"id", 10}, {"method", "moelsp/status"}}.dump();
+  c.raw("Content-Length: " + std::to_string(body.size()) + "\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n" + body);
+  CHECK(c.response()["id"] == 10);
+  // 1 MB of garbage, a missing length, an absurd length: skipped, next request answered
+  std::string garbage(1 << 20, 'x');
+  for (size_t i = 0; i < garbage.size(); i += 997) garbage[i] = '\n';
+  c.raw(garbage);
+  c.raw("\r\nX-Nothing: 1\r\n\r\n");
+  c.raw("Content-Length: 99999999999\r\n\r\n");
+  c.request(11, "moelsp/status");
+  r = c.response();
+  CHECK(r["id"] == 11);
+  CHECK(r["result"].contains("state"));
+}
+
+TEST_CASE("UTF-16 positions, CRLF and incremental edits") {
+  const std::string text = "a\xf0\x9f\xa6\x99" "b\r\n\xc3\xa9x\ny";  // a🦙b CRLF éx LF y
+  CHECK(offset_of(text, {0, 0}) == 0);
+  CHECK(offset_of(text, {0, 1}) == 1);
+  CHECK(offset_of(text, {0, 3}) == 5);   // 🦙 is two UTF-16 units
+  CHECK(offset_of(text, {0, 4}) == 6);   // end of line 0
+  CHECK(offset_of(text, {0, 99}) == 6);  // clamps to the line end
+  CHECK(offset_of(text, {1, 0}) == 8);
+  CHECK(offset_of(text, {1, 1}) == 10);  // é is one unit, two bytes
+  CHECK(offset_of(text, {2, 1}) == 13);
+  CHECK(offset_of(text, {9, 0}) == text.size());
+  CHECK(position_of(text, 5).character == 3);
+  CHECK(position_of(text, 10).line == 1);
+  CHECK(position_of(text, 10).character == 1);
+  DocumentStore d;
+  d.open("file:///x.py", "python", 1, text);
+  REQUIRE(d.change("file:///x.py", 2, Range{{0, 1}, {0, 3}}, "--"));  // replace 🦙
+  CHECK(d.get("file:///x.py")->text == "a--b\r\n\xc3\xa9x\ny");
+  REQUIRE(d.change("file:///x.py", 3, Range{{1, 1}, {2, 0}}, ""));  // join lines 1 and 2
+  CHECK(d.get("file:///x.py")->text == "a--b\r\n\xc3\xa9y");
+  REQUIRE(d.change("file:///x.py", 4, std::nullopt, "new"));
+  CHECK(d.get("file:///x.py")->text == "new");
+  CHECK(!d.change("file:///other.py", 1, std::nullopt, ""));
+}
+
+TEST_CASE("completion post-processing") {
+  CompletionContext ctx = make_context("x = foo(\n", 8, 1000, 1000);
+  CHECK(!ctx.single_line);
+  CHECK(postprocess("a, b)\n\n\n", ctx) == "a, b)");
+  ctx = make_context("x = foo()\n", 8, 1000, 1000);  // cursor between ( and )
+  CHECK(ctx.single_line);
+  CHECK(postprocess("a, b)\nmore", ctx) == "a, b");  // the ) already follows the cursor
+  ctx = make_context("def f():\n    \n    return 1\n", 13, 1000, 1000);
+  CHECK(postprocess("x = 2\n    return 1\n", ctx) == "x = 2");  // stops where it repeats the next line
+}
+
+TEST_CASE("settings: precedence and names") {
+  Settings defaults = Settings::from_json_text(R"({"threads": 1, "completion": {"maxTokens": 10}})");
+  Settings flags = Settings::from_json_text(R"({"threads": 2, "completion.timeBudgetMs": 300})");
+  Settings init = Settings::from_json_text(R"({"model": "/m.gguf", "completion": {"maxTokens": 20}})");
+  defaults.merge_from(flags);
+  defaults.merge_from(init);
+  CHECK(*defaults.threads == 2);
+  CHECK(*defaults.completion_max_tokens == 20);
+  CHECK(*defaults.completion_time_budget_ms == 300);
+  CHECK(*defaults.model == "/m.gguf");
+  CHECK_THROWS_WITH(Settings::from_json_text(R"({"threads": "many"})"), Catch::Contains("threads"));
+}
+
+TEST_CASE("inline and classic completions on a reference model; capabilities follow the client") {
+  Client c;
+  c.initialize(model_options());
+  wait_ready(c);
+  const std::string uri = "file:///t/a.py";
+  c.notify("textDocument/didOpen", {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1},
+                                                      {"text", "def area(w, h):\n    return "}}}});
+  c.request(20, "textDocument/inlineCompletion",
+            {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 11}}},
+             {"context", {{"triggerKind", 2}}}});
+  json r = c.response();
+  REQUIRE(r.contains("result"));
+  REQUIRE(r["result"]["items"].is_array());
+  for (const auto& it : r["result"]["items"]) {
+    CHECK(!it["insertText"].get<std::string>().empty());
+    CHECK(it["range"]["start"]["line"] == 1);
+  }
+  c.request(21, "textDocument/completion", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 11}}}});
+  r = c.response();
+  REQUIRE(r["result"]["items"].is_array());
+  c.request(22, "moelsp/status");
+  r = c.response();
+  CHECK(r["result"]["state"] == "ready");
+  CHECK(r["result"]["plan"]["threads"] == 2);
+}
+
+TEST_CASE("$/cancelRequest answers RequestCancelled promptly; a newer request cancels the older") {
+  Client c;
+  json opts = model_options();
+  opts["completion"] = {{"maxTokens", 100000}, {"timeBudgetMs", 600000}};
+  c.initialize(opts);
+  wait_ready(c);
+  const std::string uri = "file:///t/b.py";
+  // malformed didOpen (fields outside textDocument): logged, no answer, no crash
+  c.notify("textDocument/didOpen", {{"textDocument", {{"uri", uri}}}, {"text", 5}});
+  c.notify("textDocument/didOpen", {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", "import os\n"}}}});
+  c.request(30, "textDocument/inlineCompletion", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 0}}}});
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto t0 = std::chrono::steady_clock::now();
+  c.notify("$/cancelRequest", {{"id", 30}});
+  json r = c.response();
+  CHECK(r["id"] == 30);
+  CHECK(r["error"]["code"] == -32800);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+  // two requests for the same document: the first is superseded
+  c.request(31, "textDocument/inlineCompletion", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 0}}}});
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  c.request(32, "textDocument/inlineCompletion", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 0}}}});
+  r = c.response();
+  CHECK(r["id"] == 31);
+  CHECK(r["error"]["code"] == -32800);
+  c.notify("$/cancelRequest", {{"id", 32}});
+  CHECK(c.response()["id"] == 32);
+  // and the server still works
+  c.request(33, "moelsp/status");
+  CHECK(c.response()["id"] == 33);
+}
