@@ -208,3 +208,24 @@ TEST_CASE("chat templates") {
   CHECK_THROWS_WITH(resolve_chat_template("", ""), Catch::Contains("no chat template"));
   CHECK_THROWS_WITH(resolve_chat_template("", "nope"), Catch::Contains("unknown chat template 'nope'"));
 }
+
+TEST_CASE("a higher-priority request overtakes a running one between tokens") {
+  Engine engine(model("mixtral-ref"), {.n_ctx = 4096});
+  Request slow;
+  slow.prompt_tokens = prompt_ids("mixtral-ref");
+  slow.max_tokens = 3000;
+  slow.ignore_eos = true;
+  slow.priority = 0;
+  std::atomic<int> slow_tokens{0};
+  Handle hs = engine.submit(slow, {.on_token = [&](TokenId, const std::string&) { ++slow_tokens; }});
+  while (slow_tokens < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  Request fast = slow;
+  fast.max_tokens = 4;
+  fast.priority = 10;
+  fast.sampling = SamplingParams::greedy();
+  const Result rf = engine.submit(fast).wait();
+  CHECK(rf.tokens.size() == 4);
+  CHECK(!hs.done());  // the long request is still going
+  hs.cancel();
+  CHECK(hs.wait().reason == FinishReason::Cancelled);
+}

@@ -48,8 +48,32 @@ struct Engine::Job {
   uint64_t seq = 0;
 };
 
+struct Engine::Sequence {
+  std::unique_ptr<KvCache> cache;
+  std::vector<TokenId> tokens;  // what the cache holds
+  bool busy = false;
+  uint64_t last_used = 0;
+};
+
+// A request being served.
+struct Engine::Live {
+  std::shared_ptr<Job> job;
+  Sequence* seq = nullptr;
+  Result res;
+  bool prefilled = false;
+  std::vector<TokenId> prompt, history;
+  std::vector<float> logits;
+  std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<StreamingDecoder> dec;
+  std::string pending;  // decoded text not yet emitted (may start a stop string)
+  Clock::time_point t0, t1;
+  FinishReason reason = FinishReason::Length;
+  bool finished = false;
+};
+
 Engine::Engine(std::shared_ptr<Model> model, EngineOptions opt) : model_(std::move(model)), opt_(opt) {
   if (opt_.n_ctx <= 0) throw ModelError("context size must be positive");
+  opt_.max_sequences = std::max(1, opt_.max_sequences);
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -79,23 +103,6 @@ Handle Engine::submit(Request req, Callbacks cb) {
   return h;
 }
 
-void Engine::loop() {
-  for (;;) {
-    std::shared_ptr<Job> job;
-    {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      auto it = std::max_element(queue_.begin(), queue_.end(), [](const auto& a, const auto& b) {
-        return a->req.priority < b->req.priority || (a->req.priority == b->req.priority && a->seq > b->seq);
-      });
-      job = *it;
-      queue_.erase(it);
-    }
-    run(*job);
-  }
-}
-
 namespace {
 
 // Longest suffix of `text` that is a proper prefix of some stop string: text we
@@ -111,123 +118,197 @@ size_t held_back(const std::string& text, const std::vector<std::string>& stops)
   return hold;
 }
 
+size_t common_prefix(const std::vector<TokenId>& a, const std::vector<TokenId>& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+void finish(const Callbacks& cb, Handle::State& st, Result& res, FinishReason r) {
+  res.reason = r;
+  if (cb.on_done) cb.on_done(res);
+  std::lock_guard lock(st.mu);
+  st.result = res;
+  st.done = true;
+  st.cv.notify_all();
+}
+
 }  // namespace
 
-void Engine::run(Job& job) {
-  Result res;
+Engine::Sequence* Engine::acquire(const std::vector<TokenId>& prompt) {
+  // The idle sequence sharing the longest prefix; else a new one while the
+  // pool has room; else the least recently used idle one.
+  Sequence* best = nullptr;
+  size_t best_len = 0;
+  for (auto& s : sequences_)
+    if (!s->busy) {
+      const size_t n = common_prefix(prompt, s->tokens);
+      if (!best || n > best_len || (n == best_len && s->last_used > best->last_used)) best = s.get(), best_len = n;
+    }
+  if ((!best || best_len == 0) && int(sequences_.size()) < opt_.max_sequences) {
+    sequences_.push_back(std::make_unique<Sequence>());
+    sequences_.back()->cache = model_->new_cache(opt_.n_ctx);
+    return sequences_.back().get();
+  }
+  if (best && best_len == 0) {  // reuse the least recently used idle sequence
+    for (auto& s : sequences_)
+      if (!s->busy && s->last_used < best->last_used) best = s.get();
+  }
+  return best;  // null: every sequence is busy
+}
+
+void Engine::loop() {
+  std::vector<std::unique_ptr<Live>> live;
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !live.empty(); });
+      if (stop_ && queue_.empty() && live.empty()) return;
+      if (stop_)
+        for (auto& l : live) l->job->state->cancel = true;
+      // Admit queued jobs while sequences are free (highest priority first).
+      while (!queue_.empty() && int(live.size()) < opt_.max_sequences) {
+        auto it = std::max_element(queue_.begin(), queue_.end(), [](const auto& a, const auto& b) {
+          return a->req.priority < b->req.priority || (a->req.priority == b->req.priority && a->seq > b->seq);
+        });
+        auto l = std::make_unique<Live>();
+        l->job = *it;
+        queue_.erase(it);
+        live.push_back(std::move(l));
+      }
+    }
+    if (live.empty()) continue;
+    // Step the highest-priority live request (earliest first among equals).
+    auto it = std::max_element(live.begin(), live.end(), [](const auto& a, const auto& b) {
+      return a->job->req.priority < b->job->req.priority ||
+             (a->job->req.priority == b->job->req.priority && a->job->seq > b->job->seq);
+    });
+    Live& l = **it;
+    bool more = false;
+    try {
+      more = l.seq ? step(l) : start(l);
+    } catch (const std::exception& e) {
+      l.res.error = e.what();
+      finish(l.job->cb, *l.job->state, l.res, FinishReason::Error);
+      more = false;
+    }
+    if (!more) {
+      if (l.seq) {
+        l.seq->busy = false;
+        l.seq->last_used = ++clock_;
+      }
+      live.erase(it);
+    }
+  }
+}
+
+bool Engine::start(Live& l) {
+  Job& job = *l.job;
+  const Request& req = job.req;
+  const Model& m = *model_;
+  if (job.state->cancel) {
+    finish(job.cb, *job.state, l.res, FinishReason::Cancelled);
+    return false;
+  }
+  l.prompt = req.prompt_tokens;
+  if (l.prompt.empty()) l.prompt = m.tokenizer().encode(req.prompt, {.add_special = true, .parse_special = true});
+  if (l.prompt.empty()) throw ModelError("empty prompt");
+  l.res.timings.n_prompt = int(l.prompt.size());
+  if (int(l.prompt.size()) >= opt_.n_ctx)
+    throw ModelError(fmt::format("prompt of {} tokens does not fit the context of {}", l.prompt.size(), opt_.n_ctx));
+  l.seq = acquire(l.prompt);
+  if (!l.seq) return true;  // all sequences busy: try again on a later step
+  l.seq->busy = true;
+  l.logits.resize(size_t(m.config().n_vocab));
+  l.sampler = std::make_unique<Sampler>(req.sampling, m.config().n_vocab);
+  l.dec = std::make_unique<StreamingDecoder>(m.tokenizer());
+  return true;
+}
+
+bool Engine::step(Live& l) {
+  Job& job = *l.job;
   const Request& req = job.req;
   auto& st = *job.state;
-  const Model& m = *model_;
-  const int n_vocab = m.config().n_vocab;
-  auto finish = [&](FinishReason r) {
-    res.reason = r;
-    if (job.cb.on_done) job.cb.on_done(res);
-    std::lock_guard lock(st.mu);
-    st.result = res;
-    st.done = true;
-    st.cv.notify_all();
-  };
-  try {
-    if (st.cancel) return finish(FinishReason::Cancelled);
-    std::vector<TokenId> prompt = req.prompt_tokens;
-    if (prompt.empty()) prompt = m.tokenizer().encode(req.prompt, {.add_special = true, .parse_special = true});
-    if (prompt.empty()) throw ModelError("empty prompt");
-    res.timings.n_prompt = int(prompt.size());
-    if (int(prompt.size()) >= opt_.n_ctx)
-      throw ModelError(fmt::format("prompt of {} tokens does not fit the context of {}", prompt.size(), opt_.n_ctx));
+  Sequence& seq = *l.seq;
+  KvCache& cache = *seq.cache;
 
-    // Reuse the longest common prefix with the previous sequence (at least one
-    // token is always run again, to get the logits of the last prompt position).
-    if (!cache_) cache_ = m.new_cache(opt_.n_ctx);
-    size_t common = 0;
-    while (common < prompt.size() && common < cached_tokens_.size() && common < size_t(cache_->n_past()) &&
-           prompt[common] == cached_tokens_[common])
-      ++common;
-    common = std::min(common, prompt.size() - 1);
-    cache_->truncate(int(common));
-    cached_tokens_.resize(common);
-    res.timings.n_prompt_cached = int(common);
-
-    const auto t0 = Clock::now();
-    const auto prompt_deadline = t0 + std::chrono::milliseconds(req.t_max_prompt_ms);
+  if (!l.prefilled) {
+    // Reuse the longest common prefix (always re-running at least the last
+    // prompt token, for its logits).
+    size_t common = std::min({common_prefix(l.prompt, seq.tokens), size_t(cache.n_past()), l.prompt.size() - 1});
+    cache.truncate(int(common));
+    seq.tokens.resize(common);
+    l.res.timings.n_prompt_cached = int(common);
+    l.t0 = Clock::now();
+    const auto deadline = l.t0 + std::chrono::milliseconds(req.t_max_prompt_ms);
     bool timed_out = false;
-    const CancelCheck prompt_cancel = [&] {
+    const CancelCheck cancel = [&] {
       if (st.cancel) return true;
-      if (req.t_max_prompt_ms > 0 && Clock::now() > prompt_deadline) return timed_out = true;
+      if (req.t_max_prompt_ms > 0 && Clock::now() > deadline) return timed_out = true;
       return false;
     };
-    std::vector<float> logits(static_cast<size_t>(n_vocab));
     try {
-      model_->forward(std::span(prompt).subspan(common), *cache_, logits.data(), false, prompt_cancel);
+      model_->forward(std::span(l.prompt).subspan(common), cache, l.logits.data(), false, cancel);
     } catch (const Cancelled&) {
-      return finish(timed_out ? FinishReason::Timeout : FinishReason::Cancelled);
+      finish(job.cb, *job.state, l.res, timed_out ? FinishReason::Timeout : FinishReason::Cancelled);
+      return false;
     }
-    cached_tokens_ = prompt;
-    const auto t1 = Clock::now();
-    res.timings.prompt_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
-
-    Sampler sampler(req.sampling, n_vocab);
-    std::vector<TokenId> history = prompt;
-    StreamingDecoder dec(m.tokenizer());
-    std::string pending;  // decoded text not yet emitted (may start a stop string)
-    const auto cancel_check = [&] { return bool(st.cancel); };
-    FinishReason reason = FinishReason::Length;
-    for (int i = 0; i < req.max_tokens; ++i) {
-      if (st.cancel) {
-        reason = FinishReason::Cancelled;
-        break;
-      }
-      if (req.t_max_predict_ms > 0 &&
-          Clock::now() - t1 > std::chrono::milliseconds(req.t_max_predict_ms)) {
-        reason = FinishReason::Timeout;
-        break;
-      }
-      const TokenId tok = sampler.sample(logits.data(), history);
-      if (!req.ignore_eos && m.tokenizer().is_eog(tok)) {
-        reason = FinishReason::Eos;
-        break;
-      }
-      res.tokens.push_back(tok);
-      history.push_back(tok);
-      ++res.timings.n_generated;
-      pending += dec.push(tok);
-      // A stop string ends generation; its text is not returned.
-      size_t stop_at = std::string::npos;
-      for (const auto& s : req.stop)
-        if (!s.empty()) stop_at = std::min(stop_at, pending.find(s));
-      if (stop_at != std::string::npos) {
-        pending.resize(stop_at);
-        reason = FinishReason::Stop;
-      }
-      const size_t emit = reason == FinishReason::Stop ? pending.size() : pending.size() - held_back(pending, req.stop);
-      if (emit > 0) {
-        const std::string out = pending.substr(0, emit);
-        pending.erase(0, emit);
-        res.text += out;
-        if (job.cb.on_token) job.cb.on_token(tok, out);
-      }
-      if (reason == FinishReason::Stop) break;
-      if (i + 1 == req.max_tokens) break;
-      if (cache_->n_past() >= cache_->n_ctx()) break;  // context full: finish with what we have
-      try {
-        model_->forward({&tok, 1}, *cache_, logits.data(), false, cancel_check);
-      } catch (const Cancelled&) {
-        reason = FinishReason::Cancelled;
-        break;
-      }
-      cached_tokens_.push_back(tok);
+    seq.tokens = l.prompt;
+    l.history = l.prompt;
+    l.t1 = Clock::now();
+    l.res.timings.prompt_ms = std::chrono::duration<double, std::milli>(l.t1 - l.t0).count();
+    l.prefilled = true;
+    if (req.max_tokens <= 0) {
+      finish(job.cb, *job.state, l.res, FinishReason::Length);
+      return false;
     }
-    if (reason != FinishReason::Stop && reason != FinishReason::Cancelled) {
-      pending += dec.flush();
-      res.text += pending;
-      if (!pending.empty() && job.cb.on_token) job.cb.on_token(kNoToken, pending);
-    }
-    res.timings.generate_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
-    finish(reason);
-  } catch (const std::exception& e) {
-    res.error = e.what();
-    finish(FinishReason::Error);
+    return true;
   }
+
+  // One generated token.
+  const auto done = [&](FinishReason r) {
+    if (r != FinishReason::Stop && r != FinishReason::Cancelled) {
+      l.pending += l.dec->flush();
+      l.res.text += l.pending;
+      if (!l.pending.empty() && job.cb.on_token) job.cb.on_token(kNoToken, l.pending);
+      l.pending.clear();
+    }
+    l.res.timings.generate_ms = std::chrono::duration<double, std::milli>(Clock::now() - l.t1).count();
+    finish(job.cb, *job.state, l.res, r);
+    return false;
+  };
+  if (st.cancel) return done(FinishReason::Cancelled);
+  if (req.t_max_predict_ms > 0 && Clock::now() - l.t1 > std::chrono::milliseconds(req.t_max_predict_ms))
+    return done(FinishReason::Timeout);
+  const TokenId tok = l.sampler->sample(l.logits.data(), l.history);
+  if (!req.ignore_eos && model_->tokenizer().is_eog(tok)) return done(FinishReason::Eos);
+  l.res.tokens.push_back(tok);
+  l.history.push_back(tok);
+  ++l.res.timings.n_generated;
+  l.pending += l.dec->push(tok);
+  // A stop string ends generation; its text is not returned.
+  size_t stop_at = std::string::npos;
+  for (const auto& s : req.stop)
+    if (!s.empty()) stop_at = std::min(stop_at, l.pending.find(s));
+  const bool stopped = stop_at != std::string::npos;
+  if (stopped) l.pending.resize(stop_at);
+  const size_t emit = stopped ? l.pending.size() : l.pending.size() - held_back(l.pending, req.stop);
+  if (emit > 0) {
+    const std::string out = l.pending.substr(0, emit);
+    l.pending.erase(0, emit);
+    l.res.text += out;
+    if (job.cb.on_token) job.cb.on_token(tok, out);
+  }
+  if (stopped) return done(FinishReason::Stop);
+  if (int(l.res.tokens.size()) >= req.max_tokens) return done(FinishReason::Length);
+  if (cache.n_past() >= cache.n_ctx()) return done(FinishReason::Length);  // context full
+  try {
+    model_->forward({&tok, 1}, cache, l.logits.data(), false, [&] { return bool(st.cancel); });
+  } catch (const Cancelled&) {
+    return done(FinishReason::Cancelled);
+  }
+  seq.tokens.push_back(tok);
+  return true;
 }
 
 }  // namespace moelsp

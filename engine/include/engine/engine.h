@@ -1,12 +1,14 @@
 // The engine API (DESIGN.md §4): submit a request, receive tokens through a
 // callback as they are generated, cancel at any time.
 //
-// One scheduler thread runs the requests (highest priority first, then in
-// order of arrival); continuous batching of several live requests is the
-// paged-KV issue's work and will slot in behind this same interface. The
-// scheduler keeps the last request's KV cache and reuses its longest common
-// token prefix, so an editor that re-sends nearly the same prompt pays only
-// for the new tokens.
+// One scheduler thread advances the live requests one step at a time (a
+// prompt, or one generated token), always the highest-priority one first, so a
+// completion request overtakes a long chat answer between two of its tokens.
+// Each live request owns a sequence (a KV cache and its tokens) from a small
+// pool; a new request takes the idle sequence sharing its longest token
+// prefix, so an editor that re-sends nearly the same prompt pays only for the
+// new tokens. Batching the steps of several requests into one forward pass is
+// the paged-KV issue's work and slots in behind this same interface.
 #pragma once
 
 #include <atomic>
@@ -78,7 +80,8 @@ class Handle {
 };
 
 struct EngineOptions {
-  int n_ctx = 4096;  // tokens per sequence
+  int n_ctx = 4096;     // tokens per sequence
+  int max_sequences = 4;  // live + idle (prefix-cache) sequences; each holds a KV cache of n_ctx
 };
 
 class Engine {
@@ -94,8 +97,12 @@ class Engine {
 
  private:
   struct Job;
+  struct Live;
+  struct Sequence;
   void loop();
-  void run(Job& job);
+  bool start(Live& live);  // tokenizes and binds a sequence; false when the job already ended
+  bool step(Live& live);   // runs the prompt or one token; false when the job ended
+  Sequence* acquire(const std::vector<TokenId>& prompt);
 
   std::shared_ptr<Model> model_;
   EngineOptions opt_;
@@ -104,9 +111,8 @@ class Engine {
   std::deque<std::shared_ptr<Job>> queue_;
   bool stop_ = false;
   uint64_t seq_ = 0;
-  // The sequence kept between requests for prefix reuse.
-  std::unique_ptr<KvCache> cache_;
-  std::vector<TokenId> cached_tokens_;
+  uint64_t clock_ = 0;
+  std::vector<std::unique_ptr<Sequence>> sequences_;
   std::thread thread_;
 };
 
