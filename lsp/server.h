@@ -21,6 +21,7 @@ struct Settings {
   std::optional<int> completion_time_budget_ms;
   std::optional<int> completion_debounce_ms;
   std::optional<int> chat_max_tokens;
+  std::optional<std::string> chat_template;  // when the model's is missing or unknown
 
   // Fields set in `over` replace ours.
   void merge_from(const Settings& over);

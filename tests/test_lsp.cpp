@@ -3,8 +3,10 @@
 // positions, completions on a reference model, cancellation.
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
+#include <set>
 #include <thread>
 
 #include <catch2/catch.hpp>
@@ -31,7 +33,7 @@ class Client {
     server_ = std::make_unique<Server>(*server_t_, ServerOptions{});
     exit_code_ = std::async(std::launch::async, [this] {
       const int rc = server_->run();
-      close(from_server_[1]);
+      if (!out_closed_.exchange(true)) close(from_server_[1]);
       return rc;
     });
   }
@@ -60,7 +62,12 @@ class Client {
   }
   json next(int timeout_ms = 20000) {
     auto f = std::async(std::launch::async, [this] { return client_t_->read(); });
-    REQUIRE(f.wait_for(std::chrono::milliseconds(timeout_ms)) == std::future_status::ready);
+    if (f.wait_for(std::chrono::milliseconds(timeout_ms)) != std::future_status::ready) {
+      // Unblock the reader (end of input) so the failure is reported instead of hanging.
+      if (!out_closed_.exchange(true)) close(from_server_[1]);
+      f.wait();
+      FAIL("no message from the server within " << timeout_ms << " ms");
+    }
     auto m = f.get();
     REQUIRE(m.has_value());
     REQUIRE(m->error.empty());
@@ -90,6 +97,7 @@ class Client {
   std::unique_ptr<Transport> server_t_, client_t_;
   std::unique_ptr<Server> server_;
   std::future<int> exit_code_;
+  std::atomic<bool> out_closed_{false};
 };
 
 json model_options() {
@@ -281,4 +289,153 @@ TEST_CASE("$/cancelRequest answers RequestCancelled promptly; a newer request ca
   // and the server still works
   c.request(33, "moelsp/status");
   CHECK(c.response()["id"] == 33);
+}
+
+TEST_CASE("chat streams through $/progress; explain works on a selection; templates are required") {
+  Client c;
+  json opts = model_options();
+  opts["chat"] = {{"maxTokens", 12}};
+  c.send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"},
+          {"params", {{"capabilities", {{"workspace", {{"executeCommand", json::object()}}}, {"window", {{"workDoneProgress", true}}}}},
+                      {"initializationOptions", opts}}}});
+  json init = c.response();
+  CHECK(init["result"]["capabilities"].contains("executeCommandProvider"));
+  CHECK(!init["result"]["capabilities"].contains("inlineCompletionProvider"));  // the client did not declare it
+  wait_ready(c);
+  // The reference model has no chat template: a clear error naming the setting.
+  c.request(40, "moelsp/chat", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}});
+  json r = c.response();
+  CHECK(r["error"]["code"] == -32603);
+  CHECK_THAT(r["error"]["message"].get<std::string>(), Catch::Contains("chat.template"));
+  c.notify("workspace/didChangeConfiguration", {{"settings", {{"moelsp", {{"chat", {{"template", "chatml"}}}}}}}});
+  c.request(41, "moelsp/chat", {{"messages", {{{"role", "user"}, {"content", "Write a Python hello world."}}}},
+                                {"partialResultToken", "p41"}});
+  std::string streamed;
+  for (;;) {
+    const json m = c.next();
+    if (m.value("method", "") == "$/progress" && m["params"]["token"] == "p41") streamed += m["params"]["value"]["text"].get<std::string>();
+    if (m.contains("id") && m["id"] == 41) {
+      r = m;
+      break;
+    }
+  }
+  REQUIRE(r.contains("result"));
+  CHECK(r["result"]["text"] == streamed);
+  CHECK(!streamed.empty());
+  // explain on a selection, with work-done progress
+  const std::string uri = "file:///t/c.py";
+  c.notify("textDocument/didOpen", {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1},
+                                                      {"text", "def f(x):\n    return x * 2\n"}}}});
+  json range = {{"start", {{"line", 0}, {"character", 0}}}, {"end", {{"line", 2}, {"character", 0}}}};
+  json arg = {{"uri", uri}, {"range", range}};
+  c.request(42, "workspace/executeCommand",
+            {{"command", "moelsp.explain"}, {"workDoneToken", "w42"}, {"arguments", json::array({arg})}});
+  bool begin = false, end = false;
+  for (;;) {
+    const json m = c.next();
+    if (m.value("method", "") == "$/progress" && m["params"]["token"] == "w42") {
+      const std::string kind = m["params"]["value"]["kind"];
+      begin |= kind == "begin";
+      end |= kind == "end";
+    }
+    if (m.contains("id") && m["id"] == 42) {
+      r = m;
+      break;
+    }
+  }
+  CHECK(begin);
+  CHECK(end);
+  CHECK(r["result"]["text"].is_string());
+  c.request(43, "workspace/executeCommand", {{"command", "moelsp.fix"}, {"arguments", json::array()}});
+  CHECK(c.response()["error"]["code"] == -32602);
+}
+
+TEST_CASE("cache and type-through answer instantly; Invoked offers alternatives; telemetry counts") {
+  Client c;
+  c.initialize(model_options());
+  wait_ready(c);
+  const std::string uri = "file:///t/d.py";
+  const std::string text = "import os\n\ndef main():\n    ";
+  c.notify("textDocument/didOpen", {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", text}}}});
+  const json pos = {{"line", 3}, {"character", 4}};
+  c.request(50, "textDocument/inlineCompletion", {{"textDocument", {{"uri", uri}}}, {"position", pos}});
+  json r = c.response();
+  REQUIRE(r["result"]["items"].is_array());
+  if (!r["result"]["items"].empty()) {
+    const std::string first = r["result"]["items"][0]["insertText"];
+    // same request again: from the cache
+    c.request(51, "textDocument/inlineCompletion", {{"textDocument", {{"uri", uri}}}, {"position", pos}});
+    CHECK(c.response()["result"]["items"][0]["insertText"] == first);
+    // type the first character of the suggestion: the rest comes back
+    if (first.size() > 1 && first[0] != '\n') {
+      c.notify("textDocument/didChange", {{"textDocument", {{"uri", uri}, {"version", 2}}},
+                                          {"contentChanges", {{{"range", {{"start", pos}, {"end", pos}}}, {"text", first.substr(0, 1)}}}}});
+      c.request(52, "textDocument/inlineCompletion",
+                {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 3}, {"character", 5}}}});
+      CHECK(c.response()["result"]["items"][0]["insertText"] == first.substr(1));
+    }
+  }
+  c.request(53, "textDocument/inlineCompletion",
+            {{"textDocument", {{"uri", uri}}}, {"position", pos}, {"context", {{"triggerKind", 1}}}});
+  r = c.response();
+  CHECK(r["result"]["items"].size() <= 3);
+  c.notify("moelsp/didShowCompletion", {{"item", json::object()}});
+  c.notify("textDocument/didShowCompletion", {{"item", json::object()}});
+  c.notify("moelsp/didAcceptCompletion", {{"item", json::object()}});
+  c.notify("textDocument/didPartiallyAcceptCompletion", {{"item", json::object()}, {"acceptedLength", 3}});
+  c.request(54, "moelsp/status");
+  r = c.response();
+  const json& t = r["result"]["completions"];
+  CHECK(t["requests"].get<int>() >= 2);
+  CHECK(t["shown"] == 2);
+  CHECK(t["accepted"] == 1);
+  CHECK(t["partiallyAccepted"] == 1);
+  CHECK(t["latencyMs"]["samples"].get<int>() >= 1);
+}
+
+TEST_CASE("cancel storm: 200 cancelled completions, then a normal one succeeds") {
+  Client c;
+  json opts = model_options();
+  opts["completion"] = {{"maxTokens", 16}, {"timeBudgetMs", 5000}};
+  c.initialize(opts);
+  wait_ready(c);
+  const std::string uri = "file:///t/e.py";
+  c.notify("textDocument/didOpen", {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", "x = 1\n"}}}});
+  for (int i = 0; i < 200; ++i) {
+    c.request(1000 + i, "textDocument/inlineCompletion", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 0}}}});
+    c.notify("$/cancelRequest", {{"id", 1000 + i}});
+  }
+  std::set<int> answered;
+  while (answered.size() < 200) {
+    const json r = c.response();
+    const int rid = r["id"];
+    REQUIRE(rid >= 1000);
+    CHECK((r.contains("result") || r["error"]["code"] == -32800));
+    answered.insert(rid);
+  }
+  c.request(2000, "textDocument/inlineCompletion", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 0}}}});
+  const json r = c.response();
+  CHECK(r["id"] == 2000);
+  CHECK(r.contains("result"));
+}
+
+TEST_CASE("bad input: invalid UTF-8 in a document, a truncated body at the end") {
+  Client c;
+  c.initialize(model_options());
+  wait_ready(c);
+  // invalid UTF-8 inside a JSON string (raw bytes): the JSON parser rejects it → parse error, server goes on
+  const std::string bad = "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"moelsp/status\",\"x\":\"\xff\xfe\"}";
+  c.raw("Content-Length: " + std::to_string(bad.size()) + "\r\n\r\n" + bad);
+  json r = c.response();
+  CHECK(r["error"]["code"] == -32700);
+  // a document with unusual but valid text (NUL, BOM, astral characters, lone CR)
+  c.notify("textDocument/didOpen", {{"textDocument", {{"uri", "file:///t/f.py"}, {"languageId", "python"}, {"version", 1},
+                                                      {"text", std::string("\xef\xbb\xbfx = '\0\xf0\x9f\xa6\x99'\r", 16) + "\n"}}}});
+  c.request(60, "textDocument/inlineCompletion", {{"textDocument", {{"uri", "file:///t/f.py"}}}, {"position", {{"line", 1}, {"character", 0}}}});
+  r = c.response();
+  CHECK(r["id"] == 60);
+  CHECK(r.contains("result"));
+  // truncated body: the server sees end of input and exits with 1 (no shutdown)
+  c.raw("Content-Length: 100\r\n\r\n{\"jsonrpc\"");
+  CHECK(c.exit_code() == 1);
 }

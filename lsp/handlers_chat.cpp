@@ -1,0 +1,113 @@
+// Chat: workspace/executeCommand (moelsp.chat, moelsp.explain, moelsp.fix,
+// moelsp.document) and the moelsp/chat request. The answer streams as
+// $/progress: WorkDoneProgress reports (message = the new text) on the
+// request's workDoneToken, and {"text": new text} on its partialResultToken.
+// The final result is {"text", "finishReason"}.
+#include <spdlog/spdlog.h>
+
+#include "engine/chat.h"
+#include "engine/gguf.h"
+#include "server_impl.h"
+
+namespace moelsp::lsp {
+
+namespace {
+
+const char* kSystem =
+    "You are moelsp, a concise coding assistant running locally in the user's editor. "
+    "Answer with correct, idiomatic code and brief explanations.";
+
+std::string selection(const Document& d, const json& range) {
+  if (!range.is_object()) return d.text;
+  const size_t a = offset_of(d.text, {range.at("start").at("line"), range.at("start").at("character")});
+  const size_t b = offset_of(d.text, {range.at("end").at("line"), range.at("end").at("character")});
+  return a < b ? d.text.substr(a, b - a) : d.text;
+}
+
+}  // namespace
+
+void Server::Impl::on_execute_command(const json& id, const json& params) {
+  const std::string command = params.at("command");
+  if (command == "moelsp.accepted") {  // the inline item's command: the user took the suggestion
+    on_did_accept(params);
+    return reply(id, nullptr);
+  }
+  if (command != "moelsp.chat" && command != "moelsp.explain" && command != "moelsp.fix" && command != "moelsp.document")
+    return reply_error(id, kInvalidParams, "unknown command " + command);
+  const json args = params.contains("arguments") && params["arguments"].is_array() && !params["arguments"].empty()
+                        ? params["arguments"][0]
+                        : json::object();
+  chat(id, command, args, params.value("workDoneToken", json()), json());
+}
+
+void Server::Impl::on_chat(const json& id, const json& params) {
+  chat(id, "moelsp.chat", params, params.value("workDoneToken", json()), params.value("partialResultToken", json()));
+}
+
+void Server::Impl::chat(const json& id, const std::string& command, const json& args, const json& work_token,
+                        const json& partial_token) {
+  // Build the conversation (validation errors are answered here, as invalid params).
+  std::vector<ChatMessage> messages{{"system", kSystem}};
+  std::string context;
+  if (args.contains("uri")) {
+    const auto doc = docs.get(args.at("uri"));
+    if (!doc) return reply_error(id, kInvalidParams, "document not open: " + args.at("uri").get<std::string>());
+    context = selection(*doc, args.value("range", json()));
+    if (!doc->language.empty()) context = "```" + doc->language + "\n" + context + "\n```";
+    else context = "```\n" + context + "\n```";
+  }
+  if (command == "moelsp.chat") {
+    if (!args.contains("messages") || !args["messages"].is_array() || args["messages"].empty())
+      return reply_error(id, kInvalidParams, "moelsp.chat needs messages: [{role, content}, ...]");
+    for (const auto& m : args["messages"]) messages.push_back({m.at("role"), m.at("content")});
+    if (!context.empty()) messages.back().content = "Context:\n" + context + "\n\n" + messages.back().content;
+  } else {
+    if (context.empty()) return reply_error(id, kInvalidParams, command + " needs uri (and range) of the code");
+    const char* ask = command == "moelsp.explain" ? "Explain what this code does."
+                      : command == "moelsp.fix"   ? "Find the bugs in this code and give a fixed version."
+                                                  : "Write documentation comments for this code.";
+    messages.push_back({"user", std::string(ask) + "\n\n" + context});
+  }
+  auto p = track(id);
+  const Settings s = effective();
+  enqueue([this, id, p, s, messages, work_token, partial_token] {
+    Engine* eng = current_engine();
+    if (!eng) {
+      untrack(id);
+      return reply_error(id, kInternalError, "the model is not loaded (see moelsp/status)");
+    }
+    std::string tmpl;
+    try {
+      const std::string jinja = eng->model().file().get_or<std::string>("tokenizer.chat_template", "");
+      tmpl = resolve_chat_template(jinja, s.chat_template.value_or(""));
+    } catch (const std::exception& e) {
+      untrack(id);
+      return reply_error(id, kInternalError, std::string(e.what()) + " (LSP setting: chat.template)");
+    }
+    Request req;
+    req.prompt = apply_chat_template(tmpl, messages);
+    req.max_tokens = *s.chat_max_tokens;
+    req.sampling.temperature = 0.3f;
+    req.sampling.repeat_penalty = 1.1f;
+    req.priority = 0;  // completions overtake chat between tokens
+    progress(work_token, {{"kind", "begin"}, {"title", "moelsp chat"}, {"cancellable", true}});
+    Callbacks cb;
+    cb.on_token = [this, work_token, partial_token](TokenId, const std::string& text) {
+      progress(work_token, {{"kind", "report"}, {"message", text}});
+      progress(partial_token, {{"text", text}});
+    };
+    ++busy;
+    auto h = p->submit(*eng, std::move(req), std::move(cb));
+    Result r;
+    if (h) r = h->wait();
+    else r.reason = FinishReason::Cancelled;
+    --busy;
+    progress(work_token, {{"kind", "end"}});
+    untrack(id);
+    if (p->cancelled || r.reason == FinishReason::Cancelled) return reply_error(id, kRequestCancelled, "request cancelled");
+    if (r.reason == FinishReason::Error) return reply_error(id, kInternalError, r.error);
+    reply(id, {{"text", r.text}, {"finishReason", to_string(r.reason)}, {"tokensPerSecond", r.timings.generate_tps()}});
+  });
+}
+
+}  // namespace moelsp::lsp

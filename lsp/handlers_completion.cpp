@@ -1,0 +1,172 @@
+// textDocument/inlineCompletion and textDocument/completion.
+//
+// Latency model: an answer from the cache (same context, or the user typed
+// the first characters of the last suggestion) costs microseconds; otherwise
+// the prompt mostly hits the engine's prefix cache (the text before the cursor
+// changes only at its end), so the cost is the new tokens plus generation,
+// bounded by completion.timeBudgetMs.
+#include <chrono>
+
+#include <spdlog/spdlog.h>
+
+#include "completion.h"
+#include "server_impl.h"
+
+namespace moelsp::lsp {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kMaxPrefixBytes = 6000, kMaxSuffixBytes = 2000, kExtraContextBytes = 2000;
+constexpr size_t kCacheEntries = 64;
+
+// Other open documents, in a stable order, as a header of the prefix: the
+// same files give the same bytes, so the engine reuses their KV prefix.
+std::string extra_context(const DocumentStore& docs, const std::string& uri) {
+  std::string out;
+  for (const auto& [u, d] : docs.all()) {
+    if (u == uri || out.size() >= kExtraContextBytes) continue;
+    std::string chunk = d.text.substr(0, std::min(d.text.size(), kExtraContextBytes - out.size()));
+    if (const size_t nl = chunk.rfind('\n'); nl != std::string::npos && chunk.size() < d.text.size()) chunk.resize(nl + 1);
+    if (chunk.empty()) continue;
+    out += "// " + u + "\n" + chunk;
+    if (out.back() != '\n') out += '\n';
+  }
+  return out;
+}
+
+}  // namespace
+
+void Server::Impl::on_completion(const json& id, const json& params) { complete(id, params, false); }
+void Server::Impl::on_inline_completion(const json& id, const json& params) { complete(id, params, true); }
+
+void Server::Impl::complete(const json& id, const json& params, bool inline_kind) {
+  const auto t_start = Clock::now();
+  const std::string uri = params.at("textDocument").at("uri");
+  const Position pos{params.at("position").at("line"), params.at("position").at("character")};
+  // InlineCompletionTriggerKind: 1 = Invoked (the user asked: offer alternatives), 2 = Automatic.
+  const bool invoked = inline_kind && params.value("context", json::object()).value("triggerKind", 2) == 1;
+  auto p = track(id);
+  {
+    std::lock_guard lock(pending_mu);
+    // A newer completion for the same document makes the older one moot.
+    if (auto it = latest_completion.find(uri); it != latest_completion.end()) it->second->cancel();
+    latest_completion[uri] = p;
+  }
+  {
+    std::lock_guard lock(telemetry.mu);
+    ++telemetry.requests;
+  }
+  const Settings s = effective();
+  enqueue([this, id, uri, pos, p, s, inline_kind, invoked, t_start] {
+    std::vector<std::string> texts;
+    std::string error;
+    bool from_cache = false;
+    try {
+      const auto doc = docs.get(uri);
+      if (!doc) throw std::runtime_error("document not open: " + uri);
+      const size_t cursor = offset_of(doc->text, pos);
+      CompletionContext ctx = make_context(doc->text, cursor, kMaxPrefixBytes, kMaxSuffixBytes);
+
+      // 1. Cache: the same context, or typed-through (the user typed the start of a suggestion).
+      {
+        std::lock_guard lock(cache_mu);
+        for (const auto& e : cache) {
+          if (e.suffix != ctx.suffix || ctx.prefix.size() < e.prefix.size() ||
+              ctx.prefix.compare(0, e.prefix.size(), e.prefix) != 0)
+            continue;
+          const std::string typed = ctx.prefix.substr(e.prefix.size());
+          if (typed.size() < e.text.size() && e.text.compare(0, typed.size(), typed) == 0) {
+            texts.push_back(e.text.substr(typed.size()));
+            from_cache = true;
+            break;
+          }
+        }
+      }
+      // 2. Debounce: wait, unless a newer keystroke cancels us meanwhile.
+      if (!from_cache && *s.completion_debounce_ms > 0) {
+        const auto until = Clock::now() + std::chrono::milliseconds(*s.completion_debounce_ms);
+        while (Clock::now() < until && !p->cancelled) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      Engine* eng = current_engine();
+      if (!from_cache && eng && !p->cancelled) {
+        // 3. The model: FIM prompt (with other open files ahead of the prefix), greedy first.
+        CompletionContext prompt_ctx = ctx;
+        prompt_ctx.prefix = extra_context(docs, uri) + ctx.prefix;
+        Request req;
+        req.prompt_tokens = fim_prompt(eng->model().tokenizer(), prompt_ctx);
+        req.max_tokens = *s.completion_max_tokens;
+        req.t_max_predict_ms = *s.completion_time_budget_ms;
+        req.t_max_prompt_ms = *s.completion_time_budget_ms * 4;
+        req.sampling = SamplingParams::greedy();
+        req.priority = 10;  // completions before chat
+        if (ctx.single_line) req.stop = {"\n"};
+        const int alternatives = invoked ? 3 : 1;
+        ++busy;
+        for (int k = 0; k < alternatives && !p->cancelled; ++k) {
+          if (k > 0) {  // alternatives: sampled, different seeds
+            req.sampling = SamplingParams{};
+            req.sampling.temperature = 0.7f;
+            req.sampling.seed = uint64_t(k);
+          }
+          auto h = p->submit(*eng, req);
+          if (!h) break;
+          const Result r = h->wait();
+          if (r.reason == FinishReason::Error) {
+            error = r.error;
+            break;
+          }
+          if (r.timings.generate_tps() > 0) {
+            std::lock_guard lock(model_mu);
+            last_tps = r.timings.generate_tps();
+          }
+          std::string text = postprocess(r.text, ctx);
+          if (!text.empty() && std::find(texts.begin(), texts.end(), text) == texts.end()) texts.push_back(text);
+        }
+        --busy;
+        if (!texts.empty() && !p->cancelled) {
+          std::lock_guard lock(cache_mu);
+          cache.push_front({ctx.prefix, ctx.suffix, texts.front()});
+          if (cache.size() > kCacheEntries) cache.pop_back();
+        }
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    untrack(id);
+    {
+      std::lock_guard lock(pending_mu);
+      if (auto it = latest_completion.find(uri); it != latest_completion.end() && it->second == p)
+        latest_completion.erase(it);
+    }
+    if (p->cancelled) {
+      std::lock_guard lock(telemetry.mu);
+      ++telemetry.cancelled;
+      return reply_error(id, kRequestCancelled, "request cancelled");
+    }
+    if (!error.empty()) return reply_error(id, kInternalError, error);
+    telemetry.record_latency(std::chrono::duration<double, std::milli>(Clock::now() - t_start).count());
+    if (from_cache) {
+      std::lock_guard lock(telemetry.mu);
+      ++telemetry.cache_hits;
+    }
+    const json range = {{"start", {{"line", pos.line}, {"character", pos.character}}},
+                        {"end", {{"line", pos.line}, {"character", pos.character}}}};
+    json items = json::array();
+    for (const auto& text : texts) {
+      if (inline_kind) {
+        items.push_back({{"insertText", text}, {"range", range},
+                         {"command", {{"title", "accepted"}, {"command", "moelsp.accepted"}}}});
+      } else {
+        std::string label = text.substr(0, text.find('\n'));
+        if (label.empty()) label = text;
+        items.push_back({{"label", label}, {"kind", 1}, {"detail", "moelsp"}, {"insertText", text},
+                         {"textEdit", {{"range", range}, {"newText", text}}}});
+      }
+    }
+    reply(id, inline_kind ? json{{"items", items}} : json{{"isIncomplete", false}, {"items", items}});
+  });
+}
+
+}  // namespace moelsp::lsp

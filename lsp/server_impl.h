@@ -1,0 +1,166 @@
+// The server's state, shared by server.cpp (transport loop, lifecycle,
+// documents, settings) and the feature handlers (completion.cpp's pipeline
+// in handlers_completion.cpp, chat in handlers_chat.cpp). Internal to lsp/.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "documents.h"
+#include "engine/engine.h"
+#include "engine/model.h"
+#include "server.h"
+#include "transport.h"
+
+namespace moelsp::lsp {
+
+using json = nlohmann::json;
+
+// JSON-RPC / LSP error codes.
+enum ErrorCode : int {
+  kParseError = -32700,
+  kInvalidRequest = -32600,
+  kMethodNotFound = -32601,
+  kInvalidParams = -32602,
+  kInternalError = -32603,
+  kServerNotInitialized = -32002,
+  kRequestCancelled = -32800,
+};
+
+Settings settings_from(const json& j);
+
+// A request in flight: $/cancelRequest (or a newer completion for the same
+// document) sets `cancelled` and cancels the engine request.
+struct Pending {
+  std::atomic<bool> cancelled{false};
+  std::mutex mu;
+  std::optional<Handle> handle;
+  void cancel() {
+    cancelled = true;
+    std::lock_guard lock(mu);
+    if (handle) handle->cancel();
+  }
+  // Submits to the engine unless already cancelled; returns the handle.
+  std::optional<Handle> submit(Engine& e, Request req, Callbacks cb = {}) {
+    std::lock_guard lock(mu);
+    if (cancelled) return std::nullopt;
+    handle = e.submit(std::move(req), std::move(cb));
+    return handle;
+  }
+};
+
+// Local-only telemetry: what the user saw and kept, and how fast answers came.
+struct Telemetry {
+  std::mutex mu;
+  int64_t requests = 0, cancelled = 0, shown = 0, accepted = 0, partially_accepted = 0, cache_hits = 0;
+  std::vector<double> latency_ms;  // completion latencies, last 1000
+  void record_latency(double ms);
+  json to_json();
+};
+
+// A finished completion, reused when the same context or a typed-through
+// continuation of it comes back.
+struct CacheEntry {
+  std::string prefix, suffix, text;
+};
+
+struct Server::Impl {
+  Transport& t;
+  ServerOptions opt;
+  Settings init_options;
+  std::mutex settings_mu;
+
+  enum class Phase { Uninitialized, Running, ShutDown } phase = Phase::Uninitialized;
+  bool exiting = false, shutdown_received = false;
+  bool client_inline = false, client_completion = false, client_progress = false;
+  bool client_execute = false, client_dyn_config = false;
+
+  DocumentStore docs;
+  Telemetry telemetry;
+
+  std::mutex model_mu;
+  std::shared_ptr<Model> model;
+  std::unique_ptr<Engine> engine;
+  std::string state = "loading", state_message;
+  double last_tps = 0;
+  std::atomic<int> busy{0};
+
+  std::mutex pending_mu;
+  std::unordered_map<std::string, std::shared_ptr<Pending>> pending;  // by id.dump()
+  std::map<std::string, std::shared_ptr<Pending>> latest_completion;   // by document uri
+
+  std::mutex cache_mu;
+  std::deque<CacheEntry> cache;  // most recent first
+
+  std::mutex q_mu;
+  std::condition_variable q_cv;
+  std::deque<std::function<void()>> queue;
+  bool stopping = false;
+  std::vector<std::thread> workers;
+  std::thread loader;
+  std::atomic<int> next_server_request_id{1};
+
+  using Handler = void (Impl::*)(const json& id, const json& params);
+  using NotificationHandler = void (Impl::*)(const json& params);
+  std::unordered_map<std::string, Handler> requests;
+  std::unordered_map<std::string, NotificationHandler> notifications;
+
+  Impl(Transport& tr, ServerOptions o);
+  ~Impl();
+
+  Settings effective();
+  Engine* current_engine();
+
+  // output
+  void send(const json& j);
+  void reply(const json& id, json result);
+  void reply_error(const json& id, int code, const std::string& message);
+  void notify(const std::string& method, json params);
+  void log_message(int type, const std::string& text);
+  json status_json();
+  void send_status();
+  void progress(const json& token, json value);
+
+  // requests and notifications
+  void handle(const std::string& body);
+  void enqueue(std::function<void()> job);
+  std::shared_ptr<Pending> track(const json& id);
+  void untrack(const json& id);
+  void start_loading();
+
+  void on_initialize(const json& id, const json& params);
+  void on_shutdown(const json& id, const json& params);
+  void on_status(const json& id, const json& params);
+  void on_completion(const json& id, const json& params);
+  void on_inline_completion(const json& id, const json& params);
+  void on_execute_command(const json& id, const json& params);
+  void on_chat(const json& id, const json& params);
+
+  void on_initialized(const json& params);
+  void on_cancel(const json& params);
+  void on_did_open(const json& params);
+  void on_did_change(const json& params);
+  void on_did_close(const json& params);
+  void on_did_save(const json& params);
+  void on_did_change_configuration(const json& params);
+  void on_did_show(const json& params);
+  void on_did_accept(const json& params);
+  void on_did_partially_accept(const json& params);
+
+  // features
+  void complete(const json& id, const json& params, bool inline_kind);
+  void chat(const json& id, const std::string& command, const json& args, const json& work_token,
+            const json& partial_token);
+};
+
+}  // namespace moelsp::lsp
