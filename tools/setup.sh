@@ -24,12 +24,18 @@ jobs=${JOBS:-$(nproc)}
 #   libspdlog-dev libfmt-dev   logging and formatting (GCC 12 has no <format>)
 #   libcli11-dev           command line
 #   catch2                 tests (v2)
+#   neovim emacs-nox elpa-eglot   real editor clients in the LSP tests (test mode only)
+#   nodejs npm             the vscode-jsonrpc client test (test mode only; skipped when node is already on PATH)
 packages=(cmake ninja-build ccache pkg-config g++ libsentencepiece-dev libpcre2-dev nlohmann-json3-dev
           libspdlog-dev libfmt-dev libcli11-dev catch2)
+test_packages=(neovim emacs-nox elpa-eglot)
+command -v node >/dev/null && command -v npm >/dev/null || test_packages+=(nodejs npm)
 
 install_deps() {
   local missing=()
-  for p in "${packages[@]}"; do
+  local wanted=("${packages[@]}")
+  [ "$mode" = test ] && wanted+=("${test_packages[@]}")
+  for p in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   if [ ${#missing[@]} -eq 0 ]; then
@@ -74,6 +80,10 @@ case "$mode" in
     ;;
   test)
     install_deps
+    # The vscode-jsonrpc client test's packages (versions pinned by package-lock.json).
+    if [ ! -d editor-clients/tests/node_modules/vscode-jsonrpc ]; then
+      (cd editor-clients/tests && npm ci --no-audit --no-fund)
+    fi
     targets=()
     configure_and_build "$build"
     (cd "$build" && ctest -j "$jobs" --output-on-failure)
