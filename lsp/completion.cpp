@@ -16,8 +16,23 @@ std::string trim(const std::string& s) {
 CompletionContext make_context(const std::string& text, size_t cursor, size_t max_prefix, size_t max_suffix) {
   cursor = std::min(cursor, text.size());
   CompletionContext c;
-  size_t begin = cursor > max_prefix ? cursor - max_prefix : 0;
-  if (begin > 0) {  // start at a line boundary so the model sees whole lines
+  // The prefix starts at a line whose number is a multiple of kAnchorLines:
+  // while the user types, the start stays put (it moves only when the budget
+  // forces a jump of kAnchorLines lines), so the prompt grows only at its end
+  // and the engine reuses the KV cache of everything before the cursor.
+  constexpr size_t kAnchorLines = 32;
+  std::vector<size_t> anchors{0};  // byte offsets of lines 0, 32, 64, ... before the cursor
+  size_t line = 0;
+  for (size_t i = 0; i < cursor; ++i)
+    if (text[i] == '\n' && ++line % kAnchorLines == 0 && i + 1 <= cursor) anchors.push_back(i + 1);
+  size_t begin = anchors.back();
+  for (size_t a : anchors)
+    if (cursor - a <= max_prefix) {
+      begin = a;
+      break;
+    }
+  if (cursor - begin > max_prefix) {  // one huge line: fall back to a byte cut at a line start
+    begin = cursor - max_prefix;
     const size_t nl = text.find('\n', begin);
     if (nl != std::string::npos && nl < cursor) begin = nl + 1;
   }

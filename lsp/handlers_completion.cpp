@@ -18,7 +18,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kMaxPrefixBytes = 6000, kMaxSuffixBytes = 2000, kExtraContextBytes = 2000;
+// The suffix follows the prefix in the FIM prompt, so it is recomputed on every
+// keystroke: keep it short (a few lines) and spend the budget on the prefix.
+constexpr size_t kMaxPrefixBytes = 6000, kMaxSuffixBytes = 400, kExtraContextBytes = 2000;
 constexpr size_t kCacheEntries = 64;
 
 // Other open documents, in a stable order, as a header of the prefix: the

@@ -61,6 +61,7 @@ struct Engine::Live {
   Sequence* seq = nullptr;
   Result res;
   bool prefilled = false;
+  size_t prefill_pos = 0;  // next prompt token to run
   std::vector<TokenId> prompt, history;
   std::vector<float> logits;
   std::unique_ptr<Sampler> sampler;
@@ -177,6 +178,23 @@ void Engine::loop() {
         live.push_back(std::move(l));
       }
     }
+    // Finish cancelled requests first, so that their sequences (and the KV
+    // prefixes they hold) are free for the requests that replace them: an
+    // editor cancels the previous completion on every keystroke.
+    for (auto it = live.begin(); it != live.end();) {
+      Live& c = **it;
+      if (!c.job->state->cancel) {
+        ++it;
+        continue;
+      }
+      if (c.seq) {
+        c.res.timings.generate_ms = c.prefilled ? std::chrono::duration<double, std::milli>(Clock::now() - c.t1).count() : 0;
+        c.seq->busy = false;
+        c.seq->last_used = ++clock_;
+      }
+      finish(c.job->cb, *c.job->state, c.res, FinishReason::Cancelled);
+      it = live.erase(it);
+    }
     if (live.empty()) continue;
     // Step the highest-priority live request (earliest first among equals).
     auto it = std::max_element(live.begin(), live.end(), [](const auto& a, const auto& b) {
@@ -233,13 +251,19 @@ bool Engine::step(Live& l) {
   KvCache& cache = *seq.cache;
 
   if (!l.prefilled) {
-    // Reuse the longest common prefix (always re-running at least the last
-    // prompt token, for its logits).
-    size_t common = std::min({common_prefix(l.prompt, seq.tokens), size_t(cache.n_past()), l.prompt.size() - 1});
-    cache.truncate(int(common));
-    seq.tokens.resize(common);
-    l.res.timings.n_prompt_cached = int(common);
-    l.t0 = Clock::now();
+    if (l.prefill_pos == 0) {
+      // Reuse the longest common prefix (always re-running at least the last
+      // prompt token, for its logits).
+      const size_t common = std::min({common_prefix(l.prompt, seq.tokens), size_t(cache.n_past()), l.prompt.size() - 1});
+      cache.truncate(int(common));
+      seq.tokens.resize(common);
+      l.res.timings.n_prompt_cached = int(common);
+      l.prefill_pos = common;
+      l.t0 = Clock::now();
+    }
+    // The prompt runs in chunks, one per step: a cancelled request keeps the
+    // chunks it finished in the sequence's cache (the next keystroke's
+    // request reuses them), and a higher-priority request can run in between.
     const auto deadline = l.t0 + std::chrono::milliseconds(req.t_max_prompt_ms);
     bool timed_out = false;
     const CancelCheck cancel = [&] {
@@ -247,13 +271,18 @@ bool Engine::step(Live& l) {
       if (req.t_max_prompt_ms > 0 && Clock::now() > deadline) return timed_out = true;
       return false;
     };
+    const size_t n = std::min(size_t(opt_.prefill_chunk), l.prompt.size() - l.prefill_pos);
     try {
-      model_->forward(std::span(l.prompt).subspan(common), cache, l.logits.data(), false, cancel);
+      if (cancel()) throw Cancelled();
+      model_->forward(std::span(l.prompt).subspan(l.prefill_pos, n), cache, l.logits.data(), false, cancel);
     } catch (const Cancelled&) {
       finish(job.cb, *job.state, l.res, timed_out ? FinishReason::Timeout : FinishReason::Cancelled);
       return false;
     }
-    seq.tokens = l.prompt;
+    seq.tokens.insert(seq.tokens.end(), l.prompt.begin() + std::ptrdiff_t(l.prefill_pos),
+                      l.prompt.begin() + std::ptrdiff_t(l.prefill_pos + n));
+    l.prefill_pos += n;
+    if (l.prefill_pos < l.prompt.size()) return true;
     l.history = l.prompt;
     l.t1 = Clock::now();
     l.res.timings.prompt_ms = std::chrono::duration<double, std::milli>(l.t1 - l.t0).count();

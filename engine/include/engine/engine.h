@@ -82,6 +82,7 @@ class Handle {
 struct EngineOptions {
   int n_ctx = 4096;     // tokens per sequence
   int max_sequences = 4;  // live + idle (prefix-cache) sequences; each holds a KV cache of n_ctx
+  int prefill_chunk = 256;  // prompt tokens per scheduler step
 };
 
 class Engine {

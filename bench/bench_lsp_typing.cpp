@@ -1,0 +1,152 @@
+// Typing simulation against the LSP server: a source file is typed key by key
+// (didChange + inlineCompletion every --interval-ms), as an editor with
+// inline suggestions does. Reports latency to the answer (p50/p95), the
+// fraction of requests cancelled by the next keystroke, how many answers had a
+// suggestion, and cache hits. The server runs in-process over pipes, the same
+// code as `moelsp lsp`.
+//
+//   moelsp_bench_lsp_typing [--model FILE] [--file SRC] [--keys N] [--interval-ms MS]
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "lsp/server.h"
+#include "lsp/transport.h"
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+int main(int argc, char** argv) {
+  CLI::App app{"LSP typing simulation"};
+  std::string model = std::string(MOELSP_SOURCE_DIR) + "/tests/data/reference/qwen3moe-ref.gguf";
+  std::string file = std::string(MOELSP_SOURCE_DIR) + "/engine/arch/deepseek2.cpp";
+  int keys = 300, interval_ms = 80, max_tokens = 16, threads = 0;
+  app.add_option("--model", model, "GGUF model")->capture_default_str();
+  app.add_option("--file", file, "Source file to type (its second half is typed)")->capture_default_str();
+  app.add_option("--keys", keys, "Keystrokes to simulate")->capture_default_str();
+  app.add_option("--interval-ms", interval_ms, "Milliseconds between keystrokes")->capture_default_str();
+  app.add_option("--max-tokens", max_tokens, "completion.maxTokens")->capture_default_str();
+  app.add_option("-t,--threads", threads, "Engine threads (0: physical cores)");
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::warn);
+
+  std::ifstream in(file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string src = ss.str();
+  if (src.empty()) {
+    std::fprintf(stderr, "%s: empty or unreadable\n", file.c_str());
+    return 1;
+  }
+  size_t cursor = src.size() / 2;
+  cursor = src.rfind('\n', cursor) + 1;
+
+  int to_server[2], from_server[2];
+  if (pipe(to_server) || pipe(from_server)) return 1;
+  moelsp::lsp::Transport st(to_server[0], from_server[1]), ct(from_server[0], to_server[1]);
+  moelsp::lsp::Server server(st, {});
+  std::thread srv([&] {
+    server.run();
+    close(from_server[1]);
+  });
+
+  std::mutex mu;
+  std::map<int, Clock::time_point> sent;
+  std::vector<double> latency;
+  int cancelled = 0, with_items = 0, answered = 0, errors = 0;
+  bool ready = false;
+  std::thread reader([&] {
+    while (auto m = ct.read()) {
+      if (!m->error.empty()) continue;
+      const json j = json::parse(m->body, nullptr, false);
+      std::lock_guard lock(mu);
+      if (j.value("method", "") == "moelsp/status" && j["params"]["state"] == "ready") ready = true;
+      if (!j.contains("id") || j.contains("method") || !j["id"].is_number_integer()) continue;
+      const int id = j["id"];
+      if (id < 100) continue;
+      ++answered;
+      if (j.contains("error")) {
+        if (j["error"]["code"] == -32800) ++cancelled;
+        else ++errors;
+        continue;
+      }
+      latency.push_back(std::chrono::duration<double, std::milli>(Clock::now() - sent[id]).count());
+      if (!j["result"]["items"].empty()) ++with_items;
+    }
+  });
+
+  auto send = [&](const json& j) { ct.write(j.dump()); };
+  send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"},
+        {"params", {{"capabilities", {{"textDocument", {{"inlineCompletion", json::object()}}}}},
+                    {"initializationOptions", {{"model", model}, {"threads", threads}, {"contextSize", 4096},
+                                               {"completion", {{"maxTokens", max_tokens}, {"timeBudgetMs", 1000}}}}}}}});
+  for (int i = 0; i < 600; ++i) {
+    {
+      std::lock_guard lock(mu);
+      if (ready) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const std::string uri = "file:///bench/typed.cpp";
+  std::string doc = src.substr(0, cursor);
+  send({{"jsonrpc", "2.0"}, {"method", "textDocument/didOpen"},
+        {"params", {{"textDocument", {{"uri", uri}, {"languageId", "cpp"}, {"version", 1}, {"text", doc}}}}}});
+  int line = int(std::count(doc.begin(), doc.end(), '\n'));
+  int col = 0;
+  const auto t_start = Clock::now();
+  int n = 0;
+  for (; n < keys && cursor < src.size(); ++n) {
+    const char ch = src[cursor++];
+    const json at = {{"line", line}, {"character", col}};
+    send({{"jsonrpc", "2.0"}, {"method", "textDocument/didChange"},
+          {"params", {{"textDocument", {{"uri", uri}, {"version", n + 2}}},
+                      {"contentChanges", {{{"range", {{"start", at}, {"end", at}}}, {"text", std::string(1, ch)}}}}}}});
+    if (ch == '\n') ++line, col = 0;
+    else ++col;
+    const int id = 100 + n;
+    {
+      std::lock_guard lock(mu);
+      sent[id] = Clock::now();
+    }
+    send({{"jsonrpc", "2.0"}, {"id", id}, {"method", "textDocument/inlineCompletion"},
+          {"params", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", line}, {"character", col}}},
+                      {"context", {{"triggerKind", 2}}}}}});
+    std::this_thread::sleep_until(t_start + std::chrono::milliseconds(int64_t(interval_ms) * (n + 1)));
+  }
+  // let the last answers arrive
+  for (int i = 0; i < 200; ++i) {
+    {
+      std::lock_guard lock(mu);
+      if (answered >= n) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  send({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "moelsp/status"}});
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  send({{"jsonrpc", "2.0"}, {"id", 3}, {"method", "shutdown"}});
+  send({{"jsonrpc", "2.0"}, {"method", "exit"}});
+  srv.join();
+  close(to_server[1]);
+  reader.join();
+
+  std::sort(latency.begin(), latency.end());
+  const auto pct = [&](double p) { return latency.empty() ? 0.0 : latency[std::min(latency.size() - 1, size_t(p * latency.size()))]; };
+  fmt::print("typing simulation: {} keystrokes every {} ms into {} (model {})\n", n, interval_ms, file, model);
+  fmt::print("answered {} of {} requests: {} with a suggestion, {} cancelled by a newer keystroke ({:.1f}%), {} errors\n",
+             answered, n, with_items, cancelled, 100.0 * cancelled / std::max(1, n), errors);
+  fmt::print("latency to the answer (ms), answered requests: p50 {:.1f}, p95 {:.1f}, max {:.1f}\n", pct(0.5), pct(0.95),
+             latency.empty() ? 0.0 : latency.back());
+  return 0;
+}
