@@ -70,6 +70,14 @@ std::vector<TokenId> fim_prompt(const Tokenizer& tok, const CompletionContext& c
 
 std::string postprocess(const std::string& raw, const CompletionContext& ctx) {
   std::string out = raw;
+  // Indentation: when the cursor already stands after the line's indentation,
+  // a completion that starts with whitespace would indent twice.
+  const size_t line_start = ctx.prefix.rfind('\n') + 1;  // npos + 1 == 0
+  const std::string cur_line = ctx.prefix.substr(line_start);
+  if (!cur_line.empty() && cur_line.find_first_not_of(" \t") == std::string::npos) {
+    const size_t first = out.find_first_not_of(" \t");
+    if (first != std::string::npos && first > 0 && out[first] != '\n') out.erase(0, first);
+  }
   if (ctx.single_line) {
     const size_t nl = out.find('\n');
     if (nl != std::string::npos) out.resize(nl);

@@ -23,10 +23,11 @@ CompletionContext make_context(const std::string& text, size_t cursor, size_t ma
 // FIM tokens; otherwise [BOS] prefix (left-to-right completion).
 std::vector<TokenId> fim_prompt(const Tokenizer& tok, const CompletionContext& ctx);
 
-// Cleans a raw continuation: cut where it starts repeating the text after the
-// cursor, stop at the end of the line for single-line contexts, drop trailing
-// blank lines and whitespace, and cut before a closing bracket that has no
-// opener in the completion when it would unbalance the line.
+// Cleans a raw continuation: no doubled indentation when the cursor already
+// stands after the line's indentation, cut where it starts repeating the text
+// after the cursor, stop at the end of the line for single-line contexts, drop
+// trailing blank lines and whitespace, and cut before a closing bracket that
+// has no opener in the completion when the text after the cursor closes it.
 std::string postprocess(const std::string& raw, const CompletionContext& ctx);
 
 }  // namespace moelsp::lsp

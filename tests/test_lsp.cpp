@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <future>
 #include <set>
 #include <thread>
@@ -99,6 +100,18 @@ class Client {
   std::future<int> exit_code_;
   std::atomic<bool> out_closed_{false};
 };
+
+// (threads, VmRSS in KiB) of this process: the server runs in-process.
+std::pair<int, long> proc_status() {
+  std::ifstream in("/proc/self/status");
+  int threads = 0;
+  long rss = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("Threads:", 0) == 0) threads = std::stoi(line.substr(8));
+    if (line.rfind("VmRSS:", 0) == 0) rss = std::stol(line.substr(6));
+  }
+  return {threads, rss};
+}
 
 json model_options() {
   return {{"model", moelsp::test::data_path("reference/qwen3moe-ref.gguf")},
@@ -218,6 +231,13 @@ TEST_CASE("completion post-processing") {
   CHECK(postprocess("a, b)\nmore", ctx) == "a, b");  // the ) already follows the cursor
   ctx = make_context("def f():\n    \n    return 1\n", 13, 1000, 1000);
   CHECK(postprocess("x = 2\n    return 1\n", ctx) == "x = 2");  // stops where it repeats the next line
+  CHECK(postprocess("    x = 2", ctx) == "x = 2");                // no doubled indentation
+  // the prefix window starts at a stable line (a multiple of 32) while typing
+  std::string big;
+  for (int i = 0; i < 200; ++i) big += "line " + std::to_string(i) + " of some code\n";
+  const auto a = make_context(big, big.size() - 10, 2000, 100), b = make_context(big, big.size() - 5, 2000, 100);
+  CHECK(a.prefix.substr(0, 40) == b.prefix.substr(0, 40));
+  CHECK(a.prefix.size() <= 2000);
 }
 
 TEST_CASE("settings: precedence and names") {
@@ -401,6 +421,9 @@ TEST_CASE("cancel storm: 200 cancelled completions, then a normal one succeeds")
   wait_ready(c);
   const std::string uri = "file:///t/e.py";
   c.notify("textDocument/didOpen", {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", "x = 1\n"}}}});
+  c.request(999, "textDocument/inlineCompletion", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 0}}}});
+  CHECK(c.response()["id"] == 999);  // warm: KV caches and worker threads exist
+  const auto [threads_before, rss_before] = proc_status();
   for (int i = 0; i < 200; ++i) {
     c.request(1000 + i, "textDocument/inlineCompletion", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 0}}}});
     c.notify("$/cancelRequest", {{"id", 1000 + i}});
@@ -417,6 +440,10 @@ TEST_CASE("cancel storm: 200 cancelled completions, then a normal one succeeds")
   const json r = c.response();
   CHECK(r["id"] == 2000);
   CHECK(r.contains("result"));
+  // nothing leaked: threads as before the storm, memory within a few MB
+  const auto [threads_after, rss_after] = proc_status();
+  CHECK(threads_after == threads_before);
+  CHECK(rss_after < rss_before + 64 * 1024);
 }
 
 TEST_CASE("bad input: invalid UTF-8 in a document, a truncated body at the end") {
