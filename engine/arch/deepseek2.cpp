@@ -98,17 +98,7 @@ class Deepseek2 final : public Model {
         }
       }
       if (c.is_moe_layer(il)) {
-        L.moe.router = wl.get(b + "ffn_gate_inp.weight", {c.n_embd, c.n_expert});
-        L.moe.selection_bias = wl.maybe_vec(b + "exp_probs_b.bias", c.n_expert);
-        L.moe.gate = wl.get(b + "ffn_gate_exps.weight", {c.n_embd, c.n_ff_exp, c.n_expert});
-        L.moe.up = wl.get(b + "ffn_up_exps.weight", {c.n_embd, c.n_ff_exp, c.n_expert});
-        L.moe.down = wl.get(b + "ffn_down_exps.weight", {c.n_ff_exp, c.n_embd, c.n_expert});
-        if (c.n_expert_shared > 0) {
-          const int64_t sh = int64_t(c.n_ff_exp) * c.n_expert_shared;
-          L.moe.shared_gate = wl.get(b + "ffn_gate_shexp.weight", {c.n_embd, sh});
-          L.moe.shared_up = wl.get(b + "ffn_up_shexp.weight", {c.n_embd, sh});
-          L.moe.shared_down = wl.get(b + "ffn_down_shexp.weight", {sh, c.n_embd});
-        }
+        L.moe = layers::load_moe(wl, c, il);
       } else {
         L.gate = wl.get(b + "ffn_gate.weight", {c.n_embd, c.n_ff});
         L.up = wl.get(b + "ffn_up.weight", {c.n_embd, c.n_ff});

@@ -25,10 +25,7 @@ class Llama final : public Model {
       L.ffn_norm = wl.vec(b + "ffn_norm.weight", c.n_embd);
       L.attn = layers::load_gqa(wl, c, il);
       if (c.n_expert > 0) {
-        L.moe.router = wl.get(b + "ffn_gate_inp.weight", {c.n_embd, c.n_expert});
-        L.moe.gate = wl.get(b + "ffn_gate_exps.weight", {c.n_embd, c.n_ff, c.n_expert});
-        L.moe.up = wl.get(b + "ffn_up_exps.weight", {c.n_embd, c.n_ff, c.n_expert});
-        L.moe.down = wl.get(b + "ffn_down_exps.weight", {c.n_ff, c.n_embd, c.n_expert});
+        L.moe = layers::load_moe(wl, c, il);
       } else {
         L.gate = wl.get(b + "ffn_gate.weight", {c.n_embd, c.n_ff});
         L.up = wl.get(b + "ffn_up.weight", {c.n_embd, c.n_ff});

@@ -26,10 +26,7 @@ class Qwen3Moe final : public Model {
       L.attn_norm = wl.vec(b + "attn_norm.weight", c.n_embd);
       L.ffn_norm = wl.vec(b + "ffn_norm.weight", c.n_embd);
       L.attn = layers::load_gqa(wl, c, il);
-      L.moe.router = wl.get(b + "ffn_gate_inp.weight", {c.n_embd, c.n_expert});
-      L.moe.gate = wl.get(b + "ffn_gate_exps.weight", {c.n_embd, c.n_ff_exp, c.n_expert});
-      L.moe.up = wl.get(b + "ffn_up_exps.weight", {c.n_embd, c.n_ff_exp, c.n_expert});
-      L.moe.down = wl.get(b + "ffn_down_exps.weight", {c.n_ff_exp, c.n_embd, c.n_expert});
+      L.moe = layers::load_moe(wl, c, il);
       layers_.push_back(std::move(L));
     }
   }

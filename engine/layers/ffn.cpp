@@ -22,6 +22,23 @@ void swiglu(ThreadPool& pool, const kernels::MatView& gate, const kernels::MatVi
   linear(pool, down, g.data(), m, out);
 }
 
+MoeWeights load_moe(const WeightLoader& wl, const ModelConfig& c, int il) {
+  const std::string b = "blk." + std::to_string(il) + ".";
+  MoeWeights w;
+  w.router = wl.get(b + "ffn_gate_inp.weight", {c.n_embd, c.n_expert});
+  w.selection_bias = wl.maybe_vec(b + "exp_probs_b.bias", c.n_expert);
+  w.gate = wl.get(b + "ffn_gate_exps.weight", {c.n_embd, c.n_ff_exp, c.n_expert});
+  w.up = wl.get(b + "ffn_up_exps.weight", {c.n_embd, c.n_ff_exp, c.n_expert});
+  w.down = wl.get(b + "ffn_down_exps.weight", {c.n_ff_exp, c.n_embd, c.n_expert});
+  if (c.n_expert_shared > 0) {
+    const int64_t sh = int64_t(c.n_ff_exp) * c.n_expert_shared;
+    w.shared_gate = wl.get(b + "ffn_gate_shexp.weight", {c.n_embd, sh});
+    w.shared_up = wl.get(b + "ffn_up_shexp.weight", {c.n_embd, sh});
+    w.shared_down = wl.get(b + "ffn_down_shexp.weight", {sh, c.n_embd});
+  }
+  return w;
+}
+
 void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const float* x, int64_t m, float* out,
          MoeStats* stats) {
   const int n_exp = cfg.n_expert, k = cfg.n_expert_used, d = cfg.n_embd;

@@ -56,6 +56,10 @@ struct MoeStats {
   std::vector<int64_t> expert_tokens;  // tokens routed to each expert
 };
 
+// The routed-expert tensors of layer `il` (router, gate/up/down experts of
+// n_ff_exp rows, optional exp_probs_b selection bias and fused shared experts).
+MoeWeights load_moe(const WeightLoader& wl, const ModelConfig& c, int il);
+
 // Router → top-k (with optional group limit) → weighted SwiGLU experts (+ shared).
 void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const float* x, int64_t m, float* out,
          MoeStats* stats = nullptr);
