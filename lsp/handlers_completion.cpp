@@ -48,7 +48,19 @@ void Server::Impl::complete(const json& id, const json& params, bool inline_kind
   const std::string uri = params.at("textDocument").at("uri");
   const Position pos{params.at("position").at("line"), params.at("position").at("character")};
   // InlineCompletionTriggerKind: 1 = Invoked (the user asked: offer alternatives), 2 = Automatic.
-  const bool invoked = inline_kind && params.value("context", json::object()).value("triggerKind", 2) == 1;
+  const json context = params.value("context", json::object());
+  const bool invoked = inline_kind && context.value("triggerKind", 2) == 1;
+  // The item selected in the client's completion popup: the suggestion must
+  // start with it and replace its range (LSP 3.18 selectedCompletionInfo).
+  std::optional<Range> selected_range;
+  std::string selected_text;
+  if (inline_kind && context.contains("selectedCompletionInfo") && context["selectedCompletionInfo"].is_object()) {
+    const json& sel = context["selectedCompletionInfo"];
+    const json& r = sel.at("range");
+    selected_range = Range{{r.at("start").at("line"), r.at("start").at("character")},
+                           {r.at("end").at("line"), r.at("end").at("character")}};
+    selected_text = sel.at("text");
+  }
   auto p = track(id);
   {
     std::lock_guard lock(pending_mu);
@@ -61,15 +73,23 @@ void Server::Impl::complete(const json& id, const json& params, bool inline_kind
     ++telemetry.requests;
   }
   const Settings s = effective();
-  enqueue([this, id, uri, pos, p, s, inline_kind, invoked, t_start] {
+  enqueue([this, id, uri, pos, p, s, inline_kind, invoked, t_start, selected_range, selected_text] {
     std::vector<std::string> texts;
     std::string error;
     bool from_cache = false;
     try {
       const auto doc = docs.get(uri);
       if (!doc) throw std::runtime_error("document not open: " + uri);
-      const size_t cursor = offset_of(doc->text, pos);
-      CompletionContext ctx = make_context(doc->text, cursor, kMaxPrefixBytes, kMaxSuffixBytes);
+      std::string doc_text = doc->text;
+      size_t cursor = offset_of(doc_text, pos);
+      if (selected_range) {  // complete as if the selected item were already inserted
+        const size_t a = offset_of(doc_text, selected_range->start), b = offset_of(doc_text, selected_range->end);
+        if (a <= b && b <= doc_text.size()) {
+          doc_text.replace(a, b - a, selected_text);
+          cursor = a + selected_text.size();
+        }
+      }
+      CompletionContext ctx = make_context(doc_text, cursor, kMaxPrefixBytes, kMaxSuffixBytes);
 
       // 1. Cache: the same context, or typed-through (the user typed the start of a suggestion).
       {
@@ -153,12 +173,14 @@ void Server::Impl::complete(const json& id, const json& params, bool inline_kind
       std::lock_guard lock(telemetry.mu);
       ++telemetry.cache_hits;
     }
-    const json range = {{"start", {{"line", pos.line}, {"character", pos.character}}},
-                        {"end", {{"line", pos.line}, {"character", pos.character}}}};
+    const Position from = selected_range ? selected_range->start : pos;
+    const Position to = selected_range ? selected_range->end : pos;
+    const json range = {{"start", {{"line", from.line}, {"character", from.character}}},
+                        {"end", {{"line", to.line}, {"character", to.character}}}};
     json items = json::array();
     for (const auto& text : texts) {
       if (inline_kind) {
-        items.push_back({{"insertText", text}, {"range", range},
+        items.push_back({{"insertText", selected_text + text}, {"range", range},
                          {"command", {{"title", "accepted"}, {"command", "moelsp.accepted"}}}});
       } else {
         std::string label = text.substr(0, text.find('\n'));

@@ -330,8 +330,13 @@ void Server::Impl::on_initialize(const json& id, const json& params) {
   }
   // Declare only what the client can use.
   json sc = {{"textDocumentSync", {{"openClose", true}, {"change", 2}, {"save", {{"includeText", false}}}}}};
-  if (client_completion) sc["completionProvider"] = {{"resolveProvider", false}, {"triggerCharacters", {".", "(", " "}}};
-  if (client_inline) sc["inlineCompletionProvider"] = json::object();
+  // A capability the client registers dynamically is registered in
+  // `initialized` instead of being declared here (LSP: not both).
+  const auto dynamic = [&](const char* cap) { return td.value(cap, json::object()).value("dynamicRegistration", false); };
+  client_dyn_completion = client_completion && dynamic("completion");
+  client_dyn_inline = client_inline && dynamic("inlineCompletion");
+  if (client_completion && !client_dyn_completion) sc["completionProvider"] = completion_options();
+  if (client_inline && !client_dyn_inline) sc["inlineCompletionProvider"] = json::object();
   if (client_execute)
     sc["executeCommandProvider"] = {{"commands", {"moelsp.chat", "moelsp.explain", "moelsp.fix", "moelsp.document"}}};
   reply(id, {{"capabilities", sc}, {"serverInfo", {{"name", "moelsp"}, {"version", "0.1.0"}}}});
@@ -339,11 +344,24 @@ void Server::Impl::on_initialize(const json& id, const json& params) {
   start_loading();
 }
 
+json Server::Impl::completion_options() {
+  return {{"resolveProvider", false}, {"triggerCharacters", {".", "(", " "}}};
+}
+
 void Server::Impl::on_initialized(const json&) {
-  if (client_dyn_config)
+  json regs = json::array();
+  if (client_dyn_config) regs.push_back({{"id", "moelsp-config"}, {"method", "workspace/didChangeConfiguration"}});
+  if (client_dyn_completion) {
+    json opts = completion_options();
+    opts["documentSelector"] = nullptr;
+    regs.push_back({{"id", "moelsp-completion"}, {"method", "textDocument/completion"}, {"registerOptions", opts}});
+  }
+  if (client_dyn_inline)
+    regs.push_back({{"id", "moelsp-inline"}, {"method", "textDocument/inlineCompletion"},
+                    {"registerOptions", {{"documentSelector", nullptr}}}});
+  if (!regs.empty())
     send({{"jsonrpc", "2.0"}, {"id", "moelsp-" + std::to_string(next_server_request_id++)},
-          {"method", "client/registerCapability"},
-          {"params", {{"registrations", {{{"id", "moelsp-config"}, {"method", "workspace/didChangeConfiguration"}}}}}}});
+          {"method", "client/registerCapability"}, {"params", {{"registrations", regs}}}});
 }
 
 void Server::Impl::on_shutdown(const json& id, const json&) {

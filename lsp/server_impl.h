@@ -83,7 +83,7 @@ struct Server::Impl {
   enum class Phase { Uninitialized, Running, ShutDown } phase = Phase::Uninitialized;
   bool exiting = false, shutdown_received = false;
   bool client_inline = false, client_completion = false, client_progress = false;
-  bool client_execute = false, client_dyn_config = false;
+  bool client_execute = false, client_dyn_config = false, client_dyn_completion = false, client_dyn_inline = false;
 
   DocumentStore docs;
   Telemetry telemetry;
@@ -128,6 +128,7 @@ struct Server::Impl {
   void notify(const std::string& method, json params);
   void log_message(int type, const std::string& text);
   json status_json();
+  static json completion_options();
   void send_status();
   void progress(const json& token, json value);
 

@@ -466,3 +466,35 @@ TEST_CASE("bad input: invalid UTF-8 in a document, a truncated body at the end")
   c.raw("Content-Length: 100\r\n\r\n{\"jsonrpc\"");
   CHECK(c.exit_code() == 1);
 }
+
+TEST_CASE("dynamic registration is honoured; selectedCompletionInfo shapes the inline item") {
+  Client c;
+  c.request(1, "initialize",
+            {{"capabilities", {{"textDocument", {{"completion", {{"dynamicRegistration", true}}}, {"inlineCompletion", json::object()}}}}},
+             {"initializationOptions", model_options()}});
+  const json init = c.response();
+  CHECK(!init["result"]["capabilities"].contains("completionProvider"));  // registered dynamically instead
+  CHECK(init["result"]["capabilities"].contains("inlineCompletionProvider"));
+  c.notify("initialized");
+  bool registered = false, ready = false;
+  while (!registered || !ready) {
+    const json m = c.next();
+    if (m.value("method", "") == "client/registerCapability") {
+      for (const auto& r : m["params"]["registrations"]) registered |= r["method"] == "textDocument/completion";
+      c.send({{"jsonrpc", "2.0"}, {"id", m["id"]}, {"result", nullptr}});
+    }
+    if (m.value("method", "") == "moelsp/status" && m["params"]["state"] == "ready") ready = true;
+  }
+  const std::string uri = "file:///t/g.py";
+  c.notify("textDocument/didOpen", {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", "import os\nos.pa"}}}});
+  const json range = {{"start", {{"line", 1}, {"character", 3}}}, {"end", {{"line", 1}, {"character", 5}}}};
+  c.request(70, "textDocument/inlineCompletion",
+            {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 5}}},
+             {"context", {{"triggerKind", 2}, {"selectedCompletionInfo", {{"range", range}, {"text", "path"}}}}}});
+  const json r = c.response();
+  REQUIRE(r["result"]["items"].is_array());
+  for (const auto& it : r["result"]["items"]) {
+    CHECK(it["insertText"].get<std::string>().rfind("path", 0) == 0);
+    CHECK(it["range"] == range);
+  }
+}
