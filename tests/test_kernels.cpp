@@ -160,3 +160,30 @@ TEST_CASE("transposed accumulate matches a naive loop") {
     for (int64_t c = 0; c < cols; ++c) yr[size_t(c)] += s[size_t(r)] * wf[r * cols + c];
   for (int64_t c = 0; c < cols; ++c) CHECK(std::fabs(y[size_t(c)] - yr[size_t(c)]) <= 1e-5f * 40);
 }
+
+TEST_CASE("Q4_0 and Q5_0 blocks dequantize by their layout") {
+  // Q4_0: d = 0.5; byte j holds element j (low nibble) and j+16 (high nibble); x = d·(q − 8)
+  uint8_t q4[18];
+  const uint16_t half = fp32_to_fp16(0.5f);
+  std::memcpy(q4, &half, 2);
+  for (int j = 0; j < 16; ++j) q4[2 + j] = uint8_t(j | ((15 - j) << 4));
+  float y[32];
+  ref::dequantize_row(DType::Q4_0, q4, y, 32);
+  for (int j = 0; j < 16; ++j) {
+    CHECK(y[j] == 0.5f * float(j - 8));
+    CHECK(y[j + 16] == 0.5f * float(7 - j));
+  }
+  // Q5_0: the fifth bit of element j is bit j of qh; x = d·(q − 16)
+  uint8_t q5[22];
+  std::memcpy(q5, &half, 2);
+  const uint32_t qh = 0x0000ffffu;  // elements 0..15 have the high bit, 16..31 not
+  std::memcpy(q5 + 2, &qh, 4);
+  for (int j = 0; j < 16; ++j) q5[6 + j] = uint8_t(j | (j << 4));
+  ref::dequantize_row(DType::Q5_0, q5, y, 32);
+  for (int j = 0; j < 16; ++j) {
+    CHECK(y[j] == 0.5f * float(j + 16 - 16));
+    CHECK(y[j + 16] == 0.5f * float(j - 16));
+  }
+  CHECK(matmul_supports(DType::Q4_K));
+  CHECK(!matmul_supports(DType::IQ2_XXS));
+}

@@ -135,8 +135,8 @@ TEST_CASE("deepseek2 (q_lora, split attn_k_b/attn_v_b, sigmoid + bias, group-lim
 TEST_CASE("qwen3moe (GQA, q/k norm, NeoX RoPE) matches llama.cpp") { check_f32("qwen3moe-ref"); }
 TEST_CASE("llama with experts (Mixtral) matches llama.cpp") { check_f32("mixtral-ref"); }
 
-TEST_CASE("qwen3moe Q8_0 meets the quantized tolerance and the dequantization check") {
-  const std::string name = "qwen3moe-quant-ref-Q8_0";
+namespace {
+void check_quantized(const std::string& name) {
   const Ref r = load_ref(name);
   auto m = Model::load(test::data_path("reference/" + name + ".gguf"), {.threads = 2});
   const auto& tol = r.doc["tolerance"];
@@ -176,6 +176,16 @@ TEST_CASE("qwen3moe Q8_0 meets the quantized tolerance and the dequantization ch
     worst = std::max(worst, mx);
   }
   WARN(name << ": dequantized-F32 check worst max |Δlogit| " << worst);
+}
+}  // namespace
+
+TEST_CASE("qwen3moe Q8_0 meets the quantized tolerance and the dequantization check") {
+  check_quantized("qwen3moe-quant-ref-Q8_0");
+}
+
+// Q4_K_M mixes Q4_K, Q5_K, Q6_K, Q8_0 and F32 tensors: the deqcheck pins every block format.
+TEST_CASE("qwen3moe Q4_K_M meets the quantized tolerance and the dequantization check") {
+  check_quantized("qwen3moe-quant-ref-Q4_K_M");
 }
 
 TEST_CASE("bad model files and requests give clear errors") {

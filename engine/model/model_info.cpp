@@ -15,9 +15,9 @@ const std::vector<std::string>& supported_architectures() {
   return a;
 }
 
-// What the CPU kernels compute with today; K-quants arrive with the quantized-kernels work.
+// What the CPU kernels compute with today (the K-quants through the reference dequantizer).
 const std::vector<std::string>& supported_weight_types() {
-  static const std::vector<std::string> t{"F32", "F16", "BF16", "Q8_0"};
+  static const std::vector<std::string> t{"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q5_0", "Q4_K", "Q5_K", "Q6_K"};
   return t;
 }
 

@@ -110,7 +110,13 @@ thread_local std::vector<float> tls_row;
 }  // namespace
 
 bool matmul_supports(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0;
+  switch (t) {
+    case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0:
+    case DType::Q4_0: case DType::Q5_0: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
 }
 
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {

@@ -9,6 +9,14 @@
 
 namespace moelsp::kernels::ref {
 
+namespace {
+float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return kernels::fp16_to_fp32(h);
+}
+}  // namespace
+
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   switch (t) {
     case DType::F32:
@@ -33,6 +41,95 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
         const float d = kernels::fp16_to_fp32(dh);
         const auto* q = reinterpret_cast<const int8_t*>(b + 2);
         for (int j = 0; j < 32; ++j) dst[i + j] = d * float(q[j]);
+      }
+      return;
+    }
+    case DType::Q4_0: {
+      // block: fp16 d, 16 bytes: element j in the low nibble of byte j, element j+16 in its high nibble; x = d·(q − 8)
+      const auto* b = static_cast<const uint8_t*>(src);
+      for (int64_t i = 0; i < n; i += 32, b += 18) {
+        const float d = half_at(b);
+        for (int j = 0; j < 16; ++j) {
+          dst[i + j] = d * float((b[2 + j] & 0x0f) - 8);
+          dst[i + j + 16] = d * float((b[2 + j] >> 4) - 8);
+        }
+      }
+      return;
+    }
+    case DType::Q5_0: {
+      // block: fp16 d, 32 high bits (u32 LE, bit j for element j), 16 nibble bytes as Q4_0; x = d·(q − 16)
+      const auto* b = static_cast<const uint8_t*>(src);
+      for (int64_t i = 0; i < n; i += 32, b += 22) {
+        const float d = half_at(b);
+        uint32_t qh;
+        std::memcpy(&qh, b + 2, 4);
+        for (int j = 0; j < 16; ++j) {
+          const int lo = (b[6 + j] & 0x0f) | int(((qh >> j) & 1) << 4);
+          const int hi = (b[6 + j] >> 4) | int(((qh >> (j + 16)) & 1) << 4);
+          dst[i + j] = d * float(lo - 16);
+          dst[i + j + 16] = d * float(hi - 16);
+        }
+      }
+      return;
+    }
+    case DType::Q4_K:
+    case DType::Q5_K: {
+      // 256-element super-block: fp16 d, fp16 dmin, 12 bytes of 6-bit (scale, min) pairs for eight
+      // 32-element sub-blocks, [Q5_K: 32 bytes of fifth bits], 128 nibble bytes (64 elements per 32 bytes:
+      // low nibbles first, then high). x = d·scale·q − dmin·min.
+      const bool five = t == DType::Q5_K;
+      const size_t block = five ? 176 : 144;
+      const auto* b = static_cast<const uint8_t*>(src);
+      for (int64_t i = 0; i < n; i += 256, b += block) {
+        const float d = half_at(b), dmin = half_at(b + 2);
+        const uint8_t* sc = b + 4;
+        const uint8_t* qh = b + 16;
+        const uint8_t* qs = b + (five ? 48 : 16);
+        float* y = dst + i;
+        for (int sub = 0; sub < 8; ++sub) {
+          int scale, min;
+          if (sub < 4) {
+            scale = sc[sub] & 63;
+            min = sc[sub + 4] & 63;
+          } else {
+            scale = (sc[sub + 4] & 0x0f) | ((sc[sub - 4] >> 6) << 4);
+            min = (sc[sub + 4] >> 4) | ((sc[sub] >> 6) << 4);
+          }
+          const uint8_t* q = qs + 32 * (sub / 2);
+          const int shift = (sub % 2) * 4;
+          for (int l = 0; l < 32; ++l) {
+            int v = (q[l] >> shift) & 0x0f;
+            if (five && (qh[l] >> sub) & 1) v += 16;
+            y[32 * sub + l] = d * float(scale) * float(v) - dmin * float(min);
+          }
+        }
+      }
+      return;
+    }
+    case DType::Q6_K: {
+      // 256-element super-block: 128 bytes of low nibbles, 64 bytes of 2-bit highs, 16 int8 scales
+      // (one per 16 elements), fp16 d. Two halves of 128 elements; x = d·scale·(q − 32).
+      const auto* b = static_cast<const uint8_t*>(src);
+      for (int64_t i = 0; i < n; i += 256, b += 210) {
+        const float d = half_at(b + 208);
+        const auto* scales = reinterpret_cast<const int8_t*>(b + 192);
+        for (int half = 0; half < 2; ++half) {
+          const uint8_t* ql = b + 64 * half;
+          const uint8_t* qh = b + 128 + 32 * half;
+          const int8_t* s = scales + 8 * half;
+          float* y = dst + i + 128 * half;
+          for (int l = 0; l < 32; ++l) {
+            const int is = l / 16;
+            const int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
+            const int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+            const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+            const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+            y[l] = d * float(s[is]) * float(q1);
+            y[l + 32] = d * float(s[is + 2]) * float(q2);
+            y[l + 64] = d * float(s[is + 4]) * float(q3);
+            y[l + 96] = d * float(s[is + 6]) * float(q4);
+          }
+        }
       }
       return;
     }

@@ -23,7 +23,8 @@ struct MatView {
   const uint8_t* row(int64_t r) const { return static_cast<const uint8_t*>(data) + size_t(r) * row_bytes; }
 };
 
-// Weight types the matmul kernels accept (F32, F16, BF16, Q8_0).
+// Weight types the matmul kernels accept: F32, F16, BF16, Q8_0, and (through
+// the reference dequantizer, not yet SIMD) Q4_0, Q5_0, Q4_K, Q5_K, Q6_K.
 bool matmul_supports(DType t);
 
 // x: m rows of w.cols floats, `ldx` apart; y: m rows, `ldy` apart.
