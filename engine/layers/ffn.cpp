@@ -97,34 +97,122 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
       for (int j = 0; j < k; ++j) weight[size_t(t * k + j)] *= cfg.expert_weights_scale;
   }
 
-  // Dispatch: per expert, its tokens as one batch.
-  std::fill(out, out + m * d, 0.0f);
+  // Dispatch. Each active expert's tokens form one batch (its weights stream
+  // once). The work is cut into items — (expert, block of rows) — sized by
+  // tokens × rows and assigned longest-first to the least-loaded thread, so
+  // every thread finishes at about the same time whatever the routing; gate
+  // and up run in the same item, so SwiGLU's product needs no extra pass.
+  struct Expert {
+    int e;
+    std::vector<int64_t> rows;  // token indices
+    std::vector<float> ws;      // their routing weights
+    std::vector<float> x, h, y;  // [n][d], [n][n_ff], [n][d]
+  };
+  std::vector<Expert> active;
   if (stats) stats->expert_tokens.assign(size_t(n_exp), 0);
-  std::vector<float> xe, ye;
-  std::vector<int64_t> rows;
-  std::vector<float> ws;
   for (int e = 0; e < n_exp; ++e) {
-    rows.clear();
-    ws.clear();
+    Expert ex{e, {}, {}, {}, {}, {}};
     for (int64_t t = 0; t < m; ++t)
       for (int j = 0; j < k; ++j)
         if (chosen[size_t(t * k + j)] == e) {
-          rows.push_back(t);
-          ws.push_back(weight[size_t(t * k + j)]);
+          ex.rows.push_back(t);
+          ex.ws.push_back(weight[size_t(t * k + j)]);
         }
-    if (rows.empty()) continue;
-    if (stats) stats->expert_tokens[size_t(e)] = int64_t(rows.size());
-    const int64_t n = int64_t(rows.size());
-    xe.resize(static_cast<size_t>(n * d));
-    ye.resize(static_cast<size_t>(n * d));
-    for (int64_t i = 0; i < n; ++i) std::copy_n(x + rows[size_t(i)] * d, d, xe.data() + i * d);
-    swiglu(pool, w.gate.slice(e), w.up.slice(e), w.down.slice(e), xe.data(), n, ye.data());
-    for (int64_t i = 0; i < n; ++i) {
-      float* o = out + rows[size_t(i)] * d;
-      const float* yi = ye.data() + i * d;
-      for (int c = 0; c < d; ++c) o[c] += ws[size_t(i)] * yi[c];
-    }
+    if (ex.rows.empty()) continue;
+    if (stats) stats->expert_tokens[size_t(e)] = int64_t(ex.rows.size());
+    const size_t n = ex.rows.size();
+    ex.x.resize(n * size_t(d));
+    for (size_t i = 0; i < n; ++i) std::copy_n(x + ex.rows[i] * d, d, ex.x.data() + i * size_t(d));
+    ex.h.resize(n * size_t(cfg.n_ff_exp));
+    ex.y.resize(n * size_t(d));
+    active.push_back(std::move(ex));
   }
+
+  struct Item {
+    size_t expert;
+    int64_t r0, r1;
+    double cost;
+  };
+  const int n_threads = pool.size();
+  // Longest-processing-time-first onto the least-loaded thread.
+  const auto schedule = [&](std::vector<Item>& items) {
+    std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.cost > b.cost; });
+    std::vector<std::vector<Item>> per(static_cast<size_t>(n_threads));
+    std::vector<double> load(static_cast<size_t>(n_threads), 0.0);
+    for (const Item& it : items) {
+      const size_t t = size_t(std::min_element(load.begin(), load.end()) - load.begin());
+      per[t].push_back(it);
+      load[t] += it.cost;
+    }
+    if (stats && !load.empty()) {
+      const auto [mn, mx] = std::minmax_element(load.begin(), load.end());
+      stats->thread_load_max = *mx;
+      stats->thread_load_min = *mn;
+    }
+    return per;
+  };
+  const auto blocks = [&](int64_t rows) {
+    // About 4 items per thread over all experts, each at least 16 rows.
+    const int64_t total = std::max<int64_t>(1, int64_t(active.size()));
+    const int64_t per_expert = std::max<int64_t>(1, (4 * n_threads + total - 1) / total);
+    return std::max<int64_t>(16, (rows + per_expert - 1) / per_expert);
+  };
+
+  // Phase 1: h = silu(x·Wgᵀ) ⊙ (x·Wuᵀ) per expert.
+  std::vector<Item> items;
+  for (size_t a = 0; a < active.size(); ++a) {
+    const int64_t n = int64_t(active[a].rows.size()), rows = cfg.n_ff_exp, step = blocks(rows);
+    for (int64_t r = 0; r < rows; r += step) items.push_back({a, r, std::min(rows, r + step), double(n) * double(std::min(step, rows - r))});
+  }
+  auto plan = schedule(items);
+  pool.parallel_for(n_threads, [&](int64_t tb, int64_t te) {
+    std::vector<float> g, u;
+    for (int64_t t = tb; t < te; ++t)
+      for (const Item& it : plan[size_t(t)]) {
+        Expert& ex = active[it.expert];
+        const int64_t n = int64_t(ex.rows.size()), nr = it.r1 - it.r0, ff = cfg.n_ff_exp;
+        g.resize(size_t(n * nr));
+        u.resize(size_t(n * nr));
+        // Rows [r0, r1) of this expert's gate and up matrices.
+        const auto rows_of = [&](const Weight& wt) {
+          kernels::MatView v = wt.slice(ex.e);
+          v.data = v.row(it.r0);
+          v.rows = nr;
+          return v;
+        };
+        kernels::matmul({rows_of(w.gate), ex.x.data(), d, n, g.data(), nr, 0, nr});
+        kernels::matmul({rows_of(w.up), ex.x.data(), d, n, u.data(), nr, 0, nr});
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t r = 0; r < nr; ++r) {
+            const float gv = g[size_t(i * nr + r)];
+            ex.h[size_t(i * ff + it.r0 + r)] = gv / (1.0f + std::exp(-gv)) * u[size_t(i * nr + r)];
+          }
+      }
+  });
+
+  // Phase 2: y = h·Wdᵀ per expert.
+  items.clear();
+  for (size_t a = 0; a < active.size(); ++a) {
+    const int64_t n = int64_t(active[a].rows.size()), step = blocks(d);
+    for (int64_t r = 0; r < d; r += step) items.push_back({a, r, std::min<int64_t>(d, r + step), double(n) * double(std::min<int64_t>(step, d - r))});
+  }
+  plan = schedule(items);
+  pool.parallel_for(n_threads, [&](int64_t tb, int64_t te) {
+    for (int64_t t = tb; t < te; ++t)
+      for (const Item& it : plan[size_t(t)]) {
+        Expert& ex = active[it.expert];
+        kernels::matmul({w.down.slice(ex.e), ex.h.data(), cfg.n_ff_exp, int64_t(ex.rows.size()), ex.y.data(), d, it.r0, it.r1});
+      }
+  });
+
+  // Weighted combine.
+  std::fill(out, out + m * d, 0.0f);
+  for (const Expert& ex : active)
+    for (size_t i = 0; i < ex.rows.size(); ++i) {
+      float* o = out + ex.rows[i] * d;
+      const float* yi = ex.y.data() + i * size_t(d);
+      for (int c = 0; c < d; ++c) o[c] += ex.ws[i] * yi[c];
+    }
 
   if (w.shared_gate.present()) {
     std::vector<float> sh(static_cast<size_t>(m * d));

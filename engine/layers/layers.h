@@ -54,6 +54,7 @@ struct MoeWeights {
 // Per-layer routing statistics, for metrics and the expert cache later.
 struct MoeStats {
   std::vector<int64_t> expert_tokens;  // tokens routed to each expert
+  double thread_load_max = 0, thread_load_min = 0;  // planned work (tokens × rows) of the busiest / idlest thread
 };
 
 // The routed-expert tensors of layer `il` (router, gate/up/down experts of
