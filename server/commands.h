@@ -101,3 +101,17 @@ struct LspOptions {
 int lsp(const LspOptions& o);
 
 }  // namespace moelsp::cli
+
+namespace moelsp::cli {
+
+struct BenchOptions {
+  std::string model;
+  int threads = 0;
+  int n_prompt = 512;
+  int n_gen = 128;
+  int reps = 3;
+  std::string peer;  // path to llama.cpp's llama-bench
+};
+int bench(const BenchOptions& o);
+
+}  // namespace moelsp::cli

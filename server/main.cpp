@@ -98,6 +98,15 @@ int main(int argc, char** argv) {
   c_ch->add_option("--temp", ch.temp, "Temperature")->capture_default_str();
   c_ch->add_option("-s,--seed", ch.seed, "Random seed (-1: random)")->capture_default_str();
 
+  moelsp::cli::BenchOptions bo;
+  auto* c_bo = app.add_subcommand("bench", "Prompt-processing and decode tokens/s, memory, bandwidth roofline; optionally vs llama-bench");
+  c_bo->add_option("-m,--model", bo.model, "GGUF model file")->required();
+  c_bo->add_option("-t,--threads", bo.threads, "Threads (default: physical cores)");
+  c_bo->add_option("-p,--n-prompt", bo.n_prompt, "Prompt tokens (0: skip)")->capture_default_str();
+  c_bo->add_option("-n,--n-gen", bo.n_gen, "Generated tokens (0: skip)")->capture_default_str();
+  c_bo->add_option("-r,--repetitions", bo.reps, "Repetitions (the median is reported)")->capture_default_str();
+  c_bo->add_option("--peer", bo.peer, "Path to llama.cpp's llama-bench: run it with the same settings and print ratios");
+
   moelsp::cli::LspOptions ls;
   auto* c_ls = app.add_subcommand("lsp", "Language server over stdin/stdout (the default when stdin is not a terminal)");
   std::string ls_model;
@@ -135,6 +144,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (c_ins->parsed()) return moelsp::cli::inspect(ins);
+  if (c_bo->parsed()) return moelsp::cli::bench(bo);
   if (c_gen->parsed()) return moelsp::cli::generate(gen);
   if (c_lg->parsed()) return moelsp::cli::logits(lg);
   if (c_px->parsed()) return moelsp::cli::perplexity(px);

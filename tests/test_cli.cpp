@@ -147,3 +147,10 @@ TEST_CASE("chat: a model without a template needs --chat-template; with one it a
   CHECK(yes.code == 0);
   CHECK(!yes.out.empty());
 }
+
+TEST_CASE("bench reports pp, tg, memory and the roofline") {
+  const auto r = run("bench -m " + moelsp::test::data_path("reference/mixtral-ref.gguf") + " -p 32 -n 8 -r 1 -t 2");
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("pp32") && Catch::Contains("tg8") && Catch::Contains("roofline") &&
+                        Catch::Contains("peak RSS"));
+}

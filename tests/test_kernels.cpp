@@ -187,3 +187,29 @@ TEST_CASE("Q4_0 and Q5_0 blocks dequantize by their layout") {
   CHECK(matmul_supports(DType::Q4_K));
   CHECK(!matmul_supports(DType::IQ2_XXS));
 }
+
+// Tolerance: bit-exact (same arithmetic, same order). Random bytes make every
+// scale, min and high-bit combination appear; the fp16 scales are kept finite.
+TEST_CASE("SIMD K-quant expansion equals the reference bit for bit") {
+  std::mt19937 rng(21);
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    const int64_t n = 256 * 8;
+    std::vector<uint8_t> blocks(size_t(*row_bytes(t, uint64_t(n))));
+    for (auto& b : blocks) b = uint8_t(rng());
+    const size_t bs = traits(t).type_size;
+    for (size_t off = 0; off < blocks.size(); off += bs) {
+      const uint16_t d = fp32_to_fp16(0.01f * float(rng() % 100 + 1)), dm = fp32_to_fp16(0.001f * float(rng() % 100));
+      if (t == DType::Q6_K) {
+        std::memcpy(&blocks[off + 208], &d, 2);
+      } else {
+        std::memcpy(&blocks[off], &d, 2);
+        std::memcpy(&blocks[off + 2], &dm, 2);
+      }
+    }
+    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    dequantize_row(t, blocks.data(), a.data(), n);
+    ref::dequantize_row(t, blocks.data(), b.data(), n);
+    INFO(dtype_name(t));
+    CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+  }
+}

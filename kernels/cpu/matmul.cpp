@@ -75,6 +75,79 @@ __attribute__((target("avx2"))) void q8_0_row_avx2(const uint8_t* b, float* dst,
   }
 }
 
+float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return fp16_to_fp32(h);
+}
+
+// The K-quant expansions below compute exactly what kernels/ref does, in the
+// same operation order (no FMA), so the results are bit-identical.
+__attribute__((target("avx2"))) void q4_k_row_avx2(const uint8_t* b, float* dst, int64_t n) {
+  const __m256i nib = _mm256_set1_epi32(0x0f);
+  for (int64_t i = 0; i < n; i += 256, b += 144) {
+    const float d = half_at(b), dmin = half_at(b + 2);
+    const uint8_t* sc = b + 4;
+    for (int pair = 0; pair < 4; ++pair) {
+      float dd[2], mm[2];
+      for (int k = 0; k < 2; ++k) {
+        const int sub = 2 * pair + k;
+        int scale, min;
+        if (sub < 4) {
+          scale = sc[sub] & 63;
+          min = sc[sub + 4] & 63;
+        } else {
+          scale = (sc[sub + 4] & 0x0f) | ((sc[sub - 4] >> 6) << 4);
+          min = (sc[sub + 4] >> 4) | ((sc[sub] >> 6) << 4);
+        }
+        dd[k] = d * float(scale);
+        mm[k] = dmin * float(min);
+      }
+      const __m256 d1 = _mm256_set1_ps(dd[0]), m1 = _mm256_set1_ps(mm[0]);
+      const __m256 d2 = _mm256_set1_ps(dd[1]), m2 = _mm256_set1_ps(mm[1]);
+      const uint8_t* q = b + 16 + 32 * pair;
+      float* y = dst + i + 64 * pair;
+      for (int g = 0; g < 32; g += 8) {
+        const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + g)));
+        const __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(v, nib));
+        const __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4));
+        _mm256_storeu_ps(y + g, _mm256_sub_ps(_mm256_mul_ps(d1, lo), m1));
+        _mm256_storeu_ps(y + 32 + g, _mm256_sub_ps(_mm256_mul_ps(d2, hi), m2));
+      }
+    }
+  }
+}
+
+__attribute__((target("avx2"))) inline __m256i load_u8x8(const uint8_t* p) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+
+__attribute__((target("avx2"))) void q6_k_row_avx2(const uint8_t* b, float* dst, int64_t n) {
+  const __m256i nib = _mm256_set1_epi32(0x0f), two = _mm256_set1_epi32(3), off = _mm256_set1_epi32(32);
+  for (int64_t i = 0; i < n; i += 256, b += 210) {
+    const float d = half_at(b + 208);
+    const auto* scales = reinterpret_cast<const int8_t*>(b + 192);
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* ql = b + 64 * half;
+      const uint8_t* qh = b + 128 + 32 * half;
+      const int8_t* s = scales + 8 * half;
+      float* y = dst + i + 128 * half;
+      for (int l = 0; l < 32; l += 8) {
+        const int is = l / 16;
+        const __m256i a = load_u8x8(ql + l), c = load_u8x8(ql + l + 32), h = load_u8x8(qh + l);
+        const __m256i q1 = _mm256_sub_epi32(_mm256_or_si256(_mm256_and_si256(a, nib), _mm256_slli_epi32(_mm256_and_si256(h, two), 4)), off);
+        const __m256i q2 = _mm256_sub_epi32(_mm256_or_si256(_mm256_and_si256(c, nib), _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 2), two), 4)), off);
+        const __m256i q3 = _mm256_sub_epi32(_mm256_or_si256(_mm256_srli_epi32(a, 4), _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 4), two), 4)), off);
+        const __m256i q4 = _mm256_sub_epi32(_mm256_or_si256(_mm256_srli_epi32(c, 4), _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 6), two), 4)), off);
+        _mm256_storeu_ps(y + l, _mm256_mul_ps(_mm256_set1_ps(d * float(s[is])), _mm256_cvtepi32_ps(q1)));
+        _mm256_storeu_ps(y + l + 32, _mm256_mul_ps(_mm256_set1_ps(d * float(s[is + 2])), _mm256_cvtepi32_ps(q2)));
+        _mm256_storeu_ps(y + l + 64, _mm256_mul_ps(_mm256_set1_ps(d * float(s[is + 4])), _mm256_cvtepi32_ps(q3)));
+        _mm256_storeu_ps(y + l + 96, _mm256_mul_ps(_mm256_set1_ps(d * float(s[is + 6])), _mm256_cvtepi32_ps(q4)));
+      }
+    }
+  }
+}
+
 struct Isa {
   bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   bool f16c = __builtin_cpu_supports("f16c");
@@ -97,6 +170,14 @@ const float* row_f32(const MatView& w, int64_t r, float* buf) {
       return buf;
     case DType::Q8_0:
       if (isa().avx2) q8_0_row_avx2(src, buf, w.cols);
+      else ref::dequantize_row(w.type, src, buf, w.cols);
+      return buf;
+    case DType::Q4_K:
+      if (isa().avx2) q4_k_row_avx2(src, buf, w.cols);
+      else ref::dequantize_row(w.type, src, buf, w.cols);
+      return buf;
+    case DType::Q6_K:
+      if (isa().avx2) q6_k_row_avx2(src, buf, w.cols);
       else ref::dequantize_row(w.type, src, buf, w.cols);
       return buf;
     default:

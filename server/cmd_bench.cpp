@@ -1,0 +1,136 @@
+// moelsp bench: prompt processing and decode speed of a model, peak memory,
+// the memory-bandwidth roofline for decode, and optionally llama.cpp's
+// llama-bench on the same file and thread count in the same run.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "engine/gguf.h"
+#include "engine/hw.h"
+#include "engine/model.h"
+
+namespace moelsp::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Bytes a decode step reads: every dense tensor once, routed experts for the
+// used fraction only, the embedding one row (unless it doubles as lm_head).
+double bytes_per_token(const Model& m) {
+  const auto& c = m.config();
+  const bool tied = m.file().tensor("output.weight") == nullptr;
+  double b = 0;
+  for (const auto& t : m.file().tensors()) {
+    if (t.name == "token_embd.weight") b += tied ? double(t.n_bytes) : double(t.n_bytes) / double(c.n_vocab);
+    else if (t.name.find("_exps.") != std::string::npos && c.n_expert > 0)
+      b += double(t.n_bytes) * c.n_expert_used / c.n_expert;
+    else b += double(t.n_bytes);
+  }
+  return b;
+}
+
+struct PeerResult {
+  double pp = 0, tg = 0;
+  std::string error;
+};
+
+PeerResult run_peer(const BenchOptions& o, int threads) {
+  PeerResult r;
+  const std::string cmd = fmt::format("'{}' -m '{}' -p {} -n {} -t {} -r {} -o json 2>/dev/null", o.peer, o.model,
+                                      o.n_prompt, o.n_gen, threads, o.reps);
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) {
+    r.error = "cannot run " + o.peer;
+    return r;
+  }
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int rc = pclose(p);
+  const auto j = nlohmann::json::parse(out, nullptr, false);
+  if (rc != 0 || !j.is_array()) {
+    r.error = fmt::format("{} failed (exit {})", o.peer, rc);
+    return r;
+  }
+  for (const auto& row : j) {
+    if (row.value("n_prompt", 0) > 0 && row.value("n_gen", 0) == 0) r.pp = row.value("avg_ts", 0.0);
+    if (row.value("n_gen", 0) > 0 && row.value("n_prompt", 0) == 0) r.tg = row.value("avg_ts", 0.0);
+  }
+  return r;
+}
+
+}  // namespace
+
+int bench(const BenchOptions& o) {
+  try {
+    auto model = Model::load(o.model, {.threads = o.threads});
+    const auto& c = model->config();
+    const int threads = model->threads();
+    std::mt19937 rng(1);
+    std::vector<TokenId> prompt(size_t(o.n_prompt));
+    for (auto& t : prompt) t = TokenId(rng() % uint32_t(c.n_vocab));
+    std::vector<float> logits(size_t(c.n_vocab));
+
+    std::vector<double> pp, tg;
+    for (int rep = 0; rep < o.reps; ++rep) {
+      if (o.n_prompt > 0) {
+        auto cache = model->new_cache(o.n_prompt + 1);
+        const auto t0 = Clock::now();
+        model->forward(prompt, *cache, logits.data(), false);
+        pp.push_back(o.n_prompt / std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      if (o.n_gen > 0) {  // like llama-bench's tg: n_gen single-token steps from an empty context
+        auto cache = model->new_cache(o.n_gen + 1);
+        TokenId t = prompt.empty() ? 1 : prompt[0];
+        const auto t0 = Clock::now();
+        for (int i = 0; i < o.n_gen; ++i) {
+          model->forward({&t, 1}, *cache, logits.data(), false);
+          t = TokenId(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        }
+        tg.push_back(o.n_gen / std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+    }
+    PeerResult peer;
+    if (!o.peer.empty()) peer = run_peer(o, threads);
+
+    const uint64_t rss = peak_rss_bytes();  // before the bandwidth probe's buffer
+    const double bw = measure_memory_bandwidth_gbs(threads);
+    const double bpt = bytes_per_token(*model);
+    const double roof = bw * 1e9 / bpt;
+    fmt::print("model: {} ({}), {:.1f} M parameters in {:.1f} MiB, threads {}\n", o.model, c.arch,
+               [&] {
+                 double n = 0;
+                 for (const auto& t : model->file().tensors()) n += double(t.n_elements);
+                 return n / 1e6;
+               }(),
+               double(model->file().file_size()) / (1 << 20), threads);
+    fmt::print("{:<10} {:>14} {:>16} {:>8}\n", "test", "moelsp t/s", "llama.cpp t/s", "ratio");
+    const auto row = [&](const std::string& name, double ours, double theirs) {
+      fmt::print("{:<10} {:>14.2f} {:>16} {:>8}\n", name, ours, theirs > 0 ? fmt::format("{:.2f}", theirs) : "-",
+                 theirs > 0 ? fmt::format("{:.2f}x", ours / theirs) : "-");
+    };
+    if (o.n_prompt > 0) row(fmt::format("pp{}", o.n_prompt), median(pp), peer.pp);
+    if (o.n_gen > 0) row(fmt::format("tg{}", o.n_gen), median(tg), peer.tg);
+    if (!peer.error.empty()) fmt::print("peer: {}\n", peer.error);
+    fmt::print("peak RSS {:.1f} MiB; memory bandwidth {:.1f} GB/s; decode reads {:.2f} MiB/token -> roofline {:.0f} "
+               "tokens/s; moelsp decode at {:.1f}% of it\n",
+               double(rss) / (1 << 20), bw, bpt / (1 << 20), roof,
+               o.n_gen > 0 ? 100.0 * median(tg) / roof : 0.0);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "moelsp bench: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace moelsp::cli
