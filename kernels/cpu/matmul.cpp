@@ -10,6 +10,7 @@
 
 #include "kernels/convert.h"
 #include "kernels/matmul.h"
+#include "../quant_blocks.h"
 
 namespace moelsp::kernels {
 namespace {
@@ -75,11 +76,7 @@ __attribute__((target("avx2"))) void q8_0_row_avx2(const uint8_t* b, float* dst,
   }
 }
 
-float half_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return fp16_to_fp32(h);
-}
+using blocks::half_at;
 
 // The K-quant expansions below compute exactly what kernels/ref does, in the
 // same operation order (no FMA), so the results are bit-identical.
@@ -93,13 +90,7 @@ __attribute__((target("avx2"))) void q4_k_row_avx2(const uint8_t* b, float* dst,
       for (int k = 0; k < 2; ++k) {
         const int sub = 2 * pair + k;
         int scale, min;
-        if (sub < 4) {
-          scale = sc[sub] & 63;
-          min = sc[sub + 4] & 63;
-        } else {
-          scale = (sc[sub + 4] & 0x0f) | ((sc[sub - 4] >> 6) << 4);
-          min = (sc[sub + 4] >> 4) | ((sc[sub] >> 6) << 4);
-        }
+        blocks::k4_scale_min(sc, sub, &scale, &min);
         dd[k] = d * float(scale);
         mm[k] = dmin * float(min);
       }

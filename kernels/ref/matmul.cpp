@@ -6,16 +6,11 @@
 
 #include "kernels/convert.h"
 #include "kernels/matmul.h"
+#include "../quant_blocks.h"
 
 namespace moelsp::kernels::ref {
 
-namespace {
-float half_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return kernels::fp16_to_fp32(h);
-}
-}  // namespace
+using blocks::half_at;
 
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   switch (t) {
@@ -88,13 +83,7 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
         float* y = dst + i;
         for (int sub = 0; sub < 8; ++sub) {
           int scale, min;
-          if (sub < 4) {
-            scale = sc[sub] & 63;
-            min = sc[sub + 4] & 63;
-          } else {
-            scale = (sc[sub + 4] & 0x0f) | ((sc[sub - 4] >> 6) << 4);
-            min = (sc[sub + 4] >> 4) | ((sc[sub] >> 6) << 4);
-          }
+          blocks::k4_scale_min(sc, sub, &scale, &min);
           const uint8_t* q = qs + 32 * (sub / 2);
           const int shift = (sub % 2) * 4;
           for (int l = 0; l < 32; ++l) {
