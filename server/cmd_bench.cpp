@@ -3,6 +3,7 @@
 // llama-bench on the same file and thread count in the same run.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <random>
 
@@ -100,6 +101,22 @@ int bench(const BenchOptions& o) {
         tg.push_back(o.n_gen / std::chrono::duration<double>(Clock::now() - t0).count());
       }
     }
+    // Routing over all the runs above: how evenly experts are used (entropy of the
+    // token distribution, 1 = uniform) and how evenly threads were loaded.
+    double entropy_sum = 0, imbalance_max = 0, imbalance_sum = 0;
+    int moe_layers = 0;
+    for (const auto& st : model->moe_stats()) {
+      if (st.calls == 0 || st.expert_tokens.empty()) continue;
+      double total = 0, h = 0;
+      for (auto t : st.expert_tokens) total += double(t);
+      for (auto t : st.expert_tokens)
+        if (t > 0) h -= double(t) / total * std::log(double(t) / total);
+      entropy_sum += h / std::log(double(st.expert_tokens.size()));
+      const double imb = st.thread_load_max > 0 ? (st.thread_load_max - st.thread_load_min) / st.thread_load_max : 0;
+      imbalance_sum += imb;
+      imbalance_max = std::max(imbalance_max, imb);
+      ++moe_layers;
+    }
     PeerResult peer;
     if (!o.peer.empty()) peer = run_peer(o, threads);
 
@@ -126,6 +143,10 @@ int bench(const BenchOptions& o) {
                "tokens/s; moelsp decode at {:.1f}% of it\n",
                double(rss) / (1 << 20), bw, bpt / (1 << 20), roof,
                o.n_gen > 0 ? 100.0 * median(tg) / roof : 0.0);
+    if (moe_layers > 0)
+      fmt::print("MoE ({} layers): expert activation entropy {:.3f} (1 = uniform); thread load imbalance "
+                 "(max-min)/max mean {:.3f}, worst layer {:.3f}\n",
+                 moe_layers, entropy_sum / moe_layers, imbalance_sum / moe_layers, imbalance_max);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moelsp bench: %s\n", e.what());

@@ -152,5 +152,5 @@ TEST_CASE("bench reports pp, tg, memory and the roofline") {
   const auto r = run("bench -m " + moelsp::test::data_path("reference/mixtral-ref.gguf") + " -p 32 -n 8 -r 1 -t 2");
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("pp32") && Catch::Contains("tg8") && Catch::Contains("roofline") &&
-                        Catch::Contains("peak RSS"));
+                        Catch::Contains("peak RSS") && Catch::Contains("expert activation entropy"));
 }

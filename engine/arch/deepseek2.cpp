@@ -125,7 +125,7 @@ class Deepseek2 final : public Model {
       mla(L, cache, il, h.data(), n, y.data());
       layers::add(x.data(), y.data(), nd);
       layers::rms_norm(x.data(), L.ffn_norm.data(), c.n_embd, c.rms_eps, h.data(), n);
-      if (c.is_moe_layer(il)) layers::moe(*pool_, c, L.moe, h.data(), n, y.data());
+      if (c.is_moe_layer(il)) layers::moe(*pool_, c, L.moe, h.data(), n, y.data(), &moe_stats_[size_t(il)]);
       else layers::swiglu(*pool_, L.gate.m, L.up.m, L.down.m, h.data(), n, y.data());
       layers::add(x.data(), y.data(), nd);
       if (cancel && cancel()) throw Cancelled();

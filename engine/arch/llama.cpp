@@ -54,7 +54,7 @@ class Llama final : public Model {
       layers::add(x.data(), y.data(), nd);
       // feed-forward block: x += ffn(norm(x))
       layers::rms_norm(x.data(), L.ffn_norm.data(), c.n_embd, c.rms_eps, h.data(), n);
-      if (c.n_expert > 0) layers::moe(*pool_, c, L.moe, h.data(), n, y.data());
+      if (c.n_expert > 0) layers::moe(*pool_, c, L.moe, h.data(), n, y.data(), &moe_stats_[size_t(il)]);
       else layers::swiglu(*pool_, L.gate.m, L.up.m, L.down.m, h.data(), n, y.data());
       layers::add(x.data(), y.data(), nd);
       if (cancel && cancel()) throw Cancelled();

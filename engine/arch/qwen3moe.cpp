@@ -50,7 +50,7 @@ class Qwen3Moe final : public Model {
       layers::add(x.data(), y.data(), nd);
       // MoE: x += moe(norm(x))
       layers::rms_norm(x.data(), L.ffn_norm.data(), c.n_embd, c.rms_eps, h.data(), n);
-      layers::moe(*pool_, c, L.moe, h.data(), n, y.data());
+      layers::moe(*pool_, c, L.moe, h.data(), n, y.data(), &moe_stats_[size_t(il)]);
       layers::add(x.data(), y.data(), nd);
       if (cancel && cancel()) throw Cancelled();
     }

@@ -109,7 +109,10 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
     std::vector<float> x, h, y;  // [n][d], [n][n_ff], [n][d]
   };
   std::vector<Expert> active;
-  if (stats) stats->expert_tokens.assign(size_t(n_exp), 0);
+  if (stats) {
+    stats->expert_tokens.resize(size_t(n_exp), 0);
+    ++stats->calls;
+  }
   for (int e = 0; e < n_exp; ++e) {
     Expert ex{e, {}, {}, {}, {}, {}};
     for (int64_t t = 0; t < m; ++t)
@@ -119,7 +122,7 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
           ex.ws.push_back(weight[size_t(t * k + j)]);
         }
     if (ex.rows.empty()) continue;
-    if (stats) stats->expert_tokens[size_t(e)] = int64_t(ex.rows.size());
+    if (stats) stats->expert_tokens[size_t(e)] += int64_t(ex.rows.size());
     const size_t n = ex.rows.size();
     ex.x.resize(n * size_t(d));
     for (size_t i = 0; i < n; ++i) std::copy_n(x + ex.rows[i] * d, d, ex.x.data() + i * size_t(d));
@@ -146,8 +149,8 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
     }
     if (stats && !load.empty()) {
       const auto [mn, mx] = std::minmax_element(load.begin(), load.end());
-      stats->thread_load_max = *mx;
-      stats->thread_load_min = *mn;
+      stats->thread_load_max += *mx;
+      stats->thread_load_min += *mn;
     }
     return per;
   };

@@ -51,11 +51,8 @@ struct MoeWeights {
   Weight shared_gate, shared_up, shared_down;  // optional fused shared experts
 };
 
-// Per-layer routing statistics, for metrics and the expert cache later.
-struct MoeStats {
-  std::vector<int64_t> expert_tokens;  // tokens routed to each expert
-  double thread_load_max = 0, thread_load_min = 0;  // planned work (tokens × rows) of the busiest / idlest thread
-};
+// Per-layer routing statistics (accumulated), for metrics and the expert cache later.
+using MoeStats = MoeLayerStats;
 
 // The routed-expert tensors of layer `il` (router, gate/up/down experts of
 // n_ff_exp rows, optional exp_probs_b selection bias and fused shared experts).

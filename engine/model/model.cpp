@@ -30,11 +30,14 @@ Model::Model(std::unique_ptr<gguf::File> file, const LoadOptions& opt) : file_(s
   }
   arch::read_common_config(*file_, cfg_);
   pool_ = std::make_unique<ThreadPool>(opt.threads > 0 ? opt.threads : physical_cores());
+  reset_moe_stats();
 }
 
 Model::~Model() = default;
 
 int Model::threads() const { return pool_->size(); }
+
+void Model::reset_moe_stats() { moe_stats_.assign(size_t(cfg_.n_layer), MoeLayerStats{}); }
 
 std::unique_ptr<KvCache> Model::new_cache(int n_ctx) const {
   if (n_ctx <= 0) throw ModelError("context size must be positive");

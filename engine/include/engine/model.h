@@ -100,6 +100,13 @@ class Cancelled : public std::runtime_error {
   Cancelled() : std::runtime_error("cancelled") {}
 };
 
+// Routing statistics of one MoE layer, accumulated over forward passes.
+struct MoeLayerStats {
+  std::vector<int64_t> expert_tokens;  // tokens routed to each expert
+  double thread_load_max = 0, thread_load_min = 0;  // planned work of the busiest / idlest thread, summed
+  int64_t calls = 0;
+};
+
 struct LoadOptions {
   int threads = 0;  // 0: physical cores
 };
@@ -117,6 +124,11 @@ class Model {
   int threads() const;
 
   std::unique_ptr<KvCache> new_cache(int n_ctx) const;
+
+  // Per-layer MoE statistics since the last reset (empty entries for dense
+  // layers). Not synchronised: read them when no forward pass runs.
+  const std::vector<MoeLayerStats>& moe_stats() const { return moe_stats_; }
+  void reset_moe_stats();
 
   // Runs `tokens` at positions cache.n_past() onward, appends them to the
   // cache, and writes logits: one row of n_vocab per token when all_logits,
@@ -138,6 +150,7 @@ class Model {
   std::unique_ptr<gguf::File> file_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ThreadPool> pool_;
+  std::vector<MoeLayerStats> moe_stats_;
 };
 
 }  // namespace moelsp
