@@ -115,3 +115,12 @@ struct BenchOptions {
 int bench(const BenchOptions& o);
 
 }  // namespace moelsp::cli
+
+namespace moelsp::cli {
+
+struct QuantizeOptions {
+  std::string input, output, type;
+};
+int quantize(const QuantizeOptions& o);
+
+}  // namespace moelsp::cli

@@ -107,6 +107,12 @@ int main(int argc, char** argv) {
   c_bo->add_option("-r,--repetitions", bo.reps, "Repetitions (the median is reported)")->capture_default_str();
   c_bo->add_option("--peer", bo.peer, "Path to llama.cpp's llama-bench: run it with the same settings and print ratios");
 
+  moelsp::cli::QuantizeOptions qo;
+  auto* c_qo = app.add_subcommand("quantize", "Rewrite a model's weight matrices in another type (F16, BF16, Q8_0, Q4_0, Q5_0)");
+  c_qo->add_option("input", qo.input, "Input GGUF")->required();
+  c_qo->add_option("output", qo.output, "Output GGUF")->required();
+  c_qo->add_option("type", qo.type, "Target type for weight matrices")->required();
+
   moelsp::cli::LspOptions ls;
   auto* c_ls = app.add_subcommand("lsp", "Language server over stdin/stdout (the default when stdin is not a terminal)");
   std::string ls_model;
@@ -145,6 +151,7 @@ int main(int argc, char** argv) {
   }
   if (c_ins->parsed()) return moelsp::cli::inspect(ins);
   if (c_bo->parsed()) return moelsp::cli::bench(bo);
+  if (c_qo->parsed()) return moelsp::cli::quantize(qo);
   if (c_gen->parsed()) return moelsp::cli::generate(gen);
   if (c_lg->parsed()) return moelsp::cli::logits(lg);
   if (c_px->parsed()) return moelsp::cli::perplexity(px);

@@ -213,3 +213,35 @@ TEST_CASE("SIMD K-quant expansion equals the reference bit for bit") {
     CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
   }
 }
+
+#include "kernels/quantize.h"
+
+// Tolerance: each element within half a quantization step (d/2) plus the fp16
+// rounding of d; Q4_0/Q5_0 anchor the scale on the signed extreme (as
+// llama.cpp), so values of the other sign near the extreme clamp: one step.
+TEST_CASE("quantize then dequantize stays within half a step") {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t n = 32 * 64;
+  std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+  for (auto& v : x) v = nd(rng);
+  x[5] = 0;  // an all-but-one-zero block is fine too
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::F16, DType::BF16}) {
+    std::vector<uint8_t> q(size_t(*row_bytes(t, uint64_t(n))));
+    quantize_row(t, x.data(), q.data(), n);
+    ref::dequantize_row(t, q.data(), y.data(), n);
+    const float levels = t == DType::Q8_0 ? 127 : t == DType::Q4_0 ? 8 : t == DType::Q5_0 ? 16 : 0;
+    for (int64_t b = 0; b < n; b += 32) {
+      float amax = 0;
+      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[size_t(b + j)]));
+      for (int j = 0; j < 32; ++j) {
+        const float err = std::fabs(x[size_t(b + j)] - y[size_t(b + j)]);
+        const float steps = t == DType::Q8_0 ? 0.5f : 1.0f;
+        const float tol = levels > 0 ? amax / levels * steps * 1.01f + amax * 1e-3f : std::fabs(x[size_t(b + j)]) * 4e-3f + 1e-7f;
+        INFO(dtype_name(t) << " element " << b + j);
+        REQUIRE(err <= tol);
+      }
+    }
+  }
+  CHECK(!quantize_supports(DType::Q4_K));
+}
