@@ -34,6 +34,7 @@ class Client {
     server_ = std::make_unique<Server>(*server_t_, ServerOptions{});
     exit_code_ = std::async(std::launch::async, [this] {
       const int rc = server_->run();
+      server_.reset();  // joins the server's workers: nothing writes to the pipe after this
       if (!out_closed_.exchange(true)) close(from_server_[1]);
       return rc;
     });

@@ -10,6 +10,11 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
 }
 
+namespace {
+constexpr int kSpins = 20000;  // pause-loop iterations before sleeping (~0.1 ms)
+inline void cpu_relax() { __builtin_ia32_pause(); }
+}  // namespace
+
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard lock(mu_);
@@ -28,16 +33,21 @@ void ThreadPool::run_chunk(int index) {
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   for (;;) {
-    {
-      std::unique_lock lock(mu_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+    bool ready = false;
+    for (int i = 0; i < kSpins && !ready; ++i) {
+      ready = stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
+      if (!ready) cpu_relax();
     }
+    if (!ready) {
+      std::unique_lock lock(mu_);
+      wake_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+    }
+    if (stop_) return;
+    seen = generation_.load(std::memory_order_acquire);
     run_chunk(index);
-    {
-      std::lock_guard lock(mu_);
-      if (--pending_ == 0) done_.notify_one();
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard lock(mu_);  // pairs with the caller's predicate check
+      done_.notify_one();
     }
   }
 }
@@ -49,16 +59,20 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     return;
   }
   {
-    std::lock_guard lock(mu_);
+    std::lock_guard lock(mu_);  // sleeping workers check the generation under this lock
     fn_ = &fn;
     n_ = n;
-    pending_ = n_threads_ - 1;
-    ++generation_;
+    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   run_chunk(0);
+  for (int i = 0; i < kSpins; ++i) {
+    if (pending_.load(std::memory_order_acquire) == 0) return;
+    cpu_relax();
+  }
   std::unique_lock lock(mu_);
-  done_.wait(lock, [&] { return pending_ == 0; });
+  done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
 }
 
 int physical_cores() {

@@ -1,6 +1,11 @@
 // A fixed pool of worker threads for data-parallel loops. The calling thread
 // takes part, so ThreadPool(1) runs everything inline. One parallel_for at a
 // time (the engine's single scheduler thread drives it).
+//
+// A decode step issues dozens of small loops; waking sleeping threads costs
+// tens of microseconds each, so workers and the caller spin briefly (a few
+// microseconds' worth of pause instructions) before falling back to the
+// condition variable.
 #pragma once
 
 #include <atomic>
@@ -34,11 +39,11 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable wake_, done_;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0;
-  int pending_ = 0;
+  std::atomic<int> pending_{0};
 };
 
 // Physical cores of this machine (hyper-threads not counted), at least 1.
