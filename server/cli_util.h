@@ -1,6 +1,7 @@
 // Small helpers shared by the subcommands.
 #pragma once
 
+#include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -33,6 +34,25 @@ inline std::vector<TokenId> parse_ids(const std::vector<std::string>& args, size
     }
   }
   return ids;
+}
+
+// The whole file as bytes; throws naming the file when it cannot be read.
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(fmt::format("{}: cannot open", path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Ids space-separated on one line (the format --tokens and detokenize read).
+inline std::string join_ids(const std::vector<TokenId>& ids) {
+  std::string line;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) line += ' ';
+    line += std::to_string(ids[i]);
+  }
+  return line;
 }
 
 }  // namespace moelsp::cli

@@ -24,14 +24,6 @@ std::shared_ptr<Model> load_model(const ModelOptions& o) {
 
 uint64_t pick_seed(int64_t seed) { return seed >= 0 ? uint64_t(seed) : std::random_device{}(); }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(fmt::format("{}: cannot open", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 void print_timings(const Result& r) {
   const auto& t = r.timings;
   std::fprintf(stderr,
@@ -70,12 +62,7 @@ int generate(const GenerateOptions& o) {
       };
     const Result r = engine.submit(std::move(req), std::move(cb)).wait();
     if (o.ids) {
-      std::string line;
-      for (size_t i = 0; i < r.tokens.size(); ++i) {
-        if (i) line += ' ';
-        line += std::to_string(r.tokens[i]);
-      }
-      std::puts(line.c_str());
+      std::puts(join_ids(r.tokens).c_str());
     } else {
       std::fputc('\n', stdout);
     }

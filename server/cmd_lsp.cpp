@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "lsp/server.h"
 #include "lsp/transport.h"
@@ -15,13 +16,7 @@ namespace moelsp::cli {
 int lsp(const LspOptions& o) {
   lsp::ServerOptions so;
   try {
-    if (!o.config.empty()) {
-      std::ifstream in(o.config);
-      if (!in) throw std::runtime_error(o.config + ": cannot open");
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      so.config_file = lsp::Settings::from_json_text(ss.str());
-    }
+    if (!o.config.empty()) so.config_file = lsp::Settings::from_json_text(read_text(o.config));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moelsp lsp: config file: %s\n", e.what());
     return 1;

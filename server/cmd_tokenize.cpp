@@ -15,22 +15,10 @@ int tokenize(const TokenizeOptions& o) {
   try {
     const auto f = gguf::File::open(o.model);
     const auto tok = Tokenizer::from_gguf(f);
-    std::string text = o.prompt;
-    if (!o.file.empty()) {
-      std::ifstream in(o.file, std::ios::binary);
-      if (!in) throw std::runtime_error(fmt::format("{}: cannot open", o.file));
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      text = ss.str();
-    }
+    const std::string text = o.file.empty() ? o.prompt : read_text(o.file);
     const auto ids = tok->encode(text, {.add_special = o.add_special, .parse_special = !o.no_parse_special});
     if (o.ids_only) {
-      std::string line;
-      for (size_t i = 0; i < ids.size(); ++i) {
-        if (i) line += ' ';
-        line += std::to_string(ids[i]);
-      }
-      std::puts(line.c_str());
+      std::puts(join_ids(ids).c_str());
     } else {
       for (TokenId id : ids) {
         // A byte-level token may hold part of a character: show such bytes as \xNN.
