@@ -48,22 +48,27 @@ CompletionContext make_context(const std::string& text, size_t cursor, size_t ma
   return c;
 }
 
-std::vector<TokenId> fim_prompt(const Tokenizer& tok, const CompletionContext& ctx) {
+std::vector<TokenId> fim_prompt(const Tokenizer& tok, const CompletionContext& ctx, size_t max_tokens) {
   const SpecialTokens& s = tok.special();
+  const bool fim = s.fim_pre != kNoToken && s.fim_suf != kNoToken && s.fim_mid != kNoToken;
+  const bool bos = s.add_bos && s.bos != kNoToken;
+  // Code is plain text: special-token look-alikes in it are not parsed.
+  std::vector<TokenId> prefix = tok.encode(ctx.prefix), suffix = fim ? tok.encode(ctx.suffix) : std::vector<TokenId>{};
+  if (max_tokens > 0) {
+    const size_t fixed = (bos ? 1 : 0) + (fim ? 3 : 0);
+    const size_t room = max_tokens > fixed ? max_tokens - fixed : 0;
+    if (suffix.size() > room / 4 && prefix.size() + suffix.size() > room)
+      suffix.resize(std::max(room / 4, room > prefix.size() ? room - prefix.size() : 0));
+    if (prefix.size() + suffix.size() > room) prefix.erase(prefix.begin(), prefix.end() - long(room - suffix.size()));
+  }
   std::vector<TokenId> out;
-  if (s.add_bos && s.bos != kNoToken) out.push_back(s.bos);
-  const auto append = [&](const std::string& text) {
-    const auto ids = tok.encode(text);  // code is plain text: special-token look-alikes are not parsed
-    out.insert(out.end(), ids.begin(), ids.end());
-  };
-  if (s.fim_pre != kNoToken && s.fim_suf != kNoToken && s.fim_mid != kNoToken) {
-    out.push_back(s.fim_pre);
-    append(ctx.prefix);
+  if (bos) out.push_back(s.bos);
+  if (fim) out.push_back(s.fim_pre);
+  out.insert(out.end(), prefix.begin(), prefix.end());
+  if (fim) {
     out.push_back(s.fim_suf);
-    append(ctx.suffix);
+    out.insert(out.end(), suffix.begin(), suffix.end());
     out.push_back(s.fim_mid);
-  } else {
-    append(ctx.prefix);
   }
   return out;
 }

@@ -20,8 +20,12 @@ CompletionContext make_context(const std::string& text, size_t cursor, size_t ma
                                size_t max_suffix_bytes);
 
 // [BOS] <fim_prefix> prefix <fim_suffix> suffix <fim_middle> when the model has
-// FIM tokens; otherwise [BOS] prefix (left-to-right completion).
-std::vector<TokenId> fim_prompt(const Tokenizer& tok, const CompletionContext& ctx);
+// FIM tokens; otherwise [BOS] prefix (left-to-right completion). With a budget
+// (max_tokens > 0) the prompt is fitted to it: the suffix keeps its start and
+// at most a quarter of the budget, the prefix keeps its end (the text nearest
+// the cursor) and the rest; extra context, which stands ahead of the prefix,
+// goes first.
+std::vector<TokenId> fim_prompt(const Tokenizer& tok, const CompletionContext& ctx, size_t max_tokens = 0);
 
 // Cleans a raw continuation: no doubled indentation when the cursor already
 // stands after the line's indentation, cut where it starts repeating the text

@@ -117,7 +117,9 @@ void Server::Impl::complete(const json& id, const json& params, bool inline_kind
         CompletionContext prompt_ctx = ctx;
         prompt_ctx.prefix = extra_context(docs, uri) + ctx.prefix;
         Request req;
-        req.prompt_tokens = fim_prompt(eng->model().tokenizer(), prompt_ctx);
+        // The prompt leaves room in the context for the answer.
+        const int room = eng->n_ctx() - *s.completion_max_tokens;
+        req.prompt_tokens = fim_prompt(eng->model().tokenizer(), prompt_ctx, size_t(std::max(room, eng->n_ctx() / 2)));
         req.max_tokens = *s.completion_max_tokens;
         req.t_max_predict_ms = *s.completion_time_budget_ms;
         req.t_max_prompt_ms = *s.completion_time_budget_ms * 4;

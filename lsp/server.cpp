@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "engine/default_model.h"
 #include "server_impl.h"
 
 namespace moelsp::lsp {
@@ -144,8 +145,7 @@ Server::Impl::~Impl() {
 
 Settings Server::Impl::effective() {
   Settings s;
-  s.threads = 0;
-  s.context_size = 4096;
+  s.threads = 0;  // context_size: unset means min(4096, the model's training context), decided at load
   s.completion_max_tokens = 64;
   s.completion_time_budget_ms = 1500;
   s.completion_debounce_ms = 0;
@@ -217,9 +217,14 @@ void Server::Impl::untrack(const json& id) {
 }
 
 void Server::Impl::start_loading() {
-  const Settings s = effective();
+  Settings s = effective();
   if (!s.model || s.model->empty()) {
-    const std::string msg = "no model configured: set initializationOptions.model or start with --model FILE";
+    if (std::string def = default_model_path(); !def.empty()) s.model = def;
+  }
+  if (!s.model || s.model->empty()) {
+    const std::string msg =
+        "no model configured and the default model (models/moelsp-default.gguf) is not found: set "
+        "initializationOptions.model, start with --model FILE or set MOELSP_MODEL";
     {
       std::lock_guard lock(model_mu);
       state = "error";
@@ -245,7 +250,10 @@ void Server::Impl::start_loading() {
   loader = std::thread([this, s, token] {
     try {
       auto m = std::shared_ptr<Model>(Model::load(*s.model, {.threads = *s.threads}));
-      auto e = std::make_unique<Engine>(m, EngineOptions{.n_ctx = *s.context_size});
+      // Beyond its training context a model degrades: that is the default's ceiling.
+      const int n_train = m->config().n_ctx_train;
+      const int n_ctx = s.context_size ? *s.context_size : n_train > 0 ? std::min(4096, n_train) : 4096;
+      auto e = std::make_unique<Engine>(m, EngineOptions{.n_ctx = n_ctx});
       std::lock_guard lock(model_mu);
       model = m;
       engine = std::move(e);

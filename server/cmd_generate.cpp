@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
+#include "engine/perplexity.h"
 
 namespace moelsp::cli {
 namespace {
@@ -101,44 +102,13 @@ int logits(const LogitsOptions& o) {
 int perplexity(const PerplexityOptions& o) {
   try {
     auto model = load_model(o.m);
-    const Tokenizer& tok = model->tokenizer();
-    const auto tokens = tok.encode(read_text(o.file));
-    const int ctx = o.ctx, stride = o.stride > 0 ? std::min(o.stride, ctx) : std::max(1, ctx / 2);
-    const bool bos = tok.special().add_bos && tok.special().bos != kNoToken;
-    const int window = ctx - (bos ? 1 : 0);  // text tokens per window
-    if (window < 2) throw std::runtime_error("context too small");
-    if (int(tokens.size()) < 2) throw std::runtime_error("the text has fewer than 2 tokens");
-    const size_t nv = size_t(model->config().n_vocab);
-    double nll = 0;
-    int64_t scored = 0;
-    int chunks = 0;
-    // Each window predicts its tokens from the ones before; after the first,
-    // only the last `stride` predictions count, so every token is scored once
-    // with at least ctx - stride tokens of context.
-    for (int64_t start = 0;; start += stride) {
-      const int64_t end = std::min<int64_t>(start + window, int64_t(tokens.size()));
-      std::vector<TokenId> in;
-      if (bos) in.push_back(tok.special().bos);
-      in.insert(in.end(), tokens.begin() + start, tokens.begin() + end);
-      auto cache = model->new_cache(int(in.size()));
-      std::vector<float> lg(in.size() * nv);
-      model->forward(in, *cache, lg.data(), true);
-      const int off = bos ? 1 : 0;
-      const int64_t first = start == 0 ? 1 : std::max<int64_t>(1, end - start - stride);
-      for (int64_t i = first; i < end - start; ++i) {
-        const float* row = lg.data() + size_t(i - 1 + off) * nv;
-        const float mx = *std::max_element(row, row + nv);
-        double sum = 0;
-        for (size_t v = 0; v < nv; ++v) sum += std::exp(double(row[v] - mx));
-        nll += std::log(sum) + mx - row[tokens[size_t(start + i)]];
-        ++scored;
-      }
-      ++chunks;
-      std::fprintf(stderr, "[%d] %.4f\n", chunks, std::exp(nll / double(scored)));
-      if (end == int64_t(tokens.size()) || (o.max_chunks > 0 && chunks >= o.max_chunks)) break;
-    }
-    std::printf("perplexity: %.4f over %lld tokens (%d windows of %d, stride %d); %.4f nats/token\n",
-                std::exp(nll / double(scored)), (long long)scored, chunks, ctx, stride, nll / double(scored));
+    const auto tokens = model->tokenizer().encode(read_text(o.file));
+    const PerplexityParams p{.ctx = o.ctx, .stride = o.stride, .max_windows = o.max_chunks};
+    const auto r = moelsp::perplexity(*model, tokens, p, [](const PerplexityResult& run) {
+      std::fprintf(stderr, "[%d] %.4f\n", run.windows, run.perplexity());
+    });
+    std::printf("perplexity: %.4f over %lld tokens (%d windows of %d, stride %d); %.4f nats/token\n", r.perplexity(),
+                (long long)r.scored, r.windows, r.ctx, r.stride, r.nats_per_token());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moelsp perplexity: %s\n", e.what());

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "commands.h"
+#include "engine/default_model.h"
 #include "kernels/cuda.h"
 
 int main(int argc, char** argv) {
@@ -28,7 +29,7 @@ int main(int argc, char** argv) {
 
   moelsp::cli::TokenizeOptions tk;
   auto* c_tk = app.add_subcommand("tokenize", "Print the tokens of a text");
-  c_tk->add_option("-m,--model", tk.model, "GGUF file with a tokenizer")->required();
+  c_tk->add_option("-m,--model", tk.model, "GGUF file with a tokenizer (default: the embedded model)");
   auto* p = c_tk->add_option("-p,--prompt", tk.prompt, "Text to tokenize");
   auto* fo = c_tk->add_option("-f,--file", tk.file, "File whose contents to tokenize");
   p->excludes(fo);
@@ -39,13 +40,13 @@ int main(int argc, char** argv) {
 
   moelsp::cli::DetokenizeOptions dt;
   auto* c_dt = app.add_subcommand("detokenize", "Print the text of token ids");
-  c_dt->add_option("-m,--model", dt.model, "GGUF file with a tokenizer")->required();
+  c_dt->add_option("-m,--model", dt.model, "GGUF file with a tokenizer (default: the embedded model)");
   c_dt->add_option("ids", dt.ids, "Token ids (separate arguments or one space-separated string)")->required();
   c_dt->add_flag("--render-special", dt.render_special, "Print control tokens' text");
 
   // Model loading options shared by the engine commands.
   const auto add_model_opts = [](CLI::App* c, moelsp::cli::ModelOptions& m) {
-    c->add_option("-m,--model", m.model, "GGUF model file")->required();
+    c->add_option("-m,--model", m.model, "GGUF model file (default: the embedded model, models/moelsp-default.gguf)");
     c->add_option("-t,--threads", m.threads, "Threads (default: physical cores)");
     c->add_option("-c,--ctx-size", m.ctx, "Context size in tokens")->capture_default_str();
   };
@@ -81,7 +82,7 @@ int main(int argc, char** argv) {
 
   moelsp::cli::PerplexityOptions px;
   auto* c_px = app.add_subcommand("perplexity", "Perplexity of a model on a text file");
-  c_px->add_option("-m,--model", px.m.model, "GGUF model file")->required();
+  c_px->add_option("-m,--model", px.m.model, "GGUF model file (default: the embedded model, models/moelsp-default.gguf)");
   c_px->add_option("-t,--threads", px.m.threads, "Threads (default: physical cores)");
   c_px->add_option("-f,--file", px.file, "Text file")->required();
   c_px->add_option("-c,--ctx-size", px.ctx, "Window in tokens")->capture_default_str();
@@ -100,7 +101,7 @@ int main(int argc, char** argv) {
 
   moelsp::cli::BenchOptions bo;
   auto* c_bo = app.add_subcommand("bench", "Prompt-processing and decode tokens/s, memory, bandwidth roofline; optionally vs llama-bench");
-  c_bo->add_option("-m,--model", bo.model, "GGUF model file")->required();
+  c_bo->add_option("-m,--model", bo.model, "GGUF model file (default: the embedded model, models/moelsp-default.gguf)");
   c_bo->add_option("-t,--threads", bo.threads, "Threads (default: physical cores)");
   c_bo->add_option("-p,--n-prompt", bo.n_prompt, "Prompt tokens (0: skip)")->capture_default_str();
   c_bo->add_option("-n,--n-gen", bo.n_gen, "Generated tokens (0: skip)")->capture_default_str();
@@ -135,6 +136,20 @@ int main(int argc, char** argv) {
   if (o_db->count()) ls.flags.completion_debounce_ms = ls_debounce;
   if (o_ct->count()) ls.flags.chat_max_tokens = ls_chat_tokens;
   spdlog::set_level(spdlog::level::from_str(log_level));
+
+  // Commands that read a model use the embedded default when none is given.
+  for (auto [cmd, model] : {std::pair{c_tk, &tk.model}, {c_dt, &dt.model}, {c_gen, &gen.m.model}, {c_lg, &lg.m.model},
+                            {c_px, &px.m.model}, {c_ch, &ch.m.model}, {c_bo, &bo.model}}) {
+    if (!cmd->parsed() || !model->empty()) continue;
+    *model = moelsp::default_model_path();
+    if (model->empty()) {
+      std::fprintf(stderr,
+                   "moelsp %s: no model given and the default model (models/moelsp-default.gguf) is not found: "
+                   "give -m FILE or set MOELSP_MODEL\n",
+                   cmd->get_name().c_str());
+      return 2;
+    }
+  }
 
   if (c_tk->parsed() && p->count() == 0 && fo->count() == 0) {
     std::fprintf(stderr, "moelsp tokenize: give the text with -p TEXT or -f FILE\n");

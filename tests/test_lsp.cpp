@@ -3,6 +3,7 @@
 // positions, completions on a reference model, cancellation.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -13,6 +14,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "engine/gguf.h"
+#include "engine/tokenizer.h"
 #include "lsp/completion.h"
 #include "lsp/documents.h"
 #include "lsp/server.h"
@@ -239,6 +242,35 @@ TEST_CASE("completion post-processing") {
   const auto a = make_context(big, big.size() - 10, 2000, 100), b = make_context(big, big.size() - 5, 2000, 100);
   CHECK(a.prefix.substr(0, 40) == b.prefix.substr(0, 40));
   CHECK(a.prefix.size() <= 2000);
+}
+
+TEST_CASE("FIM prompt fits the token budget, keeping the text nearest the cursor") {
+  const auto file = moelsp::gguf::File::open(moelsp::test::data_path("reference/deepseek2-lite-ref.gguf"));
+  const auto tok = moelsp::Tokenizer::from_gguf(file);
+  const auto& sp = tok->special();
+  std::string prefix, suffix;
+  for (int i = 0; i < 300; ++i) prefix += "value_" + std::to_string(i) + " = compute(" + std::to_string(i) + ")\n";
+  for (int i = 0; i < 100; ++i) suffix += "after_" + std::to_string(i) + " = 1\n";
+  const CompletionContext ctx{prefix + "result = ", suffix, false};
+  const auto full = fim_prompt(*tok, ctx);
+  REQUIRE(full.size() > 1000);
+  for (size_t budget : {64, 200, 500}) {
+    const auto p = fim_prompt(*tok, ctx, budget);
+    CHECK(p.size() == budget);  // both sides are longer than their share: the budget is used exactly
+    const auto suf = std::find(p.begin(), p.end(), sp.fim_suf);
+    const auto mid = std::find(p.begin(), p.end(), sp.fim_mid);
+    REQUIRE(suf != p.end());
+    REQUIRE(mid == p.end() - 1);
+    CHECK(size_t(mid - suf - 1) <= budget / 4);  // the suffix keeps at most a quarter
+    // The prefix keeps its end: the tokens just before the cursor are those of the full prompt.
+    const auto full_suf = std::find(full.begin(), full.end(), sp.fim_suf);
+    CHECK(std::equal(suf - 10, suf, full_suf - 10));
+    // The suffix keeps its start.
+    CHECK(std::equal(suf + 1, suf + 6, full_suf + 1));
+  }
+  // Short text: nothing is cut, whatever the budget.
+  const CompletionContext small{"x = ", "\n", false};
+  CHECK(fim_prompt(*tok, small, 64) == fim_prompt(*tok, small));
 }
 
 TEST_CASE("settings: precedence and names") {
