@@ -116,8 +116,10 @@ std::vector<uint8_t> make_weights(DType t, int64_t rows, int64_t cols, std::mt19
 TEST_CASE("matmul matches the reference for every supported weight type") {
   std::mt19937 rng(3);
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
-    for (int64_t m : {1, 3, 17}) {
-      const int64_t rows = 37, cols = 96;
+    // m: one input, odd counts, and more than one 64-row chunk; rows: tiles of 4 plus a tail;
+    // cols: a tail after the last 8-wide step where the type allows it.
+    for (int64_t m : {1, 3, 17, 130}) {
+      const int64_t rows = 37, cols = t == DType::Q8_0 ? 96 : 100;
       auto w = make_weights(t, rows, cols, rng);
       MatView mv{w.data(), t, cols, rows, *row_bytes(t, cols)};
       std::vector<float> x(size_t(m * cols)), y(size_t(m * rows)), yr(size_t(m * rows));
@@ -125,6 +127,14 @@ TEST_CASE("matmul matches the reference for every supported weight type") {
       for (auto& v : x) v = nd(rng);
       MatmulArgs a{mv, x.data(), cols, m, y.data(), rows, 0, rows};
       matmul(a);
+      // A row range that starts off the tile grid gives the same values (threads split rows anywhere).
+      std::vector<float> y2(y.size());
+      MatmulArgs lo = a, hi = a;
+      lo.y = hi.y = y2.data();
+      lo.row_end = hi.row_begin = 3;
+      matmul(lo);
+      matmul(hi);
+      CHECK(y2 == y);
       MatmulArgs b = a;
       b.y = yr.data();
       ref::matmul(b);
