@@ -115,6 +115,7 @@ std::vector<uint8_t> make_weights(DType t, int64_t rows, int64_t cols, std::mt19
 // Tolerance: |opt − ref| ≤ 1e-5 · Σ|w·x| + 1e-6 per output (f32 vs double accumulation).
 TEST_CASE("matmul matches the reference for every supported weight type") {
   std::mt19937 rng(3);
+  set_activations(Activations::F32);  // this case checks the f32 path; the int8 one has its own below
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
     // m: one input, odd counts, and more than one 64-row chunk; rows: tiles of 4 plus a tail;
     // cols: a tail after the last 8-wide step where the type allows it.
@@ -154,6 +155,62 @@ TEST_CASE("matmul matches the reference for every supported weight type") {
       ref::dequantize_row(t, mv.row(5), d2.data(), cols);
       CHECK(d1 == d2);
     }
+  }
+}
+
+// Int8 activations (the default for Q8_0 weights). Two tolerances:
+// - against its scalar reference (same quantization, integer block sums):
+//   |opt − ref| ≤ 1e-5 · Σ|w·x| + 1e-6 (only the f32 accumulation order differs;
+//   a one-step difference in any quantized activation would exceed it);
+// - against exact f32 activations: each activation is off by at most half a
+//   step d_x/2, so |int8 − f32| ≤ Σ_blocks (d_x/2) · Σ_block |w| (+ the first bound).
+TEST_CASE("int8 activations: Q8_0 matmul against its scalar reference and the f32 product") {
+  std::mt19937 rng(11);
+  set_activations(Activations::Int8);
+  for (int64_t m : {1, 2, 5, 70}) {
+    const int64_t rows = 38, cols = 256;
+    auto w = make_weights(DType::Q8_0, rows, cols, rng);
+    MatView mv{w.data(), DType::Q8_0, cols, rows, *row_bytes(DType::Q8_0, cols)};
+    std::vector<float> x(size_t(m * cols)), y(size_t(m * rows)), yq(y.size()), yf(y.size());
+    std::normal_distribution<float> nd;
+    for (auto& v : x) v = nd(rng);
+    x[7] = 0.0f, x[8] = -0.0f;                                      // zeros
+    for (int64_t c = 32; c < 64; ++c) x[size_t(c)] = 0.0f;          // an all-zero block (d = 0)
+    x[100] = 50.0f;                                                 // an outlier sets its block's scale
+    MatmulArgs a{mv, x.data(), cols, m, y.data(), rows, 0, rows};
+    matmul(a);
+    MatmulArgs q = a, f = a;
+    q.y = yq.data(), f.y = yf.data();
+    ref::matmul_q8_0_int8(q);
+    ref::matmul(f);
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      ref::dequantize_row(DType::Q8_0, mv.row(r), row.data(), cols);
+      for (int64_t i = 0; i < m; ++i) {
+        double mag = 0, bound = 0;
+        for (int64_t b = 0; b < cols / 32; ++b) {
+          double amax = 0, wsum = 0;
+          for (int64_t c = b * 32; c < b * 32 + 32; ++c) {
+            amax = std::max(amax, double(std::fabs(x[size_t(i * cols + c)])));
+            wsum += std::fabs(row[size_t(c)]);
+            mag += std::fabs(double(row[size_t(c)]) * x[size_t(i * cols + c)]);
+          }
+          bound += amax / 127.0 / 2.0 * wsum;
+        }
+        INFO("m=" << m << " r=" << r << " i=" << i);
+        const float got = y[size_t(i * rows + r)];
+        REQUIRE(std::fabs(got - yq[size_t(i * rows + r)]) <= 1e-5 * mag + 1e-6);
+        REQUIRE(std::fabs(got - yf[size_t(i * rows + r)]) <= bound * 1.0001 + 1e-5 * mag + 1e-6);
+      }
+    }
+    // The f32 setting restores the exact f32 product.
+    set_activations(Activations::F32);
+    std::vector<float> y32(y.size());
+    MatmulArgs e = a;
+    e.y = y32.data();
+    matmul(e);
+    for (size_t k = 0; k < y.size(); ++k) REQUIRE(std::fabs(y32[k] - yf[k]) <= 1e-4 * (1.0 + std::fabs(yf[k])));
+    set_activations(Activations::Int8);
   }
 }
 

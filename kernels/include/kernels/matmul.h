@@ -41,6 +41,24 @@ struct MatmulArgs {
 
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);  // n elements
 
+// How activations meet quantized weights. Int8 (the default, as llama.cpp
+// does): for Q8_0 weights each input row is quantized to blocks of 32 int8
+// with an f32 scale (amax/127) and the products are integer dot products,
+// ~2-4× less work than expanding the weights to f32 — the result differs from
+// the F32 path by the activations' rounding (tolerance in
+// tests/test_kernels.cpp). F32: the weights are expanded and dotted in f32,
+// which reproduces a dequantized model exactly (what the reference
+// dequantization checks need). Process-wide; set it before running models.
+enum class Activations { Int8, F32 };
+void set_activations(Activations a);
+Activations activations();
+
+// One input row as int8 blocks for Q8_0-style weights.
+struct BlockQ8 {
+  float d;  // scale: value = d · q
+  int8_t q[32];
+};
+
 // Optimized (SIMD, runtime ISA dispatch). Tolerance vs ref: see tests/test_kernels.cpp.
 void matmul(const MatmulArgs& a);
 // y[c] += Σ_r s[r] · W[r][c] for r in [row_begin, row_end): the transposed
@@ -51,6 +69,11 @@ float dot_f32(const float* a, const float* b, int64_t n);
 namespace ref {
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 void matmul(const MatmulArgs& a);
+// The int8 path in plain scalar code: quantization of x (x·(1/d) rounded half
+// away from zero in f32, d = amax/127) and Σ_blocks d_w·d_x·Σ q_w·q_x with
+// integer block sums.
+void quantize_row_q8(const float* x, BlockQ8* out, int64_t n);
+void matmul_q8_0_int8(const MatmulArgs& a);
 }  // namespace ref
 
 }  // namespace moelsp::kernels

@@ -1,0 +1,12 @@
+// Internal: the int8-activation kernels behind kernels::matmul.
+#pragma once
+
+#include "kernels/matmul.h"
+
+namespace moelsp::kernels {
+
+// Whether matmul should take the int8 path for these weights (type, ISA, setting).
+bool int8_path_available(const MatmulArgs& a);
+void matmul_q8_0_int8(const MatmulArgs& a);
+
+}  // namespace moelsp::kernels
