@@ -158,59 +158,75 @@ TEST_CASE("matmul matches the reference for every supported weight type") {
   }
 }
 
-// Int8 activations (the default for Q8_0 weights). Two tolerances:
-// - against its scalar reference (same quantization, integer block sums):
+// Random K-quant blocks: any bytes are valid except the fp16 scales, set small and finite.
+std::vector<uint8_t> make_kquant(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
+  const size_t bytes = *row_bytes(t, cols), block = t == DType::Q4_K ? 144 : 210;
+  std::vector<uint8_t> out(size_t(rows) * bytes);
+  for (auto& v : out) v = uint8_t(rng());
+  for (size_t off = 0; off < out.size(); off += block) {
+    const uint16_t d = fp32_to_fp16(0.001f + 0.001f * float(rng() % 16)), dmin = fp32_to_fp16(0.002f);
+    if (t == DType::Q4_K) std::memcpy(&out[off], &d, 2), std::memcpy(&out[off + 2], &dmin, 2);
+    else std::memcpy(&out[off + 208], &d, 2);
+  }
+  return out;
+}
+
+// Int8 activations (the default for Q8_0, Q4_K and Q6_K weights). Two tolerances:
+// - against the scalar reference (same quantization, integer block sums):
 //   |opt − ref| ≤ 1e-5 · Σ|w·x| + 1e-6 (only the f32 accumulation order differs;
 //   a one-step difference in any quantized activation would exceed it);
 // - against exact f32 activations: each activation is off by at most half a
 //   step d_x/2, so |int8 − f32| ≤ Σ_blocks (d_x/2) · Σ_block |w| (+ the first bound).
-TEST_CASE("int8 activations: Q8_0 matmul against its scalar reference and the f32 product") {
+TEST_CASE("int8 activations: Q8_0, Q4_K and Q6_K against the scalar reference and the f32 product") {
   std::mt19937 rng(11);
   set_activations(Activations::Int8);
-  for (int64_t m : {1, 2, 5, 70}) {
-    const int64_t rows = 38, cols = 256;
-    auto w = make_weights(DType::Q8_0, rows, cols, rng);
-    MatView mv{w.data(), DType::Q8_0, cols, rows, *row_bytes(DType::Q8_0, cols)};
-    std::vector<float> x(size_t(m * cols)), y(size_t(m * rows)), yq(y.size()), yf(y.size());
-    std::normal_distribution<float> nd;
-    for (auto& v : x) v = nd(rng);
-    x[7] = 0.0f, x[8] = -0.0f;                                      // zeros
-    for (int64_t c = 32; c < 64; ++c) x[size_t(c)] = 0.0f;          // an all-zero block (d = 0)
-    x[100] = 50.0f;                                                 // an outlier sets its block's scale
-    MatmulArgs a{mv, x.data(), cols, m, y.data(), rows, 0, rows};
-    matmul(a);
-    MatmulArgs q = a, f = a;
-    q.y = yq.data(), f.y = yf.data();
-    ref::matmul_q8_0_int8(q);
-    ref::matmul(f);
-    std::vector<float> row(static_cast<size_t>(cols));
-    for (int64_t r = 0; r < rows; ++r) {
-      ref::dequantize_row(DType::Q8_0, mv.row(r), row.data(), cols);
-      for (int64_t i = 0; i < m; ++i) {
-        double mag = 0, bound = 0;
-        for (int64_t b = 0; b < cols / 32; ++b) {
-          double amax = 0, wsum = 0;
-          for (int64_t c = b * 32; c < b * 32 + 32; ++c) {
-            amax = std::max(amax, double(std::fabs(x[size_t(i * cols + c)])));
-            wsum += std::fabs(row[size_t(c)]);
-            mag += std::fabs(double(row[size_t(c)]) * x[size_t(i * cols + c)]);
+  for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+    const int64_t qb = t == DType::Q8_0 ? 32 : 256;  // activation block
+    for (int64_t m : {1, 2, 5, 70}) {
+      const int64_t rows = 38, cols = 1024;
+      auto w = t == DType::Q8_0 ? make_weights(t, rows, cols, rng) : make_kquant(t, rows, cols, rng);
+      MatView mv{w.data(), t, cols, rows, *row_bytes(t, cols)};
+      std::vector<float> x(size_t(m * cols)), y(size_t(m * rows)), yq(y.size()), yf(y.size());
+      std::normal_distribution<float> nd;
+      for (auto& v : x) v = nd(rng);
+      x[7] = 0.0f, x[8] = -0.0f;                                         // zeros
+      for (int64_t c = qb; c < 2 * qb; ++c) x[size_t(c)] = 0.0f;         // an all-zero block (d = 0)
+      x[size_t(2 * qb + 3)] = 50.0f;                                     // an outlier sets its block's scale
+      MatmulArgs a{mv, x.data(), cols, m, y.data(), rows, 0, rows};
+      matmul(a);
+      MatmulArgs q = a, f = a;
+      q.y = yq.data(), f.y = yf.data();
+      ref::matmul_int8(q);
+      ref::matmul(f);
+      std::vector<float> row(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        ref::dequantize_row(t, mv.row(r), row.data(), cols);
+        for (int64_t i = 0; i < m; ++i) {
+          double mag = 0, bound = 0;
+          for (int64_t b = 0; b < cols / qb; ++b) {
+            double amax = 0, wsum = 0;
+            for (int64_t c = b * qb; c < (b + 1) * qb; ++c) {
+              amax = std::max(amax, double(std::fabs(x[size_t(i * cols + c)])));
+              wsum += std::fabs(row[size_t(c)]);
+              mag += std::fabs(double(row[size_t(c)]) * x[size_t(i * cols + c)]);
+            }
+            bound += amax / 127.0 / 2.0 * wsum;
           }
-          bound += amax / 127.0 / 2.0 * wsum;
+          INFO(dtype_name(t) << " m=" << m << " r=" << r << " i=" << i);
+          const float got = y[size_t(i * rows + r)];
+          REQUIRE(std::fabs(got - yq[size_t(i * rows + r)]) <= 1e-5 * mag + 1e-6);
+          REQUIRE(std::fabs(got - yf[size_t(i * rows + r)]) <= bound * 1.0001 + 1e-5 * mag + 1e-6);
         }
-        INFO("m=" << m << " r=" << r << " i=" << i);
-        const float got = y[size_t(i * rows + r)];
-        REQUIRE(std::fabs(got - yq[size_t(i * rows + r)]) <= 1e-5 * mag + 1e-6);
-        REQUIRE(std::fabs(got - yf[size_t(i * rows + r)]) <= bound * 1.0001 + 1e-5 * mag + 1e-6);
       }
+      // The f32 setting restores the f32 product.
+      set_activations(Activations::F32);
+      std::vector<float> y32(y.size());
+      MatmulArgs e = a;
+      e.y = y32.data();
+      matmul(e);
+      for (size_t k = 0; k < y.size(); ++k) REQUIRE(std::fabs(y32[k] - yf[k]) <= 1e-4 * (1.0 + std::fabs(yf[k])));
+      set_activations(Activations::Int8);
     }
-    // The f32 setting restores the exact f32 product.
-    set_activations(Activations::F32);
-    std::vector<float> y32(y.size());
-    MatmulArgs e = a;
-    e.y = y32.data();
-    matmul(e);
-    for (size_t k = 0; k < y.size(); ++k) REQUIRE(std::fabs(y32[k] - yf[k]) <= 1e-4 * (1.0 + std::fabs(yf[k])));
-    set_activations(Activations::Int8);
   }
 }
 

@@ -280,7 +280,7 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 }
 
 void matmul(const MatmulArgs& a) {
-  if (int8_path_available(a)) return matmul_q8_0_int8(a);
+  if (int8_path_available(a)) return matmul_int8(a);
   constexpr int64_t kTile = 4, kChunkM = 64;
   const int64_t n = a.w.cols;
   const bool avx2 = isa().avx2;

@@ -1,9 +1,12 @@
-// Q8_0 weights × int8 activations (AVX2). Performance model: a 32-value block
-// is one 32-byte load of weights and one of activations, two sign ops, one
+// Quantized weights × int8 activations (AVX2): Q8_0 against 32-value blocks,
+// Q4_K and Q6_K against 256-value blocks. Performance model: a Q8_0 block is
+// one 32-byte load of weights and one of activations, two sign ops, one
 // maddubs (u8·s8 pairs → s16), one madd (→ s32), a convert and an FMA with the
-// two scales: ~8 instructions per 32 MACs, where the f32 path spends ~4 FMAs
-// plus the expansion of the weights. Rows go four at a time against each
-// input so the activation block is loaded once per four rows.
+// two scales: ~8 instructions per 32 MACs, where the f32 path spends 4 FMAs
+// plus the expansion of the weights. The K-quants' 4- and 6-bit values are
+// unsigned, so they go straight into maddubs; their per-sub-block scales
+// multiply the s16 pair sums in the madd, and their offsets (Q4_K's mins,
+// Q6_K's −32) come from the activation block's 16-value sums, once per block.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -14,6 +17,7 @@
 
 #include "kernels/convert.h"
 #include "kernels/matmul.h"
+#include "../quant_blocks.h"
 #include "matmul_int8.h"
 
 namespace moelsp::kernels {
@@ -93,7 +97,106 @@ __attribute__((target("avx2,fma,f16c"))) float dot_q8_0_1x1(const uint8_t* w, co
   return hsum(acc);
 }
 
+__attribute__((target("avx2,fma"))) void quantize_row_q8_k_avx2(const float* x, BlockQ8K* out, int64_t n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const float* p = x + b * 256;
+    // The signed value of largest magnitude (the first one, as the reference's scan finds it).
+    __m256 mx = _mm256_setzero_ps();
+    for (int k = 0; k < 32; ++k) mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(p + 8 * k)));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    const float amax = _mm_cvtss_f32(m4);
+    float max = 0;
+    for (int i = 0; i < 256; ++i)
+      if (std::fabs(p[i]) == amax) {
+        max = p[i];
+        break;
+      }
+    const float iscale = amax > 0 ? -127.0f / max : 0.0f;
+    out[b].d = amax > 0 ? 1.0f / iscale : 0.0f;
+    const __m256 vis = _mm256_set1_ps(iscale), lim = _mm256_set1_ps(127.0f);
+    for (int g = 0; g < 8; ++g) {  // 32 values at a time; cvtps rounds half to even (the default mode)
+      __m256i q[4];
+      for (int k = 0; k < 4; ++k)
+        q[k] = _mm256_cvtps_epi32(_mm256_min_ps(lim, _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(p + 32 * g + 8 * k), vis),
+                                                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+      const __m256i a = _mm256_packs_epi32(q[0], q[1]), c = _mm256_packs_epi32(q[2], q[3]);
+      const __m256i bytes =
+          _mm256_permutevar8x32_epi32(_mm256_packs_epi16(a, c), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].q + 32 * g), bytes);
+    }
+    for (int g = 0; g < 16; ++g) {
+      int s = 0;
+      for (int i = 0; i < 16; ++i) s += out[b].q[16 * g + i];
+      out[b].bsums[g] = int16_t(s);
+    }
+  }
+}
+
+__attribute__((target("avx2,fma,f16c"))) float dot_q4_k(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0;
+  for (int64_t b = 0; b < nb; ++b, w += 144) {
+    int sc[8], mn[8];
+    for (int sub = 0; sub < 8; ++sub) blocks::k4_scale_min(w + 4, sub, &sc[sub], &mn[sub]);
+    int msum = 0;
+    for (int sub = 0; sub < 8; ++sub) msum += mn[sub] * (x[b].bsums[2 * sub] + x[b].bsums[2 * sub + 1]);
+    const float dx = x[b].d;
+    mins += scale_of(w + 2) * dx * float(msum);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {  // 64 values: low nibbles are sub-block 2j, high nibbles 2j + 1
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 + 32 * j));
+      const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      const __m256i xl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q + 64 * j));
+      const __m256i xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q + 64 * j + 32));
+      const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_set1_epi16(int16_t(sc[2 * j])));
+      const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), _mm256_set1_epi16(int16_t(sc[2 * j + 1])));
+      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w) * dx), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum(acc) - mins;
+}
+
+__attribute__((target("avx2,fma,f16c"))) float dot_q6_k(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, w += 210) {
+    const auto* scales = reinterpret_cast<const int8_t*>(w + 192);
+    int offset = 0;  // Σ_g scale_g · 32 · bsum_g: the −32 of every value
+    for (int g = 0; g < 16; ++g) offset += scales[g] * x[b].bsums[g];
+    __m256i sumi = _mm256_setzero_si256();
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* ql = w + 64 * half;
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 128 + 32 * half));
+      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+      // Four runs of 32 values (q1..q4 of the reference), each 6 bits: low nibble | two high bits << 4.
+      const __m256i q[4] = {
+          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
+          _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4))};
+      for (int k = 0; k < 4; ++k) {
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q + 128 * half + 32 * k));
+        const int g = 8 * half + 2 * k;  // the run's two 16-value groups: g and g + 1
+        const __m256i sc = _mm256_set_m128i(_mm_set1_epi16(scales[g + 1]), _mm_set1_epi16(scales[g]));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], xv), sc));
+      }
+    }
+    const float d = scale_of(w + 208) * x[b].d;
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi, _mm256_setr_epi32(32 * offset, 0, 0, 0, 0, 0, 0, 0))), acc);
+  }
+  return hsum(acc);
+}
+
 thread_local std::vector<BlockQ8> tls_xq;
+thread_local std::vector<BlockQ8K> tls_xk;
 
 }  // namespace
 
@@ -101,11 +204,31 @@ void set_activations(Activations a) { g_activations = a; }
 Activations activations() { return g_activations; }
 
 bool int8_path_available(const MatmulArgs& a) {
-  return a.w.type == DType::Q8_0 && g_activations.load(std::memory_order_relaxed) == Activations::Int8 &&
-         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  static const bool isa = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  const DType t = a.w.type;
+  return (t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K) && isa &&
+         g_activations.load(std::memory_order_relaxed) == Activations::Int8;
 }
 
-void matmul_q8_0_int8(const MatmulArgs& a) {
+namespace {
+
+void matmul_k_int8(const MatmulArgs& a) {
+  constexpr int64_t kChunkM = 64;
+  const int64_t nb = a.w.cols / 256;
+  const auto dot = a.w.type == DType::Q4_K ? dot_q4_k : dot_q6_k;
+  for (int64_t i0 = 0; i0 < a.m; i0 += kChunkM) {
+    const int64_t i1 = std::min(a.m, i0 + kChunkM);
+    if (tls_xk.size() < size_t((i1 - i0) * nb)) tls_xk.resize(size_t((i1 - i0) * nb));
+    for (int64_t i = i0; i < i1; ++i) quantize_row_q8_k_avx2(a.x + i * a.ldx, tls_xk.data() + (i - i0) * nb, a.w.cols);
+    for (int64_t r = a.row_begin; r < a.row_end; ++r)
+      for (int64_t i = i0; i < i1; ++i) a.y[i * a.ldy + r] = dot(a.w.row(r), tls_xk.data() + (i - i0) * nb, nb);
+  }
+}
+
+}  // namespace
+
+void matmul_int8(const MatmulArgs& a) {
+  if (a.w.type != DType::Q8_0) return matmul_k_int8(a);
   constexpr int64_t kChunkM = 64;
   const int64_t nb = a.w.cols / 32;
   for (int64_t i0 = 0; i0 < a.m; i0 += kChunkM) {

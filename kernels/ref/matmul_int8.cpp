@@ -1,10 +1,12 @@
 // Scalar reference of the int8-activation path (kernels/cpu/matmul_int8.cpp).
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/convert.h"
 #include "kernels/matmul.h"
+#include "../quant_blocks.h"
 
 namespace moelsp::kernels::ref {
 
@@ -22,22 +24,99 @@ void quantize_row_q8(const float* x, BlockQ8* out, int64_t n) {
   }
 }
 
-void matmul_q8_0_int8(const MatmulArgs& a) {
-  const int64_t nb = a.w.cols / 32;
-  std::vector<BlockQ8> xq(static_cast<size_t>(nb));
-  for (int64_t i = 0; i < a.m; ++i) {
-    quantize_row_q8(a.x + i * a.ldx, xq.data(), a.w.cols);
-    for (int64_t r = a.row_begin; r < a.row_end; ++r) {
-      const uint8_t* w = a.w.row(r);
-      double sum = 0;
-      for (int64_t b = 0; b < nb; ++b, w += 34) {
-        uint16_t dh;
-        std::memcpy(&dh, w, 2);
-        int32_t isum = 0;
-        for (int k = 0; k < 32; ++k) isum += int32_t(int8_t(w[2 + k])) * xq[size_t(b)].q[k];
-        sum += double(kernels::fp16_to_fp32(dh)) * double(xq[size_t(b)].d) * double(isum);
+void quantize_row_q8_k(const float* x, BlockQ8K* out, int64_t n) {
+  // llama.cpp's Q8_K rounding (so our logits track its K-quant results): the
+  // value of largest magnitude maps to −127, the others round half to even.
+  for (int64_t b = 0; b < n / 256; ++b) {
+    float amax = 0, max = 0;
+    for (int i = 0; i < 256; ++i)
+      if (std::fabs(x[b * 256 + i]) > amax) amax = std::fabs(x[b * 256 + i]), max = x[b * 256 + i];
+    const float iscale = amax > 0 ? -127.0f / max : 0.0f;
+    out[b].d = amax > 0 ? 1.0f / iscale : 0.0f;
+    for (int i = 0; i < 256; ++i) out[b].q[i] = int8_t(std::min(127.0f, std::nearbyint(iscale * x[b * 256 + i])));
+    for (int g = 0; g < 16; ++g) {
+      int s = 0;
+      for (int i = 0; i < 16; ++i) s += out[b].q[16 * g + i];
+      out[b].bsums[g] = int16_t(s);
+    }
+  }
+}
+
+namespace {
+
+double dot_q8_0(const uint8_t* w, const BlockQ8* x, int64_t nb) {
+  double sum = 0;
+  for (int64_t b = 0; b < nb; ++b, w += 34) {
+    int32_t isum = 0;
+    for (int k = 0; k < 32; ++k) isum += int32_t(int8_t(w[2 + k])) * x[b].q[k];
+    sum += double(blocks::half_at(w)) * double(x[b].d) * double(isum);
+  }
+  return sum;
+}
+
+// Q4_K: x = d·scale·q − dmin·min per 32-value sub-block, q in [0, 15].
+double dot_q4_k(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
+  double sum = 0;
+  for (int64_t b = 0; b < nb; ++b, w += 144) {
+    const uint8_t* qs = w + 16;
+    int64_t isum = 0, msum = 0;
+    for (int sub = 0; sub < 8; ++sub) {
+      int scale, min;
+      blocks::k4_scale_min(w + 4, sub, &scale, &min);
+      int32_t s = 0;
+      for (int l = 0; l < 32; ++l) s += ((qs[32 * (sub / 2) + l] >> (4 * (sub % 2))) & 15) * x[b].q[32 * sub + l];
+      isum += int64_t(scale) * s;
+      msum += int64_t(min) * (x[b].bsums[2 * sub] + x[b].bsums[2 * sub + 1]);
+    }
+    sum += double(x[b].d) * (double(blocks::half_at(w)) * double(isum) - double(blocks::half_at(w + 2)) * double(msum));
+  }
+  return sum;
+}
+
+// Q6_K: x = d·scale·(q − 32) per 16-value group, q in [0, 63].
+double dot_q6_k(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
+  double sum = 0;
+  for (int64_t b = 0; b < nb; ++b, w += 210) {
+    const auto* scales = reinterpret_cast<const int8_t*>(w + 192);
+    int64_t isum = 0;
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* ql = w + 64 * half;
+      const uint8_t* qh = w + 128 + 32 * half;
+      const int8_t* q = x[b].q + 128 * half;
+      for (int l = 0; l < 32; ++l) {
+        const int is = 8 * half + l / 16;
+        const int q1 = ((ql[l] & 15) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int q2 = ((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        isum += int64_t(scales[is]) * q1 * q[l] + int64_t(scales[is + 2]) * q2 * q[l + 32] +
+                int64_t(scales[is + 4]) * q3 * q[l + 64] + int64_t(scales[is + 6]) * q4 * q[l + 96];
       }
-      a.y[i * a.ldy + r] = float(sum);
+    }
+    sum += double(blocks::half_at(w + 208)) * double(x[b].d) * double(isum);
+  }
+  return sum;
+}
+
+}  // namespace
+
+void matmul_int8(const MatmulArgs& a) {
+  const bool k = a.w.type != DType::Q8_0;
+  const int64_t nb = a.w.cols / (k ? 256 : 32);
+  std::vector<BlockQ8> xq(k ? 0 : static_cast<size_t>(nb));
+  std::vector<BlockQ8K> xk(k ? static_cast<size_t>(nb) : 0);
+  for (int64_t i = 0; i < a.m; ++i) {
+    if (k) quantize_row_q8_k(a.x + i * a.ldx, xk.data(), a.w.cols);
+    else quantize_row_q8(a.x + i * a.ldx, xq.data(), a.w.cols);
+    for (int64_t r = a.row_begin; r < a.row_end; ++r) {
+      double v = 0;
+      switch (a.w.type) {
+        case DType::Q8_0: v = dot_q8_0(a.w.row(r), xq.data(), nb); break;
+        case DType::Q4_K: v = dot_q4_k(a.w.row(r), xk.data(), nb); break;
+        case DType::Q6_K: v = dot_q6_k(a.w.row(r), xk.data(), nb); break;
+        default: throw std::invalid_argument("ref::matmul_int8: Q8_0, Q4_K or Q6_K weights only");
+      }
+      a.y[i * a.ldy + r] = float(v);
     }
   }
 }

@@ -42,8 +42,9 @@ struct MatmulArgs {
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);  // n elements
 
 // How activations meet quantized weights. Int8 (the default, as llama.cpp
-// does): for Q8_0 weights each input row is quantized to blocks of 32 int8
-// with an f32 scale (amax/127) and the products are integer dot products,
+// does): for Q8_0, Q4_K and Q6_K weights each input row is quantized to blocks
+// of 32 (256 for the K-quants) int8 with an f32 scale (amax/127) and the
+// products are integer dot products,
 // ~2-4× less work than expanding the weights to f32 — the result differs from
 // the F32 path by the activations' rounding (tolerance in
 // tests/test_kernels.cpp). F32: the weights are expanded and dotted in f32,
@@ -58,6 +59,13 @@ struct BlockQ8 {
   float d;  // scale: value = d · q
   int8_t q[32];
 };
+// ... and as 256-value blocks for the K-quants (Q4_K, Q6_K), with the sums of
+// each 16 values for their per-sub-block offsets (mins, the −32 of Q6_K).
+struct BlockQ8K {
+  float d;
+  int8_t q[256];
+  int16_t bsums[16];
+};
 
 // Optimized (SIMD, runtime ISA dispatch). Tolerance vs ref: see tests/test_kernels.cpp.
 void matmul(const MatmulArgs& a);
@@ -69,11 +77,15 @@ float dot_f32(const float* a, const float* b, int64_t n);
 namespace ref {
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 void matmul(const MatmulArgs& a);
-// The int8 path in plain scalar code: quantization of x (x·(1/d) rounded half
-// away from zero in f32, d = amax/127) and Σ_blocks d_w·d_x·Σ q_w·q_x with
-// integer block sums.
+// The int8 path in plain scalar code: quantization of x and Σ_blocks
+// d_w·d_x·Σ q_w·q_x with integer block sums. 32-value blocks: x·(1/d) rounded
+// half away from zero in f32, d = amax/127 (llama.cpp's Q8_0 rule, with an f32
+// scale); 256-value blocks: llama.cpp's Q8_K rule, x·(−127/max) rounded half
+// to even, max the signed value of largest magnitude, d = 1/(−127/max).
 void quantize_row_q8(const float* x, BlockQ8* out, int64_t n);
-void matmul_q8_0_int8(const MatmulArgs& a);
+void quantize_row_q8_k(const float* x, BlockQ8K* out, int64_t n);
+// Q8_0, Q4_K or Q6_K weights against int8 activations.
+void matmul_int8(const MatmulArgs& a);
 }  // namespace ref
 
 }  // namespace moelsp::kernels
