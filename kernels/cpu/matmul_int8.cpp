@@ -55,10 +55,39 @@ __attribute__((target("avx2,fma"))) void quantize_row_q8_avx2(const float* x, Bl
   }
 }
 
+// A 32-value weight block as 32 signed bytes, in element order.
+template <DType T>
+__attribute__((target("avx2,fma"))) inline __m256i block_bytes(const uint8_t* w) {
+  if constexpr (T == DType::Q8_0) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2));
+  } else {
+    // Nibbles: elements 0..15 in the low halves of the 16 bytes, 16..31 in the high halves.
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (T == DType::Q5_0 ? 6 : 2)));
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
+    if constexpr (T == DType::Q5_0) {  // bit j of qh is the fifth bit (16) of element j
+      uint32_t qh;
+      std::memcpy(&qh, w + 2, 4);
+      const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                                            3, 3, 3, 3, 3, 3, 3);
+      const __m256i bits = _mm256_set1_epi64x(0x8040201008040201LL);
+      const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(qh)), shuf);
+      const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bits), bits);
+      q = _mm256_or_si256(q, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+      return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+    }
+    return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
+  }
+}
+
+template <DType T>
+constexpr size_t kBlockBytes = T == DType::Q8_0 ? 34 : T == DType::Q5_0 ? 22 : 18;
+
+template <DType T>
 __attribute__((target("avx2,fma"))) inline __m256 block_dot(const uint8_t* w, const BlockQ8& x) {
-  const __m256i qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2));
+  const __m256i qw = block_bytes<T>(w);
   const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q));
-  // maddubs wants unsigned × signed: |x| × (w with x's sign). Q8_0 weights are in [-127, 127].
+  // maddubs wants unsigned × signed: |x| × (w with x's sign). Weights are in [-127, 127].
   const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(qw, qx));
   return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
 }
@@ -77,23 +106,25 @@ __attribute__((target("avx2,fma,f16c"))) inline float scale_of(const uint8_t* w)
 }
 
 // Four weight rows (row_bytes apart) against one quantized input.
-__attribute__((target("avx2,fma,f16c"))) void dot_q8_0_4x1(const uint8_t* w, size_t row_bytes, const BlockQ8* x,
-                                                            int64_t nb, float out[4]) {
+template <DType T>
+__attribute__((target("avx2,fma,f16c"))) void dot_q32_4x1(const uint8_t* w, size_t row_bytes, const BlockQ8* x,
+                                                           int64_t nb, float out[4]) {
   __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t b = 0; b < nb; ++b) {
     const __m256 dx = _mm256_set1_ps(x[b].d);
     for (int k = 0; k < 4; ++k) {
-      const uint8_t* blk = w + size_t(k) * row_bytes + size_t(b) * 34;
-      acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(scale_of(blk)), dx), block_dot(blk, x[b]), acc[k]);
+      const uint8_t* blk = w + size_t(k) * row_bytes + size_t(b) * kBlockBytes<T>;
+      acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(scale_of(blk)), dx), block_dot<T>(blk, x[b]), acc[k]);
     }
   }
   for (int k = 0; k < 4; ++k) out[k] = hsum(acc[k]);
 }
 
-__attribute__((target("avx2,fma,f16c"))) float dot_q8_0_1x1(const uint8_t* w, const BlockQ8* x, int64_t nb) {
+template <DType T>
+__attribute__((target("avx2,fma,f16c"))) float dot_q32_1x1(const uint8_t* w, const BlockQ8* x, int64_t nb) {
   __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, w += 34)
-    acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(scale_of(w)), _mm256_set1_ps(x[b].d)), block_dot(w, x[b]), acc);
+  for (int64_t b = 0; b < nb; ++b, w += kBlockBytes<T>)
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(scale_of(w)), _mm256_set1_ps(x[b].d)), block_dot<T>(w, x[b]), acc);
   return hsum(acc);
 }
 
@@ -206,7 +237,7 @@ Activations activations() { return g_activations; }
 bool int8_path_available(const MatmulArgs& a) {
   static const bool isa = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   const DType t = a.w.type;
-  return (t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K) && isa &&
+  return (t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q6_K) && isa &&
          g_activations.load(std::memory_order_relaxed) == Activations::Int8;
 }
 
@@ -225,10 +256,8 @@ void matmul_k_int8(const MatmulArgs& a) {
   }
 }
 
-}  // namespace
-
-void matmul_int8(const MatmulArgs& a) {
-  if (a.w.type != DType::Q8_0) return matmul_k_int8(a);
+template <DType T>
+void matmul_q32_int8(const MatmulArgs& a) {
   constexpr int64_t kChunkM = 64;
   const int64_t nb = a.w.cols / 32;
   for (int64_t i0 = 0; i0 < a.m; i0 += kChunkM) {
@@ -239,12 +268,23 @@ void matmul_int8(const MatmulArgs& a) {
     for (; r + 4 <= a.row_end; r += 4) {
       for (int64_t i = i0; i < i1; ++i) {
         float o[4];
-        dot_q8_0_4x1(a.w.row(r), a.w.row_bytes, tls_xq.data() + (i - i0) * nb, nb, o);
+        dot_q32_4x1<T>(a.w.row(r), a.w.row_bytes, tls_xq.data() + (i - i0) * nb, nb, o);
         for (int k = 0; k < 4; ++k) a.y[i * a.ldy + r + k] = o[k];
       }
     }
     for (; r < a.row_end; ++r)
-      for (int64_t i = i0; i < i1; ++i) a.y[i * a.ldy + r] = dot_q8_0_1x1(a.w.row(r), tls_xq.data() + (i - i0) * nb, nb);
+      for (int64_t i = i0; i < i1; ++i) a.y[i * a.ldy + r] = dot_q32_1x1<T>(a.w.row(r), tls_xq.data() + (i - i0) * nb, nb);
+  }
+}
+
+}  // namespace
+
+void matmul_int8(const MatmulArgs& a) {
+  switch (a.w.type) {
+    case DType::Q8_0: return matmul_q32_int8<DType::Q8_0>(a);
+    case DType::Q4_0: return matmul_q32_int8<DType::Q4_0>(a);
+    case DType::Q5_0: return matmul_q32_int8<DType::Q5_0>(a);
+    default: return matmul_k_int8(a);
   }
 }
 

@@ -54,6 +54,25 @@ double dot_q8_0(const uint8_t* w, const BlockQ8* x, int64_t nb) {
   return sum;
 }
 
+// Q4_0 / Q5_0: x = d·(q − 8) or d·(q − 16), 32-value blocks (layout: ref/matmul.cpp).
+double dot_q4_0_q5_0(const uint8_t* w, const BlockQ8* x, int64_t nb, bool five) {
+  double sum = 0;
+  for (int64_t b = 0; b < nb; ++b, w += five ? 22 : 18) {
+    uint32_t qh = 0;
+    if (five) std::memcpy(&qh, w + 2, 4);
+    const uint8_t* qs = w + (five ? 6 : 2);
+    int32_t isum = 0;
+    for (int j = 0; j < 16; ++j) {
+      int lo = qs[j] & 15, hi = qs[j] >> 4;
+      if (five) lo |= int((qh >> j) & 1) << 4, hi |= int((qh >> (j + 16)) & 1) << 4;
+      const int off = five ? 16 : 8;
+      isum += (lo - off) * x[b].q[j] + (hi - off) * x[b].q[j + 16];
+    }
+    sum += double(blocks::half_at(w)) * double(x[b].d) * double(isum);
+  }
+  return sum;
+}
+
 // Q4_K: x = d·scale·q − dmin·min per 32-value sub-block, q in [0, 15].
 double dot_q4_k(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
   double sum = 0;
@@ -101,7 +120,7 @@ double dot_q6_k(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
 }  // namespace
 
 void matmul_int8(const MatmulArgs& a) {
-  const bool k = a.w.type != DType::Q8_0;
+  const bool k = a.w.type == DType::Q4_K || a.w.type == DType::Q6_K;
   const int64_t nb = a.w.cols / (k ? 256 : 32);
   std::vector<BlockQ8> xq(k ? 0 : static_cast<size_t>(nb));
   std::vector<BlockQ8K> xk(k ? static_cast<size_t>(nb) : 0);
@@ -112,9 +131,11 @@ void matmul_int8(const MatmulArgs& a) {
       double v = 0;
       switch (a.w.type) {
         case DType::Q8_0: v = dot_q8_0(a.w.row(r), xq.data(), nb); break;
+        case DType::Q4_0: v = dot_q4_0_q5_0(a.w.row(r), xq.data(), nb, false); break;
+        case DType::Q5_0: v = dot_q4_0_q5_0(a.w.row(r), xq.data(), nb, true); break;
         case DType::Q4_K: v = dot_q4_k(a.w.row(r), xk.data(), nb); break;
         case DType::Q6_K: v = dot_q6_k(a.w.row(r), xk.data(), nb); break;
-        default: throw std::invalid_argument("ref::matmul_int8: Q8_0, Q4_K or Q6_K weights only");
+        default: throw std::invalid_argument("ref::matmul_int8: Q8_0, Q4_0, Q5_0, Q4_K or Q6_K weights only");
       }
       a.y[i * a.ldy + r] = float(v);
     }

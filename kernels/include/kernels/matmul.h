@@ -42,7 +42,7 @@ struct MatmulArgs {
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);  // n elements
 
 // How activations meet quantized weights. Int8 (the default, as llama.cpp
-// does): for Q8_0, Q4_K and Q6_K weights each input row is quantized to blocks
+// does): for Q8_0, Q4_0, Q5_0, Q4_K and Q6_K weights each input row is quantized to blocks
 // of 32 (256 for the K-quants) int8 with an f32 scale (amax/127) and the
 // products are integer dot products,
 // ~2-4× less work than expanding the weights to f32 — the result differs from
@@ -84,7 +84,7 @@ void matmul(const MatmulArgs& a);
 // to even, max the signed value of largest magnitude, d = 1/(−127/max).
 void quantize_row_q8(const float* x, BlockQ8* out, int64_t n);
 void quantize_row_q8_k(const float* x, BlockQ8K* out, int64_t n);
-// Q8_0, Q4_K or Q6_K weights against int8 activations.
+// Q8_0, Q4_0, Q5_0, Q4_K or Q6_K weights against int8 activations.
 void matmul_int8(const MatmulArgs& a);
 }  // namespace ref
 
