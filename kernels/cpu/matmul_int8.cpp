@@ -166,7 +166,8 @@ __attribute__((target("avx2,fma"))) void quantize_row_q8_k_avx2(const float* x, 
   }
 }
 
-__attribute__((target("avx2,fma,f16c"))) float dot_q4_k(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
+// Decode (one input): the blocks stream through, unpacked as they are used.
+__attribute__((target("avx2,fma,f16c"))) float dot_q4_k_1(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   __m256 acc = _mm256_setzero_ps();
   float mins = 0;
@@ -192,7 +193,7 @@ __attribute__((target("avx2,fma,f16c"))) float dot_q4_k(const uint8_t* w, const 
   return hsum(acc) - mins;
 }
 
-__attribute__((target("avx2,fma,f16c"))) float dot_q6_k(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
+__attribute__((target("avx2,fma,f16c"))) float dot_q6_k_1(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
   const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, w += 210) {
@@ -226,6 +227,85 @@ __attribute__((target("avx2,fma,f16c"))) float dot_q6_k(const uint8_t* w, const 
   return hsum(acc);
 }
 
+// One weight row against N inputs (x[k] is input k's block array): a block's
+// scales are decoded and its values unpacked once for all N.
+template <int N>
+__attribute__((target("avx2,fma,f16c"))) void dot_q4_k(const uint8_t* w, const BlockQ8K* const* x, int64_t nb,
+                                                        float* out) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  __m256 acc[N];
+  float mins[N];
+  for (int k = 0; k < N; ++k) acc[k] = _mm256_setzero_ps(), mins[k] = 0;
+  for (int64_t b = 0; b < nb; ++b, w += 144) {
+    int sc[8], mn[8];
+    for (int sub = 0; sub < 8; ++sub) blocks::k4_scale_min(w + 4, sub, &sc[sub], &mn[sub]);
+    const float d = scale_of(w), dmin = scale_of(w + 2);
+    __m256i lo[4], hi[4], s_lo[4], s_hi[4];
+    for (int j = 0; j < 4; ++j) {  // 64 values: low nibbles are sub-block 2j, high nibbles 2j + 1
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 + 32 * j));
+      lo[j] = _mm256_and_si256(q, m4), hi[j] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      s_lo[j] = _mm256_set1_epi16(int16_t(sc[2 * j])), s_hi[j] = _mm256_set1_epi16(int16_t(sc[2 * j + 1]));
+    }
+    for (int k = 0; k < N; ++k) {
+      const BlockQ8K& xb = x[k][b];
+      int msum = 0;
+      for (int sub = 0; sub < 8; ++sub) msum += mn[sub] * (xb.bsums[2 * sub] + xb.bsums[2 * sub + 1]);
+      mins[k] += dmin * xb.d * float(msum);
+      __m256i sumi = _mm256_setzero_si256();
+      for (int j = 0; j < 4; ++j) {
+        const __m256i xl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q + 64 * j));
+        const __m256i xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q + 64 * j + 32));
+        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo[j], xl), s_lo[j]),
+                                                       _mm256_madd_epi16(_mm256_maddubs_epi16(hi[j], xh), s_hi[j])));
+      }
+      acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb.d), _mm256_cvtepi32_ps(sumi), acc[k]);
+    }
+  }
+  for (int k = 0; k < N; ++k) out[k] = hsum(acc[k]) - mins[k];
+}
+
+template <int N>
+__attribute__((target("avx2,fma,f16c"))) void dot_q6_k(const uint8_t* w, const BlockQ8K* const* x, int64_t nb,
+                                                        float* out) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
+  __m256 acc[N];
+  for (int k = 0; k < N; ++k) acc[k] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, w += 210) {
+    const auto* scales = reinterpret_cast<const int8_t*>(w + 192);
+    const float d = scale_of(w + 208);
+    __m256i q[8], sc[8];  // eight runs of 32 values (q1..q4 of the reference, per half), 6 bits each
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* ql = w + 64 * half;
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 128 + 32 * half));
+      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+      __m256i* r = q + 4 * half;
+      r[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+      r[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+      r[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+      r[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+      for (int k = 0; k < 4; ++k) {
+        const int g = 8 * half + 2 * k;  // the run's two 16-value groups: g and g + 1
+        sc[4 * half + k] = _mm256_set_m128i(_mm_set1_epi16(scales[g + 1]), _mm_set1_epi16(scales[g]));
+      }
+    }
+    for (int k = 0; k < N; ++k) {
+      const BlockQ8K& xb = x[k][b];
+      int offset = 0;  // Σ_g scale_g · bsum_g: the −32 of every value, applied once per block
+      for (int g = 0; g < 16; ++g) offset += scales[g] * xb.bsums[g];
+      __m256i sumi = _mm256_setr_epi32(-32 * offset, 0, 0, 0, 0, 0, 0, 0);
+      for (int run = 0; run < 8; ++run) {
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q + 32 * run));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[run], xv), sc[run]));
+      }
+      acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb.d), _mm256_cvtepi32_ps(sumi), acc[k]);
+    }
+  }
+  for (int k = 0; k < N; ++k) out[k] = hsum(acc[k]);
+}
+
 thread_local std::vector<BlockQ8> tls_xq;
 thread_local std::vector<BlockQ8K> tls_xk;
 
@@ -243,16 +323,29 @@ bool int8_path_available(const MatmulArgs& a) {
 
 namespace {
 
+template <DType T>
 void matmul_k_int8(const MatmulArgs& a) {
   constexpr int64_t kChunkM = 64;
   const int64_t nb = a.w.cols / 256;
-  const auto dot = a.w.type == DType::Q4_K ? dot_q4_k : dot_q6_k;
   for (int64_t i0 = 0; i0 < a.m; i0 += kChunkM) {
     const int64_t i1 = std::min(a.m, i0 + kChunkM);
     if (tls_xk.size() < size_t((i1 - i0) * nb)) tls_xk.resize(size_t((i1 - i0) * nb));
     for (int64_t i = i0; i < i1; ++i) quantize_row_q8_k_avx2(a.x + i * a.ldx, tls_xk.data() + (i - i0) * nb, a.w.cols);
-    for (int64_t r = a.row_begin; r < a.row_end; ++r)
-      for (int64_t i = i0; i < i1; ++i) a.y[i * a.ldy + r] = dot(a.w.row(r), tls_xk.data() + (i - i0) * nb, nb);
+    for (int64_t r = a.row_begin; r < a.row_end; ++r) {
+      int64_t i = i0;
+      for (; i + 4 <= i1; i += 4) {
+        const BlockQ8K* xs[4];
+        float o[4];
+        for (int k = 0; k < 4; ++k) xs[k] = tls_xk.data() + (i + k - i0) * nb;
+        if constexpr (T == DType::Q4_K) dot_q4_k<4>(a.w.row(r), xs, nb, o);
+        else dot_q6_k<4>(a.w.row(r), xs, nb, o);
+        for (int k = 0; k < 4; ++k) a.y[(i + k) * a.ldy + r] = o[k];
+      }
+      for (; i < i1; ++i) {
+        const BlockQ8K* x = tls_xk.data() + (i - i0) * nb;
+        a.y[i * a.ldy + r] = T == DType::Q4_K ? dot_q4_k_1(a.w.row(r), x, nb) : dot_q6_k_1(a.w.row(r), x, nb);
+      }
+    }
   }
 }
 
@@ -284,7 +377,8 @@ void matmul_int8(const MatmulArgs& a) {
     case DType::Q8_0: return matmul_q32_int8<DType::Q8_0>(a);
     case DType::Q4_0: return matmul_q32_int8<DType::Q4_0>(a);
     case DType::Q5_0: return matmul_q32_int8<DType::Q5_0>(a);
-    default: return matmul_k_int8(a);
+    case DType::Q4_K: return matmul_k_int8<DType::Q4_K>(a);
+    default: return matmul_k_int8<DType::Q6_K>(a);
   }
 }
 
