@@ -33,6 +33,13 @@ float dot_scalar(const float* a, const float* b, int64_t n) {
   return (s0 + s1) + (s2 + s3);
 }
 
+__attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
+  __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+  t = _mm_add_ss(t, _mm_shuffle_ps(t, t, 1));
+  return _mm_cvtss_f32(t);
+}
+
 __attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* b, int64_t n) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int64_t i = 0;
@@ -41,11 +48,7 @@ __attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* 
     acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
   }
   for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-  acc0 = _mm256_add_ps(acc0, acc1);
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc0), _mm256_extractf128_ps(acc0, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-  float r = _mm_cvtss_f32(s);
+  float r = hsum(_mm256_add_ps(acc0, acc1));
   for (; i < n; ++i) r += a[i] * b[i];
   return r;
 }
@@ -79,10 +82,7 @@ __attribute__((target("avx2,fma"))) void dot_4x2_avx2(const float* w, int64_t ld
   const float* rows[4] = {w0, w1, w2, w3};
   const float* xs[2] = {x0, x1};
   for (int k = 0; k < 8; ++k) {
-    __m128 t = _mm_add_ps(_mm256_castps256_ps128(acc[k]), _mm256_extractf128_ps(acc[k], 1));
-    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-    t = _mm_add_ss(t, _mm_shuffle_ps(t, t, 1));
-    float r = _mm_cvtss_f32(t);
+    float r = hsum(acc[k]);
     for (int64_t cc = c; cc < n; ++cc) r += rows[k / 2][cc] * xs[k % 2][cc];
     out[k / 2][k % 2] = r;
   }
@@ -105,10 +105,7 @@ __attribute__((target("avx2,fma"))) void dot_4x1_avx2(const float* w, int64_t ld
   const __m256 acc[4] = {a0, a1, a2, a3};
   const float* rows[4] = {w0, w1, w2, w3};
   for (int k = 0; k < 4; ++k) {
-    __m128 t = _mm_add_ps(_mm256_castps256_ps128(acc[k]), _mm256_extractf128_ps(acc[k], 1));
-    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-    t = _mm_add_ss(t, _mm_shuffle_ps(t, t, 1));
-    float r = _mm_cvtss_f32(t);
+    float r = hsum(acc[k]);
     for (int64_t cc = c; cc < n; ++cc) r += rows[k][cc] * x[cc];
     out[k] = r;
   }
@@ -122,10 +119,7 @@ __attribute__((target("avx2,fma"))) float dot_1x1_avx2(const float* w, const flo
   __m256 acc = _mm256_setzero_ps();
   int64_t c = 0;
   for (; c + 8 <= n; c += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(w + c), _mm256_loadu_ps(x + c), acc);
-  __m128 t = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-  t = _mm_add_ss(t, _mm_shuffle_ps(t, t, 1));
-  float r = _mm_cvtss_f32(t);
+  float r = hsum(acc);
   for (; c < n; ++c) r += w[c] * x[c];
   return r;
 }

@@ -323,14 +323,23 @@ bool int8_path_available(const MatmulArgs& a) {
 
 namespace {
 
-template <DType T>
-void matmul_k_int8(const MatmulArgs& a) {
+// Inputs go in chunks of 64 rows: each chunk is quantized into `buf` (input i
+// at buf + (i − i0)·nb), then body(i0, i1) runs the thread's weight rows over it.
+template <typename Block, typename Quantize, typename Body>
+void by_chunks(const MatmulArgs& a, int64_t nb, std::vector<Block>& buf, Quantize quantize, Body body) {
   constexpr int64_t kChunkM = 64;
-  const int64_t nb = a.w.cols / 256;
   for (int64_t i0 = 0; i0 < a.m; i0 += kChunkM) {
     const int64_t i1 = std::min(a.m, i0 + kChunkM);
-    if (tls_xk.size() < size_t((i1 - i0) * nb)) tls_xk.resize(size_t((i1 - i0) * nb));
-    for (int64_t i = i0; i < i1; ++i) quantize_row_q8_k_avx2(a.x + i * a.ldx, tls_xk.data() + (i - i0) * nb, a.w.cols);
+    if (buf.size() < size_t((i1 - i0) * nb)) buf.resize(size_t((i1 - i0) * nb));
+    for (int64_t i = i0; i < i1; ++i) quantize(a.x + i * a.ldx, buf.data() + (i - i0) * nb, a.w.cols);
+    body(i0, i1);
+  }
+}
+
+template <DType T>
+void matmul_k_int8(const MatmulArgs& a) {
+  const int64_t nb = a.w.cols / 256;
+  by_chunks(a, nb, tls_xk, quantize_row_q8_k_avx2, [&](int64_t i0, int64_t i1) {
     for (int64_t r = a.row_begin; r < a.row_end; ++r) {
       int64_t i = i0;
       for (; i + 4 <= i1; i += 4) {
@@ -346,17 +355,13 @@ void matmul_k_int8(const MatmulArgs& a) {
         a.y[i * a.ldy + r] = T == DType::Q4_K ? dot_q4_k_1(a.w.row(r), x, nb) : dot_q6_k_1(a.w.row(r), x, nb);
       }
     }
-  }
+  });
 }
 
 template <DType T>
 void matmul_q32_int8(const MatmulArgs& a) {
-  constexpr int64_t kChunkM = 64;
   const int64_t nb = a.w.cols / 32;
-  for (int64_t i0 = 0; i0 < a.m; i0 += kChunkM) {
-    const int64_t i1 = std::min(a.m, i0 + kChunkM);
-    if (tls_xq.size() < size_t((i1 - i0) * nb)) tls_xq.resize(size_t((i1 - i0) * nb));
-    for (int64_t i = i0; i < i1; ++i) quantize_row_q8_avx2(a.x + i * a.ldx, tls_xq.data() + (i - i0) * nb, a.w.cols);
+  by_chunks(a, nb, tls_xq, quantize_row_q8_avx2, [&](int64_t i0, int64_t i1) {
     int64_t r = a.row_begin;
     for (; r + 4 <= a.row_end; r += 4) {
       for (int64_t i = i0; i < i1; ++i) {
@@ -367,7 +372,7 @@ void matmul_q32_int8(const MatmulArgs& a) {
     }
     for (; r < a.row_end; ++r)
       for (int64_t i = i0; i < i1; ++i) a.y[i * a.ldy + r] = dot_q32_1x1<T>(a.w.row(r), tls_xq.data() + (i - i0) * nb, nb);
-  }
+  });
 }
 
 }  // namespace
