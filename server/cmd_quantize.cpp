@@ -1,9 +1,16 @@
 // moelsp quantize IN.gguf OUT.gguf TYPE: rewrite a model's weights in another
-// type. Recipe (as llama.cpp's for these types): matrices take TYPE; 1-D
-// tensors (norms, biases, selection bias) and the MoE router stay F32, since
-// they are tiny and precision-critical (a router error changes the experts).
+// type. Recipes (as llama.cpp's): matrices take TYPE; 1-D tensors (norms,
+// biases, selection bias) and the MoE router stay F32, since they are tiny and
+// precision-critical (a router error changes the experts). Q4_K_M, a mix:
+// Q4_K by default; Q6_K for the output matrix (or the tied embeddings) and,
+// in the layers use_more_bits picks (the first and last eighths and every
+// third between), for attn_v and every ffn_down; in models with exactly 8
+// experts Q8_0 for attn_k and attn_v and Q5_K for attn_output. A row that is not a whole number of 256-value
+// blocks falls back: Q4_K → Q5_0, Q5_K and Q6_K → Q8_0.
 #include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -23,22 +30,69 @@ uint32_t file_type(kernels::DType t) {
     case kernels::DType::Q4_0: return 2;
     case kernels::DType::Q8_0: return 7;
     case kernels::DType::Q5_0: return 8;
+    case kernels::DType::Q4_K: return 14;  // "mostly Q4_K_S"
+    case kernels::DType::Q5_K: return 16;  // "mostly Q5_K_S"
+    case kernels::DType::Q6_K: return 18;
     case kernels::DType::BF16: return 32;
     default: return 0;
+  }
+}
+
+bool use_more_bits(int i_layer, int n_layers) {
+  return i_layer < n_layers / 8 || i_layer >= 7 * n_layers / 8 || (i_layer - n_layers / 8) % 3 == 2;
+}
+
+int layer_of(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  return std::atoi(name.c_str() + 4);
+}
+
+struct Recipe {
+  kernels::DType base;
+  bool q4_k_m = false;
+  int n_layer = 0, n_expert = 0;
+  bool tied = false;  // no output.weight: token_embd is also the output matrix
+
+  kernels::DType pick(const std::string& name) const {
+    using kernels::DType;
+    if (!q4_k_m) return base;
+    const auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+    if (name == "output.weight" || (tied && name == "token_embd.weight")) return DType::Q6_K;
+    if ((has("attn_k.weight") || has("attn_v.weight")) && n_expert == 8) return DType::Q8_0;
+    const int il = layer_of(name);
+    if ((has("attn_v.weight") || has("ffn_down")) && il >= 0 && use_more_bits(il, n_layer)) return DType::Q6_K;
+    if (has("attn_output.weight") && n_expert == 8) return DType::Q5_K;
+    return DType::Q4_K;
+  }
+};
+
+kernels::DType fallback(kernels::DType t) {
+  using kernels::DType;
+  switch (t) {
+    case DType::Q4_K: return DType::Q5_0;
+    case DType::Q5_K: case DType::Q6_K: return DType::Q8_0;
+    default: return DType::F16;
   }
 }
 }  // namespace
 
 int quantize(const QuantizeOptions& o) {
   try {
-    const auto target = kernels::dtype_from_name(o.type);
+    const bool q4_k_m = o.type == "Q4_K_M" || o.type == "q4_k_m";
+    const auto target = q4_k_m ? std::optional(kernels::DType::Q4_K) : kernels::dtype_from_name(o.type);
     if (!target || !kernels::quantize_supports(*target))
-      throw std::runtime_error(fmt::format("cannot quantize to '{}' (supported: F32, F16, BF16, Q8_0, Q4_0, Q5_0)", o.type));
+      throw std::runtime_error(fmt::format(
+          "cannot quantize to '{}' (supported: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K, Q4_K_M)", o.type));
     const auto in = gguf::File::open(o.input);
+    const std::string arch = in.get_or<std::string>("general.architecture", "");
+    Recipe recipe{*target, q4_k_m};
+    recipe.n_layer = int(in.get_or<uint32_t>(arch + ".block_count", 0));
+    recipe.n_expert = int(in.get_or<uint32_t>(arch + ".expert_count", 0));
+    recipe.tied = !in.tensor("output.weight");
     gguf::Writer w(3, uint32_t(in.alignment()));
     for (const auto& [k, v] : in.metadata())
       if (k != "general.alignment") w.set(k, v);
-    w.set("general.file_type", file_type(*target));
+    w.set("general.file_type", q4_k_m ? uint32_t(15) : file_type(*target));
     if (traits(*target).block_size > 1) w.set("general.quantization_version", uint32_t(2));
 
     std::map<std::string, int> counts;
@@ -47,8 +101,9 @@ int quantize(const QuantizeOptions& o) {
     for (const auto& t : in.tensors()) {
       const bool matrix = t.shape.size() >= 2;
       const bool router = t.name.find("ffn_gate_inp") != std::string::npos;
-      kernels::DType to = matrix && !router ? *target : kernels::DType::F32;
-      if (!kernels::row_bytes(to, t.shape[0])) to = kernels::DType::F16;  // row not a whole number of blocks
+      kernels::DType to = matrix && !router ? recipe.pick(t.name) : kernels::DType::F32;
+      if (!kernels::row_bytes(to, t.shape[0])) to = fallback(to);  // row not a whole number of blocks
+      if (!kernels::row_bytes(to, t.shape[0])) to = kernels::DType::F16;
       if (to == t.type) {
         const auto d = in.tensor_data(t);
         w.add_tensor(t.name, to, t.shape, d);

@@ -109,10 +109,10 @@ int main(int argc, char** argv) {
   c_bo->add_option("--peer", bo.peer, "Path to llama.cpp's llama-bench: run it with the same settings and print ratios");
 
   moelsp::cli::QuantizeOptions qo;
-  auto* c_qo = app.add_subcommand("quantize", "Rewrite a model's weight matrices in another type (F16, BF16, Q8_0, Q4_0, Q5_0)");
+  auto* c_qo = app.add_subcommand("quantize", "Rewrite a model's weight matrices in another type (F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K) or the Q4_K_M mix");
   c_qo->add_option("input", qo.input, "Input GGUF")->required();
   c_qo->add_option("output", qo.output, "Output GGUF")->required();
-  c_qo->add_option("type", qo.type, "Target type for weight matrices")->required();
+  c_qo->add_option("type", qo.type, "Target type for weight matrices, or Q4_K_M (llama.cpp's mix)")->required();
 
   moelsp::cli::LspOptions ls;
   auto* c_ls = app.add_subcommand("lsp", "Language server over stdin/stdout (the default when stdin is not a terminal)");

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/convert.h"
+#include "quantize_k.h"
 
 namespace moelsp::kernels {
 
@@ -26,7 +27,7 @@ float signed_max(const float* x, int n) {
 
 bool quantize_supports(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0 ||
-         t == DType::Q5_0;
+         t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
 }
 
 void quantize_row(DType t, const float* x, void* dst, int64_t n) {
@@ -77,6 +78,11 @@ void quantize_row(DType t, const float* x, void* dst, int64_t n) {
         std::memcpy(out + 2, &qh, 4);
       }
       return;
+    case DType::Q4_K:
+    case DType::Q5_K:
+      return kquant::quantize_q4_k_q5_k(x, out, n, t == DType::Q5_K);
+    case DType::Q6_K:
+      return kquant::quantize_q6_k(x, out, n);
     default:
       throw std::invalid_argument("quantize_row: cannot produce " + std::string(dtype_name(t)));
   }
