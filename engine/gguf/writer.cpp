@@ -85,7 +85,8 @@ void Writer::add_tensor(const std::string& name, DType type, std::vector<uint64_
   tensors_.push_back({name, type, std::move(shape), {data.begin(), data.end()}});
 }
 
-std::vector<uint8_t> Writer::to_bytes() const {
+// The header and tensor table (padded to the alignment); the data follows.
+std::vector<uint8_t> Writer::header_bytes() const {
   std::vector<uint8_t> out;
   put_bytes(out, "GGUF", 4);
   put<uint32_t>(out, version_);
@@ -96,7 +97,6 @@ std::vector<uint8_t> Writer::to_bytes() const {
     put<uint32_t>(out, uint32_t(v.type()));
     put_value(out, v);
   }
-  auto align = [&](uint64_t x) { return (x + alignment_ - 1) / alignment_ * alignment_; };
   uint64_t offset = 0;
   for (const auto& t : tensors_) {
     put_string(out, t.name);
@@ -107,6 +107,11 @@ std::vector<uint8_t> Writer::to_bytes() const {
     offset = align(offset + t.data.size());
   }
   out.resize(align(out.size()), 0);
+  return out;
+}
+
+std::vector<uint8_t> Writer::to_bytes() const {
+  std::vector<uint8_t> out = header_bytes();
   for (const auto& t : tensors_) {
     put_bytes(out, t.data.data(), t.data.size());
     out.resize(align(out.size()), 0);
@@ -114,11 +119,17 @@ std::vector<uint8_t> Writer::to_bytes() const {
   return out;
 }
 
+// Streams tensor by tensor: a multi-GB model is not copied into one buffer first.
 void Writer::write(const std::string& path) const {
-  const auto bytes = to_bytes();
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f) throw std::runtime_error(fmt::format("{}: cannot open for writing", path));
-  f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  const auto head = header_bytes();
+  f.write(reinterpret_cast<const char*>(head.data()), std::streamsize(head.size()));
+  const std::vector<char> zeros(alignment_, 0);
+  for (const auto& t : tensors_) {
+    f.write(reinterpret_cast<const char*>(t.data.data()), std::streamsize(t.data.size()));
+    f.write(zeros.data(), std::streamsize(align(t.data.size()) - t.data.size()));
+  }
   if (!f) throw std::runtime_error(fmt::format("{}: write failed", path));
 }
 

@@ -138,6 +138,8 @@ class Writer {
   void write(const std::string& path) const;  // throws std::runtime_error on I/O failure
 
  private:
+  std::vector<uint8_t> header_bytes() const;
+  uint64_t align(uint64_t x) const { return (x + alignment_ - 1) / alignment_ * alignment_; }
   uint32_t version_;
   uint32_t alignment_;
   std::vector<std::pair<std::string, Value>> kv_;

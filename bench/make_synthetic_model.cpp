@@ -1,0 +1,183 @@
+// Writes a random-weight MoE model with the shapes of a real one, for
+// benchmarks at realistic sizes (the references in tests/data are 2-14 M
+// parameters and measure overheads, not bandwidth):
+//
+//   moelsp_make_synthetic_model --shape qwen3moe-3b|deepseek2-3b -o OUT.gguf [--layers N]
+//
+// Weights are F16, uniform in ±0.05 (a fast generator: speed, not realism,
+// is the point; routing is then close to uniform); quantize the file with
+// `moelsp quantize OUT.gguf Q.gguf Q4_K_M|Q8_0`. The tokenizer is copied from
+// a real vocabulary in tests/data/vocab so prompts tokenize as usual.
+//   qwen3moe-3b: Qwen3-Coder-30B-A3B's layer (d 2048, 32 q / 4 kv heads of 128,
+//     128 experts of 768, 8 used) × 4 layers, starcoder vocabulary (49,152):
+//     ≈2.5 B parameters, ≈0.4 B active.
+//   deepseek2-3b: DeepSeek-Coder-V2-Lite's layers (d 2048, 16 heads, MLA with
+//     kv_lora 512, qk 128+64, v 128; 64 experts of 1408, 6 used, 2 shared; the
+//     first layer dense with 10,944) × 5 layers, deepseek-llm vocabulary
+//     (102,400): ≈2.7 B parameters, ≈0.6 B active.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "engine/gguf.h"
+#include "kernels/convert.h"
+
+using namespace moelsp;
+
+namespace {
+
+uint64_t g_state = 0x9e3779b97f4a7c15ULL;
+// splitmix64 → a uniform float in [-a, a]: ~1 ns per value, so billions take seconds.
+float uniform(float a) {
+  uint64_t z = (g_state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  return a * (float(z >> 40) / float(1 << 23) - 1.0f);
+}
+
+struct Model {
+  gguf::Writer w;
+  uint64_t params = 0;
+  void tensor(const std::string& name, std::vector<uint64_t> shape, bool ones = false) {
+    uint64_t n = 1;
+    for (auto d : shape) n *= d;
+    params += n;
+    if (shape.size() == 1) {  // norms: F32 ones
+      std::vector<float> v(n, 1.0f);
+      w.add_tensor(name, kernels::DType::F32, shape, {reinterpret_cast<const uint8_t*>(v.data()), n * 4});
+      return;
+    }
+    std::vector<uint16_t> h(n);
+    for (auto& x : h) x = kernels::fp32_to_fp16(ones ? 1.0f : uniform(0.05f));
+    w.add_tensor(name, kernels::DType::F16, shape, {reinterpret_cast<const uint8_t*>(h.data()), n * 2});
+  }
+};
+
+void copy_vocab(Model& m, const std::string& vocab_path) {
+  const auto v = gguf::File::open(vocab_path);
+  for (const auto& [k, val] : v.metadata())
+    if (k.rfind("tokenizer.", 0) == 0) m.w.set(k, val);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Random-weight MoE models with real shapes, for benchmarks"};
+  std::string shape, out, data = std::string(MOELSP_SOURCE_DIR) + "/tests/data/vocab";
+  int layers = 0;
+  app.add_option("--shape", shape, "qwen3moe-3b or deepseek2-3b")->required();
+  app.add_option("-o,--out", out, "Output GGUF")->required();
+  app.add_option("--layers", layers, "Layers (default: 4 for qwen3moe-3b, 5 for deepseek2-3b)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    Model m;
+    const uint64_t d = 2048;
+    if (shape == "qwen3moe-3b") {
+      const std::string a = "qwen3moe.";
+      const uint64_t nl = layers > 0 ? uint64_t(layers) : 4, hq = 32, hkv = 4, hd = 128, ne = 128, ff = 768;
+      m.w.set("general.architecture", "qwen3moe");
+      m.w.set("general.name", "synthetic qwen3moe-3b (random weights)");
+      copy_vocab(m, data + "/ggml-vocab-starcoder.gguf");
+      const auto nv = uint64_t(gguf::File::open(data + "/ggml-vocab-starcoder.gguf").get_array<std::string>("tokenizer.ggml.tokens").size());
+      m.w.set(a + "context_length", uint32_t(32768));
+      m.w.set(a + "embedding_length", uint32_t(d));
+      m.w.set(a + "block_count", uint32_t(nl));
+      m.w.set(a + "feed_forward_length", uint32_t(6144));
+      m.w.set(a + "expert_feed_forward_length", uint32_t(ff));
+      m.w.set(a + "attention.head_count", uint32_t(hq));
+      m.w.set(a + "attention.head_count_kv", uint32_t(hkv));
+      m.w.set(a + "attention.key_length", uint32_t(hd));
+      m.w.set(a + "attention.value_length", uint32_t(hd));
+      m.w.set(a + "rope.freq_base", 1e7f);
+      m.w.set(a + "attention.layer_norm_rms_epsilon", 1e-6f);
+      m.w.set(a + "expert_count", uint32_t(ne));
+      m.w.set(a + "expert_used_count", uint32_t(8));
+      m.tensor("token_embd.weight", {d, nv});
+      m.tensor("output_norm.weight", {d});
+      m.tensor("output.weight", {d, nv});
+      for (uint64_t il = 0; il < nl; ++il) {
+        const std::string b = fmt::format("blk.{}.", il);
+        m.tensor(b + "attn_norm.weight", {d});
+        m.tensor(b + "attn_q.weight", {d, hq * hd});
+        m.tensor(b + "attn_k.weight", {d, hkv * hd});
+        m.tensor(b + "attn_v.weight", {d, hkv * hd});
+        m.tensor(b + "attn_output.weight", {hq * hd, d});
+        m.tensor(b + "attn_q_norm.weight", {hd});
+        m.tensor(b + "attn_k_norm.weight", {hd});
+        m.tensor(b + "ffn_norm.weight", {d});
+        m.tensor(b + "ffn_gate_inp.weight", {d, ne});
+        m.tensor(b + "ffn_gate_exps.weight", {d, ff, ne});
+        m.tensor(b + "ffn_up_exps.weight", {d, ff, ne});
+        m.tensor(b + "ffn_down_exps.weight", {ff, d, ne});
+      }
+    } else if (shape == "deepseek2-3b") {
+      const std::string a = "deepseek2.";
+      const uint64_t nl = layers > 0 ? uint64_t(layers) : 5, h = 16, lora = 512, nope = 128, rope = 64, vd = 128;
+      const uint64_t ne = 64, ff = 1408, ff_dense = 10944, shared = 2;
+      m.w.set("general.architecture", "deepseek2");
+      m.w.set("general.name", "synthetic deepseek2-3b (random weights)");
+      copy_vocab(m, data + "/ggml-vocab-deepseek-llm.gguf");
+      const auto nv = uint64_t(gguf::File::open(data + "/ggml-vocab-deepseek-llm.gguf").get_array<std::string>("tokenizer.ggml.tokens").size());
+      m.w.set(a + "context_length", uint32_t(163840));
+      m.w.set(a + "embedding_length", uint32_t(d));
+      m.w.set(a + "block_count", uint32_t(nl));
+      m.w.set(a + "feed_forward_length", uint32_t(ff_dense));
+      m.w.set(a + "attention.head_count", uint32_t(h));
+      m.w.set(a + "attention.head_count_kv", uint32_t(h));
+      m.w.set(a + "rope.freq_base", 10000.0f);
+      m.w.set(a + "attention.layer_norm_rms_epsilon", 1e-6f);
+      m.w.set(a + "expert_used_count", uint32_t(6));
+      m.w.set(a + "expert_count", uint32_t(ne));
+      m.w.set(a + "leading_dense_block_count", uint32_t(1));
+      m.w.set(a + "vocab_size", uint32_t(nv));
+      m.w.set(a + "attention.kv_lora_rank", uint32_t(lora));
+      m.w.set(a + "attention.key_length", uint32_t(nope + rope));
+      m.w.set(a + "attention.value_length", uint32_t(vd));
+      m.w.set(a + "expert_feed_forward_length", uint32_t(ff));
+      m.w.set(a + "expert_shared_count", uint32_t(shared));
+      m.w.set(a + "expert_weights_scale", 1.0f);
+      m.w.set(a + "expert_gating_func", uint32_t(1));
+      m.w.set(a + "rope.dimension_count", uint32_t(rope));
+      m.tensor("token_embd.weight", {d, nv});
+      m.tensor("output_norm.weight", {d});
+      m.tensor("output.weight", {d, nv});
+      for (uint64_t il = 0; il < nl; ++il) {
+        const std::string b = fmt::format("blk.{}.", il);
+        m.tensor(b + "attn_norm.weight", {d});
+        m.tensor(b + "attn_q.weight", {d, h * (nope + rope)});
+        m.tensor(b + "attn_kv_a_mqa.weight", {d, lora + rope});
+        m.tensor(b + "attn_kv_a_norm.weight", {lora});
+        m.tensor(b + "attn_kv_b.weight", {lora, h * (nope + vd)});
+        m.tensor(b + "attn_output.weight", {h * vd, d});
+        m.tensor(b + "ffn_norm.weight", {d});
+        if (il == 0) {
+          m.tensor(b + "ffn_gate.weight", {d, ff_dense});
+          m.tensor(b + "ffn_up.weight", {d, ff_dense});
+          m.tensor(b + "ffn_down.weight", {ff_dense, d});
+        } else {
+          m.tensor(b + "ffn_gate_inp.weight", {d, ne});
+          m.tensor(b + "ffn_gate_exps.weight", {d, ff, ne});
+          m.tensor(b + "ffn_up_exps.weight", {d, ff, ne});
+          m.tensor(b + "ffn_down_exps.weight", {ff, d, ne});
+          m.tensor(b + "ffn_gate_shexp.weight", {d, ff * shared});
+          m.tensor(b + "ffn_up_shexp.weight", {d, ff * shared});
+          m.tensor(b + "ffn_down_shexp.weight", {ff * shared, d});
+        }
+      }
+    } else {
+      std::fprintf(stderr, "unknown shape '%s' (qwen3moe-3b, deepseek2-3b)\n", shape.c_str());
+      return 2;
+    }
+    m.w.write(out);
+    std::printf("%s: %.2f B parameters\n", out.c_str(), double(m.params) / 1e9);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "moelsp_make_synthetic_model: %s\n", e.what());
+    return 1;
+  }
+}
