@@ -109,6 +109,16 @@ int perplexity(const PerplexityOptions& o) {
     });
     std::printf("perplexity: %.4f over %lld tokens (%d windows of %d, stride %d); %.4f nats/token\n", r.perplexity(),
                 (long long)r.scored, r.windows, r.ctx, r.stride, r.nats_per_token());
+    // Routing on this text: each MoE layer's share of routed slots per expert.
+    const auto& stats = model->moe_stats();
+    for (size_t il = 0; il < stats.size(); ++il) {
+      int64_t total = 0;
+      for (int64_t t : stats[il].expert_tokens) total += t;
+      if (total == 0) continue;
+      std::string row;
+      for (int64_t t : stats[il].expert_tokens) row += fmt::format(" {:.3f}", double(t) / double(total));
+      std::fprintf(stderr, "expert usage, layer %zu:%s\n", il, row.c_str());
+    }
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moelsp perplexity: %s\n", e.what());
