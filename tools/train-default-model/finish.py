@@ -1,0 +1,80 @@
+#!/usr/bin/python3
+"""After training: evaluate, export, and write what the repository keeps.
+
+  models/moelsp-default.gguf            the model (F16 matrices)
+  models/moelsp-default.json            training summary: corpus, config, time, losses, expert usage
+  tests/data/default-model/slice.txt    the first ~24 KB of the held-out text (whole lines)
+  tests/data/default-model/slice.ids    its token ids from SentencePiece itself
+  tests/data/default-model/expected.json   this script's perplexities, the values the engine must match
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+
+import sentencepiece as spm
+import torch
+
+from evaluate import heldout_loss, load_exported
+from export_gguf import export
+
+SLICE_BYTES = 24_000
+
+
+def score(model, ids):
+    loads = []
+    nats = heldout_loss(model, ids, model.c.ctx, loads=loads)
+    usage = torch.stack(loads).mean(0)
+    return {"tokens": len(ids), "scored": len(ids) - 1, "nats_per_token": nats, "perplexity": math.exp(nats),
+            "expert_usage": [[round(v, 4) for v in row] for row in usage.tolist()]}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("repo")
+    args = ap.parse_args()
+    torch.set_num_threads(os.cpu_count())
+    out, repo = args.out, args.repo
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(out, "tokenizer.model"))
+    model = load_exported(out)
+    held = open(os.path.join(out, "heldout.txt")).read()
+    cut = held.rfind("\n", 0, SLICE_BYTES) + 1
+    slice_text = held[:cut]
+    data = os.path.join(repo, "tests", "data", "default-model")
+    os.makedirs(data, exist_ok=True)
+    open(os.path.join(data, "slice.txt"), "w").write(slice_text)
+    slice_ids = sp.encode(slice_text)
+    open(os.path.join(data, "slice.ids"), "w").write(" ".join(map(str, slice_ids)) + "\n")
+    ev_slice = score(model, slice_ids)
+    ev_held = score(model, sp.encode(held))
+    expected = {"ctx": model.c.ctx, "stride": model.c.ctx // 2,
+                "slice": {k: ev_slice[k] for k in ("tokens", "scored", "nats_per_token", "perplexity")},
+                "note": "tools/train-default-model/evaluate.py on the exported (F16-rounded) weights"}
+    json.dump(expected, open(os.path.join(data, "expected.json"), "w"), indent=1)
+
+    os.makedirs(os.path.join(repo, "models"), exist_ok=True)
+    gguf = os.path.join(repo, "models", "moelsp-default.gguf")
+    info = export(out, gguf)
+    log = [json.loads(l) for l in open(os.path.join(out, "train_log.jsonl"))]
+    start, end = log[0], log[-1]
+    summary = {
+        "gguf_bytes": info["bytes"], "corpus": json.load(open(os.path.join(out, "corpus.json"))),
+        "tokens": json.load(open(os.path.join(out, "tokens.json"))), "config": start["config"],
+        "params_total": start["params_total"], "params_active": start["params_active"],
+        "mix": {k: start[k] for k in ("lm_tokens", "fim_tokens", "chat_tokens", "chat_examples")},
+        "train": {k: end.get(k) for k in ("steps", "tokens", "train_minutes", "tokens_per_s", "loss")},
+        "train_expert_load": end.get("expert_load"), "args": start["args"],
+        "evals_during_training": [e for e in log if e.get("event") == "eval"],
+        "heldout": {k: ev_held[k] for k in ("tokens", "scored", "nats_per_token", "perplexity", "expert_usage")},
+        "heldout_bits_per_byte": ev_held["nats_per_token"] * ev_held["tokens"] / math.log(2) / len(held.encode()),
+        "slice": expected["slice"],
+    }
+    json.dump(summary, open(os.path.join(repo, "models", "moelsp-default.json"), "w"), indent=1)
+    shutil.copy(os.path.join(out, "train_log.jsonl"), os.path.join(repo, "models", "moelsp-default.train_log.jsonl"))
+    print(json.dumps({"heldout": summary["heldout"]["perplexity"], "slice": ev_slice["perplexity"], **info}))
+
+
+if __name__ == "__main__":
+    main()
