@@ -47,30 +47,42 @@ void Server::Impl::on_chat(const json& id, const json& params) {
 void Server::Impl::chat(const json& id, const std::string& command, const json& args, const json& work_token,
                         const json& partial_token) {
   // Build the conversation (validation errors are answered here, as invalid params).
-  std::vector<ChatMessage> messages{{"system", kSystem}};
-  std::string context;
+  // The code context stays separate until the worker knows the model, so it
+  // can be shortened to fit the context window there.
+  std::string code, fence;
   if (args.contains("uri")) {
     const auto doc = docs.get(args.at("uri"));
     if (!doc) return reply_error(id, kInvalidParams, "document not open: " + args.at("uri").get<std::string>());
-    context = selection(*doc, args.value("range", json()));
-    if (!doc->language.empty()) context = "```" + doc->language + "\n" + context + "\n```";
-    else context = "```\n" + context + "\n```";
+    code = selection(*doc, args.value("range", json()));
+    fence = "```" + doc->language + "\n";
   }
+  std::vector<ChatMessage> asked;
   if (command == "moelsp.chat") {
     if (!args.contains("messages") || !args["messages"].is_array() || args["messages"].empty())
       return reply_error(id, kInvalidParams, "moelsp.chat needs messages: [{role, content}, ...]");
-    for (const auto& m : args["messages"]) messages.push_back({m.at("role"), m.at("content")});
-    if (!context.empty()) messages.back().content = "Context:\n" + context + "\n\n" + messages.back().content;
+    for (const auto& m : args["messages"]) asked.push_back({m.at("role"), m.at("content")});
   } else {
-    if (context.empty()) return reply_error(id, kInvalidParams, command + " needs uri (and range) of the code");
+    if (code.empty()) return reply_error(id, kInvalidParams, command + " needs uri (and range) of the code");
     const char* ask = command == "moelsp.explain" ? "Explain what this code does."
                       : command == "moelsp.fix"   ? "Find the bugs in this code and give a fixed version."
                                                   : "Write documentation comments for this code.";
-    messages.push_back({"user", std::string(ask) + "\n\n" + context});
+    asked.push_back({"user", ask});
   }
+  const bool is_chat = command == "moelsp.chat", has_code = args.contains("uri");
+  // The messages with `text` as the code: moelsp.chat puts it ahead of the last
+  // message as context, the commands after their question.
+  const auto conversation = [asked, fence, is_chat, has_code](const std::string& text) {
+    std::vector<ChatMessage> m{{"system", kSystem}};
+    m.insert(m.end(), asked.begin(), asked.end());
+    if (has_code) {
+      const std::string block = fence + text + "\n```";
+      m.back().content = is_chat ? "Context:\n" + block + "\n\n" + m.back().content : m.back().content + "\n\n" + block;
+    }
+    return m;
+  };
   auto p = track(id);
   const Settings s = effective();
-  enqueue([this, id, p, s, messages, work_token, partial_token] {
+  enqueue([this, id, p, s, code, conversation, work_token, partial_token] {
     Engine* eng = current_engine();
     if (!eng) {
       untrack(id);
@@ -84,8 +96,30 @@ void Server::Impl::chat(const json& id, const std::string& command, const json& 
       untrack(id);
       return reply_error(id, kInternalError, std::string(e.what()) + " (LSP setting: chat.template)");
     }
+    // Fit the prompt to the context, keeping a quarter (or chat.maxTokens, if
+    // less) for the answer: the code loses whole lines from its end first.
+    const Tokenizer& tok = eng->model().tokenizer();
+    const int budget = eng->n_ctx() - std::min(*s.chat_max_tokens, eng->n_ctx() / 4);
+    const auto fits = [&](const std::string& text) {
+      const auto ids = tok.encode(apply_chat_template(tmpl, conversation(text)), {.add_special = true, .parse_special = true});
+      return int(ids.size()) <= budget;
+    };
+    std::string shown = code;
+    if (!code.empty() && !fits(code)) {
+      std::vector<size_t> ends;  // line ends: candidate cut points
+      for (size_t i = code.find('\n'); i != std::string::npos; i = code.find('\n', i + 1)) ends.push_back(i);
+      size_t lo = 0, hi = ends.size();  // keep ends[k-1] lines: the largest k that fits
+      while (lo < hi) {
+        const size_t mid = (lo + hi + 1) / 2;
+        if (fits(code.substr(0, ends[mid - 1]) + "\n...")) lo = mid;
+        else hi = mid - 1;
+      }
+      shown = lo > 0 ? code.substr(0, ends[lo - 1]) + "\n..." : "...";
+      spdlog::info("chat: code context cut to {} of {} bytes to fit the context of {} tokens", shown.size(), code.size(),
+                   eng->n_ctx());
+    }
     Request req;
-    req.prompt = apply_chat_template(tmpl, messages);
+    req.prompt = apply_chat_template(tmpl, conversation(shown));
     req.max_tokens = *s.chat_max_tokens;
     req.sampling.temperature = 0.3f;
     req.sampling.repeat_penalty = 1.1f;

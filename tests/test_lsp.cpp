@@ -401,6 +401,16 @@ TEST_CASE("chat streams through $/progress; explain works on a selection; templa
   CHECK(r["result"]["text"].is_string());
   c.request(43, "workspace/executeCommand", {{"command", "moelsp.fix"}, {"arguments", json::array()}});
   CHECK(c.response()["error"]["code"] == -32602);
+  // A file far larger than the context (1024 tokens): the code is cut to fit and the answer comes.
+  std::string big;
+  for (int i = 0; i < 400; ++i) big += "def f" + std::to_string(i) + "(x):\n    return x * " + std::to_string(i) + "\n";
+  c.notify("textDocument/didOpen", {{"textDocument", {{"uri", "file:///t/big.py"}, {"languageId", "python"}, {"version", 1},
+                                                      {"text", big}}}});
+  c.request(44, "moelsp/chat", {{"messages", {{{"role", "user"}, {"content", "What does f3 do?"}}}}, {"uri", "file:///t/big.py"}});
+  r = c.response();
+  INFO(r.dump());
+  REQUIRE(r.contains("result"));
+  CHECK(r["result"]["text"].is_string());
 }
 
 TEST_CASE("cache and type-through answer instantly; Invoked offers alternatives; telemetry counts") {
