@@ -24,10 +24,11 @@ jobs=${JOBS:-$(nproc)}
 #   libspdlog-dev libfmt-dev   logging and formatting (GCC 12 has no <format>)
 #   libcli11-dev           command line
 #   catch2                 tests (v2)
+#   python3                the demo's LSP client (standard library only)
 #   neovim emacs-nox elpa-eglot   real editor clients in the LSP tests (test mode only)
 #   nodejs npm             the vscode-jsonrpc client test (test mode only; skipped when node is already on PATH)
 packages=(cmake ninja-build ccache pkg-config g++ libsentencepiece-dev libpcre2-dev nlohmann-json3-dev
-          libspdlog-dev libfmt-dev libcli11-dev catch2)
+          libspdlog-dev libfmt-dev libcli11-dev catch2 python3)
 test_packages=(neovim emacs-nox elpa-eglot)
 command -v node >/dev/null && command -v npm >/dev/null || test_packages+=(nodejs npm)
 
@@ -67,16 +68,12 @@ case "$mode" in
     install_deps
     targets=(--target moelsp)
     configure_and_build "$build"
-    model=tests/data/reference/deepseek2-lite-ref.gguf
     echo
-    echo "== moelsp inspect $model"
-    "$build/server/moelsp" inspect "$model"
+    echo "== moelsp inspect (the embedded default model)"
+    "$build/server/moelsp" inspect models/moelsp-default.gguf | sed -n '1,/^tokenizer/p'
     echo
-    echo "== moelsp tokenize (DeepSeek-Coder vocabulary)"
-    "$build/server/moelsp" tokenize -m "$model" -p 'def area(w, h):  # 面積'
-    echo
-    echo "== moelsp generate (random weights until the trained default model ships: expect noise, not code)"
-    "$build/server/moelsp" generate -m "$model" -p 'def fib(n):' -n 32 --seed 1
+    echo "== moelsp lsp, driven as an editor would (tools/demo/lsp_demo.py)"
+    python3 tools/demo/lsp_demo.py "$build/server/moelsp"
     ;;
   test)
     install_deps

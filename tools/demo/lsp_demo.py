@@ -95,7 +95,7 @@ def position(text, offset):
 
 
 def show(label, text):
-    print(f"  {label:<9}", text.replace("\n", "\\n") if text is not None else "(none)")
+    print(f"  {label:<9}", json.dumps(text) if text is not None else "(none)")
 
 
 def main():

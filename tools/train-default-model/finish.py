@@ -11,7 +11,6 @@ import argparse
 import json
 import math
 import os
-import shutil
 
 import sentencepiece as spm
 import torch
@@ -59,6 +58,8 @@ def main():
     info = export(out, gguf)
     log = [json.loads(l) for l in open(os.path.join(out, "train_log.jsonl"))]
     start, end = log[0], log[-1]
+    fim_path = os.path.join(out, "train_log_fim.jsonl")
+    phase2 = [json.loads(l) for l in open(fim_path)] if os.path.exists(fim_path) else []
     summary = {
         "gguf_bytes": info["bytes"], "corpus": json.load(open(os.path.join(out, "corpus.json"))),
         "tokens": json.load(open(os.path.join(out, "tokens.json"))), "config": start["config"],
@@ -66,13 +67,18 @@ def main():
         "mix": {k: start[k] for k in ("lm_tokens", "fim_tokens", "chat_tokens", "chat_examples")},
         "train": {k: end.get(k) for k in ("steps", "tokens", "train_minutes", "tokens_per_s", "loss")},
         "train_expert_load": end.get("expert_load"), "args": start["args"],
+        "phase2": {"args": phase2[0]["args"], **{k: phase2[-1].get(k) for k in ("steps", "tokens", "train_minutes", "loss")}}
+        if phase2 else None,
         "evals_during_training": [e for e in log if e.get("event") == "eval"],
         "heldout": {k: ev_held[k] for k in ("tokens", "scored", "nats_per_token", "perplexity", "expert_usage")},
         "heldout_bits_per_byte": ev_held["nats_per_token"] * ev_held["tokens"] / math.log(2) / len(held.encode()),
         "slice": expected["slice"],
     }
     json.dump(summary, open(os.path.join(repo, "models", "moelsp-default.json"), "w"), indent=1)
-    shutil.copy(os.path.join(out, "train_log.jsonl"), os.path.join(repo, "models", "moelsp-default.train_log.jsonl"))
+    with open(os.path.join(repo, "models", "moelsp-default.train_log.jsonl"), "w") as f:
+        for name in ("train_log.jsonl", "train_log_fim.jsonl"):
+            if os.path.exists(os.path.join(out, name)):
+                f.write(open(os.path.join(out, name)).read())
     print(json.dumps({"heldout": summary["heldout"]["perplexity"], "slice": ev_slice["perplexity"], **info}))
 
 

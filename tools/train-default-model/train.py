@@ -42,6 +42,9 @@ def main():
     ap.add_argument("--aux", type=float, default=0.01)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--mix", default="0.68,0.22,0.10", help="shares of left-to-right, FIM and chat rows")
+    ap.add_argument("--resume", action="store_true", help="continue from OUT/ckpt.pt (a second, FIM-heavier phase)")
+    ap.add_argument("--log", default="train_log.jsonl")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)  # tiny Adam moments and gradients must not fall to the slow denormal path
@@ -56,18 +59,20 @@ def main():
     fim = fim_pool(sp, texts, 4_000_000, rng, args.ctx)
     chat, n_chat = chat_pool(sp, list(zip(names, texts)), rng)
     streams = [torch.from_numpy(s.astype(np.int64)) for s in (lm, fim, chat)]
-    mix = [0.68, 0.22, 0.10]
+    mix = [float(v) for v in args.mix.split(",")]
     held = open(os.path.join(args.out, "heldout.txt")).read()
     held_ids = sp.encode(held)
 
     c = Config(n_vocab=sp.get_piece_size(), ctx=args.ctx)
     model = Deepseek2(c)
+    if args.resume:
+        model.load_state_dict(torch.load(os.path.join(args.out, "ckpt.pt"))["model"])
     total, active = model.n_params()
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
-    logf = open(os.path.join(args.out, "train_log.jsonl"), "w")
+    logf = open(os.path.join(args.out, args.log), "w")
     log(logf, event="start", config=c.to_dict(), params_total=total, params_active=active,
         lm_tokens=int(lm.size), fim_tokens=int(fim.size), chat_tokens=int(chat.size), chat_examples=n_chat,
         heldout_tokens=len(held_ids), prep_s=round(time.time() - t_prep, 1), args=vars(args))
