@@ -58,10 +58,36 @@ struct Model {
   }
 };
 
-void copy_vocab(Model& m, const std::string& vocab_path) {
-  const auto v = gguf::File::open(vocab_path);
+struct Common {
+  std::string arch, vocab_path;
+  uint64_t d, n_layer, ff, n_head, n_head_kv, n_expert, n_expert_used;
+  uint32_t ctx;
+  float rope_base;
+};
+
+// What every shape has: the vocabulary (copied), the shared hyperparameters,
+// embeddings, output norm and output matrix.
+void common(Model& m, const Common& c) {
+  const std::string a = c.arch + ".";
+  m.w.set("general.architecture", c.arch);
+  m.w.set("general.name", "synthetic " + c.arch + " (random weights)");
+  const auto v = gguf::File::open(c.vocab_path);
   for (const auto& [k, val] : v.metadata())
     if (k.rfind("tokenizer.", 0) == 0) m.w.set(k, val);
+  const auto nv = uint64_t(v.get_array<std::string>("tokenizer.ggml.tokens").size());
+  m.w.set(a + "context_length", c.ctx);
+  m.w.set(a + "embedding_length", uint32_t(c.d));
+  m.w.set(a + "block_count", uint32_t(c.n_layer));
+  m.w.set(a + "feed_forward_length", uint32_t(c.ff));
+  m.w.set(a + "attention.head_count", uint32_t(c.n_head));
+  m.w.set(a + "attention.head_count_kv", uint32_t(c.n_head_kv));
+  m.w.set(a + "rope.freq_base", c.rope_base);
+  m.w.set(a + "attention.layer_norm_rms_epsilon", 1e-6f);
+  m.w.set(a + "expert_count", uint32_t(c.n_expert));
+  m.w.set(a + "expert_used_count", uint32_t(c.n_expert_used));
+  m.tensor("token_embd.weight", {c.d, nv});
+  m.tensor("output_norm.weight", {c.d});
+  m.tensor("output.weight", {c.d, nv});
 }
 
 }  // namespace
@@ -80,26 +106,10 @@ int main(int argc, char** argv) {
     if (shape == "qwen3moe-3b") {
       const std::string a = "qwen3moe.";
       const uint64_t nl = layers > 0 ? uint64_t(layers) : 4, hq = 32, hkv = 4, hd = 128, ne = 128, ff = 768;
-      m.w.set("general.architecture", "qwen3moe");
-      m.w.set("general.name", "synthetic qwen3moe-3b (random weights)");
-      copy_vocab(m, data + "/ggml-vocab-starcoder.gguf");
-      const auto nv = uint64_t(gguf::File::open(data + "/ggml-vocab-starcoder.gguf").get_array<std::string>("tokenizer.ggml.tokens").size());
-      m.w.set(a + "context_length", uint32_t(32768));
-      m.w.set(a + "embedding_length", uint32_t(d));
-      m.w.set(a + "block_count", uint32_t(nl));
-      m.w.set(a + "feed_forward_length", uint32_t(6144));
+      common(m, {"qwen3moe", data + "/ggml-vocab-starcoder.gguf", d, nl, 6144, hq, hkv, ne, 8, 32768, 1e7f});
       m.w.set(a + "expert_feed_forward_length", uint32_t(ff));
-      m.w.set(a + "attention.head_count", uint32_t(hq));
-      m.w.set(a + "attention.head_count_kv", uint32_t(hkv));
       m.w.set(a + "attention.key_length", uint32_t(hd));
       m.w.set(a + "attention.value_length", uint32_t(hd));
-      m.w.set(a + "rope.freq_base", 1e7f);
-      m.w.set(a + "attention.layer_norm_rms_epsilon", 1e-6f);
-      m.w.set(a + "expert_count", uint32_t(ne));
-      m.w.set(a + "expert_used_count", uint32_t(8));
-      m.tensor("token_embd.weight", {d, nv});
-      m.tensor("output_norm.weight", {d});
-      m.tensor("output.weight", {d, nv});
       for (uint64_t il = 0; il < nl; ++il) {
         const std::string b = fmt::format("blk.{}.", il);
         m.tensor(b + "attn_norm.weight", {d});
@@ -119,22 +129,8 @@ int main(int argc, char** argv) {
       const std::string a = "deepseek2.";
       const uint64_t nl = layers > 0 ? uint64_t(layers) : 5, h = 16, lora = 512, nope = 128, rope = 64, vd = 128;
       const uint64_t ne = 64, ff = 1408, ff_dense = 10944, shared = 2;
-      m.w.set("general.architecture", "deepseek2");
-      m.w.set("general.name", "synthetic deepseek2-3b (random weights)");
-      copy_vocab(m, data + "/ggml-vocab-deepseek-llm.gguf");
-      const auto nv = uint64_t(gguf::File::open(data + "/ggml-vocab-deepseek-llm.gguf").get_array<std::string>("tokenizer.ggml.tokens").size());
-      m.w.set(a + "context_length", uint32_t(163840));
-      m.w.set(a + "embedding_length", uint32_t(d));
-      m.w.set(a + "block_count", uint32_t(nl));
-      m.w.set(a + "feed_forward_length", uint32_t(ff_dense));
-      m.w.set(a + "attention.head_count", uint32_t(h));
-      m.w.set(a + "attention.head_count_kv", uint32_t(h));
-      m.w.set(a + "rope.freq_base", 10000.0f);
-      m.w.set(a + "attention.layer_norm_rms_epsilon", 1e-6f);
-      m.w.set(a + "expert_used_count", uint32_t(6));
-      m.w.set(a + "expert_count", uint32_t(ne));
+      common(m, {"deepseek2", data + "/ggml-vocab-deepseek-llm.gguf", d, nl, ff_dense, h, h, ne, 6, 163840, 10000.0f});
       m.w.set(a + "leading_dense_block_count", uint32_t(1));
-      m.w.set(a + "vocab_size", uint32_t(nv));
       m.w.set(a + "attention.kv_lora_rank", uint32_t(lora));
       m.w.set(a + "attention.key_length", uint32_t(nope + rope));
       m.w.set(a + "attention.value_length", uint32_t(vd));
@@ -143,9 +139,6 @@ int main(int argc, char** argv) {
       m.w.set(a + "expert_weights_scale", 1.0f);
       m.w.set(a + "expert_gating_func", uint32_t(1));
       m.w.set(a + "rope.dimension_count", uint32_t(rope));
-      m.tensor("token_embd.weight", {d, nv});
-      m.tensor("output_norm.weight", {d});
-      m.tensor("output.weight", {d, nv});
       for (uint64_t il = 0; il < nl; ++il) {
         const std::string b = fmt::format("blk.{}.", il);
         m.tensor(b + "attn_norm.weight", {d});

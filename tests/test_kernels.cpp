@@ -301,15 +301,22 @@ TEST_CASE("SIMD K-quant expansion equals the reference bit for bit") {
 
 #include "kernels/quantize.h"
 
+namespace {
+std::vector<float> gaussian(int64_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& v : x) v = nd(rng);
+  return x;
+}
+}  // namespace
+
 // Tolerance: each element within half a quantization step (d/2) plus the fp16
 // rounding of d; Q4_0/Q5_0 anchor the scale on the signed extreme (as
 // llama.cpp), so values of the other sign near the extreme clamp: one step.
 TEST_CASE("quantize then dequantize stays within half a step") {
-  std::mt19937 rng(9);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
   const int64_t n = 32 * 64;
-  std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
-  for (auto& v : x) v = nd(rng);
+  std::vector<float> x = gaussian(n, 9), y(static_cast<size_t>(n));
   x[5] = 0;  // an all-but-one-zero block is fine too
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::F16, DType::BF16}) {
     std::vector<uint8_t> q(size_t(*row_bytes(t, uint64_t(n))));
@@ -336,11 +343,8 @@ TEST_CASE("quantize then dequantize stays within half a step") {
 // the legacy type of its bits, no element off by more than three of its
 // super-block's steps, and zeros kept exactly.
 TEST_CASE("K-quant quantizers: error levels, ordering against Q4_0/Q5_0, zeros") {
-  std::mt19937 rng(21);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
   const int64_t n = 256 * 16;
-  std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
-  for (auto& v : x) v = nd(rng);
+  std::vector<float> x = gaussian(n, 21), y(static_cast<size_t>(n));
   for (int64_t i = 256; i < 512; ++i) x[size_t(i)] = 0;  // an all-zero super-block
   const auto rel_rmse = [&](DType t) {
     std::vector<uint8_t> q(size_t(*row_bytes(t, uint64_t(n))));
