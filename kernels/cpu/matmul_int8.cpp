@@ -363,7 +363,12 @@ void matmul_q32_int8(const MatmulArgs& a) {
   const int64_t nb = a.w.cols / 32;
   by_chunks(a, nb, tls_xq, quantize_row_q8_avx2, [&](int64_t i0, int64_t i1) {
     int64_t r = a.row_begin;
-    for (; r + 4 <= a.row_end; r += 4) {
+    // Four rows in lockstep pay off only when an activation block is reused by
+    // several inputs; for decode (m = 1) one row streams at a time: measured on
+    // a 2.7 B Q8_0 model at 2 threads, 4-row lockstep decoded 47 tokens/s and
+    // row-at-a-time 105 (the weights are read once either way, but four
+    // interleaved streams defeat the hardware prefetcher).
+    for (; a.m > 1 && r + 4 <= a.row_end; r += 4) {
       for (int64_t i = i0; i < i1; ++i) {
         float o[4];
         dot_q32_4x1<T>(a.w.row(r), a.w.row_bytes, tls_xq.data() + (i - i0) * nb, nb, o);
