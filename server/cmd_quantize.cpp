@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <map>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -97,7 +98,6 @@ int quantize(const QuantizeOptions& o) {
 
     std::map<std::string, int> counts;
     uint64_t bytes_in = 0, bytes_out = 0;
-    std::vector<float> row;
     for (const auto& t : in.tensors()) {
       const bool matrix = t.shape.size() >= 2;
       const bool router = t.name.find("ffn_gate_inp") != std::string::npos;
@@ -114,12 +114,19 @@ int quantize(const QuantizeOptions& o) {
         const int64_t cols = int64_t(t.shape[0]), rows = int64_t(t.n_elements) / std::max<int64_t>(1, cols);
         const size_t src_row = *kernels::row_bytes(t.type, t.shape[0]), dst_row = *kernels::row_bytes(to, t.shape[0]);
         std::vector<uint8_t> out(size_t(rows) * dst_row);
-        row.resize(size_t(cols));
         const uint8_t* src = in.tensor_data(t).data();
-        for (int64_t r = 0; r < rows; ++r) {
-          kernels::dequantize_row(t.type, src + size_t(r) * src_row, row.data(), cols);
-          kernels::quantize_row(to, row.data(), out.data() + size_t(r) * dst_row, cols);
-        }
+        // Rows are independent: the K-quants' scale searches are worth all cores on a multi-GB model.
+        const int64_t n_threads = std::min<int64_t>(rows, std::max(1u, std::thread::hardware_concurrency()));
+        std::vector<std::thread> workers;
+        for (int64_t k = 0; k < n_threads; ++k)
+          workers.emplace_back([&, k] {
+            std::vector<float> row(static_cast<size_t>(cols));
+            for (int64_t r = rows * k / n_threads; r < rows * (k + 1) / n_threads; ++r) {
+              kernels::dequantize_row(t.type, src + size_t(r) * src_row, row.data(), cols);
+              kernels::quantize_row(to, row.data(), out.data() + size_t(r) * dst_row, cols);
+            }
+          });
+        for (auto& th : workers) th.join();
         w.add_tensor(t.name, to, t.shape, out);
       }
       ++counts[std::string(kernels::dtype_name(to))];
