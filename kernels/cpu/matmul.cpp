@@ -5,7 +5,8 @@
 // row against one input needs 2 loads per FMA). Prefill walks the inputs in
 // chunks of kChunkM rows so a chunk stays in L2 while every weight row of the
 // thread's range passes over it; each row is then expanded once per chunk.
-// The int8 dot-product kernels of the quantization issue replace the expansion.
+// Weight types with an int8 kernel (matmul_int8.cpp) go there instead unless
+// activations are set to F32; this path serves F16, BF16, F32 and Q5_K.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "kernels/matmul.h"
 #include "../quant_blocks.h"
 #include "matmul_int8.h"
+#include "simd.h"
 
 namespace moelsp::kernels {
 namespace {
@@ -33,12 +35,7 @@ float dot_scalar(const float* a, const float* b, int64_t n) {
   return (s0 + s1) + (s2 + s3);
 }
 
-__attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
-  __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-  t = _mm_add_ss(t, _mm_shuffle_ps(t, t, 1));
-  return _mm_cvtss_f32(t);
-}
+using simd::hsum;
 
 __attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* b, int64_t n) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();

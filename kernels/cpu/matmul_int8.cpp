@@ -19,6 +19,7 @@
 #include "kernels/matmul.h"
 #include "../quant_blocks.h"
 #include "matmul_int8.h"
+#include "simd.h"
 
 namespace moelsp::kernels {
 namespace {
@@ -34,10 +35,7 @@ __attribute__((target("avx2,fma"))) void quantize_row_q8_avx2(const float* x, Bl
       v[k] = _mm256_loadu_ps(p + 8 * k);
       mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[k]));
     }
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-    const float amax = _mm_cvtss_f32(m4);
+    const float amax = simd::hmax(mx);
     const float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
     out[b].d = d;
     const __m256 vid = _mm256_set1_ps(id);
@@ -48,10 +46,7 @@ __attribute__((target("avx2,fma"))) void quantize_row_q8_avx2(const float* x, Bl
       const __m256 half = _mm256_or_ps(_mm256_and_ps(s, sign), _mm256_set1_ps(0.5f));
       q[k] = _mm256_cvttps_epi32(_mm256_add_ps(s, half));
     }
-    // 4×8 int32 → 32 int8 in order: packs interleave 128-bit lanes, a permute restores the order.
-    const __m256i a = _mm256_packs_epi32(q[0], q[1]), c = _mm256_packs_epi32(q[2], q[3]);
-    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(a, c), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].q), bytes);
+    simd::store_i8x32(q, out[b].q);
   }
 }
 
@@ -92,12 +87,7 @@ __attribute__((target("avx2,fma"))) inline __m256 block_dot(const uint8_t* w, co
   return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
 }
 
-__attribute__((target("avx2,fma,f16c"))) inline float hsum(__m256 v) {
-  __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-  t = _mm_add_ss(t, _mm_shuffle_ps(t, t, 1));
-  return _mm_cvtss_f32(t);
-}
+using simd::hsum;
 
 __attribute__((target("avx2,fma,f16c"))) inline float scale_of(const uint8_t* w) {
   uint16_t dh;
@@ -135,10 +125,7 @@ __attribute__((target("avx2,fma"))) void quantize_row_q8_k_avx2(const float* x, 
     // The signed value of largest magnitude (the first one, as the reference's scan finds it).
     __m256 mx = _mm256_setzero_ps();
     for (int k = 0; k < 32; ++k) mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(p + 8 * k)));
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-    const float amax = _mm_cvtss_f32(m4);
+    const float amax = simd::hmax(mx);
     float max = 0;
     for (int i = 0; i < 256; ++i)
       if (std::fabs(p[i]) == amax) {
@@ -153,10 +140,7 @@ __attribute__((target("avx2,fma"))) void quantize_row_q8_k_avx2(const float* x, 
       for (int k = 0; k < 4; ++k)
         q[k] = _mm256_cvtps_epi32(_mm256_min_ps(lim, _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(p + 32 * g + 8 * k), vis),
                                                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
-      const __m256i a = _mm256_packs_epi32(q[0], q[1]), c = _mm256_packs_epi32(q[2], q[3]);
-      const __m256i bytes =
-          _mm256_permutevar8x32_epi32(_mm256_packs_epi16(a, c), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].q + 32 * g), bytes);
+      simd::store_i8x32(q, out[b].q + 32 * g);
     }
     for (int g = 0; g < 16; ++g) {
       int s = 0;

@@ -1,0 +1,32 @@
+// Internal: small AVX2 helpers shared by the CPU kernels.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace moelsp::kernels::simd {
+
+// Sum and maximum of eight floats.
+__attribute__((target("avx2"))) inline float hsum(__m256 v) {
+  __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+  t = _mm_add_ss(t, _mm_shuffle_ps(t, t, 1));
+  return _mm_cvtss_f32(t);
+}
+__attribute__((target("avx2"))) inline float hmax(__m256 v) {
+  __m128 t = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  t = _mm_max_ps(t, _mm_movehl_ps(t, t));
+  t = _mm_max_ss(t, _mm_shuffle_ps(t, t, 1));
+  return _mm_cvtss_f32(t);
+}
+
+// 4×8 int32 (each in [-128, 127]) → 32 int8 in order: the packs interleave
+// 128-bit lanes, the permute restores the order.
+__attribute__((target("avx2"))) inline void store_i8x32(const __m256i q[4], int8_t* dst) {
+  const __m256i a = _mm256_packs_epi32(q[0], q[1]), c = _mm256_packs_epi32(q[2], q[3]);
+  const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(a, c), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), bytes);
+}
+
+}  // namespace moelsp::kernels::simd
