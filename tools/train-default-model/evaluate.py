@@ -43,6 +43,15 @@ def heldout_loss(model, ids, ctx, stride=None, loads=None):
     return nll / scored
 
 
+def score(model, ids):
+    """Held-out loss of a token list, with each MoE layer's expert usage (share of routed slots)."""
+    loads = []
+    nats = heldout_loss(model, ids, model.c.ctx, loads=loads)
+    usage = torch.stack(loads).mean(0)
+    return {"tokens": len(ids), "scored": len(ids) - 1, "nats_per_token": nats, "perplexity": math.exp(nats),
+            "expert_usage": [[round(v, 4) for v in row] for row in usage.tolist()]}
+
+
 def f16_tensors(name, p):
     """Which parameters the exporter stores as F16 (the rest stay F32)."""
     return p.dim() >= 2 and "router" not in name
@@ -71,12 +80,8 @@ def main():
     result = {}
     for name, path in texts:
         ids = sp.encode(open(path).read())
-        loads = []
-        nats = heldout_loss(model, ids, model.c.ctx, loads=loads)
-        usage = torch.stack(loads).mean(0)
-        result[name] = {"tokens": len(ids), "nats_per_token": nats, "perplexity": math.exp(nats),
-                        "bits_per_byte": nats * len(ids) / math.log(2) / len(open(path, "rb").read()),
-                        "expert_usage": [[round(v, 4) for v in row] for row in usage.tolist()]}
+        result[name] = score(model, ids)
+        result[name]["bits_per_byte"] = result[name]["nats_per_token"] * len(ids) / math.log(2) / len(open(path, "rb").read())
         print(name, json.dumps({k: v for k, v in result[name].items() if k != "expert_usage"}))
     json.dump(result, open(os.path.join(args.out, "eval.json"), "w"), indent=1)
 

@@ -15,18 +15,10 @@ import os
 import sentencepiece as spm
 import torch
 
-from evaluate import heldout_loss, load_exported
+from evaluate import load_exported, score
 from export_gguf import export
 
 SLICE_BYTES = 24_000
-
-
-def score(model, ids):
-    loads = []
-    nats = heldout_loss(model, ids, model.c.ctx, loads=loads)
-    usage = torch.stack(loads).mean(0)
-    return {"tokens": len(ids), "scored": len(ids) - 1, "nats_per_token": nats, "perplexity": math.exp(nats),
-            "expert_usage": [[round(v, 4) for v in row] for row in usage.tolist()]}
 
 
 def main():
