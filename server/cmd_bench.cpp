@@ -124,13 +124,13 @@ int bench(const BenchOptions& o) {
     const double bw = measure_memory_bandwidth_gbs(threads);
     const double bpt = bytes_per_token(*model);
     const double roof = bw * 1e9 / bpt;
-    fmt::print("model: {} ({}), {:.1f} M parameters in {:.1f} MiB, threads {}\n", o.model, c.arch,
+    fmt::print("model: {} ({}), {:.1f} M parameters in {:.1f} MiB, threads {}, kernels {}\n", o.model, c.arch,
                [&] {
                  double n = 0;
                  for (const auto& t : model->file().tensors()) n += double(t.n_elements);
                  return n / 1e6;
                }(),
-               double(model->file().file_size()) / (1 << 20), threads);
+               double(model->file().file_size()) / (1 << 20), threads, cpu_kernel_isa());
     fmt::print("{:<10} {:>14} {:>16} {:>8}\n", "test", "moelsp t/s", "llama.cpp t/s", "ratio");
     const auto row = [&](const std::string& name, double ours, double theirs) {
       fmt::print("{:<10} {:>14.2f} {:>16} {:>8}\n", name, ours, theirs > 0 ? fmt::format("{:.2f}", theirs) : "-",

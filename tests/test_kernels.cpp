@@ -6,6 +6,7 @@
 
 #include "kernels/convert.h"
 #include "kernels/cuda.h"
+#include "kernels/isa.h"
 #include "kernels/types.h"
 
 using namespace moelsp::kernels;
@@ -110,13 +111,24 @@ std::vector<uint8_t> make_weights(DType t, int64_t rows, int64_t cols, std::mt19
   return out;
 }
 
+// Every ISA level this CPU can run, from generic up (kernels/isa.h).
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> out;
+  for (Isa l : {Isa::Generic, Isa::Avx2, Isa::Avx512Vnni})
+    if (l <= detected_isa()) out.push_back(l);
+  return out;
+}
+
 }  // namespace
 
 // Tolerance: |opt − ref| ≤ 1e-5 · Σ|w·x| + 1e-6 per output (f32 vs double accumulation).
 TEST_CASE("matmul matches the reference for every supported weight type") {
   std::mt19937 rng(3);
   set_activations(Activations::F32);  // this case checks the f32 path; the int8 one has its own below
+  for (Isa level : supported_isas())
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+    set_isa(level);
+    INFO("isa " << isa_name(level));
     // m: one input, odd counts, and more than one 64-row chunk; rows: tiles of 4 plus a tail;
     // cols: a tail after the last 8-wide step where the type allows it.
     for (int64_t m : {1, 3, 17, 130}) {
@@ -156,6 +168,7 @@ TEST_CASE("matmul matches the reference for every supported weight type") {
       CHECK(d1 == d2);
     }
   }
+  set_isa(detected_isa());
 }
 
 // Random quantized blocks: any bytes are valid except the fp16 scales, set small and finite.
@@ -179,12 +192,20 @@ std::vector<uint8_t> make_random_blocks(DType t, int64_t rows, int64_t cols, std
 //   a one-step difference in any quantized activation would exceed it);
 // - against exact f32 activations: each activation is off by at most half a
 //   step d_x/2, so |int8 − f32| ≤ Σ_blocks (d_x/2) · Σ_block |w| (+ the first bound).
+//
+// m covers the decode kernels (1, 2) and the lane-vector kernel for prompts
+// (matmul_int8_tile.cpp; 8 inputs per vector, tiles of 4 vectors, then 2, then
+// 1): 5 (one part-filled vector), 16, 24, 40, and 70 (a 64-input chunk + 6).
+// Every ISA level the CPU supports with an int8 path runs (AVX2; AVX-512 VNNI).
 TEST_CASE("int8 activations: Q8_0, Q4_0, Q5_0, Q4_K and Q6_K against the scalar reference and the f32 product") {
   std::mt19937 rng(11);
   set_activations(Activations::Int8);
+  for (Isa level : supported_isas())
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q6_K}) {
+    if (level < Isa::Avx2) continue;  // the generic level has no int8 path
+    set_isa(level);
     const int64_t qb = t == DType::Q4_K || t == DType::Q6_K ? 256 : 32;  // activation block
-    for (int64_t m : {1, 2, 5, 70}) {
+    for (int64_t m : {1, 2, 5, 16, 24, 40, 70}) {
       const int64_t rows = 38, cols = 1024;
       auto w = t == DType::Q8_0 ? make_weights(t, rows, cols, rng) : make_random_blocks(t, rows, cols, rng);
       MatView mv{w.data(), t, cols, rows, *row_bytes(t, cols)};
@@ -196,15 +217,25 @@ TEST_CASE("int8 activations: Q8_0, Q4_0, Q5_0, Q4_K and Q6_K against the scalar 
       x[size_t(2 * qb + 3)] = 50.0f;                                     // an outlier sets its block's scale
       MatmulArgs a{mv, x.data(), cols, m, y.data(), rows, 0, rows};
       matmul(a);
+      // Rows split off the 4-row tile grid (as threads split them) give the same values.
+      std::vector<float> y2(y.size());
+      MatmulArgs lo = a, hi = a;
+      lo.y = hi.y = y2.data();
+      lo.row_end = hi.row_begin = 7;
+      matmul(lo);
+      matmul(hi);
+      CHECK(y2 == y);
       MatmulArgs q = a, f = a;
       q.y = yq.data(), f.y = yf.data();
       ref::matmul_int8(q);
       ref::matmul(f);
       std::vector<float> row(static_cast<size_t>(cols));
+      std::vector<double> mags(y.size());  // Σ|w·x| per output
       for (int64_t r = 0; r < rows; ++r) {
         ref::dequantize_row(t, mv.row(r), row.data(), cols);
         for (int64_t i = 0; i < m; ++i) {
-          double mag = 0, bound = 0;
+          double& mag = mags[size_t(i * rows + r)];
+          double bound = 0;
           for (int64_t b = 0; b < cols / qb; ++b) {
             double amax = 0, wsum = 0;
             for (int64_t c = b * qb; c < (b + 1) * qb; ++c) {
@@ -214,7 +245,7 @@ TEST_CASE("int8 activations: Q8_0, Q4_0, Q5_0, Q4_K and Q6_K against the scalar 
             }
             bound += amax / 127.0 / 2.0 * wsum;
           }
-          INFO(dtype_name(t) << " m=" << m << " r=" << r << " i=" << i);
+          INFO(isa_name(level) << " " << dtype_name(t) << " m=" << m << " r=" << r << " i=" << i);
           const float got = y[size_t(i * rows + r)];
           REQUIRE(std::fabs(got - yq[size_t(i * rows + r)]) <= 1e-5 * mag + 1e-6);
           REQUIRE(std::fabs(got - yf[size_t(i * rows + r)]) <= bound * 1.0001 + 1e-5 * mag + 1e-6);
@@ -226,10 +257,11 @@ TEST_CASE("int8 activations: Q8_0, Q4_0, Q5_0, Q4_K and Q6_K against the scalar 
       MatmulArgs e = a;
       e.y = y32.data();
       matmul(e);
-      for (size_t k = 0; k < y.size(); ++k) REQUIRE(std::fabs(y32[k] - yf[k]) <= 1e-4 * (1.0 + std::fabs(yf[k])));
+      for (size_t k = 0; k < y.size(); ++k) REQUIRE(std::fabs(y32[k] - yf[k]) <= 1e-5 * mags[k] + 1e-6);
       set_activations(Activations::Int8);
     }
   }
+  set_isa(detected_isa());
 }
 
 TEST_CASE("transposed accumulate matches a naive loop") {

@@ -9,6 +9,7 @@
 
 #include "../cpu/thread_pool.h"
 #include "engine/hw.h"
+#include "kernels/isa.h"
 #include "kernels/matmul.h"
 
 namespace moelsp {
@@ -44,5 +45,7 @@ uint64_t peak_rss_bytes() {
 }
 
 int physical_core_count() { return physical_cores(); }
+
+std::string_view cpu_kernel_isa() { return kernels::isa_name(kernels::isa_level()); }
 
 }  // namespace moelsp

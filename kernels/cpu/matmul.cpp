@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/convert.h"
+#include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "../quant_blocks.h"
 #include "matmul_int8.h"
@@ -208,14 +209,8 @@ __attribute__((target("avx2"))) void q6_k_row_avx2(const uint8_t* b, float* dst,
   }
 }
 
-struct Isa {
-  bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  bool f16c = __builtin_cpu_supports("f16c");
-};
-const Isa& isa() {
-  static const Isa i;
-  return i;
-}
+// The Avx2 level includes FMA and F16C (kernels/isa.h).
+bool avx2() { return isa_level() >= Isa::Avx2; }
 
 // Returns a pointer to row r as f32: the row itself for F32 weights, else
 // `buf` filled with the dequantized row.
@@ -225,19 +220,19 @@ const float* row_f32(const MatView& w, int64_t r, float* buf) {
     case DType::F32:
       return reinterpret_cast<const float*>(src);
     case DType::F16:
-      if (isa().avx2 && isa().f16c) f16_row_avx2(reinterpret_cast<const uint16_t*>(src), buf, w.cols);
+      if (avx2()) f16_row_avx2(reinterpret_cast<const uint16_t*>(src), buf, w.cols);
       else ref::dequantize_row(w.type, src, buf, w.cols);
       return buf;
     case DType::Q8_0:
-      if (isa().avx2) q8_0_row_avx2(src, buf, w.cols);
+      if (avx2()) q8_0_row_avx2(src, buf, w.cols);
       else ref::dequantize_row(w.type, src, buf, w.cols);
       return buf;
     case DType::Q4_K:
-      if (isa().avx2) q4_k_row_avx2(src, buf, w.cols);
+      if (avx2()) q4_k_row_avx2(src, buf, w.cols);
       else ref::dequantize_row(w.type, src, buf, w.cols);
       return buf;
     case DType::Q6_K:
-      if (isa().avx2) q6_k_row_avx2(src, buf, w.cols);
+      if (avx2()) q6_k_row_avx2(src, buf, w.cols);
       else ref::dequantize_row(w.type, src, buf, w.cols);
       return buf;
     default:
@@ -267,15 +262,15 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
 }
 
 float dot_f32(const float* a, const float* b, int64_t n) {
-  return isa().avx2 ? dot_avx2(a, b, n) : dot_scalar(a, b, n);
+  return avx2() ? dot_avx2(a, b, n) : dot_scalar(a, b, n);
 }
 
 void matmul(const MatmulArgs& a) {
   if (int8_path_available(a)) return matmul_int8(a);
   constexpr int64_t kTile = 4, kChunkM = 64;
   const int64_t n = a.w.cols;
-  const bool avx2 = isa().avx2;
-  if (!avx2) {
+  const bool use_avx2 = avx2();
+  if (!use_avx2) {
     if (tls_row.size() < size_t(n)) tls_row.resize(size_t(n));
     for (int64_t r = a.row_begin; r < a.row_end; ++r) {
       const float* w = row_f32(a.w, r, tls_row.data());
@@ -321,10 +316,10 @@ void matmul(const MatmulArgs& a) {
 
 void matmul_t_accumulate(const MatView& w, const float* s, float* y, int64_t row_begin, int64_t row_end) {
   if (tls_row.size() < size_t(w.cols)) tls_row.resize(size_t(w.cols));
-  const bool avx2 = isa().avx2;
+  const bool use_avx2 = avx2();
   for (int64_t r = row_begin; r < row_end; ++r) {
     const float* wr = row_f32(w, r, tls_row.data());
-    if (avx2) axpy_avx2(s[r], wr, y, w.cols);
+    if (use_avx2) axpy_avx2(s[r], wr, y, w.cols);
     else axpy_scalar(s[r], wr, y, w.cols);
   }
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/convert.h"
+#include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "../quant_blocks.h"
 #include "matmul_int8.h"
@@ -299,9 +300,9 @@ void set_activations(Activations a) { g_activations = a; }
 Activations activations() { return g_activations; }
 
 bool int8_path_available(const MatmulArgs& a) {
-  static const bool isa = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   const DType t = a.w.type;
-  return (t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q6_K) && isa &&
+  return (t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q6_K) &&
+         isa_level() >= Isa::Avx2 &&
          g_activations.load(std::memory_order_relaxed) == Activations::Int8;
 }
 
@@ -324,6 +325,7 @@ template <DType T>
 void matmul_k_int8(const MatmulArgs& a) {
   const int64_t nb = a.w.cols / 256;
   by_chunks(a, nb, tls_xk, quantize_row_q8_k_avx2, [&](int64_t i0, int64_t i1) {
+    if (int8_tile_supports(T, i1 - i0)) return matmul_int8_tile(a, i0, i1, tls_xk.data());
     for (int64_t r = a.row_begin; r < a.row_end; ++r) {
       int64_t i = i0;
       for (; i + 4 <= i1; i += 4) {
@@ -346,6 +348,7 @@ template <DType T>
 void matmul_q32_int8(const MatmulArgs& a) {
   const int64_t nb = a.w.cols / 32;
   by_chunks(a, nb, tls_xq, quantize_row_q8_avx2, [&](int64_t i0, int64_t i1) {
+    if (int8_tile_supports(T, i1 - i0)) return matmul_int8_tile(a, i0, i1, tls_xq.data());
     int64_t r = a.row_begin;
     // Four rows in lockstep pay off only when an activation block is reused by
     // several inputs; for decode (m = 1) one row streams at a time: measured on

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 namespace moelsp {
 
@@ -14,5 +15,9 @@ double measure_memory_bandwidth_gbs(int threads, size_t buffer_bytes = size_t(51
 uint64_t peak_rss_bytes();
 
 int physical_core_count();
+
+// The instruction-set level the CPU kernels run at ("avx512-vnni", "avx2",
+// "generic"): the best this CPU has, or lower when MOELSP_ISA says so.
+std::string_view cpu_kernel_isa();
 
 }  // namespace moelsp

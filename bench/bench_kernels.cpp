@@ -1,0 +1,103 @@
+// Single-thread matmul throughput per weight type, input count and ISA level:
+//
+//   moelsp_bench_kernels [--rows 768] [--cols 2048] [--ms 1,4,16,32,64] [--types Q8_0,Q4_K,...] [--ms-per-case 300]
+//
+// The default shape is one Qwen3-30B-A3B expert's gate projection; m is the
+// number of inputs (1 = decode; 16-32 = an expert's share of a 512-token
+// prompt). Prints GMAC/s (weights × inputs per second) for every ISA level
+// this CPU supports, so the AVX-512 VNNI and AVX2 variants can be compared on
+// one machine; timed in thread CPU time. Kernel work only: the weights stay in cache for small shapes,
+// so m = 1 here measures compute, not the memory bandwidth decode is bound by.
+#include <ctime>
+#include <cstdio>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "kernels/isa.h"
+#include "kernels/matmul.h"
+#include "kernels/quantize.h"
+
+using namespace moelsp::kernels;
+
+namespace {
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// This thread's CPU time: on a shared virtual machine, time the host gives to
+// other guests (steal) would otherwise count against the kernel.
+double thread_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Single-thread matmul throughput per weight type, input count and ISA level"};
+  int64_t rows = 768, cols = 2048;
+  std::string ms_s = "1,4,16,32,64", types_s = "Q8_0,Q4_0,Q4_K,Q6_K,F16";
+  double ms_per_case = 300;
+  app.add_option("--rows", rows, "Weight rows")->capture_default_str();
+  app.add_option("--cols", cols, "Weight columns (the contracted dimension; a multiple of 256)")->capture_default_str();
+  app.add_option("--ms", ms_s, "Input counts, comma-separated")->capture_default_str();
+  app.add_option("--types", types_s, "Weight types, comma-separated")->capture_default_str();
+  app.add_option("--ms-per-case", ms_per_case, "Time spent per measurement")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  std::vector<float> wf(size_t(rows * cols));
+  for (auto& v : wf) v = nd(rng) * 0.02f;
+  std::vector<Isa> levels;
+  for (Isa l : {Isa::Generic, Isa::Avx2, Isa::Avx512Vnni})
+    if (l <= detected_isa()) levels.push_back(l);
+
+  std::printf("%-6s %5s", "type", "m");
+  for (Isa l : levels) std::printf(" %14s", std::string(isa_name(l)).c_str());
+  std::printf("   (GMAC/s, 1 thread, %lld x %lld)\n", (long long)rows, (long long)cols);
+  for (const std::string& tn : split(types_s)) {
+    const auto t = dtype_from_name(tn);
+    if (!t || !quantize_supports(*t) || !row_bytes(*t, uint64_t(cols))) {
+      std::fprintf(stderr, "unsupported type or shape: %s\n", tn.c_str());
+      return 2;
+    }
+    const size_t rb = *row_bytes(*t, uint64_t(cols));
+    std::vector<uint8_t> w(rb * size_t(rows));
+    for (int64_t r = 0; r < rows; ++r) quantize_row(*t, wf.data() + r * cols, w.data() + size_t(r) * rb, cols);
+    for (const std::string& m_s : split(ms_s)) {
+      const int64_t m = std::stoll(m_s);
+      std::vector<float> x(size_t(m * cols)), y(size_t(m * rows));
+      for (auto& v : x) v = nd(rng);
+      std::printf("%-6s %5lld", tn.c_str(), (long long)m);
+      for (Isa l : levels) {
+        set_isa(l);
+        const MatmulArgs a{{w.data(), *t, cols, rows, rb}, x.data(), cols, m, y.data(), rows, 0, rows};
+        matmul(a);  // warm-up
+        int64_t reps = 0;
+        const double t0 = thread_seconds();
+        double s = 0;
+        do {
+          matmul(a);
+          ++reps;
+          s = thread_seconds() - t0;
+        } while (s * 1e3 < ms_per_case);
+        std::printf(" %14.2f", double(reps) * double(rows * cols * m) / s / 1e9);
+        std::fflush(stdout);
+      }
+      std::printf("\n");
+    }
+  }
+  set_isa(detected_isa());
+  return 0;
+}

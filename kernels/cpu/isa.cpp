@@ -1,0 +1,61 @@
+#include "kernels/isa.h"
+
+#include <atomic>
+#include <cstdlib>
+
+namespace moelsp::kernels {
+namespace {
+
+Isa detect() {
+  __builtin_cpu_init();
+  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
+    return Isa::Generic;
+  // 256-bit vpdpbusd needs AVX512VL on top of VNNI (AVX-VNNI alone, the
+  // VEX-encoded form on some client CPUs, is not used yet).
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512vnni"))
+    return Isa::Avx512Vnni;
+  return Isa::Avx2;
+}
+
+// MOELSP_ISA=generic|avx2|avx512-vnni lowers the starting level (to rule out
+// a suspect kernel without rebuilding); unknown values are ignored.
+Isa initial() {
+  const char* env = std::getenv("MOELSP_ISA");
+  const Isa d = detected_isa();
+  if (!env) return d;
+  for (Isa l : {Isa::Generic, Isa::Avx2, Isa::Avx512Vnni})
+    if (isa_name(l) == env) return l < d ? l : d;
+  return d;
+}
+
+std::atomic<Isa>& level() {
+  static std::atomic<Isa> l{initial()};
+  return l;
+}
+
+}  // namespace
+
+Isa detected_isa() {
+  static const Isa d = detect();
+  return d;
+}
+
+Isa isa_level() { return level().load(std::memory_order_relaxed); }
+
+Isa set_isa(Isa l) {
+  const Isa use = l < detected_isa() ? l : detected_isa();
+  level().store(use);
+  return use;
+}
+
+std::string_view isa_name(Isa l) {
+  switch (l) {
+    case Isa::Generic: return "generic";
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512Vnni: return "avx512-vnni";
+  }
+  return "?";
+}
+
+}  // namespace moelsp::kernels

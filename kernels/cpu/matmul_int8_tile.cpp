@@ -1,0 +1,163 @@
+// Int8 prompt processing: inputs as vector lanes, weights broadcast.
+//
+// The decode kernels (matmul_int8.cpp) dot one weight row with one input at a
+// time and pay, per 32-value block, a scale conversion, a horizontal-sum-free
+// but still ~10-instruction multiply chain. With many inputs (prompt
+// processing, or an expert's share of a batch) this kernel turns the product
+// around: eight inputs' int8 activations are interleaved so that a 256-bit
+// vector holds four consecutive values of each of eight inputs (one input per
+// 32-bit lane), and each weight row contributes four values at a time as one
+// 32-bit pattern broadcast to every lane. One vpdpbusd then performs 32
+// multiply-adds that all land in the right place, with no shuffles and no
+// horizontal sums; a group's scale is applied once per lane vector. Per 32
+// weights × 8 inputs that is 8 vpdpbusd + ~3 float ops + the unpacking of the
+// weights (shared by every lane vector of the tile): ~2 instructions per 32
+// multiply-adds where the decode kernel needs ~10.
+//
+// vpdpbusd multiplies unsigned by signed bytes, so weights are made unsigned:
+// Q8_0 by flipping the sign bit (q + 128), the 4/5/6-bit types are unsigned in
+// the file. The offset comes back exactly as an integer: each lane's
+// accumulator starts at −offset·Σ(the group's activations). Q4_K's min is a
+// float term, −min·Σ(activations)·d_x per group.
+//
+// Two builds of the same body (matmul_int8_tile.inc): AVX-512 VNNI (vpdpbusd on
+// 256-bit vectors, whose VL encoding also gives 32 registers: 4 rows × 2 lane
+// vectors per tile) and AVX2 (maddubs + madd; exact only for unsigned weights
+// ≤ 127, so Q8_0 stays on the decode kernel there; 2 × 2 tiles in 16 registers).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/convert.h"
+#include "kernels/isa.h"
+#include "../quant_blocks.h"
+#include "matmul_int8.h"
+
+namespace moelsp::kernels {
+namespace {
+
+// Scale groups of each weight type: kSize values share a scale (and, for Q4_K, a
+// min); stored values are unsigned with kOffset subtracted; activations come
+// in kActBlock-value blocks (Q8_0's rule for 32, Q8_K's for 256).
+template <DType T>
+struct GroupOf;
+template <> struct GroupOf<DType::Q8_0> { static constexpr int kSize = 32, kOffset = 128, kActBlock = 32; static constexpr bool kMin = false; };
+template <> struct GroupOf<DType::Q4_0> { static constexpr int kSize = 32, kOffset = 8, kActBlock = 32; static constexpr bool kMin = false; };
+template <> struct GroupOf<DType::Q5_0> { static constexpr int kSize = 32, kOffset = 16, kActBlock = 32; static constexpr bool kMin = false; };
+template <> struct GroupOf<DType::Q4_K> { static constexpr int kSize = 32, kOffset = 0, kActBlock = 256; static constexpr bool kMin = true; };
+template <> struct GroupOf<DType::Q6_K> { static constexpr int kSize = 16, kOffset = 32, kActBlock = 256; static constexpr bool kMin = false; };
+
+// Q5_0's high bits: 4 bits → 4 bytes, byte j = 16 if bit j is set.
+constexpr uint32_t spread16(uint32_t n) {
+  uint32_t r = 0;
+  for (int j = 0; j < 4; ++j)
+    if ((n >> j) & 1) r |= 0x10u << (8 * j);
+  return r;
+}
+constexpr uint32_t kSpread16[16] = {spread16(0),  spread16(1),  spread16(2),  spread16(3), spread16(4),  spread16(5),
+                                    spread16(6),  spread16(7),  spread16(8),  spread16(9), spread16(10), spread16(11),
+                                    spread16(12), spread16(13), spread16(14), spread16(15)};
+
+// A chunk's activations as lane vectors (v = input / 8, lane l = input % 8).
+struct Lanes {
+  // [n_vec][n_units][8 lanes][4 bytes]: values 4u..4u+3 of each lane's input;
+  // lane vector v starts at x + v·vstride (padded: see pack_lanes).
+  const uint8_t* x;
+  const int32_t* corr;  // [n_vec][n_groups][8]: −kOffset · Σ the group's values
+  const float* dx;      // [n_vec][n_groups][8]: scale of the activation block holding the group
+  const float* sx;      // [n_vec][n_groups][8]: Σ the group's values · dx (Q4_K's min term)
+  int64_t n_units, n_groups, n_vec;
+  size_t vstride;
+};
+
+struct LaneBuffers {
+  std::vector<uint8_t> x;
+  std::vector<int32_t> corr;
+  std::vector<float> dx, sx;
+};
+thread_local LaneBuffers tls_lanes;
+
+// Interleaves m inputs' quantized blocks (input i's at xq + i·nb). Lanes past
+// m are zero, so they add nothing and their outputs are dropped.
+template <DType T, class Block>
+Lanes pack_lanes(const Block* xq, int64_t nb, int64_t m, int64_t cols) {
+  constexpr int kG = GroupOf<T>::kSize, kB = GroupOf<T>::kActBlock;
+  const int64_t n_vec = (m + 7) / 8, n_units = cols / 4, n_groups = cols / kG;
+  LaneBuffers& b = tls_lanes;
+  // Lane vectors 16 KB apart (2048 columns) would share L1 sets with each
+  // other; a 192-byte pad staggers them.
+  const size_t vstride = size_t(n_units * 32 + 192);
+  b.x.assign(size_t(n_vec) * vstride, 0);
+  b.corr.assign(size_t(n_vec * n_groups * 8), 0);
+  b.dx.assign(size_t(n_vec * n_groups * 8), 0.0f);
+  if (GroupOf<T>::kMin) b.sx.assign(size_t(n_vec * n_groups * 8), 0.0f);
+  for (int64_t i = 0; i < m; ++i) {
+    const int64_t v = i / 8, l = i % 8;
+    const Block* in = xq + i * nb;
+    uint8_t* xv = b.x.data() + size_t(v) * vstride + size_t(4 * l);
+    for (int64_t u = 0; u < n_units; ++u) std::memcpy(xv + 32 * u, in[(4 * u) / kB].q + (4 * u) % kB, 4);
+    for (int64_t g = 0; g < n_groups; ++g) {
+      const Block& blk = in[(g * kG) / kB];
+      const int8_t* q = blk.q + (g * kG) % kB;
+      int32_t s = 0;
+      for (int e = 0; e < kG; ++e) s += q[e];
+      const size_t at = size_t((v * n_groups + g) * 8 + l);
+      b.corr[at] = -GroupOf<T>::kOffset * s;
+      b.dx[at] = blk.d;
+      if (GroupOf<T>::kMin) b.sx[at] = float(s) * blk.d;
+    }
+  }
+  return {b.x.data(), b.corr.data(), b.dx.data(), b.sx.data(), n_units, n_groups, n_vec, vstride};
+}
+
+#define TILE_NS vnni
+#define TILE_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define TILE_VNNI 1
+#include "matmul_int8_tile.inc"
+#undef TILE_NS
+#undef TILE_TARGET
+#undef TILE_VNNI
+
+#define TILE_NS avx2
+#define TILE_TARGET __attribute__((target("avx2,fma,f16c")))
+#define TILE_VNNI 0
+#include "matmul_int8_tile.inc"
+#undef TILE_NS
+#undef TILE_TARGET
+#undef TILE_VNNI
+
+template <DType T, class Block>
+void tile_chunk(const MatmulArgs& a, int64_t i0, int64_t i1, const Block* xq, int64_t nb) {
+  const Lanes L = pack_lanes<T>(xq, nb, i1 - i0, a.w.cols);
+  if (isa_level() >= Isa::Avx512Vnni) vnni::run<T, 4, 4>(a, L, i0, i1 - i0);
+  else avx2::run<T, 2, 2>(a, L, i0, i1 - i0);
+}
+
+}  // namespace
+
+bool int8_tile_supports(DType t, int64_t m) {
+  if (m < kTileMinInputs) return false;
+  const Isa level = isa_level();
+  if (level >= Isa::Avx512Vnni)
+    return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q6_K;
+  return level >= Isa::Avx2 && (t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q6_K);
+}
+
+void matmul_int8_tile(const MatmulArgs& a, int64_t i0, int64_t i1, const BlockQ8* xq) {
+  const int64_t nb = a.w.cols / 32;
+  switch (a.w.type) {
+    case DType::Q8_0: return tile_chunk<DType::Q8_0>(a, i0, i1, xq, nb);
+    case DType::Q4_0: return tile_chunk<DType::Q4_0>(a, i0, i1, xq, nb);
+    default: return tile_chunk<DType::Q5_0>(a, i0, i1, xq, nb);
+  }
+}
+
+void matmul_int8_tile(const MatmulArgs& a, int64_t i0, int64_t i1, const BlockQ8K* xq) {
+  const int64_t nb = a.w.cols / 256;
+  if (a.w.type == DType::Q4_K) tile_chunk<DType::Q4_K>(a, i0, i1, xq, nb);
+  else tile_chunk<DType::Q6_K>(a, i0, i1, xq, nb);
+}
+
+}  // namespace moelsp::kernels
