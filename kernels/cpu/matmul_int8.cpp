@@ -7,6 +7,9 @@
 // unsigned, so they go straight into maddubs; their per-sub-block scales
 // multiply the s16 pair sums in the madd, and their offsets (Q4_K's mins,
 // Q6_K's −32) come from the activation block's 16-value sums, once per block.
+// These kernels serve decode (one input) and small batches; from
+// kTileMinInputs inputs on, matmul_int8_tile.cpp's lane-vector kernel takes
+// over where the ISA level has it.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -151,43 +154,86 @@ __attribute__((target("avx2,fma"))) void quantize_row_q8_k_avx2(const float* x, 
   }
 }
 
+// Q4_K's twelve scale bytes → eight 6-bit scales (bytes 0-7 of the result)
+// and eight 6-bit mins (bytes 8-15), with 32-bit masks instead of a per-sub-block
+// branch (the layout is k4_scale_min's).
+inline void k4_unpack_scales(const uint8_t* sc, uint32_t out[4]) {
+  uint32_t u[3];
+  std::memcpy(u, sc, 12);
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kTop2 = 0x03030303;
+  out[0] = u[0] & kLow6;                                            // scales 0-3
+  out[1] = (u[2] & kLow4) | (((u[0] >> 6) & kTop2) << 4);           // scales 4-7
+  out[2] = u[1] & kLow6;                                            // mins 0-3
+  out[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kTop2) << 4);    // mins 4-7
+}
+
+// Byte-shuffle control that copies 16-bit lane k (of each 128-bit half) to every lane.
+// pair: lane k in the low half, lane k + 1 in the high half.
+struct Pick16 {
+  alignas(32) uint8_t m[8][32];
+  alignas(32) uint8_t pair[7][32];
+  constexpr Pick16() : m{}, pair{} {
+    for (int k = 0; k < 8; ++k)
+      for (int i = 0; i < 32; i += 2) {
+        m[k][i] = uint8_t(2 * k), m[k][i + 1] = uint8_t(2 * k + 1);
+        if (k < 7) pair[k][i] = uint8_t(2 * (k + i / 16)), pair[k][i + 1] = uint8_t(2 * (k + i / 16) + 1);
+      }
+  }
+};
+constexpr Pick16 kPick16;
+__attribute__((target("avx2"))) inline __m256i pick16(int k) {
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick16.m[k]));
+}
+__attribute__((target("avx2"))) inline __m256i pick16_pair(int k) {
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick16.pair[k]));
+}
+
 // Decode (one input): the blocks stream through, unpacked as they are used.
+// Scales and mins are widened to 16 bits in vectors: a sub-block's scale
+// multiplies its maddubs pair sums inside the madd, and the mins meet the
+// activation's 16-value sums (added pairwise to 32-value sums) in one madd.
 __attribute__((target("avx2,fma,f16c"))) float dot_q4_k_1(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
   const __m256i m4 = _mm256_set1_epi8(0x0f);
-  __m256 acc = _mm256_setzero_ps();
-  float mins = 0;
+  __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, w += 144) {
-    int sc[8], mn[8];
-    for (int sub = 0; sub < 8; ++sub) blocks::k4_scale_min(w + 4, sub, &sc[sub], &mn[sub]);
-    int msum = 0;
-    for (int sub = 0; sub < 8; ++sub) msum += mn[sub] * (x[b].bsums[2 * sub] + x[b].bsums[2 * sub + 1]);
+    uint32_t sm[4];
+    k4_unpack_scales(w + 4, sm);
+    const __m256i sm16 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm)));
+    const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].bsums)),
+                                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].bsums + 8)));
+    const __m128i mins = _mm_madd_epi16(_mm256_extracti128_si256(sm16, 1), bs);  // 4 × (min·sum + min·sum)
     const float dx = x[b].d;
-    mins += scale_of(w + 2) * dx * float(msum);
+    acc_min = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w + 2) * dx),
+                              _mm256_cvtepi32_ps(_mm256_castsi128_si256(mins)), acc_min);
+    // Scale j (16-bit lane j of the low half) in both halves, then picked per sub-block by a byte shuffle.
+    const __m256i sc = _mm256_permute2x128_si256(sm16, sm16, 0x00);
     __m256i sumi = _mm256_setzero_si256();
     for (int j = 0; j < 4; ++j) {  // 64 values: low nibbles are sub-block 2j, high nibbles 2j + 1
       const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 + 32 * j));
       const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
       const __m256i xl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q + 64 * j));
       const __m256i xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q + 64 * j + 32));
-      const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_set1_epi16(int16_t(sc[2 * j])));
-      const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), _mm256_set1_epi16(int16_t(sc[2 * j + 1])));
+      const __m256i s_lo = _mm256_shuffle_epi8(sc, pick16(2 * j)), s_hi = _mm256_shuffle_epi8(sc, pick16(2 * j + 1));
+      const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), s_lo);
+      const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), s_hi);
       sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w) * dx), _mm256_cvtepi32_ps(sumi), acc);
   }
-  return hsum(acc) - mins;
+  return hsum(acc) - hsum(acc_min);
 }
 
 __attribute__((target("avx2,fma,f16c"))) float dot_q6_k_1(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
   const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, w += 210) {
-    const auto* scales = reinterpret_cast<const int8_t*>(w + 192);
-    int offset = 0;  // Σ_g scale_g · 32 · bsum_g: the −32 of every value
-    for (int g = 0; g < 16; ++g) offset += scales[g] * x[b].bsums[g];
-    __m256i sumi = _mm256_setzero_si256();
+    // The 16 scales as 16-bit values; the −32 of every value is Σ_g scale_g · 32 · bsum_g, one madd.
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 192)));
+    const __m256i offset = _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].bsums)));
+    __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(offset, 5));
     for (int half = 0; half < 2; ++half) {
       const uint8_t* ql = w + 64 * half;
+      const __m256i sc = half ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
       const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 128 + 32 * half));
       const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
       const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
@@ -201,94 +247,14 @@ __attribute__((target("avx2,fma,f16c"))) float dot_q6_k_1(const uint8_t* w, cons
                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4))};
       for (int k = 0; k < 4; ++k) {
         const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q + 128 * half + 32 * k));
-        const int g = 8 * half + 2 * k;  // the run's two 16-value groups: g and g + 1
-        const __m256i sc = _mm256_set_m128i(_mm_set1_epi16(scales[g + 1]), _mm_set1_epi16(scales[g]));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], xv), sc));
+        // The run's two 16-value groups 2k and 2k + 1 (of this half): one scale per 128-bit half.
+        const __m256i s = _mm256_shuffle_epi8(sc, pick16_pair(2 * k));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], xv), s));
       }
     }
-    const float d = scale_of(w + 208) * x[b].d;
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi, _mm256_setr_epi32(32 * offset, 0, 0, 0, 0, 0, 0, 0))), acc);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w + 208) * x[b].d), _mm256_cvtepi32_ps(sumi), acc);
   }
   return hsum(acc);
-}
-
-// One weight row against N inputs (x[k] is input k's block array): a block's
-// scales are decoded and its values unpacked once for all N.
-template <int N>
-__attribute__((target("avx2,fma,f16c"))) void dot_q4_k(const uint8_t* w, const BlockQ8K* const* x, int64_t nb,
-                                                        float* out) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  __m256 acc[N];
-  float mins[N];
-  for (int k = 0; k < N; ++k) acc[k] = _mm256_setzero_ps(), mins[k] = 0;
-  for (int64_t b = 0; b < nb; ++b, w += 144) {
-    int sc[8], mn[8];
-    for (int sub = 0; sub < 8; ++sub) blocks::k4_scale_min(w + 4, sub, &sc[sub], &mn[sub]);
-    const float d = scale_of(w), dmin = scale_of(w + 2);
-    __m256i lo[4], hi[4], s_lo[4], s_hi[4];
-    for (int j = 0; j < 4; ++j) {  // 64 values: low nibbles are sub-block 2j, high nibbles 2j + 1
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 + 32 * j));
-      lo[j] = _mm256_and_si256(q, m4), hi[j] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-      s_lo[j] = _mm256_set1_epi16(int16_t(sc[2 * j])), s_hi[j] = _mm256_set1_epi16(int16_t(sc[2 * j + 1]));
-    }
-    for (int k = 0; k < N; ++k) {
-      const BlockQ8K& xb = x[k][b];
-      int msum = 0;
-      for (int sub = 0; sub < 8; ++sub) msum += mn[sub] * (xb.bsums[2 * sub] + xb.bsums[2 * sub + 1]);
-      mins[k] += dmin * xb.d * float(msum);
-      __m256i sumi = _mm256_setzero_si256();
-      for (int j = 0; j < 4; ++j) {
-        const __m256i xl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q + 64 * j));
-        const __m256i xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q + 64 * j + 32));
-        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo[j], xl), s_lo[j]),
-                                                       _mm256_madd_epi16(_mm256_maddubs_epi16(hi[j], xh), s_hi[j])));
-      }
-      acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb.d), _mm256_cvtepi32_ps(sumi), acc[k]);
-    }
-  }
-  for (int k = 0; k < N; ++k) out[k] = hsum(acc[k]) - mins[k];
-}
-
-template <int N>
-__attribute__((target("avx2,fma,f16c"))) void dot_q6_k(const uint8_t* w, const BlockQ8K* const* x, int64_t nb,
-                                                        float* out) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
-  __m256 acc[N];
-  for (int k = 0; k < N; ++k) acc[k] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, w += 210) {
-    const auto* scales = reinterpret_cast<const int8_t*>(w + 192);
-    const float d = scale_of(w + 208);
-    __m256i q[8], sc[8];  // eight runs of 32 values (q1..q4 of the reference, per half), 6 bits each
-    for (int half = 0; half < 2; ++half) {
-      const uint8_t* ql = w + 64 * half;
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 128 + 32 * half));
-      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
-      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
-      __m256i* r = q + 4 * half;
-      r[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
-      r[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
-      r[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
-      r[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
-      for (int k = 0; k < 4; ++k) {
-        const int g = 8 * half + 2 * k;  // the run's two 16-value groups: g and g + 1
-        sc[4 * half + k] = _mm256_set_m128i(_mm_set1_epi16(scales[g + 1]), _mm_set1_epi16(scales[g]));
-      }
-    }
-    for (int k = 0; k < N; ++k) {
-      const BlockQ8K& xb = x[k][b];
-      int offset = 0;  // Σ_g scale_g · bsum_g: the −32 of every value, applied once per block
-      for (int g = 0; g < 16; ++g) offset += scales[g] * xb.bsums[g];
-      __m256i sumi = _mm256_setr_epi32(-32 * offset, 0, 0, 0, 0, 0, 0, 0);
-      for (int run = 0; run < 8; ++run) {
-        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q + 32 * run));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[run], xv), sc[run]));
-      }
-      acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb.d), _mm256_cvtepi32_ps(sumi), acc[k]);
-    }
-  }
-  for (int k = 0; k < N; ++k) out[k] = hsum(acc[k]);
 }
 
 thread_local std::vector<BlockQ8> tls_xq;
@@ -326,21 +292,12 @@ void matmul_k_int8(const MatmulArgs& a) {
   const int64_t nb = a.w.cols / 256;
   by_chunks(a, nb, tls_xk, quantize_row_q8_k_avx2, [&](int64_t i0, int64_t i1) {
     if (int8_tile_supports(T, i1 - i0)) return matmul_int8_tile(a, i0, i1, tls_xk.data());
-    for (int64_t r = a.row_begin; r < a.row_end; ++r) {
-      int64_t i = i0;
-      for (; i + 4 <= i1; i += 4) {
-        const BlockQ8K* xs[4];
-        float o[4];
-        for (int k = 0; k < 4; ++k) xs[k] = tls_xk.data() + (i + k - i0) * nb;
-        if constexpr (T == DType::Q4_K) dot_q4_k<4>(a.w.row(r), xs, nb, o);
-        else dot_q6_k<4>(a.w.row(r), xs, nb, o);
-        for (int k = 0; k < 4; ++k) a.y[(i + k) * a.ldy + r] = o[k];
-      }
-      for (; i < i1; ++i) {
+    // Fewer inputs than the lane-vector kernel wants: one row, one input at a time.
+    for (int64_t r = a.row_begin; r < a.row_end; ++r)
+      for (int64_t i = i0; i < i1; ++i) {
         const BlockQ8K* x = tls_xk.data() + (i - i0) * nb;
         a.y[i * a.ldy + r] = T == DType::Q4_K ? dot_q4_k_1(a.w.row(r), x, nb) : dot_q6_k_1(a.w.row(r), x, nb);
       }
-    }
   });
 }
 
