@@ -1,6 +1,18 @@
 // Causal multi-head attention over the KV cache (GQA: several query heads
-// share one kv head). F32 throughout, scores in a per-thread buffer.
+// share one kv head). F32 throughout.
+//
+// Work is cut into (block of up to 16 query tokens) × (kv head) jobs: the
+// block's tokens times the group's query heads (e.g. 16 × 8 = 128 rows) meet
+// the kv head's keys in one matmul (the f32 4×2 register-tile kernel, K read
+// once per 4 keys for all rows) and its values in one P·V kernel (4 rows × 32
+// columns per tile), where a (token, head) at a time re-read K and V per row
+// with scalar-width work. The block's last token sees pos0 + t1 keys; earlier
+// rows' extra (future) scores are masked to probability 0, at most 15 keys of
+// waste per row. Token blocks are visited in zigzag order (0, last, 1,
+// last − 1, …) so the pool's contiguous job ranges carry equal causal work.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/matmul.h"
 #include "layers.h"
@@ -8,28 +20,53 @@
 namespace moelsp::layers {
 
 void attention(ThreadPool& pool, const AttentionArgs& a) {
+  constexpr int kBlock = 16;
   const int group = a.n_head / a.n_head_kv;
-  pool.parallel_for(int64_t(a.n_tokens) * a.n_head, [&](int64_t b, int64_t e) {
-    std::vector<float> p(static_cast<size_t>(a.pos0 + a.n_tokens));
-    for (int64_t job = b; job < e; ++job) {
-      const int t = int(job / a.n_head), h = int(job % a.n_head), g = h / group;
-      const int n_kv = a.pos0 + t + 1;
-      const float* q = a.q + t * a.ldq + int64_t(h) * a.hd_k;
-      float mx = -INFINITY;
-      for (int j = 0; j < n_kv; ++j) {
-        p[size_t(j)] = kernels::dot_f32(q, a.k + j * a.ldk + int64_t(g) * a.hd_k, a.hd_k) * a.scale;
-        mx = std::max(mx, p[size_t(j)]);
+  const int n_tb = (a.n_tokens + kBlock - 1) / kBlock;
+  // Few jobs (decode): split a group's heads too, so every thread has work.
+  int split = 1;
+  while (split < group && int64_t(n_tb) * a.n_head_kv * split < 2 * int64_t(pool.size())) {
+    ++split;
+    while (group % split) ++split;
+  }
+  const int heads = group / split;  // query heads per job
+  const int64_t n_jobs = int64_t(n_tb) * a.n_head_kv * split;
+  pool.parallel_for(n_jobs, [&](int64_t jb, int64_t je) {
+    std::vector<float> qb, s, ob;
+    for (int64_t job = jb; job < je; ++job) {
+      const int64_t k = job / (int64_t(a.n_head_kv) * split);
+      const int g = int(job / split % a.n_head_kv), h0 = g * group + int(job % split) * heads;
+      const int tb = int(k % 2 == 0 ? k / 2 : n_tb - 1 - k / 2);
+      const int t0 = tb * kBlock, t1 = std::min(a.n_tokens, t0 + kBlock), rows = (t1 - t0) * heads;
+      const int64_t n_kv = a.pos0 + t1;
+      // Rows (t − t0)·heads + i: token t, query head h0 + i.
+      qb.resize(size_t(rows) * size_t(a.hd_k));
+      for (int t = t0; t < t1; ++t)
+        std::copy_n(a.q + t * a.ldq + int64_t(h0) * a.hd_k, size_t(heads) * size_t(a.hd_k),
+                    qb.data() + size_t(t - t0) * size_t(heads) * size_t(a.hd_k));
+      // Scores [rows][n_kv] = Q·Kᵀ.
+      s.resize(size_t(rows) * size_t(n_kv));
+      const kernels::MatView keys{a.k + int64_t(g) * a.hd_k, kernels::DType::F32, a.hd_k, n_kv,
+                                  size_t(a.ldk) * sizeof(float)};
+      kernels::matmul({keys, qb.data(), a.hd_k, rows, s.data(), n_kv, 0, n_kv});
+      // Softmax of each row over its visible keys; later keys get probability 0.
+      for (int r = 0; r < rows; ++r) {
+        float* p = s.data() + size_t(r) * size_t(n_kv);
+        const int64_t visible = a.pos0 + t0 + r / heads + 1;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < visible; ++j) mx = std::max(mx, p[j] *= a.scale);
+        double sum = 0;
+        for (int64_t j = 0; j < visible; ++j) sum += p[j] = std::exp(p[j] - mx);
+        const float inv = float(1.0 / sum);
+        for (int64_t j = 0; j < visible; ++j) p[j] *= inv;
+        std::fill(p + visible, p + n_kv, 0.0f);
       }
-      double sum = 0;
-      for (int j = 0; j < n_kv; ++j) sum += p[size_t(j)] = std::exp(p[size_t(j)] - mx);
-      const float inv = float(1.0 / sum);
-      float* o = a.out + t * a.ldo + int64_t(h) * a.hd_v;
-      for (int d = 0; d < a.hd_v; ++d) o[d] = 0;
-      for (int j = 0; j < n_kv; ++j) {
-        const float w = p[size_t(j)] * inv;
-        const float* v = a.v + j * a.ldv + int64_t(g) * a.hd_v;
-        for (int d = 0; d < a.hd_v; ++d) o[d] += w * v[d];
-      }
+      // Outputs [rows][hd_v] = P·V, then into place.
+      ob.resize(size_t(rows) * size_t(a.hd_v));
+      kernels::weighted_rows({s.data(), n_kv, rows, a.v + int64_t(g) * a.hd_v, a.ldv, n_kv, a.hd_v, ob.data(), a.hd_v});
+      for (int t = t0; t < t1; ++t)
+        std::copy_n(ob.data() + size_t(t - t0) * size_t(heads) * size_t(a.hd_v), size_t(heads) * size_t(a.hd_v),
+                    a.out + t * a.ldo + int64_t(h0) * a.hd_v);
     }
   });
 }

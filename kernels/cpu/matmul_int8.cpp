@@ -154,19 +154,6 @@ __attribute__((target("avx2,fma"))) void quantize_row_q8_k_avx2(const float* x, 
   }
 }
 
-// Q4_K's twelve scale bytes → eight 6-bit scales (bytes 0-7 of the result)
-// and eight 6-bit mins (bytes 8-15), with 32-bit masks instead of a per-sub-block
-// branch (the layout is k4_scale_min's).
-inline void k4_unpack_scales(const uint8_t* sc, uint32_t out[4]) {
-  uint32_t u[3];
-  std::memcpy(u, sc, 12);
-  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kTop2 = 0x03030303;
-  out[0] = u[0] & kLow6;                                            // scales 0-3
-  out[1] = (u[2] & kLow4) | (((u[0] >> 6) & kTop2) << 4);           // scales 4-7
-  out[2] = u[1] & kLow6;                                            // mins 0-3
-  out[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kTop2) << 4);    // mins 4-7
-}
-
 // Byte-shuffle control that copies 16-bit lane k (of each 128-bit half) to every lane.
 // pair: lane k in the low half, lane k + 1 in the high half.
 struct Pick16 {
@@ -197,7 +184,7 @@ __attribute__((target("avx2,fma,f16c"))) float dot_q4_k_1(const uint8_t* w, cons
   __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, w += 144) {
     uint32_t sm[4];
-    k4_unpack_scales(w + 4, sm);
+    blocks::k4_unpack_scales(w + 4, sm);
     const __m256i sm16 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm)));
     const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].bsums)),
                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].bsums + 8)));

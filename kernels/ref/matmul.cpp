@@ -140,4 +140,13 @@ void matmul(const MatmulArgs& a) {
   }
 }
 
+void weighted_rows(const WeightedRowsArgs& a) {
+  for (int64_t i = 0; i < a.m; ++i)
+    for (int64_t c = 0; c < a.n; ++c) {
+      double s = 0;
+      for (int64_t j = 0; j < a.n_v; ++j) s += double(a.p[i * a.ldp + j]) * double(a.v[j * a.ldv + c]);
+      a.y[i * a.ldy + c] = float(s);
+    }
+}
+
 }  // namespace moelsp::kernels::ref

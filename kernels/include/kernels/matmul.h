@@ -69,6 +69,19 @@ struct BlockQ8K {
 
 // Optimized (SIMD, runtime ISA dispatch). Tolerance vs ref: see tests/test_kernels.cpp.
 void matmul(const MatmulArgs& a);
+
+// Attention's P·V: y[i][c] = Σ_j p[i][j] · v[j][c] for i < m, j < n_v, c < n
+// (rows ldp, ldv and ldy floats apart). Overwrites y.
+struct WeightedRowsArgs {
+  const float* p = nullptr;
+  int64_t ldp = 0, m = 0;
+  const float* v = nullptr;
+  int64_t ldv = 0, n_v = 0, n = 0;
+  float* y = nullptr;
+  int64_t ldy = 0;
+};
+void weighted_rows(const WeightedRowsArgs& a);
+
 // y[c] += Σ_r s[r] · W[r][c] for r in [row_begin, row_end): the transposed
 // product, used by MLA's absorbed attention.
 void matmul_t_accumulate(const MatView& w, const float* s, float* y, int64_t row_begin, int64_t row_end);
@@ -77,6 +90,7 @@ float dot_f32(const float* a, const float* b, int64_t n);
 namespace ref {
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 void matmul(const MatmulArgs& a);
+
 // The int8 path in plain scalar code: quantization of x and Σ_blocks
 // d_w·d_x·Σ q_w·q_x with integer block sums. 32-value blocks: x·(1/d) rounded
 // half away from zero in f32, d = amax/127 (llama.cpp's Q8_0 rule, with an f32
@@ -86,6 +100,7 @@ void quantize_row_q8(const float* x, BlockQ8* out, int64_t n);
 void quantize_row_q8_k(const float* x, BlockQ8K* out, int64_t n);
 // Q8_0, Q4_0, Q5_0, Q4_K or Q6_K weights against int8 activations.
 void matmul_int8(const MatmulArgs& a);
+void weighted_rows(const WeightedRowsArgs& a);
 }  // namespace ref
 
 }  // namespace moelsp::kernels
