@@ -13,8 +13,9 @@
 //     ≈2.5 B parameters, ≈0.4 B active.
 //   deepseek2-3b: DeepSeek-Coder-V2-Lite's layers (d 2048, 16 heads, MLA with
 //     kv_lora 512, qk 128+64, v 128; 64 experts of 1408, 6 used, 2 shared; the
-//     first layer dense with 10,944) × 5 layers, deepseek-llm vocabulary
-//     (102,400): ≈2.7 B parameters, ≈0.6 B active.
+//     first layer dense with 10,944) with V2/V3's low-rank query (q_lora 1536)
+//     × 5 layers, deepseek-llm vocabulary (102,400): ≈2.8 B parameters, ≈0.8 B
+//     active (the 102,400 × 2048 embedding and output count in both).
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -128,10 +129,15 @@ int main(int argc, char** argv) {
     } else if (shape == "deepseek2-3b") {
       const std::string a = "deepseek2.";
       const uint64_t nl = layers > 0 ? uint64_t(layers) : 5, h = 16, lora = 512, nope = 128, rope = 64, vd = 128;
+      // A low-rank query (DeepSeek-V2/V3's q_lora_rank): llama.cpp recognises
+      // the Lite form (a plain attn_q) only by its layer count (26 or 27), so a
+      // 5-layer file without it would not load in the peer.
+      const uint64_t q_lora = 1536;
       const uint64_t ne = 64, ff = 1408, ff_dense = 10944, shared = 2;
       common(m, {"deepseek2", data + "/ggml-vocab-deepseek-llm.gguf", d, nl, ff_dense, h, h, ne, 6, 163840, 10000.0f});
       m.w.set(a + "leading_dense_block_count", uint32_t(1));
       m.w.set(a + "attention.kv_lora_rank", uint32_t(lora));
+      m.w.set(a + "attention.q_lora_rank", uint32_t(q_lora));
       m.w.set(a + "attention.key_length", uint32_t(nope + rope));
       m.w.set(a + "attention.value_length", uint32_t(vd));
       m.w.set(a + "expert_feed_forward_length", uint32_t(ff));
@@ -142,7 +148,9 @@ int main(int argc, char** argv) {
       for (uint64_t il = 0; il < nl; ++il) {
         const std::string b = fmt::format("blk.{}.", il);
         m.tensor(b + "attn_norm.weight", {d});
-        m.tensor(b + "attn_q.weight", {d, h * (nope + rope)});
+        m.tensor(b + "attn_q_a.weight", {d, q_lora});
+        m.tensor(b + "attn_q_a_norm.weight", {q_lora});
+        m.tensor(b + "attn_q_b.weight", {q_lora, h * (nope + rope)});
         m.tensor(b + "attn_kv_a_mqa.weight", {d, lora + rope});
         m.tensor(b + "attn_kv_a_norm.weight", {lora});
         m.tensor(b + "attn_kv_b.weight", {lora, h * (nope + vd)});

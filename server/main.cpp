@@ -8,9 +8,11 @@
 
 #include "commands.h"
 #include "engine/default_model.h"
+#include "engine/hw.h"
 #include "kernels/cuda.h"
 
 int main(int argc, char** argv) {
+  moelsp::keep_freed_memory();  // before any thread allocates (engine/hw.h says why)
   spdlog::set_default_logger(spdlog::stderr_color_mt("moelsp"));
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
 

@@ -220,18 +220,24 @@ class Deepseek2 final : public Model {
         }
       });
     } else {
-      // Plain: expand every cached latent into per-head k = [k_nope | k_pe] and v.
+      // Plain: expand every cached latent into per-head k = [k_nope | k_pe] and
+      // v, one head at a time over all positions (a matmul with n_kv inputs,
+      // so the prompt kernels apply; the weights stream once per head).
       std::vector<float> K(size_t(n_kv) * size_t(q_dim)), V(size_t(n_kv) * size_t(c.n_head) * size_t(hv));
-      pool_->parallel_for(n_kv, [&](int64_t jb, int64_t je) {
-        for (int64_t j = jb; j < je; ++j) {
-          const float* lat = cache.k(il, int(j));
-          for (int hh = 0; hh < c.n_head; ++hh) {
-            float* kh = K.data() + j * q_dim + int64_t(hh) * hk;
-            expand_k(L, hh, lat, kh);
-            std::copy_n(lat + lora, rope, kh + nope);
-            const auto& vm = L.v_up[size_t(hh)];
-            kernels::matmul({vm, lat, lora, 1, V.data() + (j * c.n_head + hh) * hv, vm.rows, 0, vm.rows});
+      const float* lat0 = cache.k(il, 0);  // [n_kv][lora + rope], contiguous
+      const int64_t ldl = lora + rope, ldv = int64_t(c.n_head) * hv;
+      pool_->parallel_for(c.n_head, [&](int64_t hb, int64_t he) {
+        for (int64_t hh = hb; hh < he; ++hh) {
+          float* k0 = K.data() + hh * hk;
+          if (!L.split) {
+            const auto& km = L.k_up[size_t(hh)];
+            kernels::matmul({km, lat0, ldl, n_kv, k0, q_dim, 0, km.rows});
+          } else {
+            for (int j = 0; j < n_kv; ++j) expand_k(L, int(hh), lat0 + j * ldl, k0 + j * q_dim);
           }
+          for (int j = 0; j < n_kv; ++j) std::copy_n(lat0 + j * ldl + lora, rope, k0 + j * q_dim + nope);
+          const auto& vm = L.v_up[size_t(hh)];
+          kernels::matmul({vm, lat0, ldl, n_kv, V.data() + hh * hv, ldv, 0, vm.rows});
         }
       });
       layers::AttentionArgs a;

@@ -1,6 +1,8 @@
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <climits>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -45,6 +47,13 @@ uint64_t peak_rss_bytes() {
 }
 
 int physical_core_count() { return physical_cores(); }
+
+void keep_freed_memory() {
+  // Below 1 GiB, allocations come from the heap (the main arena, or a
+  // thread's 64 MiB heaps), and freed memory is not trimmed back to the OS.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, INT_MAX);
+}
 
 std::string_view cpu_kernel_isa() { return kernels::isa_name(kernels::isa_level()); }
 

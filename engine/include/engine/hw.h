@@ -16,6 +16,15 @@ uint64_t peak_rss_bytes();
 
 int physical_core_count();
 
+// Keeps freed memory in the process: glibc otherwise serves every allocation
+// above 128 KiB-32 MiB (its adaptive mmap threshold) with fresh mmap'd pages
+// and returns them on free, so each forward pass's large temporaries (an FFN's
+// [tokens × n_ff] activations: 22 MiB for 512 tokens of a 10,944-wide layer)
+// fault in and zero every page again. On this project's 2-core VM that cost
+// more than half of a 512-token prompt on a 2.8 B deepseek2 (pp512 263-364 →
+// 653-693 tokens/s). Call once at start-up, before threads allocate.
+void keep_freed_memory();
+
 // The instruction-set level the CPU kernels run at ("avx512-vnni", "avx2",
 // "generic"): the best this CPU has, or lower when MOELSP_ISA says so.
 std::string_view cpu_kernel_isa();
