@@ -134,7 +134,8 @@ void tile_chunk(const MatmulArgs& a, int64_t i0, int64_t i1, const Block* xq, in
   const Lanes L = pack_lanes<T>(xq, nb, i1 - i0, a.w.cols);
   // Tile shapes measured with bench/moelsp_bench_kernels on Zen 4: the
   // 32-value-block types run best at 4 rows × 2 lane vectors (4 × 4 was ~25%
-  // slower for Q8_0 at 32 inputs), the K-quants at 4 × 4 (~10% over 4 × 2).
+  // slower for Q8_0 at 32 inputs), the K-quants at 4 × 4 (~10% over 4 × 2;
+  // 2 × 4, which spills no accumulators, and 4 × 3 were no better).
   constexpr int kNV = T == DType::Q4_K || T == DType::Q6_K ? 4 : 2;
   if (isa_level() >= Isa::Avx512Vnni) vnni::run<T, 4, kNV>(a, L, i0, i1 - i0);
   else avx2::run<T, 2, 2>(a, L, i0, i1 - i0);
