@@ -103,23 +103,31 @@ __attribute__((target("avx2,fma,f16c"))) inline float scale_of(const uint8_t* w)
 template <DType T>
 __attribute__((target("avx2,fma,f16c"))) void dot_q32_4x1(const uint8_t* w, size_t row_bytes, const BlockQ8* x,
                                                            int64_t nb, float out[4]) {
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  // Even blocks into acc[0], odd into acc[1]: the same sums, in the same
+  // order, as dot_q32_1x1, so a row's value does not depend on its tile.
+  __m256 acc[2][4];
+  for (int k = 0; k < 4; ++k) acc[0][k] = acc[1][k] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const __m256 dx = _mm256_set1_ps(x[b].d);
     for (int k = 0; k < 4; ++k) {
       const uint8_t* blk = w + size_t(k) * row_bytes + size_t(b) * kBlockBytes<T>;
-      acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(scale_of(blk)), dx), block_dot<T>(blk, x[b]), acc[k]);
+      acc[b & 1][k] = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(blk) * x[b].d), block_dot<T>(blk, x[b]), acc[b & 1][k]);
     }
   }
-  for (int k = 0; k < 4; ++k) out[k] = hsum(acc[k]);
+  for (int k = 0; k < 4; ++k) out[k] = hsum(_mm256_add_ps(acc[0][k], acc[1][k]));
 }
 
+// Two blocks per step into separate accumulators (more independent work in flight).
 template <DType T>
 __attribute__((target("avx2,fma,f16c"))) float dot_q32_1x1(const uint8_t* w, const BlockQ8* x, int64_t nb) {
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, w += kBlockBytes<T>)
-    acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(scale_of(w)), _mm256_set1_ps(x[b].d)), block_dot<T>(w, x[b]), acc);
-  return hsum(acc);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2, w += 2 * kBlockBytes<T>) {
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w) * x[b].d), block_dot<T>(w, x[b]), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w + kBlockBytes<T>) * x[b + 1].d),
+                           block_dot<T>(w + kBlockBytes<T>, x[b + 1]), acc1);
+  }
+  if (b < nb) acc0 = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w) * x[b].d), block_dot<T>(w, x[b]), acc0);
+  return hsum(_mm256_add_ps(acc0, acc1));
 }
 
 __attribute__((target("avx2,fma"))) void quantize_row_q8_k_avx2(const float* x, BlockQ8K* out, int64_t n) {
@@ -175,73 +183,93 @@ __attribute__((target("avx2"))) inline __m256i pick16_pair(int k) {
   return _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick16.pair[k]));
 }
 
-// Decode (one input): the blocks stream through, unpacked as they are used.
-// Scales and mins are widened to 16 bits in vectors: a sub-block's scale
-// multiplies its maddubs pair sums inside the madd, and the mins meet the
-// activation's 16-value sums (added pairwise to 32-value sums) in one madd.
-__attribute__((target("avx2,fma,f16c"))) float dot_q4_k_1(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
+// One Q4_K super-block's contribution: Σ d·scale_j·(q·x) into acc, Σ
+// dmin·min_j·sum_j into acc_min. Scales and mins are widened to 16 bits in
+// vectors: a sub-block's scale multiplies its maddubs pair sums inside the
+// madd, and the mins meet the activation's 16-value sums (added pairwise to
+// 32-value sums) in one madd.
+__attribute__((target("avx2,fma,f16c"))) inline void q4_k_block(const uint8_t* w, const BlockQ8K& x, __m256& acc,
+                                                                 __m256& acc_min) {
   const __m256i m4 = _mm256_set1_epi8(0x0f);
-  __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, w += 144) {
-    uint32_t sm[4];
-    blocks::k4_unpack_scales(w + 4, sm);
-    const __m256i sm16 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm)));
-    const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].bsums)),
-                                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].bsums + 8)));
-    const __m128i mins = _mm_madd_epi16(_mm256_extracti128_si256(sm16, 1), bs);  // 4 × (min·sum + min·sum)
-    const float dx = x[b].d;
-    acc_min = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w + 2) * dx),
-                              _mm256_cvtepi32_ps(_mm256_castsi128_si256(mins)), acc_min);
-    // Scale j (16-bit lane j of the low half) in both halves, then picked per sub-block by a byte shuffle.
-    const __m256i sc = _mm256_permute2x128_si256(sm16, sm16, 0x00);
-    __m256i sumi = _mm256_setzero_si256();
-    for (int j = 0; j < 4; ++j) {  // 64 values: low nibbles are sub-block 2j, high nibbles 2j + 1
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 + 32 * j));
-      const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-      const __m256i xl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q + 64 * j));
-      const __m256i xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q + 64 * j + 32));
-      const __m256i s_lo = _mm256_shuffle_epi8(sc, pick16(2 * j)), s_hi = _mm256_shuffle_epi8(sc, pick16(2 * j + 1));
-      const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), s_lo);
-      const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), s_hi);
-      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
-    }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w) * dx), _mm256_cvtepi32_ps(sumi), acc);
+  uint32_t sm[4];
+  blocks::k4_unpack_scales(w + 4, sm);
+  const __m256i sm16 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm)));
+  const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.bsums)),
+                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.bsums + 8)));
+  const __m128i mins = _mm_madd_epi16(_mm256_extracti128_si256(sm16, 1), bs);  // 4 × (min·sum + min·sum)
+  acc_min = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w + 2) * x.d), _mm256_cvtepi32_ps(_mm256_castsi128_si256(mins)),
+                            acc_min);
+  // Scale j (16-bit lane j of the low half) in both halves, then picked per sub-block by a byte shuffle.
+  const __m256i sc = _mm256_permute2x128_si256(sm16, sm16, 0x00);
+  __m256i sumi = _mm256_setzero_si256();
+  for (int j = 0; j < 4; ++j) {  // 64 values: low nibbles are sub-block 2j, high nibbles 2j + 1
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 + 32 * j));
+    const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    const __m256i xl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + 64 * j));
+    const __m256i xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + 64 * j + 32));
+    const __m256i s_lo = _mm256_shuffle_epi8(sc, pick16(2 * j)), s_hi = _mm256_shuffle_epi8(sc, pick16(2 * j + 1));
+    const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), s_lo);
+    const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), s_hi);
+    sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
   }
-  return hsum(acc) - hsum(acc_min);
+  acc = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w) * x.d), _mm256_cvtepi32_ps(sumi), acc);
 }
 
-__attribute__((target("avx2,fma,f16c"))) float dot_q6_k_1(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, w += 210) {
-    // The 16 scales as 16-bit values; the −32 of every value is Σ_g scale_g · 32 · bsum_g, one madd.
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 192)));
-    const __m256i offset = _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].bsums)));
-    __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(offset, 5));
-    for (int half = 0; half < 2; ++half) {
-      const uint8_t* ql = w + 64 * half;
-      const __m256i sc = half ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 128 + 32 * half));
-      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
-      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
-      // Four runs of 32 values (q1..q4 of the reference), each 6 bits: low nibble | two high bits << 4.
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
-          _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4))};
-      for (int k = 0; k < 4; ++k) {
-        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q + 128 * half + 32 * k));
-        // The run's two 16-value groups 2k and 2k + 1 (of this half): one scale per 128-bit half.
-        const __m256i s = _mm256_shuffle_epi8(sc, pick16_pair(2 * k));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], xv), s));
-      }
-    }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w + 208) * x[b].d), _mm256_cvtepi32_ps(sumi), acc);
+// Decode (one input): the blocks stream through, unpacked as they are used;
+// two super-blocks per step into separate accumulators, so one block's
+// integer work overlaps the other's (the chain through sumi is long).
+__attribute__((target("avx2,fma,f16c"))) float dot_q4_k_1(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, acc_min[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    q4_k_block(w + 144 * b, x[b], acc[0], acc_min[0]);
+    q4_k_block(w + 144 * (b + 1), x[b + 1], acc[1], acc_min[1]);
   }
-  return hsum(acc);
+  if (b < nb) q4_k_block(w + 144 * b, x[b], acc[0], acc_min[0]);
+  return hsum(_mm256_add_ps(acc[0], acc[1])) - hsum(_mm256_add_ps(acc_min[0], acc_min[1]));
+}
+
+// One Q6_K super-block's contribution into acc.
+__attribute__((target("avx2,fma,f16c"))) inline void q6_k_block(const uint8_t* w, const BlockQ8K& x, __m256& acc) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
+  // The 16 scales as 16-bit values; the −32 of every value is Σ_g scale_g · 32 · bsum_g, one madd.
+  const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 192)));
+  const __m256i offset = _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums)));
+  __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(offset, 5));
+  for (int half = 0; half < 2; ++half) {
+    const uint8_t* ql = w + 64 * half;
+    const __m256i sc = half ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 128 + 32 * half));
+    const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+    const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+    // Four runs of 32 values (q1..q4 of the reference), each 6 bits: low nibble | two high bits << 4.
+    const __m256i q[4] = {
+        _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
+        _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4))};
+    for (int k = 0; k < 4; ++k) {
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + 128 * half + 32 * k));
+      // The run's two 16-value groups 2k and 2k + 1 (of this half): one scale per 128-bit half.
+      const __m256i s = _mm256_shuffle_epi8(sc, pick16_pair(2 * k));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], xv), s));
+    }
+  }
+  acc = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w + 208) * x.d), _mm256_cvtepi32_ps(sumi), acc);
+}
+
+// Two super-blocks per step, as dot_q4_k_1.
+__attribute__((target("avx2,fma,f16c"))) float dot_q6_k_1(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    q6_k_block(w + 210 * b, x[b], acc[0]);
+    q6_k_block(w + 210 * (b + 1), x[b + 1], acc[1]);
+  }
+  if (b < nb) q6_k_block(w + 210 * b, x[b], acc[0]);
+  return hsum(_mm256_add_ps(acc[0], acc[1]));
 }
 
 thread_local std::vector<BlockQ8> tls_xq;
