@@ -2,8 +2,8 @@
 //
 // MoE dispatch groups the batch's tokens by expert so each active expert's
 // weights are streamed once per batch (one matmul over all its tokens), which
-// is what makes prefill cheaper per token than decode. Balancing the experts'
-// work across threads is the next step (the quantized-kernels issue).
+// is what makes prefill cheaper per token than decode; the work is balanced
+// across threads longest-first (see moe()).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -103,10 +103,11 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
   // every thread finishes at about the same time whatever the routing; gate
   // and up run in the same item, so SwiGLU's product needs no extra pass.
   struct Expert {
-    int e;
-    std::vector<int64_t> rows;  // token indices
-    std::vector<float> ws;      // their routing weights
-    std::vector<float> x, h, y;  // [n][d], [n][n_ff], [n][d]
+    int e;                        // −1: the shared experts
+    kernels::MatView gate, up, down;
+    std::vector<int64_t> rows;    // token indices
+    std::vector<float> ws;        // their routing weights
+    std::vector<float> x, h, y;   // [n][d], [n][n_ff], [n][d]
   };
   std::vector<Expert> active;
   if (stats) {
@@ -114,7 +115,7 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
     ++stats->calls;
   }
   for (int e = 0; e < n_exp; ++e) {
-    Expert ex{e, {}, {}, {}, {}, {}};
+    Expert ex{e, w.gate.slice(e), w.up.slice(e), w.down.slice(e), {}, {}, {}, {}, {}};
     for (int64_t t = 0; t < m; ++t)
       for (int j = 0; j < k; ++j)
         if (chosen[size_t(t * k + j)] == e) {
@@ -129,6 +130,18 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
     ex.h.resize(n * size_t(cfg.n_ff_exp));
     ex.y.resize(n * size_t(d));
     active.push_back(std::move(ex));
+  }
+  // The shared experts (one fused SwiGLU over every token, weight 1) join the
+  // same work lists, so they are balanced with the routed ones and cost no
+  // extra parallel loops (three per layer when run apart).
+  if (w.shared_gate.present()) {
+    Expert sh{-1, w.shared_gate.m, w.shared_up.m, w.shared_down.m, {}, std::vector<float>(size_t(m), 1.0f), {}, {}, {}};
+    sh.rows.resize(size_t(m));
+    std::iota(sh.rows.begin(), sh.rows.end(), int64_t(0));
+    sh.x.assign(x, x + m * d);
+    sh.h.resize(size_t(m) * size_t(sh.gate.rows));
+    sh.y.resize(size_t(m) * size_t(d));
+    active.push_back(std::move(sh));
   }
 
   struct Item {
@@ -164,7 +177,7 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
   // Phase 1: h = silu(x·Wgᵀ) ⊙ (x·Wuᵀ) per expert.
   std::vector<Item> items;
   for (size_t a = 0; a < active.size(); ++a) {
-    const int64_t n = int64_t(active[a].rows.size()), rows = cfg.n_ff_exp, step = blocks(rows);
+    const int64_t n = int64_t(active[a].rows.size()), rows = active[a].gate.rows, step = blocks(rows);
     for (int64_t r = 0; r < rows; r += step) items.push_back({a, r, std::min(rows, r + step), double(n) * double(std::min(step, rows - r))});
   }
   auto plan = schedule(items);
@@ -173,18 +186,17 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
     for (int64_t t = tb; t < te; ++t)
       for (const Item& it : plan[size_t(t)]) {
         Expert& ex = active[it.expert];
-        const int64_t n = int64_t(ex.rows.size()), nr = it.r1 - it.r0, ff = cfg.n_ff_exp;
+        const int64_t n = int64_t(ex.rows.size()), nr = it.r1 - it.r0, ff = ex.gate.rows;
         g.resize(size_t(n * nr));
         u.resize(size_t(n * nr));
         // Rows [r0, r1) of this expert's gate and up matrices.
-        const auto rows_of = [&](const Weight& wt) {
-          kernels::MatView v = wt.slice(ex.e);
+        const auto rows_of = [&](kernels::MatView v) {
           v.data = v.row(it.r0);
           v.rows = nr;
           return v;
         };
-        kernels::matmul({rows_of(w.gate), ex.x.data(), d, n, g.data(), nr, 0, nr});
-        kernels::matmul({rows_of(w.up), ex.x.data(), d, n, u.data(), nr, 0, nr});
+        kernels::matmul({rows_of(ex.gate), ex.x.data(), d, n, g.data(), nr, 0, nr});
+        kernels::matmul({rows_of(ex.up), ex.x.data(), d, n, u.data(), nr, 0, nr});
         for (int64_t i = 0; i < n; ++i)
           for (int64_t r = 0; r < nr; ++r) {
             const float gv = g[size_t(i * nr + r)];
@@ -204,7 +216,7 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
     for (int64_t t = tb; t < te; ++t)
       for (const Item& it : plan[size_t(t)]) {
         Expert& ex = active[it.expert];
-        kernels::matmul({w.down.slice(ex.e), ex.h.data(), cfg.n_ff_exp, int64_t(ex.rows.size()), ex.y.data(), d, it.r0, it.r1});
+        kernels::matmul({ex.down, ex.h.data(), ex.down.cols, int64_t(ex.rows.size()), ex.y.data(), d, it.r0, it.r1});
       }
   });
 
@@ -217,11 +229,6 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
       for (int c = 0; c < d; ++c) o[c] += ex.ws[i] * yi[c];
     }
 
-  if (w.shared_gate.present()) {
-    std::vector<float> sh(static_cast<size_t>(m * d));
-    swiglu(pool, w.shared_gate.m, w.shared_up.m, w.shared_down.m, x, m, sh.data());
-    for (size_t i = 0; i < sh.size(); ++i) out[i] += sh[i];
-  }
 }
 
 }  // namespace moelsp::layers
