@@ -174,19 +174,23 @@ TEST_CASE("matmul matches the reference for every supported weight type") {
 // Random quantized blocks: any bytes are valid except the fp16 scales, set small and finite.
 std::vector<uint8_t> make_random_blocks(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
   const size_t bytes = *row_bytes(t, cols);
-  const size_t block = t == DType::Q4_K ? 144 : t == DType::Q6_K ? 210 : t == DType::Q5_0 ? 22 : 18;
+  const size_t block = t == DType::Q4_K   ? 144
+                       : t == DType::Q5_K ? 176
+                       : t == DType::Q6_K ? 210
+                       : t == DType::Q5_0 ? 22
+                                          : 18;
   std::vector<uint8_t> out(size_t(rows) * bytes);
   for (auto& v : out) v = uint8_t(rng());
   for (size_t off = 0; off < out.size(); off += block) {
     const uint16_t d = fp32_to_fp16(0.001f + 0.001f * float(rng() % 16)), dmin = fp32_to_fp16(0.002f);
     if (t == DType::Q6_K) std::memcpy(&out[off + 208], &d, 2);
     else std::memcpy(&out[off], &d, 2);
-    if (t == DType::Q4_K) std::memcpy(&out[off + 2], &dmin, 2);
+    if (t == DType::Q4_K || t == DType::Q5_K) std::memcpy(&out[off + 2], &dmin, 2);
   }
   return out;
 }
 
-// Int8 activations (the default for Q8_0, Q4_0, Q5_0, Q4_K and Q6_K weights). Two tolerances:
+// Int8 activations (the default for Q8_0, Q4_0, Q5_0, Q4_K, Q5_K and Q6_K weights). Two tolerances:
 // - against the scalar reference (same quantization, integer block sums):
 //   |opt − ref| ≤ 1e-5 · Σ|w·x| + 1e-6 (only the f32 accumulation order differs;
 //   a one-step difference in any quantized activation would exceed it);
@@ -197,14 +201,14 @@ std::vector<uint8_t> make_random_blocks(DType t, int64_t rows, int64_t cols, std
 // (matmul_int8_tile.cpp; 8 inputs per vector, tiles of 4 vectors, then 2, then
 // 1): 5 (one part-filled vector), 16, 24, 40, and 70 (a 64-input chunk + 6).
 // Every ISA level the CPU supports with an int8 path runs (AVX2; AVX-512 VNNI).
-TEST_CASE("int8 activations: Q8_0, Q4_0, Q5_0, Q4_K and Q6_K against the scalar reference and the f32 product") {
+TEST_CASE("int8 activations: Q8_0, Q4_0, Q5_0, Q4_K, Q5_K and Q6_K against the scalar reference and the f32 product") {
   std::mt19937 rng(11);
   set_activations(Activations::Int8);
   for (Isa level : supported_isas())
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     if (level < Isa::Avx2) continue;  // the generic level has no int8 path
     set_isa(level);
-    const int64_t qb = t == DType::Q4_K || t == DType::Q6_K ? 256 : 32;  // activation block
+    const int64_t qb = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ? 256 : 32;  // activation block
     for (int64_t m : {1, 2, 5, 16, 24, 40, 70}) {
       const int64_t rows = 38, cols = 1024;
       auto w = t == DType::Q8_0 ? make_weights(t, rows, cols, rng) : make_random_blocks(t, rows, cols, rng);

@@ -1,15 +1,16 @@
-// Quantized weights × int8 activations (AVX2): Q8_0 against 32-value blocks,
-// Q4_K and Q6_K against 256-value blocks. Performance model: a Q8_0 block is
-// one 32-byte load of weights and one of activations, two sign ops, one
-// maddubs (u8·s8 pairs → s16), one madd (→ s32), a convert and an FMA with the
-// two scales: ~8 instructions per 32 MACs, where the f32 path spends 4 FMAs
-// plus the expansion of the weights. The K-quants' 4- and 6-bit values are
-// unsigned, so they go straight into maddubs; their per-sub-block scales
-// multiply the s16 pair sums in the madd, and their offsets (Q4_K's mins,
-// Q6_K's −32) come from the activation block's 16-value sums, once per block.
-// These kernels serve decode (one input) and small batches; from
-// kTileMinInputs inputs on, matmul_int8_tile.cpp's lane-vector kernel takes
-// over where the ISA level has it.
+// Quantized weights × int8 activations (AVX2): Q8_0, Q4_0 and Q5_0 against
+// 32-value blocks, Q4_K, Q5_K and Q6_K against 256-value blocks. Performance
+// model: a Q8_0 block is one 32-byte load of weights and one of activations,
+// two sign ops, one maddubs (u8·s8 pairs → s16), one madd (→ s32), a convert
+// and an FMA with the two scales: ~8 instructions per 32 MACs, where the f32
+// path spends 4 FMAs plus the expansion of the weights. The K-quants' 4-, 5-
+// and 6-bit values are unsigned, so they go straight into maddubs; their
+// per-sub-block scales multiply the s16 pair sums in the madd, and their
+// offsets (Q4_K/Q5_K's mins, Q6_K's −32) come from the activation block's
+// 16-value sums, once per block. Decode streams one row at a time, two blocks
+// per step in separate accumulators. These kernels serve decode (one input)
+// and small batches; from kTileMinInputs inputs on, matmul_int8_tile.cpp's
+// lane-vector kernel takes over where the ISA level has it.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -188,9 +189,13 @@ __attribute__((target("avx2"))) inline __m256i pick16_pair(int k) {
 // vectors: a sub-block's scale multiplies its maddubs pair sums inside the
 // madd, and the mins meet the activation's 16-value sums (added pairwise to
 // 32-value sums) in one madd.
+// Q5_K (kFive): the same with the nibbles at +48 and qh[32] at +16, whose bit
+// j is the fifth bit (16) of sub-block j's values.
+template <bool kFive>
 __attribute__((target("avx2,fma,f16c"))) inline void q4_k_block(const uint8_t* w, const BlockQ8K& x, __m256& acc,
                                                                  __m256& acc_min) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m1 = _mm256_set1_epi8(1);
+  __m256i qh = kFive ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16)) : _mm256_setzero_si256();
   uint32_t sm[4];
   blocks::k4_unpack_scales(w + 4, sm);
   const __m256i sm16 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm)));
@@ -203,8 +208,13 @@ __attribute__((target("avx2,fma,f16c"))) inline void q4_k_block(const uint8_t* w
   const __m256i sc = _mm256_permute2x128_si256(sm16, sm16, 0x00);
   __m256i sumi = _mm256_setzero_si256();
   for (int j = 0; j < 4; ++j) {  // 64 values: low nibbles are sub-block 2j, high nibbles 2j + 1
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 + 32 * j));
-    const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + (kFive ? 48 : 16) + 32 * j));
+    __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    if constexpr (kFive) {  // bits 2j and 2j + 1; qh moves down two bits per step
+      lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(qh, m1), 4));
+      hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 1), m1), 4));
+      qh = _mm256_srli_epi16(qh, 2);
+    }
     const __m256i xl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + 64 * j));
     const __m256i xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + 64 * j + 32));
     const __m256i s_lo = _mm256_shuffle_epi8(sc, pick16(2 * j)), s_hi = _mm256_shuffle_epi8(sc, pick16(2 * j + 1));
@@ -218,14 +228,16 @@ __attribute__((target("avx2,fma,f16c"))) inline void q4_k_block(const uint8_t* w
 // Decode (one input): the blocks stream through, unpacked as they are used;
 // two super-blocks per step into separate accumulators, so one block's
 // integer work overlaps the other's (the chain through sumi is long).
+template <bool kFive>
 __attribute__((target("avx2,fma,f16c"))) float dot_q4_k_1(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
+  constexpr size_t kBytes = kFive ? 176 : 144;
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, acc_min[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
-    q4_k_block(w + 144 * b, x[b], acc[0], acc_min[0]);
-    q4_k_block(w + 144 * (b + 1), x[b + 1], acc[1], acc_min[1]);
+    q4_k_block<kFive>(w + kBytes * b, x[b], acc[0], acc_min[0]);
+    q4_k_block<kFive>(w + kBytes * (b + 1), x[b + 1], acc[1], acc_min[1]);
   }
-  if (b < nb) q4_k_block(w + 144 * b, x[b], acc[0], acc_min[0]);
+  if (b < nb) q4_k_block<kFive>(w + kBytes * b, x[b], acc[0], acc_min[0]);
   return hsum(_mm256_add_ps(acc[0], acc[1])) - hsum(_mm256_add_ps(acc_min[0], acc_min[1]));
 }
 
@@ -282,7 +294,8 @@ Activations activations() { return g_activations; }
 
 bool int8_path_available(const MatmulArgs& a) {
   const DType t = a.w.type;
-  return (t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q6_K) &&
+  return (t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q5_K ||
+          t == DType::Q6_K) &&
          isa_level() >= Isa::Avx2 &&
          g_activations.load(std::memory_order_relaxed) == Activations::Int8;
 }
@@ -311,7 +324,9 @@ void matmul_k_int8(const MatmulArgs& a) {
     for (int64_t r = a.row_begin; r < a.row_end; ++r)
       for (int64_t i = i0; i < i1; ++i) {
         const BlockQ8K* x = tls_xk.data() + (i - i0) * nb;
-        a.y[i * a.ldy + r] = T == DType::Q4_K ? dot_q4_k_1(a.w.row(r), x, nb) : dot_q6_k_1(a.w.row(r), x, nb);
+        a.y[i * a.ldy + r] = T == DType::Q4_K   ? dot_q4_k_1<false>(a.w.row(r), x, nb)
+                             : T == DType::Q5_K ? dot_q4_k_1<true>(a.w.row(r), x, nb)
+                                                : dot_q6_k_1(a.w.row(r), x, nb);
       }
   });
 }
@@ -347,6 +362,7 @@ void matmul_int8(const MatmulArgs& a) {
     case DType::Q4_0: return matmul_q32_int8<DType::Q4_0>(a);
     case DType::Q5_0: return matmul_q32_int8<DType::Q5_0>(a);
     case DType::Q4_K: return matmul_k_int8<DType::Q4_K>(a);
+    case DType::Q5_K: return matmul_k_int8<DType::Q5_K>(a);
     default: return matmul_k_int8<DType::Q6_K>(a);
   }
 }

@@ -7,7 +7,7 @@ namespace moelsp::kernels {
 
 // Whether matmul should take the int8 path for these weights (type, ISA, setting).
 bool int8_path_available(const MatmulArgs& a);
-void matmul_int8(const MatmulArgs& a);  // Q8_0, Q4_0, Q5_0, Q4_K, Q6_K
+void matmul_int8(const MatmulArgs& a);  // Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K
 
 // The lane-vector kernel for many inputs (matmul_int8_tile.cpp): whether it
 // serves weight type t for m inputs at the current ISA level, and the kernel

@@ -48,6 +48,7 @@ template <> struct GroupOf<DType::Q8_0> { static constexpr int kSize = 32, kOffs
 template <> struct GroupOf<DType::Q4_0> { static constexpr int kSize = 32, kOffset = 8, kActBlock = 32, kSuperGroups = 1; static constexpr bool kMin = false; };
 template <> struct GroupOf<DType::Q5_0> { static constexpr int kSize = 32, kOffset = 16, kActBlock = 32, kSuperGroups = 1; static constexpr bool kMin = false; };
 template <> struct GroupOf<DType::Q4_K> { static constexpr int kSize = 32, kOffset = 0, kActBlock = 256, kSuperGroups = 8; static constexpr bool kMin = true; };
+template <> struct GroupOf<DType::Q5_K> { static constexpr int kSize = 32, kOffset = 0, kActBlock = 256, kSuperGroups = 8; static constexpr bool kMin = true; };
 template <> struct GroupOf<DType::Q6_K> { static constexpr int kSize = 16, kOffset = 32, kActBlock = 256, kSuperGroups = 16; static constexpr bool kMin = false; };
 
 // Q5_0's high bits: 4 bits → 4 bytes, byte j = 16 if bit j is set.
@@ -136,7 +137,7 @@ void tile_chunk(const MatmulArgs& a, int64_t i0, int64_t i1, const Block* xq, in
   // 32-value-block types run best at 4 rows × 2 lane vectors (4 × 4 was ~25%
   // slower for Q8_0 at 32 inputs), the K-quants at 4 × 4 (~10% over 4 × 2;
   // 2 × 4, which spills no accumulators, and 4 × 3 were no better).
-  constexpr int kNV = T == DType::Q4_K || T == DType::Q6_K ? 4 : 2;
+  constexpr int kNV = T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K ? 4 : 2;
   if (isa_level() >= Isa::Avx512Vnni) vnni::run<T, 4, kNV>(a, L, i0, i1 - i0);
   else avx2::run<T, 2, 2>(a, L, i0, i1 - i0);
 }
@@ -147,8 +148,10 @@ bool int8_tile_supports(DType t, int64_t m) {
   if (m < kTileMinInputs) return false;
   const Isa level = isa_level();
   if (level >= Isa::Avx512Vnni)
-    return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q6_K;
-  return level >= Isa::Avx2 && (t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q6_K);
+    return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q5_K ||
+           t == DType::Q6_K;
+  return level >= Isa::Avx2 &&
+         (t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K);
 }
 
 void matmul_int8_tile(const MatmulArgs& a, int64_t i0, int64_t i1, const BlockQ8* xq) {
@@ -162,8 +165,11 @@ void matmul_int8_tile(const MatmulArgs& a, int64_t i0, int64_t i1, const BlockQ8
 
 void matmul_int8_tile(const MatmulArgs& a, int64_t i0, int64_t i1, const BlockQ8K* xq) {
   const int64_t nb = a.w.cols / 256;
-  if (a.w.type == DType::Q4_K) tile_chunk<DType::Q4_K>(a, i0, i1, xq, nb);
-  else tile_chunk<DType::Q6_K>(a, i0, i1, xq, nb);
+  switch (a.w.type) {
+    case DType::Q4_K: return tile_chunk<DType::Q4_K>(a, i0, i1, xq, nb);
+    case DType::Q5_K: return tile_chunk<DType::Q5_K>(a, i0, i1, xq, nb);
+    default: return tile_chunk<DType::Q6_K>(a, i0, i1, xq, nb);
+  }
 }
 
 }  // namespace moelsp::kernels

@@ -73,17 +73,23 @@ double dot_q4_0_q5_0(const uint8_t* w, const BlockQ8* x, int64_t nb, bool five) 
   return sum;
 }
 
-// Q4_K: x = d·scale·q − dmin·min per 32-value sub-block, q in [0, 15].
-double dot_q4_k(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
+// Q4_K / Q5_K: x = d·scale·q − dmin·min per 32-value sub-block, q in [0, 15]
+// (Q5_K: + 16 where bit `sub` of qh[l] is set).
+double dot_q4_k_q5_k(const uint8_t* w, const BlockQ8K* x, int64_t nb, bool five) {
   double sum = 0;
-  for (int64_t b = 0; b < nb; ++b, w += 144) {
-    const uint8_t* qs = w + 16;
+  for (int64_t b = 0; b < nb; ++b, w += five ? 176 : 144) {
+    const uint8_t* qs = w + (five ? 48 : 16);
+    const uint8_t* qh = w + 16;
     int64_t isum = 0, msum = 0;
     for (int sub = 0; sub < 8; ++sub) {
       int scale, min;
       blocks::k4_scale_min(w + 4, sub, &scale, &min);
       int32_t s = 0;
-      for (int l = 0; l < 32; ++l) s += ((qs[32 * (sub / 2) + l] >> (4 * (sub % 2))) & 15) * x[b].q[32 * sub + l];
+      for (int l = 0; l < 32; ++l) {
+        int q = (qs[32 * (sub / 2) + l] >> (4 * (sub % 2))) & 15;
+        if (five && ((qh[l] >> sub) & 1)) q += 16;
+        s += q * x[b].q[32 * sub + l];
+      }
       isum += int64_t(scale) * s;
       msum += int64_t(min) * (x[b].bsums[2 * sub] + x[b].bsums[2 * sub + 1]);
     }
@@ -120,7 +126,7 @@ double dot_q6_k(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
 }  // namespace
 
 void matmul_int8(const MatmulArgs& a) {
-  const bool k = a.w.type == DType::Q4_K || a.w.type == DType::Q6_K;
+  const bool k = a.w.type == DType::Q4_K || a.w.type == DType::Q5_K || a.w.type == DType::Q6_K;
   const int64_t nb = a.w.cols / (k ? 256 : 32);
   std::vector<BlockQ8> xq(k ? 0 : static_cast<size_t>(nb));
   std::vector<BlockQ8K> xk(k ? static_cast<size_t>(nb) : 0);
@@ -133,9 +139,10 @@ void matmul_int8(const MatmulArgs& a) {
         case DType::Q8_0: v = dot_q8_0(a.w.row(r), xq.data(), nb); break;
         case DType::Q4_0: v = dot_q4_0_q5_0(a.w.row(r), xq.data(), nb, false); break;
         case DType::Q5_0: v = dot_q4_0_q5_0(a.w.row(r), xq.data(), nb, true); break;
-        case DType::Q4_K: v = dot_q4_k(a.w.row(r), xk.data(), nb); break;
+        case DType::Q4_K: v = dot_q4_k_q5_k(a.w.row(r), xk.data(), nb, false); break;
+        case DType::Q5_K: v = dot_q4_k_q5_k(a.w.row(r), xk.data(), nb, true); break;
         case DType::Q6_K: v = dot_q6_k(a.w.row(r), xk.data(), nb); break;
-        default: throw std::invalid_argument("ref::matmul_int8: Q8_0, Q4_0, Q5_0, Q4_K or Q6_K weights only");
+        default: throw std::invalid_argument("ref::matmul_int8: Q8_0, Q4_0, Q5_0, Q4_K, Q5_K or Q6_K weights only");
       }
       a.y[i * a.ldy + r] = float(v);
     }
