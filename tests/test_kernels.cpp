@@ -111,6 +111,17 @@ std::vector<uint8_t> make_weights(DType t, int64_t rows, int64_t cols, std::mt19
   return out;
 }
 
+// a's product computed as two calls, rows [row_begin, at) and [at, row_end).
+std::vector<float> split_rows(const MatmulArgs& a, int64_t at) {
+  std::vector<float> y(size_t(a.m * a.ldy));
+  MatmulArgs lo = a, hi = a;
+  lo.y = hi.y = y.data();
+  lo.row_end = hi.row_begin = at;
+  matmul(lo);
+  matmul(hi);
+  return y;
+}
+
 // Every ISA level this CPU can run, from generic up (kernels/isa.h).
 std::vector<Isa> supported_isas() {
   std::vector<Isa> out;
@@ -141,13 +152,7 @@ TEST_CASE("matmul matches the reference for every supported weight type") {
       MatmulArgs a{mv, x.data(), cols, m, y.data(), rows, 0, rows};
       matmul(a);
       // A row range that starts off the tile grid gives the same values (threads split rows anywhere).
-      std::vector<float> y2(y.size());
-      MatmulArgs lo = a, hi = a;
-      lo.y = hi.y = y2.data();
-      lo.row_end = hi.row_begin = 3;
-      matmul(lo);
-      matmul(hi);
-      CHECK(y2 == y);
+      CHECK(split_rows(a, 3) == y);
       MatmulArgs b = a;
       b.y = yr.data();
       ref::matmul(b);
@@ -222,13 +227,7 @@ TEST_CASE("int8 activations: Q8_0, Q4_0, Q5_0, Q4_K, Q5_K and Q6_K against the s
       MatmulArgs a{mv, x.data(), cols, m, y.data(), rows, 0, rows};
       matmul(a);
       // Rows split off the 4-row tile grid (as threads split them) give the same values.
-      std::vector<float> y2(y.size());
-      MatmulArgs lo = a, hi = a;
-      lo.y = hi.y = y2.data();
-      lo.row_end = hi.row_begin = 7;
-      matmul(lo);
-      matmul(hi);
-      CHECK(y2 == y);
+      CHECK(split_rows(a, 7) == y);
       MatmulArgs q = a, f = a;
       q.y = yq.data(), f.y = yf.data();
       ref::matmul_int8(q);
