@@ -21,7 +21,7 @@ int physical_core_count();
 // and returns them on free, so each forward pass's large temporaries (an FFN's
 // [tokens × n_ff] activations: 22 MiB for 512 tokens of a 10,944-wide layer)
 // fault in and zero every page again. On this project's 2-core VM that cost
-// more than half of a 512-token prompt on a 2.8 B deepseek2 (pp512 263-364 →
+// more than half of a 512-token prompt on a 1.1 B deepseek2 (pp512 263-364 →
 // 653-693 tokens/s). Call once at start-up, before threads allocate.
 void keep_freed_memory();
 
