@@ -107,7 +107,8 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
     kernels::MatView gate, up, down;
     std::vector<int64_t> rows;    // token indices
     std::vector<float> ws;        // their routing weights
-    std::vector<float> x, h, y;   // [n][d], [n][n_ff], [n][d]
+    std::vector<float> x, h, y;   // [n][d] (gathered rows), [n][n_ff], [n][d]
+    const float* in = nullptr;    // its inputs: x, or for the shared experts the layer's input itself
   };
   std::vector<Expert> active;
   if (stats) {
@@ -115,7 +116,7 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
     ++stats->calls;
   }
   for (int e = 0; e < n_exp; ++e) {
-    Expert ex{e, w.gate.slice(e), w.up.slice(e), w.down.slice(e), {}, {}, {}, {}, {}};
+    Expert ex{e, w.gate.slice(e), w.up.slice(e), w.down.slice(e), {}, {}, {}, {}, {}, nullptr};
     for (int64_t t = 0; t < m; ++t)
       for (int j = 0; j < k; ++j)
         if (chosen[size_t(t * k + j)] == e) {
@@ -127,6 +128,7 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
     const size_t n = ex.rows.size();
     ex.x.resize(n * size_t(d));
     for (size_t i = 0; i < n; ++i) std::copy_n(x + ex.rows[i] * d, d, ex.x.data() + i * size_t(d));
+    ex.in = ex.x.data();
     ex.h.resize(n * size_t(cfg.n_ff_exp));
     ex.y.resize(n * size_t(d));
     active.push_back(std::move(ex));
@@ -135,10 +137,9 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
   // same work lists, so they are balanced with the routed ones and cost no
   // extra parallel loops (three per layer when run apart).
   if (w.shared_gate.present()) {
-    Expert sh{-1, w.shared_gate.m, w.shared_up.m, w.shared_down.m, {}, std::vector<float>(size_t(m), 1.0f), {}, {}, {}};
+    Expert sh{-1, w.shared_gate.m, w.shared_up.m, w.shared_down.m, {}, std::vector<float>(size_t(m), 1.0f), {}, {}, {}, x};
     sh.rows.resize(size_t(m));
     std::iota(sh.rows.begin(), sh.rows.end(), int64_t(0));
-    sh.x.assign(x, x + m * d);
     sh.h.resize(size_t(m) * size_t(sh.gate.rows));
     sh.y.resize(size_t(m) * size_t(d));
     active.push_back(std::move(sh));
@@ -195,8 +196,8 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
           v.rows = nr;
           return v;
         };
-        kernels::matmul({rows_of(ex.gate), ex.x.data(), d, n, g.data(), nr, 0, nr});
-        kernels::matmul({rows_of(ex.up), ex.x.data(), d, n, u.data(), nr, 0, nr});
+        kernels::matmul({rows_of(ex.gate), ex.in, d, n, g.data(), nr, 0, nr});
+        kernels::matmul({rows_of(ex.up), ex.in, d, n, u.data(), nr, 0, nr});
         for (int64_t i = 0; i < n; ++i)
           for (int64_t r = 0; r < nr; ++r) {
             const float gv = g[size_t(i * nr + r)];

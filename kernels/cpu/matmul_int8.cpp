@@ -94,11 +94,6 @@ __attribute__((target("avx2,fma"))) inline __m256 block_dot(const uint8_t* w, co
 
 using simd::hsum;
 
-__attribute__((target("avx2,fma,f16c"))) inline float scale_of(const uint8_t* w) {
-  uint16_t dh;
-  std::memcpy(&dh, w, 2);
-  return _cvtsh_ss(dh);
-}
 
 // Four weight rows (row_bytes apart) against one quantized input.
 template <DType T>
@@ -111,7 +106,7 @@ __attribute__((target("avx2,fma,f16c"))) void dot_q32_4x1(const uint8_t* w, size
   for (int64_t b = 0; b < nb; ++b) {
     for (int k = 0; k < 4; ++k) {
       const uint8_t* blk = w + size_t(k) * row_bytes + size_t(b) * kBlockBytes<T>;
-      acc[b & 1][k] = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(blk) * x[b].d), block_dot<T>(blk, x[b]), acc[b & 1][k]);
+      acc[b & 1][k] = _mm256_fmadd_ps(_mm256_set1_ps(simd::half_at(blk) * x[b].d), block_dot<T>(blk, x[b]), acc[b & 1][k]);
     }
   }
   for (int k = 0; k < 4; ++k) out[k] = hsum(_mm256_add_ps(acc[0][k], acc[1][k]));
@@ -123,11 +118,11 @@ __attribute__((target("avx2,fma,f16c"))) float dot_q32_1x1(const uint8_t* w, con
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2, w += 2 * kBlockBytes<T>) {
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w) * x[b].d), block_dot<T>(w, x[b]), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w + kBlockBytes<T>) * x[b + 1].d),
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(simd::half_at(w) * x[b].d), block_dot<T>(w, x[b]), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(simd::half_at(w + kBlockBytes<T>) * x[b + 1].d),
                            block_dot<T>(w + kBlockBytes<T>, x[b + 1]), acc1);
   }
-  if (b < nb) acc0 = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w) * x[b].d), block_dot<T>(w, x[b]), acc0);
+  if (b < nb) acc0 = _mm256_fmadd_ps(_mm256_set1_ps(simd::half_at(w) * x[b].d), block_dot<T>(w, x[b]), acc0);
   return hsum(_mm256_add_ps(acc0, acc1));
 }
 
@@ -202,7 +197,7 @@ __attribute__((target("avx2,fma,f16c"))) inline void q4_k_block(const uint8_t* w
   const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.bsums)),
                                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.bsums + 8)));
   const __m128i mins = _mm_madd_epi16(_mm256_extracti128_si256(sm16, 1), bs);  // 4 × (min·sum + min·sum)
-  acc_min = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w + 2) * x.d), _mm256_cvtepi32_ps(_mm256_castsi128_si256(mins)),
+  acc_min = _mm256_fmadd_ps(_mm256_set1_ps(simd::half_at(w + 2) * x.d), _mm256_cvtepi32_ps(_mm256_castsi128_si256(mins)),
                             acc_min);
   // Scale j (16-bit lane j of the low half) in both halves, then picked per sub-block by a byte shuffle.
   const __m256i sc = _mm256_permute2x128_si256(sm16, sm16, 0x00);
@@ -222,7 +217,7 @@ __attribute__((target("avx2,fma,f16c"))) inline void q4_k_block(const uint8_t* w
     const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), s_hi);
     sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
   }
-  acc = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w) * x.d), _mm256_cvtepi32_ps(sumi), acc);
+  acc = _mm256_fmadd_ps(_mm256_set1_ps(simd::half_at(w) * x.d), _mm256_cvtepi32_ps(sumi), acc);
 }
 
 // Decode (one input): the blocks stream through, unpacked as they are used;
@@ -269,7 +264,7 @@ __attribute__((target("avx2,fma,f16c"))) inline void q6_k_block(const uint8_t* w
       sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], xv), s));
     }
   }
-  acc = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w + 208) * x.d), _mm256_cvtepi32_ps(sumi), acc);
+  acc = _mm256_fmadd_ps(_mm256_set1_ps(simd::half_at(w + 208) * x.d), _mm256_cvtepi32_ps(sumi), acc);
 }
 
 // Two super-blocks per step, as dot_q4_k_1.

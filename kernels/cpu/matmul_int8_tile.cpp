@@ -34,6 +34,7 @@
 #include "kernels/isa.h"
 #include "../quant_blocks.h"
 #include "matmul_int8.h"
+#include "simd.h"
 
 namespace moelsp::kernels {
 namespace {

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace moelsp::kernels::simd {
 
@@ -19,6 +20,13 @@ __attribute__((target("avx2"))) inline float hmax(__m256 v) {
   t = _mm_max_ps(t, _mm_movehl_ps(t, t));
   t = _mm_max_ss(t, _mm_shuffle_ps(t, t, 1));
   return _mm_cvtss_f32(t);
+}
+
+// The fp16 value at p (F16C's one-value conversion): block scales.
+__attribute__((target("avx2,f16c"))) inline float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
 }
 
 // 4×8 int32 (each in [-128, 127]) → 32 int8 in order: the packs interleave
