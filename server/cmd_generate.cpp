@@ -39,7 +39,7 @@ void print_timings(const Result& r) {
 int generate(const GenerateOptions& o) {
   try {
     auto model = load_model(o.m);
-    Engine engine(model, {.n_ctx = o.m.ctx});
+    Engine engine(model, {.n_ctx = o.m.ctx, .kv_type = kv_type_from_name(o.m.kv_type)});
     Request req;
     if (!o.tokens.empty()) req.prompt_tokens = parse_ids(o.tokens, model->tokenizer().n_vocab());
     else req.prompt = o.file.empty() ? o.prompt : read_text(o.file);
@@ -81,7 +81,7 @@ int logits(const LogitsOptions& o) {
     const auto ids = parse_ids(o.tokens, model->tokenizer().n_vocab());
     if (ids.empty()) throw std::runtime_error("no tokens given (--tokens \"ID ID ...\")");
     const size_t nv = size_t(model->config().n_vocab);
-    auto cache = model->new_cache(int(ids.size()));
+    auto cache = model->new_cache(int(ids.size()), kv_type_from_name(o.m.kv_type));
     std::vector<float> out(ids.size() * nv);
     if (o.incremental)
       for (size_t i = 0; i < ids.size(); ++i) model->forward({&ids[i], 1}, *cache, out.data() + i * nv, false);
@@ -131,7 +131,7 @@ int chat(const ChatOptions& o) {
     auto model = load_model(o.m);
     const std::string jinja = model->file().get_or<std::string>("tokenizer.chat_template", "");
     const std::string tmpl = resolve_chat_template(jinja, o.chat_template);
-    Engine engine(model, {.n_ctx = o.m.ctx});
+    Engine engine(model, {.n_ctx = o.m.ctx, .kv_type = kv_type_from_name(o.m.kv_type)});
     std::vector<ChatMessage> history;
     if (!o.system.empty()) history.push_back({"system", o.system});
     std::fprintf(stderr, "moelsp chat (%s template). /reset clears the conversation, /exit or Ctrl-D quits.\n",

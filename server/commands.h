@@ -40,6 +40,7 @@ struct ModelOptions {
   std::string model;
   int threads = 0;
   int ctx = 4096;
+  std::string kv_type = "f16";  // KV cache rows: f16, bf16, f32, q8_0
 };
 
 struct GenerateOptions {

@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
     c->add_option("-m,--model", m.model, "GGUF model file (default: the embedded model, models/moelsp-default.gguf)");
     c->add_option("-t,--threads", m.threads, "Threads (default: physical cores)");
     c->add_option("-c,--ctx-size", m.ctx, "Context size in tokens")->capture_default_str();
+    c->add_option("--kv-type", m.kv_type, "KV cache type: f16, bf16, f32 or q8_0")->capture_default_str();
   };
 
   moelsp::cli::GenerateOptions gen;
@@ -76,6 +77,7 @@ int main(int argc, char** argv) {
   c_gen->add_option("--stop", gen.stop, "Stop before this string (repeatable)");
 
   moelsp::cli::LogitsOptions lg;
+  lg.m.kv_type = "f32";  // for comparisons with other implementations: exact attention inputs
   auto* c_lg = app.add_subcommand("logits", "Write the logits of every position of a token sequence as raw float32 rows");
   add_model_opts(c_lg, lg.m);
   c_lg->add_option("--tokens", lg.tokens, "Token ids (\"ID ID ...\")")->required();

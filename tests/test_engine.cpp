@@ -127,21 +127,29 @@ TEST_CASE("time and token limits") {
 }
 
 TEST_CASE("a repeated prompt reuses the cached prefix and gives the same result") {
-  Engine engine(model(), {.n_ctx = 128});
-  Request req;
-  req.prompt_tokens = prompt_ids();
-  req.sampling = SamplingParams::greedy();
-  req.max_tokens = 8;
-  req.ignore_eos = true;
-  const Result a = engine.submit(req).wait();
-  CHECK(a.timings.n_prompt_cached == 0);
-  const Result b = engine.submit(req).wait();
-  CHECK(b.timings.n_prompt_cached == int(req.prompt_tokens.size()) - 1);
-  CHECK(a.tokens == b.tokens);
-  // a prompt that shares only a prefix
-  req.prompt_tokens.back() = req.prompt_tokens.front();
-  const Result c = engine.submit(req).wait();
-  CHECK(c.timings.n_prompt_cached == int(req.prompt_tokens.size()) - 1);
+  for (int bs : {16, 1}) {  // whole blocks are reused; the block holding the last prompt token runs again
+    Engine engine(model(), {.n_ctx = 128, .block_size = bs});
+    Request req;
+    req.prompt_tokens = prompt_ids();
+    req.sampling = SamplingParams::greedy();
+    req.max_tokens = 8;
+    req.ignore_eos = true;
+    const int n = int(req.prompt_tokens.size());
+    INFO("block size " << bs << ", prompt " << n);
+    const Result a = engine.submit(req).wait();
+    CHECK(a.timings.n_prompt_cached == 0);
+    const Result b = engine.submit(req).wait();
+    CHECK(b.timings.n_prompt_cached == (n - 1) / bs * bs);
+    CHECK(a.tokens == b.tokens);
+    // a prompt that shares only a prefix
+    req.prompt_tokens.back() = req.prompt_tokens.front();
+    const Result c = engine.submit(req).wait();
+    CHECK(c.timings.n_prompt_cached == (n - 1) / bs * bs);
+    const EngineMetrics m = engine.metrics();
+    CHECK(m.kv.hit_tokens == b.timings.n_prompt_cached + c.timings.n_prompt_cached);
+    CHECK(m.prefix_hit_rate > 0.5);
+    CHECK(m.requests == 3);
+  }
 }
 
 TEST_CASE("errors are results, not crashes") {

@@ -68,7 +68,7 @@ RowStats compare(const float* got, const float* ref, int n) {
 std::vector<std::vector<float>> run(Model& m, const Ref& r, bool incremental_prefill) {
   const auto prompt = r.doc["prompt_ids"].get<std::vector<TokenId>>();
   const auto greedy = r.doc["greedy_ids"].get<std::vector<TokenId>>();
-  auto cache = m.new_cache(r.n_prompt + 32);
+  auto cache = m.new_cache(r.n_prompt + 32, KvType::F32);
   std::vector<std::vector<float>> rows;
   const size_t nv = size_t(r.n_vocab);
   if (incremental_prefill) {
@@ -114,7 +114,7 @@ void check_f32(const std::string& name) {
   const auto prompt = r.doc["prompt_ids"].get<std::vector<TokenId>>();
   const auto greedy = r.doc["greedy_ids"].get<std::vector<TokenId>>();
   const int must = tol["greedy_ids_must_match"];
-  auto cache = m->new_cache(r.n_prompt + 32);
+  auto cache = m->new_cache(r.n_prompt + 32, KvType::F32);
   std::vector<float> logits(size_t(r.n_vocab));
   m->forward(prompt, *cache, logits.data(), false);
   for (int i = 0; i < must; ++i) {
@@ -198,7 +198,7 @@ TEST_CASE("bad model files and requests give clear errors") {
   CHECK_THROWS_WITH(Model::load(test::data_path("vocab/ggml-vocab-gpt-2.gguf")),
                     Catch::Contains("architecture 'gpt2' is not supported"));
   auto m = Model::load(test::data_path("reference/mixtral-ref.gguf"), {.threads = 1});
-  auto cache = m->new_cache(4);
+  auto cache = m->new_cache(4, KvType::F32);
   std::vector<float> logits(size_t(m->config().n_vocab) * 8);
   const std::vector<TokenId> too_many{1, 2, 3, 4, 5};
   CHECK_THROWS_WITH(m->forward(too_many, *cache, logits.data(), true), Catch::Contains("context full"));

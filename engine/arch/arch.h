@@ -42,8 +42,8 @@ struct Embeddings {
 
   void load(const WeightLoader& wl, const ModelConfig& c);
   void embed(std::span<const TokenId> tokens, int n_embd, float* x) const;  // x [n][n_embd]
-  // Final norm + lm_head for the rows wanted; logits [rows][n_vocab].
-  void logits(ThreadPool& pool, const ModelConfig& c, float* x, int64_t n_tokens, bool all, float* out) const;
+  // Final norm + lm_head for the rows the batch wants; logits [rows][n_vocab]. Clobbers x.
+  void logits(ThreadPool& pool, const ModelConfig& c, float* x, const Batch& batch, float* out) const;
 };
 
 std::unique_ptr<Model> make_llama(std::unique_ptr<gguf::File> f, const LoadOptions& opt);

@@ -112,9 +112,10 @@ class Deepseek2 final : public Model {
   int kv_k_dim() const override { return cfg_.kv_lora_rank + cfg_.qk_rope; }  // [latent | k_pe]
   int kv_v_dim() const override { return 0; }
 
-  void forward_impl(std::span<const TokenId> tokens, KvCache& cache, float* logits, bool all_logits,
-                    const CancelCheck& cancel) override {
+  void forward_impl(const Batch& batch, float* logits, const CancelCheck& cancel) override {
     const ModelConfig& c = cfg_;
+    const auto tokens = std::span(batch.tokens);
+    const auto seqs = layers::seq_spans(batch);
     const int n = int(tokens.size());
     const size_t nd = size_t(n) * size_t(c.n_embd);
     std::vector<float> x(nd), h(nd), y(nd);  // [n][n_embd]
@@ -122,7 +123,7 @@ class Deepseek2 final : public Model {
     for (int il = 0; il < c.n_layer; ++il) {
       const Layer& L = layers_[size_t(il)];
       layers::rms_norm(x.data(), L.attn_norm.data(), c.n_embd, c.rms_eps, h.data(), n);
-      mla(L, cache, il, h.data(), n, y.data());
+      mla(L, seqs, il, h.data(), n, y.data());
       layers::add(x.data(), y.data(), nd);
       layers::rms_norm(x.data(), L.ffn_norm.data(), c.n_embd, c.rms_eps, h.data(), n);
       if (c.is_moe_layer(il)) layers::moe(*pool_, c, L.moe, h.data(), n, y.data(), &moe_stats_[size_t(il)]);
@@ -130,7 +131,7 @@ class Deepseek2 final : public Model {
       layers::add(x.data(), y.data(), nd);
       if (cancel && cancel()) throw Cancelled();
     }
-    emb_.logits(*pool_, c, x.data(), n, all_logits, logits);  // [n or 1][n_vocab]
+    emb_.logits(*pool_, c, x.data(), batch, logits);  // [batch.logit_rows()][n_vocab]
   }
 
  private:
@@ -164,13 +165,12 @@ class Deepseek2 final : public Model {
     }
   }
 
-  void mla(const Layer& L, KvCache& cache, int il, const float* h, int n, float* out) {
+  void mla(const Layer& L, std::span<const layers::SeqSpan> seqs, int il, const float* h, int n, float* out) {
     const ModelConfig& c = cfg_;
-    const int pos0 = cache.n_past();
     const int hk = c.head_dim_k, hv = c.head_dim_v, lora = c.kv_lora_rank, rope = c.qk_rope, nope = c.qk_nope;
     const int64_t q_dim = int64_t(c.n_head) * hk;
 
-    // q [n][n_head·(nope + rope)]
+    // q [n][n_head·(nope + rope)], for every token of every sequence
     std::vector<float> q(static_cast<size_t>(n * q_dim));
     if (c.q_lora_rank > 0) {
       std::vector<float> qa(size_t(n) * size_t(c.q_lora_rank));
@@ -183,74 +183,108 @@ class Deepseek2 final : public Model {
     // kv_a [n][lora + rope] → cache row [norm(latent) | rope(k_pe)]
     std::vector<float> kva(size_t(n) * size_t(lora + rope));
     layers::linear(*pool_, L.wkv_a.m, h, n, kva.data());
-    for (int t = 0; t < n; ++t) {
-      float* row = kva.data() + size_t(t) * size_t(lora + rope);
-      layers::rms_norm(row, L.kv_a_norm.data(), lora, c.rms_eps, row);
-      layers::rope(row, 1, 0, lora, pos0 + t, c.rope);
-      std::copy_n(row, lora + rope, cache.k(il, pos0 + t));
-      layers::rope(q.data() + t * q_dim, c.n_head, hk, nope, pos0 + t, c.rope);  // q_pe of every head
-    }
-
-    const int n_kv = pos0 + n;
     std::vector<float> attn(size_t(n) * size_t(c.n_head) * size_t(hv));  // [n][n_head·v]
-    if (n == 1) {
-      // Absorbed: score_j = (K_upᵀ q_nope)·c_j + q_pe·k_pe_j; o = V_up · Σ p_j c_j.
-      pool_->parallel_for(c.n_head, [&](int64_t hb, int64_t he) {
-        std::vector<float> q_lat(static_cast<size_t>(lora)), p(static_cast<size_t>(n_kv)), o_lat(static_cast<size_t>(lora));
-        for (int64_t hh = hb; hh < he; ++hh) {
-          const float* qh = q.data() + hh * hk;
-          absorb_q(L, int(hh), qh, q_lat.data());
-          float mx = -INFINITY;
-          for (int j = 0; j < n_kv; ++j) {
-            const float* kj = cache.k(il, j);
-            p[size_t(j)] = (kernels::dot_f32(q_lat.data(), kj, lora) + kernels::dot_f32(qh + nope, kj + lora, rope)) *
-                           c.kq_scale;
-            mx = std::max(mx, p[size_t(j)]);
-          }
-          double sum = 0;
-          for (int j = 0; j < n_kv; ++j) sum += p[size_t(j)] = std::exp(p[size_t(j)] - mx);
-          std::fill(o_lat.begin(), o_lat.end(), 0.0f);
-          for (int j = 0; j < n_kv; ++j) {
-            const float w = float(p[size_t(j)] / sum);
-            const float* kj = cache.k(il, j);
-            for (int r = 0; r < lora; ++r) o_lat[size_t(r)] += w * kj[r];
-          }
-          const auto& vm = L.v_up[size_t(hh)];
-          kernels::matmul({vm, o_lat.data(), lora, 1, attn.data() + hh * hv, vm.rows, 0, vm.rows});
-        }
-      });
-    } else {
-      // Plain: expand every cached latent into per-head k = [k_nope | k_pe] and
-      // v, one head at a time over all positions (a matmul with n_kv inputs,
-      // so the prompt kernels apply; the weights stream once per head).
-      std::vector<float> K(size_t(n_kv) * size_t(q_dim)), V(size_t(n_kv) * size_t(c.n_head) * size_t(hv));
-      const float* lat0 = cache.k(il, 0);  // [n_kv][lora + rope], contiguous
-      const int64_t ldl = lora + rope, ldv = int64_t(c.n_head) * hv;
-      pool_->parallel_for(c.n_head, [&](int64_t hb, int64_t he) {
-        for (int64_t hh = hb; hh < he; ++hh) {
-          float* k0 = K.data() + hh * hk;
-          if (!L.split) {
-            const auto& km = L.k_up[size_t(hh)];
-            kernels::matmul({km, lat0, ldl, n_kv, k0, q_dim, 0, km.rows});
-          } else {
-            for (int j = 0; j < n_kv; ++j) expand_k(L, int(hh), lat0 + j * ldl, k0 + j * q_dim);
-          }
-          for (int j = 0; j < n_kv; ++j) std::copy_n(lat0 + j * ldl + lora, rope, k0 + j * q_dim + nope);
-          const auto& vm = L.v_up[size_t(hh)];
-          kernels::matmul({vm, lat0, ldl, n_kv, V.data() + hh * hv, ldv, 0, vm.rows});
-        }
-      });
-      layers::AttentionArgs a;
-      a.q = q.data(), a.ldq = q_dim;
-      a.k = K.data(), a.ldk = q_dim;
-      a.v = V.data(), a.ldv = int64_t(c.n_head) * hv;
-      a.n_tokens = n, a.pos0 = pos0;
-      a.n_head = c.n_head, a.n_head_kv = c.n_head, a.hd_k = hk, a.hd_v = hv;
-      a.scale = c.kq_scale;
-      a.out = attn.data(), a.ldo = int64_t(c.n_head) * hv;
-      layers::attention(*pool_, a);
+    for (const layers::SeqSpan& sp : seqs) {
+      KvSequence& seq = *sp.seq;
+      const kernels::DType kt = to_dtype(seq.pool().layout().type);
+      for (int t = sp.begin; t < sp.begin + sp.n; ++t) {
+        const int pos = sp.pos0 + t - sp.begin;
+        float* row = kva.data() + size_t(t) * size_t(lora + rope);
+        layers::rms_norm(row, L.kv_a_norm.data(), lora, c.rms_eps, row);
+        layers::rope(row, 1, 0, lora, pos, c.rope);
+        layers::store_kv(kt, row, seq.row(il, pos), lora + rope);
+        layers::rope(q.data() + t * q_dim, c.n_head, hk, nope, pos, c.rope);  // q_pe of every head
+      }
+      // Which form costs less (multiply-adds): plain expands every cached
+      // latent into per-head keys and values (n_kv · E) and then attends with
+      // head sizes hk + hv; absorbed folds the expansions into the sequence's
+      // new queries and outputs (n · E) and attends over the latents
+      // (2·lora + rope per pair). A prompt from scratch goes plain; a few
+      // tokens after a long cached prefix (decode, or an edit near the end of
+      // a reused prompt) go absorbed, which never touches the old positions
+      // beyond reading their latents once.
+      const double E = double(c.n_head) * (nope + hv) * lora;
+      const double n_kv = sp.pos0 + sp.n, pairs = double(sp.n) * (sp.pos0 + (sp.n + 1) / 2.0) * c.n_head;
+      const double plain = n_kv * E + pairs * (hk + hv), absorbed = sp.n * E + pairs * (2.0 * lora + rope);
+      float* o = attn.data() + size_t(sp.begin) * size_t(c.n_head) * size_t(hv);
+      const float* qs = q.data() + sp.begin * q_dim;
+      if (absorbed <= plain) mla_absorbed(L, seq, il, sp, qs, o);
+      else mla_plain(L, seq, il, sp, qs, o);
     }
     layers::linear(*pool_, L.wo.m, attn.data(), n, out);  // [n][n_embd]
+  }
+
+  // score_j = (K_upᵀ q_nope)·c_j + q_pe·k_pe_j = [q_lat | q_pe]·[c_j | k_pe_j]:
+  // multi-query attention over the cached rows themselves (one kv head of
+  // size lora + rope whose values are the latents), then o = V_up · o_lat.
+  void mla_absorbed(const Layer& L, KvSequence& seq, int il, const layers::SeqSpan& sp, const float* q, float* out) {
+    const ModelConfig& c = cfg_;
+    const int hk = c.head_dim_k, hv = c.head_dim_v, lora = c.kv_lora_rank, rope = c.qk_rope, nope = c.qk_nope;
+    const int64_t q_dim = int64_t(c.n_head) * hk, ldc = int64_t(c.n_head) * (lora + rope);
+    std::vector<float> qc(size_t(sp.n) * size_t(ldc)), ol(size_t(sp.n) * size_t(c.n_head) * size_t(lora));
+    pool_->parallel_for(c.n_head, [&](int64_t hb, int64_t he) {
+      for (int64_t hh = hb; hh < he; ++hh)
+        for (int t = 0; t < sp.n; ++t) {
+          const float* qh = q + t * q_dim + hh * hk;
+          float* qo = qc.data() + t * ldc + hh * (lora + rope);
+          absorb_q(L, int(hh), qh, qo);
+          std::copy_n(qh + nope, rope, qo + lora);
+        }
+    });
+    layers::AttentionArgs a;
+    a.q = qc.data(), a.ldq = ldc;
+    a.k = seq.k_rows(il), a.v = seq.k_rows(il);  // values: the first lora elements of the same rows
+    a.n_tokens = sp.n, a.pos0 = sp.pos0;
+    a.n_head = c.n_head, a.n_head_kv = 1, a.hd_k = lora + rope, a.hd_v = lora;
+    a.scale = c.kq_scale;
+    a.out = ol.data(), a.ldo = int64_t(c.n_head) * lora;
+    layers::attention(*pool_, a);
+    const int64_t ldo = int64_t(c.n_head) * hv;
+    pool_->parallel_for(c.n_head, [&](int64_t hb, int64_t he) {
+      for (int64_t hh = hb; hh < he; ++hh) {
+        const auto& vm = L.v_up[size_t(hh)];
+        kernels::matmul({vm, ol.data() + hh * lora, a.ldo, sp.n, out + hh * hv, ldo, 0, vm.rows});
+      }
+    });
+  }
+
+  // Expands every cached latent (read through the block table) into per-head
+  // k = [k_nope | k_pe] and v, one head at a time over all positions (a
+  // matmul with n_kv inputs, so the prompt kernels apply and the weights
+  // stream once per head), then ordinary multi-head attention.
+  void mla_plain(const Layer& L, KvSequence& seq, int il, const layers::SeqSpan& sp, const float* q, float* out) {
+    const ModelConfig& c = cfg_;
+    const int hk = c.head_dim_k, hv = c.head_dim_v, lora = c.kv_lora_rank, rope = c.qk_rope, nope = c.qk_nope;
+    const int64_t q_dim = int64_t(c.n_head) * hk, ldl = lora + rope, ldv = int64_t(c.n_head) * hv;
+    const int n_kv = sp.pos0 + sp.n;
+    std::vector<float> lat(size_t(n_kv) * size_t(ldl));
+    const PagedRows rows = seq.k_rows(il);
+    pool_->parallel_for(n_kv, [&](int64_t jb, int64_t je) {
+      for (int64_t j = jb; j < je; ++j) kernels::dequantize_row(rows.type, rows.row(j), lat.data() + j * ldl, ldl);
+    });
+    std::vector<float> K(size_t(n_kv) * size_t(q_dim)), V(size_t(n_kv) * size_t(ldv));
+    pool_->parallel_for(c.n_head, [&](int64_t hb, int64_t he) {
+      for (int64_t hh = hb; hh < he; ++hh) {
+        float* k0 = K.data() + hh * hk;
+        if (!L.split) {
+          const auto& km = L.k_up[size_t(hh)];
+          kernels::matmul({km, lat.data(), ldl, n_kv, k0, q_dim, 0, km.rows});
+        } else {
+          for (int j = 0; j < n_kv; ++j) expand_k(L, int(hh), lat.data() + j * ldl, k0 + j * q_dim);
+        }
+        for (int j = 0; j < n_kv; ++j) std::copy_n(lat.data() + j * ldl + lora, rope, k0 + j * q_dim + nope);
+        const auto& vm = L.v_up[size_t(hh)];
+        kernels::matmul({vm, lat.data(), ldl, n_kv, V.data() + hh * hv, ldv, 0, vm.rows});
+      }
+    });
+    layers::AttentionArgs a;
+    a.q = q, a.ldq = q_dim;
+    a.k = PagedRows::contiguous(K.data(), q_dim), a.v = PagedRows::contiguous(V.data(), ldv);
+    a.n_tokens = sp.n, a.pos0 = sp.pos0;
+    a.n_head = c.n_head, a.n_head_kv = c.n_head, a.hd_k = hk, a.hd_v = hv;
+    a.scale = c.kq_scale;
+    a.out = out, a.ldo = ldv;
+    layers::attention(*pool_, a);
   }
 
   Embeddings emb_;

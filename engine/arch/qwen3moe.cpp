@@ -35,9 +35,10 @@ class Qwen3Moe final : public Model {
   int kv_k_dim() const override { return cfg_.n_head_kv * cfg_.head_dim_k; }
   int kv_v_dim() const override { return cfg_.n_head_kv * cfg_.head_dim_v; }
 
-  void forward_impl(std::span<const TokenId> tokens, KvCache& cache, float* logits, bool all_logits,
-                    const CancelCheck& cancel) override {
+  void forward_impl(const Batch& batch, float* logits, const CancelCheck& cancel) override {
     const ModelConfig& c = cfg_;
+    const auto tokens = std::span(batch.tokens);
+    const auto seqs = layers::seq_spans(batch);
     const int n = int(tokens.size());
     const size_t nd = size_t(n) * size_t(c.n_embd);
     std::vector<float> x(nd), h(nd), y(nd);  // [n][n_embd]
@@ -46,7 +47,7 @@ class Qwen3Moe final : public Model {
       const Layer& L = layers_[size_t(il)];
       // attention: x += attn(norm(x)), q/k normed per head inside
       layers::rms_norm(x.data(), L.attn_norm.data(), c.n_embd, c.rms_eps, h.data(), n);
-      layers::gqa_attention(*pool_, c, L.attn, cache, il, h.data(), n, y.data());
+      layers::gqa_attention(*pool_, c, L.attn, seqs, il, h.data(), n, y.data());
       layers::add(x.data(), y.data(), nd);
       // MoE: x += moe(norm(x))
       layers::rms_norm(x.data(), L.ffn_norm.data(), c.n_embd, c.rms_eps, h.data(), n);
@@ -54,7 +55,7 @@ class Qwen3Moe final : public Model {
       layers::add(x.data(), y.data(), nd);
       if (cancel && cancel()) throw Cancelled();
     }
-    emb_.logits(*pool_, c, x.data(), n, all_logits, logits);  // [n or 1][n_vocab]
+    emb_.logits(*pool_, c, x.data(), batch, logits);  // [batch.logit_rows()][n_vocab]
   }
 
  private:

@@ -20,38 +20,54 @@ GqaWeights load_gqa(const WeightLoader& wl, const ModelConfig& c, int il) {
   return w;
 }
 
-void gqa_attention(ThreadPool& pool, const ModelConfig& c, const GqaWeights& w, KvCache& cache, int il,
+std::vector<SeqSpan> seq_spans(const Batch& b) {
+  std::vector<SeqSpan> out;
+  int at = 0;
+  for (const BatchSeq& s : b.seqs) {
+    out.push_back({s.seq, at, s.n_tokens, s.seq->n_past()});
+    at += s.n_tokens;
+  }
+  return out;
+}
+
+void gqa_attention(ThreadPool& pool, const ModelConfig& c, const GqaWeights& w, std::span<const SeqSpan> seqs, int il,
                    const float* h, int n, float* out) {
-  const int pos0 = cache.n_past();
   const int64_t nq = int64_t(c.n_head) * c.head_dim_k;
   const int64_t nk = int64_t(c.n_head_kv) * c.head_dim_k;
   const int64_t nv = int64_t(c.n_head_kv) * c.head_dim_v;
+  // Projections for every token of every sequence at once.
   std::vector<float> q(static_cast<size_t>(n * nq)), k(static_cast<size_t>(n * nk)), v(static_cast<size_t>(n * nv));
   linear(pool, w.wq.m, h, n, q.data());  // [n][n_head·hd]
   linear(pool, w.wk.m, h, n, k.data());  // [n][n_head_kv·hd]
   linear(pool, w.wv.m, h, n, v.data());  // [n][n_head_kv·hd_v]
-  for (int t = 0; t < n; ++t) {
-    float* qt = q.data() + t * nq;
-    float* kt = k.data() + t * nk;
-    if (!w.q_norm.empty()) {
-      rms_norm(qt, w.q_norm.data(), c.head_dim_k, c.rms_eps, qt, c.n_head);
-      rms_norm(kt, w.k_norm.data(), c.head_dim_k, c.rms_eps, kt, c.n_head_kv);
-    }
-    rope(qt, c.n_head, c.head_dim_k, 0, pos0 + t, c.rope);
-    rope(kt, c.n_head_kv, c.head_dim_k, 0, pos0 + t, c.rope);
-    std::copy_n(kt, nk, cache.k(il, pos0 + t));
-    std::copy_n(v.data() + t * nv, nv, cache.v(il, pos0 + t));
-  }
   std::vector<float> attn(size_t(n) * size_t(c.n_head) * size_t(c.head_dim_v));
-  AttentionArgs a;
-  a.q = q.data(), a.ldq = nq;
-  a.k = cache.k(il, 0), a.ldk = nk;
-  a.v = cache.v(il, 0), a.ldv = nv;
-  a.n_tokens = n, a.pos0 = pos0;
-  a.n_head = c.n_head, a.n_head_kv = c.n_head_kv, a.hd_k = c.head_dim_k, a.hd_v = c.head_dim_v;
-  a.scale = c.kq_scale;
-  a.out = attn.data(), a.ldo = int64_t(c.n_head) * c.head_dim_v;
-  attention(pool, a);
+  for (const SeqSpan& sp : seqs) {
+    KvSequence& seq = *sp.seq;
+    const kernels::DType kt = to_dtype(seq.pool().layout().type);
+    for (int t = sp.begin; t < sp.begin + sp.n; ++t) {
+      float* qt = q.data() + t * nq;
+      float* kt_ = k.data() + t * nk;
+      const int pos = sp.pos0 + t - sp.begin;
+      if (!w.q_norm.empty()) {
+        rms_norm(qt, w.q_norm.data(), c.head_dim_k, c.rms_eps, qt, c.n_head);
+        rms_norm(kt_, w.k_norm.data(), c.head_dim_k, c.rms_eps, kt_, c.n_head_kv);
+      }
+      rope(qt, c.n_head, c.head_dim_k, 0, pos, c.rope);
+      rope(kt_, c.n_head_kv, c.head_dim_k, 0, pos, c.rope);
+      uint8_t* row = seq.row(il, pos);  // [K | V] in the cache's type
+      store_kv(kt, kt_, row, nk);
+      store_kv(kt, v.data() + t * nv, row + *kernels::row_bytes(kt, uint64_t(nk)), nv);
+    }
+    AttentionArgs a;
+    a.q = q.data() + sp.begin * nq, a.ldq = nq;
+    a.k = seq.k_rows(il), a.v = seq.v_rows(il);
+    a.n_tokens = sp.n, a.pos0 = sp.pos0;
+    a.n_head = c.n_head, a.n_head_kv = c.n_head_kv, a.hd_k = c.head_dim_k, a.hd_v = c.head_dim_v;
+    a.scale = c.kq_scale;
+    a.ldo = int64_t(c.n_head) * c.head_dim_v;
+    a.out = attn.data() + sp.begin * a.ldo;
+    attention(pool, a);
+  }
   linear(pool, w.wo.m, attn.data(), n, out);
 }
 

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "../cpu/thread_pool.h"
 #include "../model/weights.h"
 #include "engine/model.h"
+#include "kernels/quantize.h"
 
 namespace moelsp::layers {
 
@@ -23,15 +25,23 @@ void rope(float* x, int n_heads, int64_t stride, int64_t offset, int pos, const 
 // Fills cfg.corr_low/high from the YaRN parameters.
 void rope_yarn_init(RopeConfig& cfg);
 
+// A batch's sequences as the layers see them: activation rows [begin, begin + n)
+// belong to `seq`, at positions pos0 onward.
+struct SeqSpan {
+  KvSequence* seq = nullptr;
+  int begin = 0, n = 0, pos0 = 0;
+};
+std::vector<SeqSpan> seq_spans(const Batch& b);
+
+// Writes one KV row part (n floats) in the cache's type.
+inline void store_kv(kernels::DType t, const float* src, uint8_t* dst, int64_t n) { kernels::quantize_row(t, src, dst, n); }
+
 // Causal attention of n_tokens queries at positions pos0.. over keys/values at
 // positions [0, pos0 + t] for query t. Head h reads kv head h / (n_head / n_head_kv).
 struct AttentionArgs {
   const float* q = nullptr;  // [n_tokens][ldq], head h at h·hd_k
   int64_t ldq = 0;
-  const float* k = nullptr;  // [positions][ldk], kv head g at g·hd_k
-  int64_t ldk = 0;
-  const float* v = nullptr;  // [positions][ldv], kv head g at g·hd_v
-  int64_t ldv = 0;
+  PagedRows k, v;            // per position: kv head g's key at element g·hd_k of k's row, value at g·hd_v of v's
   int n_tokens = 0, pos0 = 0;
   int n_head = 0, n_head_kv = 0, hd_k = 0, hd_v = 0;
   float scale = 1.0f;
@@ -73,8 +83,8 @@ struct GqaWeights {
   Weight wq, wk, wv, wo;
   std::vector<float> q_norm, k_norm;  // per head (head_dim), empty when absent
 };
-void gqa_attention(ThreadPool& pool, const ModelConfig& c, const GqaWeights& w, KvCache& cache, int layer,
-                   const float* h, int n, float* out);
+void gqa_attention(ThreadPool& pool, const ModelConfig& c, const GqaWeights& w, std::span<const SeqSpan> seqs,
+                   int layer, const float* h, int n, float* out);
 GqaWeights load_gqa(const WeightLoader& wl, const ModelConfig& c, int layer);
 
 // Adds `y` into `x` (residual connection).

@@ -1,6 +1,7 @@
 #include "engine/model.h"
 
 #include <cmath>
+#include <cstring>
 #include <fmt/format.h>
 
 #include "../arch/arch.h"
@@ -9,17 +10,15 @@
 
 namespace moelsp {
 
-KvCache::KvCache(int n_layer, int n_ctx, int k_dim, int v_dim)
-    : n_ctx_(n_ctx), k_dim_(k_dim), v_dim_(v_dim), k_(static_cast<size_t>(n_layer)), v_(size_t(n_layer)) {
-  for (auto& k : k_) k.assign(size_t(n_ctx) * size_t(k_dim), 0.0f);
-  for (auto& v : v_) v.assign(size_t(n_ctx) * size_t(v_dim), 0.0f);
+void Batch::add(KvSequence& seq, std::span<const TokenId> toks, bool all_logits) {
+  tokens.insert(tokens.end(), toks.begin(), toks.end());
+  seqs.push_back({&seq, int(toks.size()), all_logits});
 }
 
-size_t KvCache::bytes() const {
-  size_t b = 0;
-  for (const auto& k : k_) b += k.size() * sizeof(float);
-  for (const auto& v : v_) b += v.size() * sizeof(float);
-  return b;
+int Batch::logit_rows() const {
+  int n = 0;
+  for (const auto& s : seqs) n += s.all_logits ? s.n_tokens : 1;
+  return n;
 }
 
 Model::Model(std::unique_ptr<gguf::File> file, const LoadOptions& opt) : file_(std::move(file)) {
@@ -31,6 +30,22 @@ Model::Model(std::unique_ptr<gguf::File> file, const LoadOptions& opt) : file_(s
   arch::read_common_config(*file_, cfg_);
   pool_ = std::make_unique<ThreadPool>(opt.threads > 0 ? opt.threads : physical_cores());
   reset_moe_stats();
+  // The file's identity: path, size, layout, and bytes from the first and last
+  // tensors (a file rewritten in place with the same size still changes it).
+  uint64_t h = std::hash<std::string>{}(file_->path());
+  const auto add = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ull + (h >> 29); };
+  add(file_->file_size());
+  add(file_->data_offset());
+  add(file_->tensors().size());
+  for (const auto* t : {&file_->tensors().front(), &file_->tensors().back()}) {
+    const auto d = file_->tensor_data(*t);
+    for (size_t i = 0; i < std::min<size_t>(d.size(), 4096); i += 8) {
+      uint64_t w = 0;
+      std::memcpy(&w, d.data() + i, std::min<size_t>(8, d.size() - i));
+      add(w);
+    }
+  }
+  fingerprint_ = h;
 }
 
 Model::~Model() = default;
@@ -39,28 +54,66 @@ int Model::threads() const { return pool_->size(); }
 
 void Model::reset_moe_stats() { moe_stats_.assign(size_t(cfg_.n_layer), MoeLayerStats{}); }
 
-std::unique_ptr<KvCache> Model::new_cache(int n_ctx) const {
+KvLayout Model::kv_layout(KvType type, int block_size) const {
+  KvLayout L;
+  L.n_layer = cfg_.n_layer;
+  L.k_dim = kv_k_dim();
+  L.v_dim = kv_v_dim();
+  L.block_size = block_size;
+  L.type = type;
+  if (block_size <= 0 || block_size > 4096) throw ModelError(fmt::format("KV block size {} out of range (1..4096)", block_size));
+  // Attention reads one kv head's slice of a row: with Q8_0 every slice must
+  // start and end on a 32-value block (MLA reads whole rows).
+  if (type == KvType::Q8_0) {
+    const bool mla = L.v_dim == 0;
+    const int qk = mla ? cfg_.kv_lora_rank : cfg_.head_dim_k, qv = mla ? cfg_.kv_lora_rank : cfg_.head_dim_v;
+    if (qk % 32 || qv % 32 || L.k_dim % 32 || L.v_dim % 32)
+      throw ModelError(fmt::format("a q8_0 KV cache needs head sizes that are multiples of 32 (this model: k {}, v {})",
+                                   qk, qv));
+  }
+  return L;
+}
+
+std::unique_ptr<KvCache> Model::new_cache(int n_ctx, KvType type) const {
   if (n_ctx <= 0) throw ModelError("context size must be positive");
-  return std::make_unique<KvCache>(cfg_.n_layer, n_ctx, kv_k_dim(), kv_v_dim());
+  return std::make_unique<KvCache>(kv_layout(type), n_ctx);
 }
 
 void Model::forward(std::span<const TokenId> tokens, KvCache& cache, float* logits, bool all_logits,
                     const CancelCheck& cancel) {
   if (tokens.empty()) return;
-  for (TokenId t : tokens)
-    if (t < 0 || t >= cfg_.n_vocab)
-      throw ModelError(fmt::format("token id {} is outside the vocabulary (0..{})", t, cfg_.n_vocab - 1));
   if (cache.n_past() + int(tokens.size()) > cache.n_ctx())
     throw ModelError(fmt::format("context full: {} cached + {} new tokens exceed the context of {}",
                                  cache.n_past(), tokens.size(), cache.n_ctx()));
-  const int before = cache.n_past();
-  try {
-    forward_impl(tokens, cache, logits, all_logits, cancel);
-  } catch (...) {
-    cache.set_n_past(before);
-    throw;
+  if (!cache.seq().reserve(int(tokens.size()))) throw ModelError("KV cache has no free blocks");
+  Batch b;
+  b.add(cache.seq(), tokens, all_logits);
+  forward(b, logits, cancel);
+}
+
+void Model::forward(const Batch& batch, float* logits, const CancelCheck& cancel) {
+  if (batch.tokens.empty()) return;
+  for (TokenId t : batch.tokens)
+    if (t < 0 || t >= cfg_.n_vocab)
+      throw ModelError(fmt::format("token id {} is outside the vocabulary (0..{})", t, cfg_.n_vocab - 1));
+  size_t total = 0;
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const BatchSeq& s = batch.seqs[i];
+    if (!s.seq || s.n_tokens <= 0) throw ModelError("batch entry without a sequence or tokens");
+    if (s.seq->n_past() + s.n_tokens > s.seq->capacity())
+      throw ModelError(fmt::format("KV blocks not reserved: {} cached + {} new tokens, room for {}", s.seq->n_past(),
+                                   s.n_tokens, s.seq->capacity()));
+    for (size_t j = 0; j < i; ++j)
+      if (batch.seqs[j].seq == s.seq) throw ModelError("a sequence appears twice in one batch");
+    total += size_t(s.n_tokens);
   }
-  cache.set_n_past(before + int(tokens.size()));
+  if (total != batch.tokens.size()) throw ModelError("batch token count does not match its sequences");
+  forward_impl(batch, logits, cancel);
+  size_t at = 0;
+  for (const BatchSeq& s : batch.seqs) {
+    s.seq->commit(std::span(batch.tokens).subspan(at, size_t(s.n_tokens)));
+    at += size_t(s.n_tokens);
+  }
 }
 
 std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& opt) {
@@ -141,13 +194,17 @@ void Embeddings::embed(std::span<const TokenId> tokens, int n_embd, float* x) co
     kernels::dequantize_row(token_embd.m.type, token_embd.m.row(tokens[i]), x + i * size_t(n_embd), n_embd);
 }
 
-void Embeddings::logits(ThreadPool& pool, const ModelConfig& c, float* x, int64_t n_tokens, bool all,
-                        float* out) const {
-  const int64_t first = all ? 0 : n_tokens - 1;
-  float* rows = x + first * c.n_embd;
-  const int64_t n = n_tokens - first;
-  layers::rms_norm(rows, output_norm.data(), c.n_embd, c.rms_eps, rows, n);
-  layers::linear(pool, output.m, rows, n, out);
+void Embeddings::logits(ThreadPool& pool, const ModelConfig& c, float* x, const Batch& batch, float* out) const {
+  // The rows wanted, moved to the front of x (in order, so never overwritten before read).
+  int64_t n = 0, at = 0;
+  for (const BatchSeq& s : batch.seqs) {
+    const int64_t first = s.all_logits ? at : at + s.n_tokens - 1;
+    for (int64_t t = first; t < at + s.n_tokens; ++t, ++n)
+      if (t != n) std::copy_n(x + t * c.n_embd, c.n_embd, x + n * c.n_embd);
+    at += s.n_tokens;
+  }
+  layers::rms_norm(x, output_norm.data(), c.n_embd, c.rms_eps, x, n);
+  layers::linear(pool, output.m, x, n, out);
 }
 
 }  // namespace arch

@@ -17,7 +17,8 @@ __attribute__((target("avx2,fma"))) void tile(const WeightedRowsArgs& a, int64_t
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-    for (int c = 0; c < NC; ++c) acc[r][c] = _mm256_setzero_ps();
+    for (int c = 0; c < NC; ++c)
+      acc[r][c] = a.accumulate ? _mm256_loadu_ps(a.y + (i0 + r) * a.ldy + c0 + 8 * c) : _mm256_setzero_ps();
   for (int64_t j = 0; j < a.n_v; ++j) {
     const float* v = a.v + j * a.ldv + c0;
     __m256 vv[NC];
@@ -43,7 +44,7 @@ __attribute__((target("avx2,fma"))) void rows_avx2(const WeightedRowsArgs& a, in
   for (; c + 8 <= a.n; c += 8) tile<R, 1>(a, i0, c);
   for (; c < a.n; ++c)  // a column tail (head sizes are multiples of 8 in practice)
     for (int r = 0; r < R; ++r) {
-      float s = 0;
+      float s = a.accumulate ? a.y[(i0 + r) * a.ldy + c] : 0.0f;
       for (int64_t j = 0; j < a.n_v; ++j) s += a.p[(i0 + r) * a.ldp + j] * a.v[j * a.ldv + c];
       a.y[(i0 + r) * a.ldy + c] = s;
     }

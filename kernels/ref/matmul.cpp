@@ -143,7 +143,7 @@ void matmul(const MatmulArgs& a) {
 void weighted_rows(const WeightedRowsArgs& a) {
   for (int64_t i = 0; i < a.m; ++i)
     for (int64_t c = 0; c < a.n; ++c) {
-      double s = 0;
+      double s = a.accumulate ? double(a.y[i * a.ldy + c]) : 0.0;
       for (int64_t j = 0; j < a.n_v; ++j) s += double(a.p[i * a.ldp + j]) * double(a.v[j * a.ldv + c]);
       a.y[i * a.ldy + c] = float(s);
     }

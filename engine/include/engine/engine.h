@@ -1,14 +1,16 @@
 // The engine API (DESIGN.md §4): submit a request, receive tokens through a
 // callback as they are generated, cancel at any time.
 //
-// One scheduler thread advances the live requests one step at a time (a
-// prompt, or one generated token), always the highest-priority one first, so a
-// completion request overtakes a long chat answer between two of its tokens.
-// Each live request owns a sequence (a KV cache and its tokens) from a small
-// pool; a new request takes the idle sequence sharing its longest token
-// prefix, so an editor that re-sends nearly the same prompt pays only for the
-// new tokens. Batching the steps of several requests into one forward pass is
-// the paged-KV issue's work and slots in behind this same interface.
+// One scheduler thread runs continuous batching over a paged KV cache
+// (engine/kv.h): requests join and leave between steps; each step is one
+// forward pass carrying the next token of every generating sequence plus
+// chunks of prompts (at most `prefill_chunk` prompt tokens per step, so a long
+// prompt never stalls the others' decoding). Higher priority goes first for
+// admission, prompt budget and blocks: when the pool runs out, the
+// lowest-priority sequence is preempted (its blocks released, its tokens
+// recomputed when it resumes — often from the prefix cache). A new request
+// maps the longest cached prefix of its prompt, so an editor that re-sends
+// nearly the same prompt pays only for the tokens after the first changed block.
 #pragma once
 
 #include <atomic>
@@ -36,16 +38,32 @@ struct Request {
   bool ignore_eos = false;
   int64_t t_max_prompt_ms = 0;       // 0: no limit; a prompt that takes longer is abandoned
   int64_t t_max_predict_ms = 0;      // 0: no limit; generation stops (keeping its text) after this
-  int priority = 0;                  // higher runs first
+  int priority = 0;                  // higher runs first (see Priority)
+  // A prompt longer than the context: Fit::Error refuses it; Fit::KeepEnd
+  // keeps the first `keep_start` tokens (a system prompt) and the most recent
+  // ones, dropping from the start of what follows. Either way room is left for
+  // min(max_tokens, n_ctx / 4) generated tokens.
+  enum class Fit { Error, KeepEnd } fit = Fit::Error;
+  int keep_start = 0;
+};
+
+// Request::priority values used by the servers.
+struct Priority {
+  static constexpr int kCompletion = 10;   // inline completion: someone is waiting at the cursor
+  static constexpr int kChat = 0;
+  static constexpr int kBackground = -10;  // indexing, prefetching, batch jobs
 };
 
 enum class FinishReason { Length, Stop, Eos, Cancelled, Timeout, Error };
 const char* to_string(FinishReason r);
 
 struct Timings {
-  int n_prompt = 0;        // prompt tokens in the request
-  int n_prompt_cached = 0; // of which reused from the KV cache
+  int n_prompt = 0;        // prompt tokens in the request (after fitting to the context)
+  int n_prompt_cached = 0; // of which reused from the prefix cache
+  int n_prompt_cut = 0;    // tokens dropped to fit the context (Request::Fit::KeepEnd)
   int n_generated = 0;
+  int n_preempted = 0;     // times its blocks were taken for a higher-priority request
+  double queue_ms = 0;     // submission to first scheduled step
   double prompt_ms = 0, generate_ms = 0;
   double prompt_tps() const { return prompt_ms > 0 ? (n_prompt - n_prompt_cached) / (prompt_ms / 1000) : 0; }
   double generate_tps() const { return generate_ms > 0 ? n_generated / (generate_ms / 1000) : 0; }
@@ -80,9 +98,25 @@ class Handle {
 };
 
 struct EngineOptions {
-  int n_ctx = 4096;     // tokens per sequence
-  int max_sequences = 4;  // live + idle (prefix-cache) sequences; each holds a KV cache of n_ctx
-  int prefill_chunk = 256;  // prompt tokens per scheduler step
+  int n_ctx = 4096;          // tokens per sequence (at most the model's training context)
+  int64_t kv_tokens = 0;     // KV pool capacity in tokens, all sequences together; 0: 4 × n_ctx
+  int block_size = 16;       // tokens per KV block
+  KvType kv_type = KvType::F16;
+  bool prefix_cache = true;  // reuse cached blocks of earlier prompts
+  int max_batch = 8;         // sequences advanced together in one step
+  int prefill_chunk = 256;   // prompt tokens per step, all prompts together
+};
+
+struct EngineMetrics {
+  KvPoolStats kv;              // blocks in use / cached / free, evictions, prefix lookups
+  double prefix_hit_rate = 0;  // prompt tokens found in the cache / prompt tokens looked up
+  int64_t steps = 0, step_seqs = 0, step_tokens = 0;  // forward passes and what they carried
+  int last_batch = 0, max_batch = 0;                  // sequences in the last / largest step
+  double mean_batch() const { return steps ? double(step_seqs) / double(steps) : 0; }
+  int64_t requests = 0, preemptions = 0;
+  double queue_ms_total = 0, queue_ms_max = 0;
+  double mean_queue_ms() const { return requests ? queue_ms_total / double(requests) : 0; }
+  int running = 0, waiting = 0;
 };
 
 class Engine {
@@ -95,25 +129,34 @@ class Engine {
   Handle submit(Request req, Callbacks cb = {});
   const Model& model() const { return *model_; }
   int n_ctx() const { return opt_.n_ctx; }
+  const EngineOptions& options() const { return opt_; }
+  EngineMetrics metrics() const;  // a consistent snapshot, from any thread
+  // Runs `fn` on the KV pool from the scheduler thread between steps and
+  // waits for it (tests check the pool's invariants this way).
+  void inspect_pool(const std::function<void(const BlockPool&)>& fn);
 
- private:
+ public:  // (declared here, defined in scheduler/internal.h)
   struct Job;
   struct Live;
-  struct Sequence;
+
+ private:
   void loop();
-  bool start(Live& live);  // tokenizes and binds a sequence; false when the job already ended
-  bool step(Live& live);   // runs the prompt or one token; false when the job ended
-  Sequence* acquire(const std::vector<TokenId>& prompt);
+  bool admit(Live& l);     // tokenizes, fits, maps the cached prefix; false when the job ended
+  void schedule_step(std::vector<std::unique_ptr<Live>>& running, std::vector<std::unique_ptr<Live>>& waiting);
+  bool after_logits(Live& l, const float* logits);  // samples and emits one token; false when the job ended
+  void preempt(Live& l);
+  void publish_metrics(int running, int waiting);
 
   std::shared_ptr<Model> model_;
   EngineOptions opt_;
-  std::mutex mu_;
+  std::unique_ptr<BlockPool> pool_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
+  std::vector<std::function<void()>> tasks_;  // inspect_pool calls
   bool stop_ = false;
   uint64_t seq_ = 0;
-  uint64_t clock_ = 0;
-  std::vector<std::unique_ptr<Sequence>> sequences_;
+  EngineMetrics metrics_, published_;  // the scheduler's own, and the snapshot under mu_
   std::thread thread_;
 };
 

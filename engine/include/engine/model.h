@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/kv.h"
 #include "engine/tokenizer.h"
 
 namespace moelsp {
@@ -69,27 +70,23 @@ struct ModelConfig {
   bool is_moe_layer(int il) const { return n_expert > 0 && il >= n_layer_dense_lead; }
 };
 
-// Per-sequence KV cache, contiguous per layer: k rows of k_dim and v rows of
-// v_dim floats for positions [0, n_ctx). MLA caches latent + rope key in k
-// (v_dim = 0). The paged block cache replaces this behind the same accessors.
-class KvCache {
- public:
-  KvCache(int n_layer, int n_ctx, int k_dim, int v_dim);
-  int n_ctx() const { return n_ctx_; }
-  int n_past() const { return n_past_; }
-  int k_dim() const { return k_dim_; }
-  int v_dim() const { return v_dim_; }
-  float* k(int layer, int pos) { return k_[size_t(layer)].data() + size_t(pos) * size_t(k_dim_); }
-  float* v(int layer, int pos) { return v_[size_t(layer)].data() + size_t(pos) * size_t(v_dim_); }
-  void set_n_past(int n) { n_past_ = n; }
-  // Drops positions >= n (e.g. to reuse a common prefix).
-  void truncate(int n) { n_past_ = std::min(n_past_, n); }
-  size_t bytes() const;
+// One sequence's share of a forward pass: the next `n_tokens` tokens of the
+// batch, at positions seq->n_past() onward. Its KV rows go into the
+// sequence's blocks (reserved beforehand with KvSequence::reserve).
+struct BatchSeq {
+  KvSequence* seq = nullptr;
+  int n_tokens = 0;
+  bool all_logits = false;  // a logits row for every token, else for the last one only
+};
 
- private:
-  int n_ctx_, k_dim_, v_dim_;
-  int n_past_ = 0;
-  std::vector<std::vector<float>> k_, v_;
+// Several sequences advanced by one forward pass: every weight matrix streams
+// once for all of their tokens (continuous batching's decode steps, and
+// prompt chunks riding along with them).
+struct Batch {
+  std::vector<TokenId> tokens;  // the sequences' tokens, one after the other
+  std::vector<BatchSeq> seqs;
+  void add(KvSequence& seq, std::span<const TokenId> toks, bool all_logits = false);
+  int logit_rows() const;  // rows forward() writes, in sequence order
 };
 
 // Returns true to abandon the forward pass (checked between layers).
@@ -123,7 +120,13 @@ class Model {
   const gguf::File& file() const { return *file_; }
   int threads() const;
 
-  std::unique_ptr<KvCache> new_cache(int n_ctx) const;
+  // The KV row layout of this model (MLA: latent + rope key; GQA: K and V of
+  // every kv head). Throws ModelError when `type` cannot hold its rows (Q8_0
+  // needs head sizes that are multiples of 32).
+  KvLayout kv_layout(KvType type = KvType::F16, int block_size = 16) const;
+  std::unique_ptr<KvCache> new_cache(int n_ctx, KvType type = KvType::F16) const;
+  // Names the weights (file identity and shape): seeds the prefix cache's hashes.
+  uint64_t fingerprint() const { return fingerprint_; }
 
   // Per-layer MoE statistics since the last reset (empty entries for dense
   // layers). Not synchronised: read them when no forward pass runs.
@@ -136,13 +139,16 @@ class Model {
   // (the cache then keeps only the positions before this call).
   void forward(std::span<const TokenId> tokens, KvCache& cache, float* logits, bool all_logits,
                const CancelCheck& cancel = {});
+  // Runs a batch of sequences (each distinct, with blocks reserved for its
+  // tokens); on success commits every sequence's tokens to its KV rows. Logits
+  // rows follow the batch order (Batch::logit_rows()).
+  void forward(const Batch& batch, float* logits, const CancelCheck& cancel = {});
 
  protected:
   // Takes the file, builds the tokenizer and the thread pool, and reads the
   // architecture-independent configuration.
   Model(std::unique_ptr<gguf::File> file, const LoadOptions& opt);
-  virtual void forward_impl(std::span<const TokenId> tokens, KvCache& cache, float* logits, bool all_logits,
-                            const CancelCheck& cancel) = 0;
+  virtual void forward_impl(const Batch& batch, float* logits, const CancelCheck& cancel) = 0;
   virtual int kv_k_dim() const = 0;
   virtual int kv_v_dim() const = 0;
 
@@ -151,6 +157,7 @@ class Model {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ThreadPool> pool_;
   std::vector<MoeLayerStats> moe_stats_;
+  uint64_t fingerprint_ = 0;
 };
 
 }  // namespace moelsp

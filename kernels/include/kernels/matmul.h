@@ -71,7 +71,8 @@ struct BlockQ8K {
 void matmul(const MatmulArgs& a);
 
 // Attention's P·V: y[i][c] = Σ_j p[i][j] · v[j][c] for i < m, j < n_v, c < n
-// (rows ldp, ldv and ldy floats apart). Overwrites y.
+// (rows ldp, ldv and ldy floats apart). Overwrites y, or adds to it when
+// `accumulate` (attention over a paged cache sums one block at a time).
 struct WeightedRowsArgs {
   const float* p = nullptr;
   int64_t ldp = 0, m = 0;
@@ -79,6 +80,7 @@ struct WeightedRowsArgs {
   int64_t ldv = 0, n_v = 0, n = 0;
   float* y = nullptr;
   int64_t ldy = 0;
+  bool accumulate = false;
 };
 void weighted_rows(const WeightedRowsArgs& a);
 
