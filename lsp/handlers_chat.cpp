@@ -123,7 +123,7 @@ void Server::Impl::chat(const json& id, const std::string& command, const json& 
     req.max_tokens = *s.chat_max_tokens;
     req.sampling.temperature = 0.3f;
     req.sampling.repeat_penalty = 1.1f;
-    req.priority = 0;  // completions overtake chat between tokens
+    req.priority = Priority::kChat;  // completions go first for prompt budget and KV blocks
     progress(work_token, {{"kind", "begin"}, {"title", "moelsp chat"}, {"cancellable", true}});
     Callbacks cb;
     cb.on_token = [this, work_token, partial_token](TokenId, const std::string& text) {

@@ -124,7 +124,7 @@ void Server::Impl::complete(const json& id, const json& params, bool inline_kind
         req.t_max_predict_ms = *s.completion_time_budget_ms;
         req.t_max_prompt_ms = *s.completion_time_budget_ms * 4;
         req.sampling = SamplingParams::greedy();
-        req.priority = 10;  // completions before chat
+        req.priority = Priority::kCompletion;  // before chat
         if (ctx.single_line) req.stop = {"\n"};
         const int alternatives = invoked ? 3 : 1;
         ++busy;

@@ -16,6 +16,8 @@ void Settings::merge_from(const Settings& o) {
   if (o.model) model = o.model;
   if (o.threads) threads = o.threads;
   if (o.context_size) context_size = o.context_size;
+  if (o.kv_type) kv_type = o.kv_type;
+  if (o.kv_tokens) kv_tokens = o.kv_tokens;
   if (o.completion_max_tokens) completion_max_tokens = o.completion_max_tokens;
   if (o.completion_time_budget_ms) completion_time_budget_ms = o.completion_time_budget_ms;
   if (o.completion_debounce_ms) completion_debounce_ms = o.completion_debounce_ms;
@@ -53,6 +55,8 @@ Settings settings_from(const json& j) {
   str(nullptr, "model", s.model);
   num(nullptr, "threads", s.threads);
   num(nullptr, "contextSize", s.context_size);
+  str("kvCache", "type", s.kv_type);
+  num("kvCache", "tokens", s.kv_tokens);
   num("completion", "maxTokens", s.completion_max_tokens);
   num("completion", "timeBudgetMs", s.completion_time_budget_ms);
   num("completion", "debounceMs", s.completion_debounce_ms);
@@ -188,7 +192,21 @@ json Server::Impl::status_json() {
     if (model) {
       s["model"] = model->config().name.empty() ? model->config().arch : model->config().name;
       s["plan"] = {{"backend", "cpu"}, {"threads", model->threads()}, {"contextSize", engine ? engine->n_ctx() : 0},
-                   {"weights", "mmap, resident"}, {"kvCache", "contiguous per sequence, f32"}};
+                   {"weights", "mmap, resident"}};
+      if (engine) {
+        const EngineOptions& eo = engine->options();
+        const EngineMetrics m = engine->metrics();
+        s["plan"]["kvCache"] = {{"type", to_string(eo.kv_type)}, {"blockSize", eo.block_size},
+                                {"tokens", eo.kv_tokens}, {"bytes", m.kv.bytes}, {"prefixCache", eo.prefix_cache}};
+        s["kvCache"] = {{"blocksTotal", m.kv.blocks_total}, {"blocksInUse", m.kv.blocks_in_use},
+                        {"blocksCached", m.kv.blocks_cached}, {"blocksFree", m.kv.blocks_free},
+                        {"evictions", m.kv.evictions}, {"prefixHitRate", m.prefix_hit_rate},
+                        {"prefixHitTokens", m.kv.hit_tokens}};
+        s["scheduler"] = {{"steps", m.steps}, {"meanBatch", m.mean_batch()}, {"lastBatch", m.last_batch},
+                          {"maxBatch", m.max_batch}, {"requests", m.requests}, {"preemptions", m.preemptions},
+                          {"meanQueueMs", m.mean_queue_ms()}, {"maxQueueMs", m.queue_ms_max},
+                          {"running", m.running}, {"waiting", m.waiting}};
+      }
     }
   }
   s["completions"] = telemetry.to_json();
@@ -253,7 +271,10 @@ void Server::Impl::start_loading() {
       // Beyond its training context a model degrades: that is the default's ceiling.
       const int n_train = m->config().n_ctx_train;
       const int n_ctx = s.context_size ? *s.context_size : n_train > 0 ? std::min(4096, n_train) : 4096;
-      auto e = std::make_unique<Engine>(m, EngineOptions{.n_ctx = n_ctx});
+      EngineOptions eo{.n_ctx = n_ctx};
+      if (s.kv_type) eo.kv_type = kv_type_from_name(*s.kv_type);
+      if (s.kv_tokens) eo.kv_tokens = *s.kv_tokens;
+      auto e = std::make_unique<Engine>(m, eo);
       std::lock_guard lock(model_mu);
       model = m;
       engine = std::move(e);

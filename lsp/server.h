@@ -17,6 +17,8 @@ struct Settings {
   std::optional<std::string> model;
   std::optional<int> threads;
   std::optional<int> context_size;
+  std::optional<std::string> kv_type;  // kvCache.type: f16, bf16, f32, q8_0
+  std::optional<int> kv_tokens;        // kvCache.tokens: pool capacity, all sequences together
   std::optional<int> completion_max_tokens;
   std::optional<int> completion_time_budget_ms;
   std::optional<int> completion_debounce_ms;

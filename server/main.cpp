@@ -125,6 +125,11 @@ int main(int argc, char** argv) {
   auto* o_model = c_ls->add_option("-m,--model", ls_model, "GGUF model file (setting: model)");
   auto* o_threads = c_ls->add_option("-t,--threads", ls_threads, "Threads (setting: threads)");
   auto* o_ctx = c_ls->add_option("-c,--context-size", ls_ctx, "Context size (setting: contextSize)");
+  std::string ls_kv_type;
+  int ls_kv_tokens = 0;
+  auto* o_kvt = c_ls->add_option("--kv-type", ls_kv_type, "KV cache rows: f16 (default), bf16, f32, q8_0 (setting: kvCache.type)");
+  auto* o_kvn = c_ls->add_option("--kv-tokens", ls_kv_tokens,
+                                 "KV cache capacity in tokens, all requests together; default 4 × context (setting: kvCache.tokens)");
   auto* o_mt = c_ls->add_option("--completion-max-tokens", ls_max_tokens, "Setting: completion.maxTokens");
   auto* o_tb = c_ls->add_option("--completion-time-budget-ms", ls_budget, "Setting: completion.timeBudgetMs");
   auto* o_db = c_ls->add_option("--completion-debounce-ms", ls_debounce, "Setting: completion.debounceMs");
@@ -135,6 +140,8 @@ int main(int argc, char** argv) {
   if (o_model->count()) ls.flags.model = ls_model;
   if (o_threads->count()) ls.flags.threads = ls_threads;
   if (o_ctx->count()) ls.flags.context_size = ls_ctx;
+  if (o_kvt->count()) ls.flags.kv_type = ls_kv_type;
+  if (o_kvn->count()) ls.flags.kv_tokens = ls_kv_tokens;
   if (o_mt->count()) ls.flags.completion_max_tokens = ls_max_tokens;
   if (o_tb->count()) ls.flags.completion_time_budget_ms = ls_budget;
   if (o_db->count()) ls.flags.completion_debounce_ms = ls_debounce;

@@ -310,6 +310,16 @@ TEST_CASE("inline and classic completions on a reference model; capabilities fol
   r = c.response();
   CHECK(r["result"]["state"] == "ready");
   CHECK(r["result"]["plan"]["threads"] == 2);
+  // The paged KV cache and the scheduler report themselves.
+  CHECK(r["result"]["plan"]["kvCache"]["type"] == "f16");
+  CHECK(r["result"]["plan"]["kvCache"]["blockSize"] == 16);
+  const json& kv = r["result"]["kvCache"];
+  CHECK(kv["blocksTotal"].get<int>() == kv["blocksInUse"].get<int>() + kv["blocksCached"].get<int>() +
+                                            kv["blocksFree"].get<int>());
+  CHECK(kv["blocksInUse"] == 0);  // nothing runs now
+  CHECK(kv.contains("prefixHitRate"));
+  CHECK(r["result"]["scheduler"]["steps"].get<int>() > 0);
+  CHECK(r["result"]["scheduler"]["requests"].get<int>() >= 1);  // the second answer came from the completion cache
 }
 
 TEST_CASE("$/cancelRequest answers RequestCancelled promptly; a newer request cancels the older") {
