@@ -1,13 +1,16 @@
 // deepseek2: DeepSeek-V2/V3, DeepSeek-Coder-V2-Lite, GLM-4.7-Flash.
 //
 // Multi-head latent attention (MLA): keys and values are compressed to a
-// latent c (kv_lora_rank) plus one shared RoPE key k_pe (qk_rope); the cache
-// holds only [c | k_pe] per token. Prefill expands c into per-head keys and
-// values (the plain form); decode folds the expansions into the query and the
-// output (the absorbed form), so a step reads kv_lora + rope floats per cached
-// token instead of n_head · (qk_nope + qk_rope + v). The first
-// leading_dense_block_count layers are dense; the rest are MoE with shared
-// experts, softmax or sigmoid gating, optional selection bias and group limit.
+// latent c (kv_lora_rank) plus one shared RoPE key k_pe (qk_rope); the paged
+// cache holds only [c | k_pe] per token and layer. Attention runs in one of
+// two forms, per sequence, whichever costs fewer multiply-adds: plain
+// (expand every cached latent into per-head keys and values, then ordinary
+// attention: a long prompt from scratch) or absorbed (fold the expansions into
+// the new queries and the output, then multi-query attention over the cached
+// rows themselves: decode, and a few new tokens after a long reused prefix).
+// The first leading_dense_block_count layers are dense; the rest are MoE with
+// shared experts, softmax or sigmoid gating, optional selection bias and
+// group limit.
 #include <cmath>
 
 #include <fmt/format.h>

@@ -11,6 +11,13 @@
 // waste per row. Token blocks are visited in zigzag order (0, last, 1,
 // last − 1, …) so the pool's contiguous job ranges carry equal causal work.
 //
+// Decode (one token block) has few such jobs: MLA's absorbed form has a
+// single kv head, and every job splitting its query heads would read all of
+// the cached rows again. There the keys are split into ranges instead
+// (flash-decoding): each job reads its range once for all the group's heads
+// and keeps an unnormalised softmax state (max m, sum l, Σ e^(s−m)·v), and the
+// states are merged: out = Σ_c e^(m_c − M)·o_c / Σ_c e^(m_c − M)·l_c.
+//
 // Keys and values are read through the paged cache's block table
 // (`PagedRows`), one block of consecutive rows at a time: the score matmul
 // reads F16/BF16 rows in place; Q8_0 keys and all non-f32 values are widened
@@ -26,88 +33,170 @@
 #include "layers.h"
 
 namespace moelsp::layers {
+namespace {
+
+constexpr int kBlock = 16;    // query tokens per job
+constexpr int kMinSplit = 64;  // keys per range worth a job of its own
+
+struct Job {
+  int t0 = 0, t1 = 0;            // query tokens
+  int g = 0, h0 = 0, heads = 0;  // kv head, first query head, query heads
+  int64_t j_begin = 0, j_end = 0;  // keys
+};
+
+struct Scratch {
+  std::vector<float> qb, s, kbuf, vbuf;
+};
+
+// One job's unnormalised softmax state for its rows r = (t − t0)·heads + i
+// (token t, query head h0 + i): o[r][hd_v] = Σ_j e^(s_rj − m_r)·v_j and
+// l[r] = Σ_j e^(s_rj − m_r) over the keys of the range that row r may see
+// (m_r = −∞, l_r = 0 when it sees none of them).
+void run_job(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float* m, float* l) {
+  const int rows = (jb.t1 - jb.t0) * jb.heads;
+  const int64_t jb0 = jb.j_begin, je = std::min<int64_t>(jb.j_end, a.pos0 + jb.t1), n = std::max<int64_t>(0, je - jb0);
+  const PagedRows K = a.k.at(int64_t(jb.g) * a.hd_k), V = a.v.at(int64_t(jb.g) * a.hd_v);
+  sc.qb.resize(size_t(rows) * size_t(a.hd_k));
+  for (int t = jb.t0; t < jb.t1; ++t)
+    std::copy_n(a.q + t * a.ldq + int64_t(jb.h0) * a.hd_k, size_t(jb.heads) * size_t(a.hd_k),
+                sc.qb.data() + size_t(t - jb.t0) * size_t(jb.heads) * size_t(a.hd_k));
+  // Scores [rows][n] = Q·Kᵀ, one cache block (consecutive rows) at a time;
+  // F16/BF16 rows are read by the f32 matmul in their own type.
+  sc.s.resize(size_t(rows) * size_t(std::max<int64_t>(n, 1)));
+  for (int64_t j0 = jb0; j0 < je;) {
+    const int64_t j1 = std::min(je, (j0 / K.block_size + 1) * int64_t(K.block_size));
+    kernels::MatView keys{K.row(j0), K.type, a.hd_k, j1 - j0, K.row_bytes};
+    if (K.type == kernels::DType::Q8_0) {  // widened: int8 queries would cost 10× the error
+      sc.kbuf.resize(size_t(j1 - j0) * size_t(a.hd_k));
+      for (int64_t j = j0; j < j1; ++j)
+        kernels::dequantize_row(K.type, K.row(j), sc.kbuf.data() + size_t(j - j0) * size_t(a.hd_k), a.hd_k);
+      keys = {sc.kbuf.data(), kernels::DType::F32, a.hd_k, j1 - j0, size_t(a.hd_k) * sizeof(float)};
+    }
+    kernels::matmul({keys, sc.qb.data(), a.hd_k, rows, sc.s.data() + (j0 - jb0), n, 0, j1 - j0});
+    j0 = j1;
+  }
+  // e^(s − m) over each row's visible keys; later keys get 0.
+  for (int r = 0; r < rows; ++r) {
+    float* p = sc.s.data() + size_t(r) * size_t(n);
+    const int64_t visible = std::clamp<int64_t>(a.pos0 + jb.t0 + r / jb.heads + 1 - jb0, 0, n);
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < visible; ++j) mx = std::max(mx, p[j] *= a.scale);
+    double sum = 0;
+    for (int64_t j = 0; j < visible; ++j) sum += p[j] = std::exp(p[j] - mx);
+    std::fill(p + visible, p + n, 0.0f);
+    m[r] = mx, l[r] = float(sum);
+  }
+  // o [rows][hd_v] = P·V, summed block by block (a block's values widened to
+  // f32 first unless stored so).
+  if (n == 0) std::fill(o, o + size_t(rows) * size_t(a.hd_v), 0.0f);
+  for (int64_t j0 = jb0; j0 < je;) {
+    const int64_t j1 = std::min(je, (j0 / V.block_size + 1) * int64_t(V.block_size));
+    const float* vp;
+    int64_t ldv;
+    if (V.type == kernels::DType::F32) {
+      vp = reinterpret_cast<const float*>(V.row(j0)), ldv = int64_t(V.row_bytes / sizeof(float));
+    } else {
+      sc.vbuf.resize(size_t(j1 - j0) * size_t(a.hd_v));
+      for (int64_t j = j0; j < j1; ++j)
+        kernels::dequantize_row(V.type, V.row(j), sc.vbuf.data() + size_t(j - j0) * size_t(a.hd_v), a.hd_v);
+      vp = sc.vbuf.data(), ldv = a.hd_v;
+    }
+    kernels::WeightedRowsArgs pv;
+    pv.p = sc.s.data() + (j0 - jb0), pv.ldp = n, pv.m = rows;
+    pv.v = vp, pv.ldv = ldv, pv.n_v = j1 - j0, pv.n = a.hd_v;
+    pv.y = o, pv.ldy = a.hd_v, pv.accumulate = j0 > jb0;
+    kernels::weighted_rows(pv);
+    j0 = j1;
+  }
+}
+
+// Row r of a job's output into place: token t0 + r / heads, head h0 + r % heads.
+float* out_row(const AttentionArgs& a, const Job& jb, int r) {
+  return a.out + (jb.t0 + r / jb.heads) * a.ldo + int64_t(jb.h0 + r % jb.heads) * a.hd_v;
+}
+
+}  // namespace
 
 void attention(ThreadPool& pool, const AttentionArgs& a) {
-  constexpr int kBlock = 16;
   const int group = a.n_head / a.n_head_kv;
   const int n_tb = (a.n_tokens + kBlock - 1) / kBlock;
-  // Few jobs (decode): split a group's heads too, so every thread has work.
+  const int64_t want = 2 * int64_t(pool.size());  // jobs that keep every thread busy
+  // Few jobs: split the keys into ranges (one token block only; each range
+  // read once), then, if still short, the group's query heads.
+  int kv_split = 1;
+  const int64_t n_kv = a.pos0 + a.n_tokens;
+  if (n_tb == 1 && int64_t(a.n_head_kv) < want)
+    kv_split = int(std::clamp<int64_t>(want / a.n_head_kv, 1, std::max<int64_t>(1, n_kv / kMinSplit)));
   int split = 1;
-  while (split < group && int64_t(n_tb) * a.n_head_kv * split < 2 * int64_t(pool.size())) {
+  while (split < group && int64_t(n_tb) * a.n_head_kv * kv_split * split < want) {
     ++split;
     while (group % split) ++split;
   }
   const int heads = group / split;  // query heads per job
-  const int64_t n_jobs = int64_t(n_tb) * a.n_head_kv * split;
-  const bool v_f32 = a.v.type == kernels::DType::F32;
-  pool.parallel_for(n_jobs, [&](int64_t jb, int64_t je) {
-    std::vector<float> qb, s, ob, kbuf, vbuf;
-    for (int64_t job = jb; job < je; ++job) {
-      const int64_t k = job / (int64_t(a.n_head_kv) * split);
-      const int g = int(job / split % a.n_head_kv), h0 = g * group + int(job % split) * heads;
-      const int tb = int(k % 2 == 0 ? k / 2 : n_tb - 1 - k / 2);
-      const int t0 = tb * kBlock, t1 = std::min(a.n_tokens, t0 + kBlock), rows = (t1 - t0) * heads;
-      const int64_t n_kv = a.pos0 + t1;
-      const PagedRows K = a.k.at(int64_t(g) * a.hd_k), V = a.v.at(int64_t(g) * a.hd_v);
-      // Rows (t − t0)·heads + i: token t, query head h0 + i.
-      qb.resize(size_t(rows) * size_t(a.hd_k));
-      for (int t = t0; t < t1; ++t)
-        std::copy_n(a.q + t * a.ldq + int64_t(h0) * a.hd_k, size_t(heads) * size_t(a.hd_k),
-                    qb.data() + size_t(t - t0) * size_t(heads) * size_t(a.hd_k));
-      // Scores [rows][n_kv] = Q·Kᵀ, one cache block (consecutive rows) at a
-      // time; F16/BF16 rows are read by the f32 matmul in their own type.
-      s.resize(size_t(rows) * size_t(n_kv));
-      for (int64_t j0 = 0; j0 < n_kv;) {
-        const int64_t j1 = std::min(n_kv, (j0 / K.block_size + 1) * int64_t(K.block_size));
-        kernels::MatView keys{K.row(j0), K.type, a.hd_k, j1 - j0, K.row_bytes};
-        if (K.type == kernels::DType::Q8_0) {  // widened: int8 queries would cost 10× the error
-          kbuf.resize(size_t(j1 - j0) * size_t(a.hd_k));
-          for (int64_t j = j0; j < j1; ++j)
-            kernels::dequantize_row(K.type, K.row(j), kbuf.data() + size_t(j - j0) * size_t(a.hd_k), a.hd_k);
-          keys = {kbuf.data(), kernels::DType::F32, a.hd_k, j1 - j0, size_t(a.hd_k) * sizeof(float)};
+  const int64_t chunk = (n_kv + kv_split - 1) / kv_split / kBlock * kBlock + kBlock;
+  const int64_t n_jobs = int64_t(n_tb) * a.n_head_kv * split * kv_split;
+  const auto job_of = [&](int64_t job) {
+    const int64_t per_tb = int64_t(a.n_head_kv) * split * kv_split;
+    const int64_t k = job / per_tb;
+    const int64_t rest = job % per_tb;
+    Job jb;
+    jb.g = int(rest / (int64_t(split) * kv_split));
+    const int hs = int(rest / kv_split % split), ks = int(rest % kv_split);
+    jb.heads = heads, jb.h0 = jb.g * group + hs * heads;
+    const int tb = int(k % 2 == 0 ? k / 2 : n_tb - 1 - k / 2);
+    jb.t0 = tb * kBlock, jb.t1 = std::min(a.n_tokens, jb.t0 + kBlock);
+    jb.j_begin = kv_split == 1 ? 0 : std::min<int64_t>(n_kv, ks * chunk);
+    jb.j_end = kv_split == 1 ? n_kv : std::min<int64_t>(n_kv, (ks + 1) * chunk);
+    return jb;
+  };
+  const size_t max_rows = size_t(kBlock) * size_t(heads);
+  if (kv_split == 1) {
+    pool.parallel_for(n_jobs, [&](int64_t b, int64_t e) {
+      Scratch sc;
+      std::vector<float> o(max_rows * size_t(a.hd_v)), m(max_rows), l(max_rows);
+      for (int64_t job = b; job < e; ++job) {
+        const Job jb = job_of(job);
+        run_job(a, jb, sc, o.data(), m.data(), l.data());
+        const int rows = (jb.t1 - jb.t0) * jb.heads;
+        for (int r = 0; r < rows; ++r) {
+          const float inv = 1.0f / l[size_t(r)], *src = o.data() + size_t(r) * size_t(a.hd_v);
+          float* dst = out_row(a, jb, r);
+          for (int c = 0; c < a.hd_v; ++c) dst[c] = src[c] * inv;
         }
-        kernels::matmul({keys, qb.data(), a.hd_k, rows, s.data() + j0, n_kv, 0, j1 - j0});
-        j0 = j1;
       }
-      // Softmax of each row over its visible keys; later keys get probability 0.
-      for (int r = 0; r < rows; ++r) {
-        float* p = s.data() + size_t(r) * size_t(n_kv);
-        const int64_t visible = a.pos0 + t0 + r / heads + 1;
-        float mx = -INFINITY;
-        for (int64_t j = 0; j < visible; ++j) mx = std::max(mx, p[j] *= a.scale);
-        double sum = 0;
-        for (int64_t j = 0; j < visible; ++j) sum += p[j] = std::exp(p[j] - mx);
-        const float inv = float(1.0 / sum);
-        for (int64_t j = 0; j < visible; ++j) p[j] *= inv;
-        std::fill(p + visible, p + n_kv, 0.0f);
-      }
-      // Outputs [rows][hd_v] = P·V, summed block by block (a block's values
-      // widened to f32 first unless stored so), then into place.
-      ob.resize(size_t(rows) * size_t(a.hd_v));
-      for (int64_t j0 = 0; j0 < n_kv;) {
-        const int64_t j1 = std::min(n_kv, (j0 / V.block_size + 1) * int64_t(V.block_size));
-        const float* vp;
-        int64_t ldv;
-        if (v_f32) {
-          vp = reinterpret_cast<const float*>(V.row(j0)), ldv = int64_t(V.row_bytes / sizeof(float));
-        } else {
-          vbuf.resize(size_t(j1 - j0) * size_t(a.hd_v));
-          for (int64_t j = j0; j < j1; ++j)
-            kernels::dequantize_row(V.type, V.row(j), vbuf.data() + size_t(j - j0) * size_t(a.hd_v), a.hd_v);
-          vp = vbuf.data(), ldv = a.hd_v;
-        }
-        kernels::WeightedRowsArgs pv;
-        pv.p = s.data() + j0, pv.ldp = n_kv, pv.m = rows;
-        pv.v = vp, pv.ldv = ldv, pv.n_v = j1 - j0, pv.n = a.hd_v;
-        pv.y = ob.data(), pv.ldy = a.hd_v, pv.accumulate = j0 > 0;
-        kernels::weighted_rows(pv);
-        j0 = j1;
-      }
-      for (int t = t0; t < t1; ++t)
-        std::copy_n(ob.data() + size_t(t - t0) * size_t(heads) * size_t(a.hd_v), size_t(heads) * size_t(a.hd_v),
-                    a.out + t * a.ldo + int64_t(h0) * a.hd_v);
-    }
+    });
+    return;
+  }
+  // Split keys: every job keeps its state, then the ranges of each row merge.
+  std::vector<float> o(size_t(n_jobs) * max_rows * size_t(a.hd_v)), m(size_t(n_jobs) * max_rows),
+      l(size_t(n_jobs) * max_rows);
+  pool.parallel_for(n_jobs, [&](int64_t b, int64_t e) {
+    Scratch sc;
+    for (int64_t job = b; job < e; ++job)
+      run_job(a, job_of(job), sc, o.data() + size_t(job) * max_rows * size_t(a.hd_v), m.data() + size_t(job) * max_rows,
+              l.data() + size_t(job) * max_rows);
   });
+  for (int64_t first = 0; first < n_jobs; first += kv_split) {  // the kv_split jobs of one (tb, g, hs) are adjacent
+    const Job jb = job_of(first);
+    const int rows = (jb.t1 - jb.t0) * jb.heads;
+    for (int r = 0; r < rows; ++r) {
+      float mx = -INFINITY;
+      for (int ks = 0; ks < kv_split; ++ks) mx = std::max(mx, m[size_t(first + ks) * max_rows + size_t(r)]);
+      float* dst = out_row(a, jb, r);
+      std::fill(dst, dst + a.hd_v, 0.0f);
+      double sum = 0;
+      for (int ks = 0; ks < kv_split; ++ks) {
+        const size_t at = size_t(first + ks) * max_rows + size_t(r);
+        if (l[at] == 0) continue;
+        const float w = std::exp(m[at] - mx);
+        sum += double(w) * l[at];
+        const float* src = o.data() + at * size_t(a.hd_v);
+        for (int c = 0; c < a.hd_v; ++c) dst[c] += w * src[c];
+      }
+      const float inv = float(1.0 / sum);
+      for (int c = 0; c < a.hd_v; ++c) dst[c] *= inv;
+    }
+  }
 }
 
 }  // namespace moelsp::layers

@@ -1,0 +1,206 @@
+// The paged KV cache and the scheduler, measured through the engine API:
+//
+//   moelsp_bench_kv -m MODEL.gguf [--prompt-tokens 2000] [--edits 50] [--streams 4] [--gen 64]
+//                   [-t THREADS] [--kv-type f16] [--skip-editor] [--skip-streams]
+//
+// (a) The editor pattern: a prompt of code, then `edits` requests, each the
+//     previous text with one more character typed near its end (inside the
+//     last line, so a suffix follows as in a FIM prompt). Median time to first
+//     token with the prefix cache and without it (the same engine, cache off).
+// (b) `streams` generation requests submitted together vs the same requests
+//     one after another: total generated tokens/s of each, and the ratio.
+// (c) KV bytes per token of the model in each row type, against the layout
+//     a GQA model of the same attention shape would cache.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "engine/engine.h"
+#include "engine/kv.h"
+#include "engine/model.h"
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using namespace moelsp;
+
+namespace {
+
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// Distinct C++ from this repository, enough for `tokens` tokens.
+std::string code_text(const Tokenizer& tok, int tokens) {
+  std::vector<fs::path> files;
+  for (const char* dir : {"/engine", "/kernels", "/lsp", "/server"})
+    for (const auto& e : fs::recursive_directory_iterator(std::string(MOELSP_SOURCE_DIR) + dir))
+      if (e.is_regular_file() && (e.path().extension() == ".cpp" || e.path().extension() == ".h"))
+        files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  std::string text;
+  for (const auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    text += ss.str();
+    if (int(tok.encode(text).size()) > tokens) break;
+  }
+  // Cut to `tokens` tokens at a line end.
+  const auto ids = tok.encode(text);
+  std::string cut = tok.decode(std::vector<TokenId>(ids.begin(), ids.begin() + std::min<size_t>(ids.size(), size_t(tokens))));
+  return cut.substr(0, cut.rfind('\n') + 1);
+}
+
+Request one_token(std::vector<TokenId> prompt) {
+  Request r;
+  r.prompt_tokens = std::move(prompt);
+  r.sampling = SamplingParams::greedy();
+  r.max_tokens = 1;
+  r.ignore_eos = true;
+  r.priority = Priority::kCompletion;
+  return r;
+}
+
+void editor_pattern(const std::shared_ptr<Model>& m, const EngineOptions& base, int prompt_tokens, int edits) {
+  const Tokenizer& tok = m->tokenizer();
+  std::string text = code_text(tok, prompt_tokens);
+  // The cursor: inside the last line, 12 characters before its end.
+  const size_t cursor0 = text.size() - 13;
+  const std::string typed = "value_of_the_edit_so_far(typed, one, key, at, a, time);";
+  std::vector<std::vector<TokenId>> prompts;
+  for (int i = 0; i <= edits; ++i) {
+    std::string t = text;
+    t.insert(cursor0, typed.substr(0, size_t(i) % typed.size()));
+    prompts.push_back(tok.encode(t));
+  }
+  fmt::print("(a) editor pattern: {}-token prompt of code, then {} requests each one character longer near the end\n",
+             prompts[0].size(), edits);
+  double med[2] = {0, 0};
+  for (bool reuse : {false, true}) {
+    EngineOptions o = base;
+    o.prefix_cache = reuse;
+    Engine e(m, o);
+    e.submit(one_token(prompts[0])).wait();  // the file as first opened
+    std::vector<double> ttft;
+    int cached = 0;
+    for (int i = 1; i <= edits; ++i) {
+      const auto t0 = Clock::now();
+      const Result r = e.submit(one_token(prompts[size_t(i)])).wait();
+      ttft.push_back(ms_since(t0));
+      cached += r.timings.n_prompt_cached;
+      if (r.reason == FinishReason::Error) throw std::runtime_error(r.error);
+    }
+    med[reuse] = median(ttft);
+    const EngineMetrics mt = e.metrics();
+    fmt::print("    prefix cache {:3}: median TTFT {:8.1f} ms (min {:.1f}, max {:.1f}); {:.0f} prompt tokens cached per request; "
+               "hit rate {:.3f}\n",
+               reuse ? "on" : "off", med[reuse], *std::min_element(ttft.begin(), ttft.end()),
+               *std::max_element(ttft.begin(), ttft.end()), double(cached) / edits, mt.prefix_hit_rate);
+  }
+  fmt::print("    speed-up with reuse: {:.1f}x\n", med[0] / med[1]);
+}
+
+void streams(const std::shared_ptr<Model>& m, const EngineOptions& base, int n_streams, int gen) {
+  const Tokenizer& tok = m->tokenizer();
+  const std::string text = code_text(tok, 64 * n_streams + 64);
+  const auto ids = tok.encode(text);
+  std::vector<Request> reqs;
+  for (int i = 0; i < n_streams; ++i) {
+    Request r;
+    r.prompt_tokens.assign(ids.begin() + 64 * i, ids.begin() + 64 * (i + 1));  // distinct 64-token prompts
+    r.sampling = SamplingParams::greedy();
+    r.max_tokens = gen;
+    r.ignore_eos = true;
+    reqs.push_back(r);
+  }
+  fmt::print("(b) {} generation streams of {} tokens (64-token prompts), submitted together vs one after another\n",
+             n_streams, gen);
+  EngineOptions o = base;
+  o.prefix_cache = false;
+  double tps[2];
+  for (bool together : {false, true}) {
+    Engine e(m, o);
+    e.submit(reqs[0]).wait();  // warm-up (page in the weights)
+    const auto t0 = Clock::now();
+    int tokens = 0;
+    if (together) {
+      std::vector<Handle> hs;
+      for (const auto& r : reqs) hs.push_back(e.submit(r));
+      for (auto& h : hs) tokens += int(h.wait().tokens.size());
+    } else {
+      for (const auto& r : reqs) tokens += int(e.submit(r).wait().tokens.size());
+    }
+    const double s = ms_since(t0) / 1000;
+    tps[together] = tokens / s;
+    const EngineMetrics mt = e.metrics();
+    fmt::print("    {:12}: {:5d} tokens in {:6.2f} s = {:7.1f} tokens/s (mean batch {:.2f})\n",
+               together ? "together" : "sequential", tokens, s, tps[together], mt.mean_batch());
+  }
+  fmt::print("    ratio together / sequential: {:.2f}x\n", tps[1] / tps[0]);
+}
+
+void kv_bytes(const Model& m) {
+  const ModelConfig& c = m.config();
+  fmt::print("(c) KV bytes per token ({} layers)\n", c.n_layer);
+  for (KvType t : {KvType::F16, KvType::F32, KvType::Q8_0}) {
+    try {
+      fmt::print("    this model, {:5}: {:8} bytes\n", to_string(t), m.kv_layout(t).bytes_per_token());
+    } catch (const std::exception& e) {
+      fmt::print("    this model, {:5}: n/a ({})\n", to_string(t), e.what());
+    }
+  }
+  if (c.kv_lora_rank > 0) {
+    // What the same attention would cache without MLA, in F16: every head's
+    // key (qk_nope + qk_rope) and value, or with GQA groups of 4 / 8 query heads.
+    const int64_t per_head = int64_t(c.head_dim_k + c.head_dim_v) * 2 * c.n_layer;
+    const int64_t mla = int64_t(c.kv_lora_rank + c.qk_rope) * 2 * c.n_layer;
+    fmt::print("    MLA latent + rope key (f16): {} values/layer = {} bytes\n", c.kv_lora_rank + c.qk_rope, mla);
+    for (int group : {1, 4, 8}) {
+      const int kv_heads = std::max(1, c.n_head / group);
+      fmt::print("    GQA, {:2} kv heads ({} query heads each), f16: {:8} bytes = {:.1f}x MLA\n", kv_heads, group,
+                 per_head * kv_heads, double(per_head * kv_heads) / double(mla));
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Paged KV cache benchmarks: editor-pattern TTFT with/without prefix reuse, concurrent streams, KV bytes"};
+  std::string model, kv_type = "f16";
+  int threads = 0, prompt_tokens = 2000, edits = 50, n_streams = 4, gen = 64;
+  bool skip_editor = false, skip_streams = false;
+  app.add_option("-m,--model", model, "GGUF model file")->required();
+  app.add_option("-t,--threads", threads, "Threads (default: physical cores)");
+  app.add_option("--prompt-tokens", prompt_tokens, "(a) prompt size")->capture_default_str();
+  app.add_option("--edits", edits, "(a) requests after the first")->capture_default_str();
+  app.add_option("--streams", n_streams, "(b) concurrent streams")->capture_default_str();
+  app.add_option("--gen", gen, "(b) tokens per stream")->capture_default_str();
+  app.add_option("--kv-type", kv_type, "KV rows: f16, bf16, f32, q8_0")->capture_default_str();
+  app.add_flag("--skip-editor", skip_editor, "Skip (a)");
+  app.add_flag("--skip-streams", skip_streams, "Skip (b)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    auto m = std::shared_ptr<Model>(Model::load(model, {.threads = threads}));
+    EngineOptions o;
+    o.kv_type = kv_type_from_name(kv_type);
+    o.n_ctx = std::max(4096, prompt_tokens + 256);
+    fmt::print("{} ({}), {} threads, KV {}\n", model, m->config().arch, m->threads(), kv_type);
+    if (!skip_editor) editor_pattern(m, o, prompt_tokens, edits);
+    if (!skip_streams) streams(m, o, n_streams, gen);
+    kv_bytes(*m);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "moelsp_bench_kv: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
