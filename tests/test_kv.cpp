@@ -457,3 +457,24 @@ TEST_CASE("decode over a long context (keys split into ranges and merged) matche
     CHECK(max_abs_diff(la, lb) < 1e-4);
   }
 }
+
+TEST_CASE("with every batch slot taken, a higher-priority request takes the lowest one's place") {
+  auto m = load("qwen3moe-ref");
+  std::mt19937 rng(41);
+  const auto p1 = random_tokens(rng, 20, m->config().n_vocab), p2 = random_tokens(rng, 20, m->config().n_vocab);
+  std::vector<TokenId> alone1;
+  {
+    Engine e(m, {.n_ctx = 256});
+    alone1 = e.submit(greedy_request(p1, 150)).wait().tokens;
+  }
+  Engine e(m, {.n_ctx = 256, .max_batch = 1});
+  std::atomic<int> n{0};
+  Handle bg = e.submit(greedy_request(p1, 150, Priority::kBackground),
+                       {.on_token = [&](TokenId, const std::string&) { ++n; }});
+  while (n < 5) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const Result fg = e.submit(greedy_request(p2, 5, Priority::kCompletion)).wait();
+  CHECK(fg.reason == FinishReason::Length);
+  const Result b = bg.wait();
+  CHECK(b.timings.n_preempted >= 1);
+  CHECK(b.tokens == alone1);  // resumed where it stopped
+}

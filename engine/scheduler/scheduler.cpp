@@ -143,8 +143,18 @@ void Engine::schedule_step(std::vector<std::unique_ptr<Live>>& running, std::vec
   // for the newcomer's first chunk (always when nothing else runs, so a
   // request too large for the pool fails instead of waiting forever).
   std::stable_sort(waiting.begin(), waiting.end(), before);
-  for (auto it = waiting.begin(); it != waiting.end() && int(running.size()) < opt_.max_batch;) {
+  std::stable_sort(running.begin(), running.end(), before);
+  for (auto it = waiting.begin(); it != waiting.end();) {
     Live& l = **it;
+    if (int(running.size()) >= opt_.max_batch) {
+      // A full step: a waiting request outranking the lowest running one takes its place.
+      Live& last = *running.back();
+      if (last.priority() >= l.priority()) break;
+      preempt(last);
+      std::unique_ptr<Live> out = std::move(running.back());
+      running.pop_back();
+      it = waiting.insert(it + 1, std::move(out)) - 1;
+    }
     if (!l.admitted) {
       try {
         admit(l);
@@ -171,12 +181,12 @@ void Engine::schedule_step(std::vector<std::unique_ptr<Live>>& running, std::vec
     if (l.res.timings.n_preempted == 0) l.res.timings.n_prompt_cached = mapped;
     running.push_back(std::move(*it));
     it = waiting.erase(it);
+    std::stable_sort(running.begin(), running.end(), before);
   }
   if (running.empty()) return;
 
-  // The step. Blocks come from the pool, else from preempting the
-  // lowest-priority sequences not yet in this step.
-  std::stable_sort(running.begin(), running.end(), before);
+  // The step (running is in priority order). Blocks come from the pool, else
+  // from preempting the lowest-priority sequences not yet in this step.
   Batch batch;
   std::vector<Live*> in_batch;
   std::vector<int> n_of;
@@ -315,7 +325,7 @@ bool Engine::after_logits(Live& l, const float* logits) {
   }
   if (stopped) return done(FinishReason::Stop);
   if (int(l.res.tokens.size()) >= req.max_tokens) return done(FinishReason::Length);
-  if (l.seq->n_past() + 1 >= opt_.n_ctx) return done(FinishReason::Length);  // context full
+  if (l.seq->n_past() >= opt_.n_ctx) return done(FinishReason::Length);  // no position left for `tok`
   l.feed = tok;
   return true;
 }
