@@ -165,9 +165,11 @@ void kv_bytes(const Model& m) {
     const int64_t mla = int64_t(c.kv_lora_rank + c.qk_rope) * 2 * c.n_layer;
     fmt::print("    MLA latent + rope key (f16): {} values/layer = {} bytes\n", c.kv_lora_rank + c.qk_rope, mla);
     for (int group : {1, 4, 8}) {
-      const int kv_heads = std::max(1, c.n_head / group);
-      fmt::print("    GQA, {:2} kv heads ({} query heads each), f16: {:8} bytes = {:.1f}x MLA\n", kv_heads, group,
-                 per_head * kv_heads, double(per_head * kv_heads) / double(mla));
+      if (group > c.n_head || c.n_head % group) continue;
+      const int kv_heads = c.n_head / group;
+      fmt::print("    {}, {:2} kv heads of k {} + v {}, f16: {:8} bytes = {:.1f}x MLA\n",
+                 group == 1 ? "MHA (the expanded form)" : fmt::format("GQA, {} query heads per kv head", group),
+                 kv_heads, c.head_dim_k, c.head_dim_v, per_head * kv_heads, double(per_head * kv_heads) / double(mla));
     }
   }
 }

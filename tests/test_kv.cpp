@@ -478,3 +478,29 @@ TEST_CASE("with every batch slot taken, a higher-priority request takes the lowe
   CHECK(b.timings.n_preempted >= 1);
   CHECK(b.tokens == alone1);  // resumed where it stopped
 }
+
+TEST_CASE("a long prompt runs in chunks between the decode steps of a running stream") {
+  auto m = load("qwen3moe-ref");
+  std::mt19937 rng(43);
+  Engine e(m, {.n_ctx = 1024, .prefill_chunk = 16});
+  std::atomic<int> a_tokens{0};
+  std::atomic<bool> b_prompt_done{false};
+  std::atomic<int> a_during_b{0};
+  Handle a = e.submit(greedy_request(random_tokens(rng, 10, m->config().n_vocab), 400),
+                      {.on_token = [&](TokenId, const std::string&) {
+                        ++a_tokens;
+                        if (!b_prompt_done) ++a_during_b;
+                      }});
+  while (a_tokens < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const int before_b = a_tokens;
+  const Result b = e.submit(greedy_request(random_tokens(rng, 480, m->config().n_vocab), 1),
+                            {.on_token = [&](TokenId, const std::string&) { b_prompt_done = true; }})
+                       .wait();
+  b_prompt_done = true;
+  a.cancel();
+  a.wait();
+  CHECK(b.reason == FinishReason::Length);
+  // 480 prompt tokens in chunks of 16: 30 steps, each also carrying one of a's tokens.
+  CHECK(a_during_b - before_b >= 25);
+  WARN("tokens of the running stream while the 480-token prompt ran: " << a_during_b - before_b);
+}

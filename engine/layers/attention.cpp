@@ -149,7 +149,7 @@ void attention(ThreadPool& pool, const AttentionArgs& a) {
     jb.j_end = kv_split == 1 ? n_kv : std::min<int64_t>(n_kv, (ks + 1) * chunk);
     return jb;
   };
-  const size_t max_rows = size_t(kBlock) * size_t(heads);
+  const size_t max_rows = size_t(std::min(kBlock, a.n_tokens)) * size_t(heads);  // rows of the largest job
   if (kv_split == 1) {
     pool.parallel_for(n_jobs, [&](int64_t b, int64_t e) {
       Scratch sc;
