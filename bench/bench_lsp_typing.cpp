@@ -100,6 +100,7 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   const std::string uri = "file:///bench/typed.cpp";
+  while (cursor > 0 && cursor < src.size() && (static_cast<unsigned char>(src[cursor]) & 0xC0) == 0x80) --cursor;
   std::string doc = src.substr(0, cursor);
   send({{"jsonrpc", "2.0"}, {"method", "textDocument/didOpen"},
         {"params", {{"textDocument", {{"uri", uri}, {"languageId", "cpp"}, {"version", 1}, {"text", doc}}}}}});
@@ -108,13 +109,17 @@ int main(int argc, char** argv) {
   const auto t_start = Clock::now();
   int n = 0;
   for (; n < keys && cursor < src.size(); ++n) {
-    const char ch = src[cursor++];
+    // One key is one character: a whole UTF-8 sequence (positions count UTF-16 units).
+    const auto lead = static_cast<unsigned char>(src[cursor]);
+    const size_t len = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    const std::string key = src.substr(cursor, len);
+    cursor += key.size();
     const json at = {{"line", line}, {"character", col}};
     send({{"jsonrpc", "2.0"}, {"method", "textDocument/didChange"},
           {"params", {{"textDocument", {{"uri", uri}, {"version", n + 2}}},
-                      {"contentChanges", {{{"range", {{"start", at}, {"end", at}}}, {"text", std::string(1, ch)}}}}}}});
-    if (ch == '\n') ++line, col = 0;
-    else ++col;
+                      {"contentChanges", {{{"range", {{"start", at}, {"end", at}}}, {"text", key}}}}}}});
+    if (key == "\n") ++line, col = 0;
+    else col += len == 4 ? 2 : 1;
     const int id = 100 + n;
     {
       std::lock_guard lock(mu);
