@@ -41,12 +41,20 @@ void Engine::Live::end(FinishReason r) {
   if (ended) return;
   ended = true;
   res.reason = r;
-  if (job->cb.on_done) job->cb.on_done(res);
-  Handle::State& st = *job->state;
-  std::lock_guard lock(st.mu);
-  st.result = res;
-  st.done = true;
-  st.cv.notify_all();
+  job->result = res;
+  finished->push_back(job);
+}
+
+void Engine::deliver() {
+  for (auto& job : finished_) {
+    if (job->cb.on_done) job->cb.on_done(job->result);
+    Handle::State& st = *job->state;
+    std::lock_guard lock(st.mu);
+    st.result = job->result;
+    st.done = true;
+    st.cv.notify_all();
+  }
+  finished_.clear();
 }
 
 Engine::Engine(std::shared_ptr<Model> model, EngineOptions opt) : model_(std::move(model)), opt_(opt) {
@@ -119,8 +127,11 @@ void Engine::publish_metrics(int running, int waiting) {
   metrics_.prefix_hit_rate =
       metrics_.kv.lookup_tokens ? double(metrics_.kv.hit_tokens) / double(metrics_.kv.lookup_tokens) : 0.0;
   metrics_.running = running, metrics_.waiting = waiting;
-  std::lock_guard lock(mu_);
-  published_ = metrics_;
+  {
+    std::lock_guard lock(mu_);
+    published_ = metrics_;
+  }
+  deliver();
 }
 
 }  // namespace moelsp

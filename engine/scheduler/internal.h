@@ -27,6 +27,7 @@ struct Engine::Job {
   std::shared_ptr<Handle::State> state;
   uint64_t seq = 0;
   Clock::time_point t_submit;
+  Result result;  // set when it ends, delivered by deliver()
 };
 
 // A request being served (running) or waiting to be (new, or preempted).
@@ -47,9 +48,13 @@ struct Engine::Live {
   std::string pending;              // decoded text not yet emitted (may start a stop string)
   Clock::time_point t0, t1;         // first scheduled, prompt done
 
+  std::vector<std::shared_ptr<Job>>* finished = nullptr;  // the engine's list of results to deliver
+
   int priority() const { return job->req.priority; }
   bool wants_out() const { return job->state->cancel.load() || timed_out; }
-  // Reports the result (once) and releases the blocks.
+  // Releases the blocks and queues the result (once): the scheduler delivers
+  // it after publishing the step's metrics, so whoever waits on the handle
+  // then sees metrics that include this request's release.
   void end(FinishReason r);
 };
 

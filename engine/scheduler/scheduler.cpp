@@ -56,6 +56,7 @@ void Engine::loop() {
       stopping = stop_;
       while (!queue_.empty()) {
         auto l = std::make_unique<Live>();
+        l->finished = &finished_;
         l->job = std::move(queue_.front());
         queue_.pop_front();
         waiting.push_back(std::move(l));

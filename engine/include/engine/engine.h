@@ -145,7 +145,8 @@ class Engine {
   void schedule_step(std::vector<std::unique_ptr<Live>>& running, std::vector<std::unique_ptr<Live>>& waiting);
   bool after_logits(Live& l, const float* logits);  // samples and emits one token; false when the job ended
   void preempt(Live& l);
-  void publish_metrics(int running, int waiting);
+  void publish_metrics(int running, int waiting);  // then delivers the finished requests' results
+  void deliver();
 
   std::shared_ptr<Model> model_;
   EngineOptions opt_;
@@ -154,6 +155,7 @@ class Engine {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
   std::vector<std::function<void()>> tasks_;  // inspect_pool calls
+  std::vector<std::shared_ptr<Job>> finished_;  // results to deliver after this step's metrics
   bool stop_ = false;
   uint64_t seq_ = 0;
   EngineMetrics metrics_, published_;  // the scheduler's own, and the snapshot under mu_
