@@ -504,3 +504,25 @@ TEST_CASE("a long prompt runs in chunks between the decode steps of a running st
   CHECK(a_during_b - before_b >= 25);
   WARN("tokens of the running stream while the 480-token prompt ran: " << a_during_b - before_b);
 }
+
+TEST_CASE("while an interactive completion runs, a chat answer pauses (and resumes unchanged)") {
+  auto m = load("qwen3moe-ref");
+  std::mt19937 rng(47);
+  const auto chat_prompt = random_tokens(rng, 20, m->config().n_vocab);
+  std::vector<TokenId> chat_alone;
+  {
+    Engine e(m, {.n_ctx = 512});
+    chat_alone = e.submit(greedy_request(chat_prompt, 200)).wait().tokens;
+  }
+  Engine e(m, {.n_ctx = 512});
+  std::atomic<int> chat_tokens{0};
+  Handle chat = e.submit(greedy_request(chat_prompt, 200, Priority::kChat),
+                         {.on_token = [&](TokenId, const std::string&) { ++chat_tokens; }});
+  while (chat_tokens < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const int before = chat_tokens;
+  const Result c = e.submit(greedy_request(random_tokens(rng, 60, m->config().n_vocab), 20, Priority::kCompletion)).wait();
+  const int during = chat_tokens - before;
+  CHECK(c.tokens.size() == 20);
+  CHECK(during <= 1);  // at most the step already under way when the completion arrived
+  CHECK(chat.wait().tokens == chat_alone);
+}

@@ -14,6 +14,7 @@
 // k decodes costs far less than k steps; prompt chunks riding in a decode
 // step make that step longer, which the chunk budget bounds.
 #include <algorithm>
+#include <climits>
 
 #include <fmt/format.h>
 
@@ -192,9 +193,12 @@ void Engine::schedule_step(std::vector<std::unique_ptr<Live>>& running, std::vec
   std::vector<Live*> in_batch;
   std::vector<int> n_of;
   int64_t budget = opt_.prefill_chunk;
+  const int top = running.front()->priority();
+  const int floor = opt_.interactive_alone && top >= Priority::kCompletion ? top : INT_MIN;
   for (size_t i = 0; i < running.size(); ++i) {
     Live& l = *running[i];
     if (!l.seq) continue;  // preempted in this loop
+    if (l.priority() < floor) break;  // paused while an interactive request runs (the rest rank lower still)
     std::span<const TokenId> toks;
     if (l.decoding) {
       toks = {&l.feed, 1};

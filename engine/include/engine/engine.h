@@ -105,6 +105,11 @@ struct EngineOptions {
   bool prefix_cache = true;  // reuse cached blocks of earlier prompts
   int max_batch = 8;         // sequences advanced together in one step
   int prefill_chunk = 256;   // prompt tokens per step, all prompts together
+  // A step that carries an interactive request (priority ≥ Priority::kCompletion)
+  // carries nothing of lower priority: on a CPU whose decode kernels already
+  // use most of the compute, a chat token riding along nearly doubles each of
+  // the completion's steps. Lower-priority requests pause (keeping their blocks).
+  bool interactive_alone = true;
 };
 
 struct EngineMetrics {
