@@ -137,6 +137,11 @@ void Server::Impl::complete(const json& id, const json& params, bool inline_kind
           auto h = p->submit(*eng, req);
           if (!h) break;
           const Result r = h->wait();
+          {
+            std::lock_guard lock(telemetry.mu);
+            telemetry.prompt_tokens += r.timings.n_prompt;
+            telemetry.prompt_tokens_reused += r.timings.n_prompt_cached;
+          }
           if (r.reason == FinishReason::Error) {
             error = r.error;
             break;

@@ -86,6 +86,7 @@ json Telemetry::to_json() {
   const auto pct = [&](double p) { return v.empty() ? 0.0 : v[std::min(v.size() - 1, size_t(p * double(v.size())))]; };
   return {{"requests", requests}, {"cancelled", cancelled}, {"shown", shown}, {"accepted", accepted},
           {"partiallyAccepted", partially_accepted}, {"cacheHits", cache_hits},
+          {"promptTokens", prompt_tokens}, {"promptTokensReused", prompt_tokens_reused},
           {"latencyMs", {{"p50", pct(0.5)}, {"p95", pct(0.95)}, {"samples", v.size()}}}};
 }
 

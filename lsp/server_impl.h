@@ -63,6 +63,7 @@ struct Pending {
 struct Telemetry {
   std::mutex mu;
   int64_t requests = 0, cancelled = 0, shown = 0, accepted = 0, partially_accepted = 0, cache_hits = 0;
+  int64_t prompt_tokens = 0, prompt_tokens_reused = 0;  // engine prompts, and the part the KV prefix cache supplied
   std::vector<double> latency_ms;  // completion latencies, last 1000
   void record_latency(double ms);
   json to_json();

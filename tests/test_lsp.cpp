@@ -464,6 +464,8 @@ TEST_CASE("cache and type-through answer instantly; Invoked offers alternatives;
   CHECK(t["accepted"] == 1);
   CHECK(t["partiallyAccepted"] == 1);
   CHECK(t["latencyMs"]["samples"].get<int>() >= 1);
+  CHECK(t["promptTokens"].get<int>() > 0);
+  CHECK(t["promptTokensReused"].get<int>() <= t["promptTokens"].get<int>());
 }
 
 TEST_CASE("cancel storm: 200 cancelled completions, then a normal one succeeds") {
