@@ -63,13 +63,15 @@ KvLayout Model::kv_layout(KvType type, int block_size) const {
   L.type = type;
   if (block_size <= 0 || block_size > 4096) throw ModelError(fmt::format("KV block size {} out of range (1..4096)", block_size));
   // Attention reads one kv head's slice of a row: with Q8_0 every slice must
-  // start and end on a 32-value block (MLA reads whole rows).
+  // start and end on a 32-value block (MLA: whole rows as keys, the latent as values).
   if (type == KvType::Q8_0) {
-    const bool mla = L.v_dim == 0;
-    const int qk = mla ? cfg_.kv_lora_rank : cfg_.head_dim_k, qv = mla ? cfg_.kv_lora_rank : cfg_.head_dim_v;
-    if (qk % 32 || qv % 32 || L.k_dim % 32 || L.v_dim % 32)
+    if (L.v_dim == 0 && (cfg_.kv_lora_rank % 32 || L.k_dim % 32))
+      throw ModelError(fmt::format("a q8_0 KV cache needs the MLA latent and latent + rope key to be multiples of 32 "
+                                   "values (this model: {} and {})",
+                                   cfg_.kv_lora_rank, L.k_dim));
+    if (L.v_dim > 0 && (cfg_.head_dim_k % 32 || cfg_.head_dim_v % 32))
       throw ModelError(fmt::format("a q8_0 KV cache needs head sizes that are multiples of 32 (this model: k {}, v {})",
-                                   qk, qv));
+                                   cfg_.head_dim_k, cfg_.head_dim_v));
   }
   return L;
 }
