@@ -95,21 +95,27 @@ __attribute__((target("avx2,fma"))) inline __m256 block_dot(const uint8_t* w, co
 using simd::hsum;
 
 
-// Four weight rows (row_bytes apart) against one quantized input.
-template <DType T>
-__attribute__((target("avx2,fma,f16c"))) void dot_q32_4x1(const uint8_t* w, size_t row_bytes, const BlockQ8* x,
-                                                           int64_t nb, float out[4]) {
-  // Even blocks into acc[0], odd into acc[1]: the same sums, in the same
-  // order, as dot_q32_1x1, so a row's value does not depend on its tile.
-  __m256 acc[2][4];
-  for (int k = 0; k < 4; ++k) acc[0][k] = acc[1][k] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    for (int k = 0; k < 4; ++k) {
-      const uint8_t* blk = w + size_t(k) * row_bytes + size_t(b) * kBlockBytes<T>;
-      acc[b & 1][k] = _mm256_fmadd_ps(_mm256_set1_ps(simd::half_at(blk) * x[b].d), block_dot<T>(blk, x[b]), acc[b & 1][k]);
+// One weight row against M inputs (a decode batch, or an expert's few
+// tokens): each weight block is loaded and widened once for all of them, and
+// the row streams alone (see matmul_q32_int8). Sums in dot_q32_1x1's order,
+// so an input's value does not depend on how many inputs share the call.
+template <DType T, int M>
+__attribute__((target("avx2,fma,f16c"))) void dot_q32_1xm(const uint8_t* w, const BlockQ8* x, int64_t nb, float* out) {
+  __m256 acc[2][M];
+  for (int i = 0; i < M; ++i) acc[0][i] = acc[1][i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, w += kBlockBytes<T>) {
+    const __m256i qw = block_bytes<T>(w);
+    const float dw = simd::half_at(w);
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i) {
+      const BlockQ8& xb = x[i * nb + b];
+      const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q));
+      const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(qw, qx));
+      const __m256 d = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+      acc[b & 1][i] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb.d), d, acc[b & 1][i]);
     }
   }
-  for (int k = 0; k < 4; ++k) out[k] = hsum(_mm256_add_ps(acc[0][k], acc[1][k]));
+  for (int i = 0; i < M; ++i) out[i] = hsum(_mm256_add_ps(acc[0][i], acc[1][i]));
 }
 
 // Two blocks per step into separate accumulators (more independent work in flight).
@@ -186,22 +192,30 @@ __attribute__((target("avx2"))) inline __m256i pick16_pair(int k) {
 // 32-value sums) in one madd.
 // Q5_K (kFive): the same with the nibbles at +48 and qh[32] at +16, whose bit
 // j is the fifth bit (16) of sub-block j's values.
-template <bool kFive>
-__attribute__((target("avx2,fma,f16c"))) inline void q4_k_block(const uint8_t* w, const BlockQ8K& x, __m256& acc,
-                                                                 __m256& acc_min) {
+// One Q4_K/Q5_K super-block's contribution for M inputs (x[i·nb], i < M):
+// the weights' nibbles and scales are unpacked once for all of them.
+template <bool kFive, int M>
+__attribute__((target("avx2,fma,f16c"))) inline void q4_k_block(const uint8_t* w, const BlockQ8K* x, int64_t nb,
+                                                                 __m256* acc, __m256* acc_min) {
   const __m256i m4 = _mm256_set1_epi8(0x0f), m1 = _mm256_set1_epi8(1);
   __m256i qh = kFive ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16)) : _mm256_setzero_si256();
   uint32_t sm[4];
   blocks::k4_unpack_scales(w + 4, sm);
   const __m256i sm16 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm)));
-  const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.bsums)),
-                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.bsums + 8)));
-  const __m128i mins = _mm_madd_epi16(_mm256_extracti128_si256(sm16, 1), bs);  // 4 × (min·sum + min·sum)
-  acc_min = _mm256_fmadd_ps(_mm256_set1_ps(simd::half_at(w + 2) * x.d), _mm256_cvtepi32_ps(_mm256_castsi128_si256(mins)),
-                            acc_min);
+  const float dmin = simd::half_at(w + 2), d = simd::half_at(w);
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i) {
+    const BlockQ8K& xi = x[i * nb];
+    const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xi.bsums)),
+                                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(xi.bsums + 8)));
+    const __m128i mins = _mm_madd_epi16(_mm256_extracti128_si256(sm16, 1), bs);  // 4 × (min·sum + min·sum)
+    acc_min[i] = _mm256_fmadd_ps(_mm256_set1_ps(dmin * xi.d), _mm256_cvtepi32_ps(_mm256_castsi128_si256(mins)),
+                                 acc_min[i]);
+  }
   // Scale j (16-bit lane j of the low half) in both halves, then picked per sub-block by a byte shuffle.
   const __m256i sc = _mm256_permute2x128_si256(sm16, sm16, 0x00);
-  __m256i sumi = _mm256_setzero_si256();
+  __m256i sumi[M];
+  for (int i = 0; i < M; ++i) sumi[i] = _mm256_setzero_si256();
   for (int j = 0; j < 4; ++j) {  // 64 values: low nibbles are sub-block 2j, high nibbles 2j + 1
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + (kFive ? 48 : 16) + 32 * j));
     __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
@@ -210,39 +224,53 @@ __attribute__((target("avx2,fma,f16c"))) inline void q4_k_block(const uint8_t* w
       hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 1), m1), 4));
       qh = _mm256_srli_epi16(qh, 2);
     }
-    const __m256i xl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + 64 * j));
-    const __m256i xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + 64 * j + 32));
     const __m256i s_lo = _mm256_shuffle_epi8(sc, pick16(2 * j)), s_hi = _mm256_shuffle_epi8(sc, pick16(2 * j + 1));
-    const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), s_lo);
-    const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), s_hi);
-    sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i) {
+      const int8_t* xq = x[i * nb].q + 64 * j;
+      const __m256i xl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
+      const __m256i xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32));
+      const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), s_lo);
+      const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), s_hi);
+      sumi[i] = _mm256_add_epi32(sumi[i], _mm256_add_epi32(pl, ph));
+    }
   }
-  acc = _mm256_fmadd_ps(_mm256_set1_ps(simd::half_at(w) * x.d), _mm256_cvtepi32_ps(sumi), acc);
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i)
+    acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[i * nb].d), _mm256_cvtepi32_ps(sumi[i]), acc[i]);
 }
 
-// Decode (one input): the blocks stream through, unpacked as they are used;
-// two super-blocks per step into separate accumulators, so one block's
-// integer work overlaps the other's (the chain through sumi is long).
-template <bool kFive>
-__attribute__((target("avx2,fma,f16c"))) float dot_q4_k_1(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
+// A row against M inputs (x + i·nb), even and odd super-blocks into separate
+// accumulators (more independent work in flight); the same sums in the same
+// order for every M, so an input's value never depends on its company.
+template <bool kFive, int M>
+__attribute__((target("avx2,fma,f16c"))) void dot_q4_k(const uint8_t* w, const BlockQ8K* x, int64_t nb, float* out) {
   constexpr size_t kBytes = kFive ? 176 : 144;
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, acc_min[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  __m256 acc[2][M], acc_min[2][M];
+  for (int i = 0; i < M; ++i) acc[0][i] = acc[1][i] = acc_min[0][i] = acc_min[1][i] = _mm256_setzero_ps();
   int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    q4_k_block<kFive>(w + kBytes * b, x[b], acc[0], acc_min[0]);
-    q4_k_block<kFive>(w + kBytes * (b + 1), x[b + 1], acc[1], acc_min[1]);
+  for (; b + 2 <= nb; b += 2) {  // written out two at a time: ~7% faster at M = 1 than a plain loop
+    q4_k_block<kFive, M>(w + kBytes * b, x + b, nb, acc[0], acc_min[0]);
+    q4_k_block<kFive, M>(w + kBytes * (b + 1), x + b + 1, nb, acc[1], acc_min[1]);
   }
-  if (b < nb) q4_k_block<kFive>(w + kBytes * b, x[b], acc[0], acc_min[0]);
-  return hsum(_mm256_add_ps(acc[0], acc[1])) - hsum(_mm256_add_ps(acc_min[0], acc_min[1]));
+  if (b < nb) q4_k_block<kFive, M>(w + kBytes * b, x + b, nb, acc[0], acc_min[0]);
+  for (int i = 0; i < M; ++i)
+    out[i] = hsum(_mm256_add_ps(acc[0][i], acc[1][i])) - hsum(_mm256_add_ps(acc_min[0][i], acc_min[1][i]));
 }
 
-// One Q6_K super-block's contribution into acc.
-__attribute__((target("avx2,fma,f16c"))) inline void q6_k_block(const uint8_t* w, const BlockQ8K& x, __m256& acc) {
+// One Q6_K super-block's contribution for M inputs (x[i·nb]), unpacked once.
+template <int M>
+__attribute__((target("avx2,fma,f16c"))) inline void q6_k_block(const uint8_t* w, const BlockQ8K* x, int64_t nb,
+                                                                 __m256* acc) {
   const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
   // The 16 scales as 16-bit values; the −32 of every value is Σ_g scale_g · 32 · bsum_g, one madd.
   const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 192)));
-  const __m256i offset = _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.bsums)));
-  __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(offset, 5));
+  __m256i sumi[M];
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i) {
+    const __m256i offset = _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i * nb].bsums)));
+    sumi[i] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(offset, 5));
+  }
   for (int half = 0; half < 2; ++half) {
     const uint8_t* ql = w + 64 * half;
     const __m256i sc = half ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
@@ -258,25 +286,32 @@ __attribute__((target("avx2,fma,f16c"))) inline void q6_k_block(const uint8_t* w
         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4))};
     for (int k = 0; k < 4; ++k) {
-      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + 128 * half + 32 * k));
       // The run's two 16-value groups 2k and 2k + 1 (of this half): one scale per 128-bit half.
       const __m256i s = _mm256_shuffle_epi8(sc, pick16_pair(2 * k));
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], xv), s));
+#pragma GCC unroll 4
+      for (int i = 0; i < M; ++i) {
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i * nb].q + 128 * half + 32 * k));
+        sumi[i] = _mm256_add_epi32(sumi[i], _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], xv), s));
+      }
     }
   }
-  acc = _mm256_fmadd_ps(_mm256_set1_ps(simd::half_at(w + 208) * x.d), _mm256_cvtepi32_ps(sumi), acc);
+  const float d = simd::half_at(w + 208);
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i) acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[i * nb].d), _mm256_cvtepi32_ps(sumi[i]), acc[i]);
 }
 
-// Two super-blocks per step, as dot_q4_k_1.
-__attribute__((target("avx2,fma,f16c"))) float dot_q6_k_1(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+// As dot_q4_k.
+template <int M>
+__attribute__((target("avx2,fma,f16c"))) void dot_q6_k(const uint8_t* w, const BlockQ8K* x, int64_t nb, float* out) {
+  __m256 acc[2][M];
+  for (int i = 0; i < M; ++i) acc[0][i] = acc[1][i] = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
-    q6_k_block(w + 210 * b, x[b], acc[0]);
-    q6_k_block(w + 210 * (b + 1), x[b + 1], acc[1]);
+    q6_k_block<M>(w + 210 * b, x + b, nb, acc[0]);
+    q6_k_block<M>(w + 210 * (b + 1), x + b + 1, nb, acc[1]);
   }
-  if (b < nb) q6_k_block(w + 210 * b, x[b], acc[0]);
-  return hsum(_mm256_add_ps(acc[0], acc[1]));
+  if (b < nb) q6_k_block<M>(w + 210 * b, x + b, nb, acc[0]);
+  for (int i = 0; i < M; ++i) out[i] = hsum(_mm256_add_ps(acc[0][i], acc[1][i]));
 }
 
 thread_local std::vector<BlockQ8> tls_xq;
@@ -310,19 +345,35 @@ void by_chunks(const MatmulArgs& a, int64_t nb, std::vector<Block>& buf, Quantiz
   }
 }
 
+// One K-quant row against M inputs.
+template <DType T, int M>
+void dot_k(const uint8_t* w, const BlockQ8K* x, int64_t nb, float* out) {
+  if constexpr (T == DType::Q6_K) dot_q6_k<M>(w, x, nb, out);
+  else dot_q4_k<T == DType::Q5_K, M>(w, x, nb, out);
+}
+
 template <DType T>
 void matmul_k_int8(const MatmulArgs& a) {
   const int64_t nb = a.w.cols / 256;
   by_chunks(a, nb, tls_xk, quantize_row_q8_k_avx2, [&](int64_t i0, int64_t i1) {
     if (int8_tile_supports(T, i1 - i0)) return matmul_int8_tile(a, i0, i1, tls_xk.data());
-    // Fewer inputs than the lane-vector kernel wants: one row, one input at a time.
-    for (int64_t r = a.row_begin; r < a.row_end; ++r)
-      for (int64_t i = i0; i < i1; ++i) {
-        const BlockQ8K* x = tls_xk.data() + (i - i0) * nb;
-        a.y[i * a.ldy + r] = T == DType::Q4_K   ? dot_q4_k_1<false>(a.w.row(r), x, nb)
-                             : T == DType::Q5_K ? dot_q4_k_1<true>(a.w.row(r), x, nb)
-                                                : dot_q6_k_1(a.w.row(r), x, nb);
+    // Fewer inputs than the lane-vector kernel wants: one row streams at a
+    // time (see matmul_q32_int8), unpacked once for kM inputs (measured on
+    // 768 × 2048, GMAC/s per thread at 1 / 2 / 3 inputs: Q4_K 35 / 41 / 34,
+    // the third input's registers spill; Q6_K 31 / 42 / 43).
+    constexpr int kM = T == DType::Q6_K ? 3 : 2;
+    const BlockQ8K* xk = tls_xk.data();
+    for (int64_t r = a.row_begin; r < a.row_end; ++r) {
+      float o[kM];
+      int64_t i = i0;
+      for (; i + kM <= i1; i += kM) {
+        dot_k<T, kM>(a.w.row(r), xk + (i - i0) * nb, nb, o);
+        for (int k = 0; k < kM; ++k) a.y[(i + k) * a.ldy + r] = o[k];
       }
+      if (kM == 3 && i + 2 == i1) dot_k<T, 2>(a.w.row(r), xk + (i - i0) * nb, nb, o);
+      else if (i + 1 == i1) dot_k<T, 1>(a.w.row(r), xk + (i - i0) * nb, nb, o);
+      for (int k = 0; i + k < i1; ++k) a.y[(i + k) * a.ldy + r] = o[k];
+    }
   });
 }
 
@@ -331,21 +382,26 @@ void matmul_q32_int8(const MatmulArgs& a) {
   const int64_t nb = a.w.cols / 32;
   by_chunks(a, nb, tls_xq, quantize_row_q8_avx2, [&](int64_t i0, int64_t i1) {
     if (int8_tile_supports(T, i1 - i0)) return matmul_int8_tile(a, i0, i1, tls_xq.data());
-    int64_t r = a.row_begin;
-    // Four rows in lockstep pay off only when an activation block is reused by
-    // several inputs; for decode (m = 1) one row streams at a time: measured on
-    // a 2.7 B Q8_0 model at 2 threads, 4-row lockstep decoded 47 tokens/s and
-    // row-at-a-time 105 (the weights are read once either way, but four
-    // interleaved streams defeat the hardware prefetcher).
-    for (; a.m > 1 && r + 4 <= a.row_end; r += 4) {
-      for (int64_t i = i0; i < i1; ++i) {
-        float o[4];
-        dot_q32_4x1<T>(a.w.row(r), a.w.row_bytes, tls_xq.data() + (i - i0) * nb, nb, o);
-        for (int k = 0; k < 4; ++k) a.y[i * a.ldy + r + k] = o[k];
+    // One row streams at a time, against every input of the chunk: several
+    // interleaved row streams defeat the hardware prefetcher (measured on a
+    // 2.7 B Q8_0 model at 2 threads: 4-row lockstep decoded 47 tokens/s,
+    // row-at-a-time 105; on a 16384 × 2048 matrix with 2 inputs, 15 GMAC/s
+    // against 31+ for one row with both inputs).
+    const BlockQ8* xq = tls_xq.data();
+    for (int64_t r = a.row_begin; r < a.row_end; ++r) {
+      int64_t i = i0;
+      float o[3];
+      for (; i + 3 <= i1; i += 3) {
+        dot_q32_1xm<T, 3>(a.w.row(r), xq + (i - i0) * nb, nb, o);
+        for (int k = 0; k < 3; ++k) a.y[(i + k) * a.ldy + r] = o[k];
+      }
+      if (i + 2 == i1) {
+        dot_q32_1xm<T, 2>(a.w.row(r), xq + (i - i0) * nb, nb, o);
+        a.y[i * a.ldy + r] = o[0], a.y[(i + 1) * a.ldy + r] = o[1];
+      } else if (i + 1 == i1) {
+        a.y[i * a.ldy + r] = dot_q32_1x1<T>(a.w.row(r), xq + (i - i0) * nb, nb);
       }
     }
-    for (; r < a.row_end; ++r)
-      for (int64_t i = i0; i < i1; ++i) a.y[i * a.ldy + r] = dot_q32_1x1<T>(a.w.row(r), tls_xq.data() + (i - i0) * nb, nb);
   });
 }
 
