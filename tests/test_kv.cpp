@@ -296,6 +296,25 @@ Request greedy_request(std::vector<TokenId> prompt, int max_tokens, int priority
   return r;
 }
 
+// Holds a running request at its k-th token (inside on_token, on the
+// scheduler thread) until the test has submitted what must meet it mid-flight,
+// so the meeting does not depend on thread timing.
+struct Gate {
+  std::atomic<int> tokens{0};
+  std::atomic<bool> open{false};
+  int at;
+  explicit Gate(int k) : at(k) {}
+  Callbacks callbacks() {
+    return {.on_token = [this](TokenId, const std::string&) {
+      if (++tokens == at)
+        while (!open) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }};
+  }
+  void wait_reached() const {
+    while (tokens < at) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+};
+
 }  // namespace
 
 TEST_CASE("requests submitted together are batched and generate what each generates alone") {
@@ -335,11 +354,12 @@ TEST_CASE("preemption: a low-priority sequence gives up its blocks and resumes w
   }
   // 96 tokens of KV: either request fits, both do not.
   Engine e(m, {.n_ctx = 128, .kv_tokens = 96, .block_size = 8, .prefix_cache = false});
-  std::atomic<int> low_tokens{0};
-  Handle low = e.submit(greedy_request(low_prompt, 60, Priority::kBackground),
-                        {.on_token = [&](TokenId, const std::string&) { ++low_tokens; }});
-  while (low_tokens < 10) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  const Result hr = e.submit(greedy_request(high_prompt, 20, Priority::kCompletion)).wait();
+  Gate gate(10);
+  Handle low = e.submit(greedy_request(low_prompt, 60, Priority::kBackground), gate.callbacks());
+  gate.wait_reached();
+  Handle high = e.submit(greedy_request(high_prompt, 20, Priority::kCompletion));
+  gate.open = true;
+  const Result hr = high.wait();
   const Result lr = low.wait();
   CHECK(hr.tokens == high_alone);
   CHECK(hr.timings.n_preempted == 0);
@@ -469,11 +489,12 @@ TEST_CASE("with every batch slot taken, a higher-priority request takes the lowe
     alone1 = e.submit(greedy_request(p1, 150)).wait().tokens;
   }
   Engine e(m, {.n_ctx = 256, .max_batch = 1});
-  std::atomic<int> n{0};
-  Handle bg = e.submit(greedy_request(p1, 150, Priority::kBackground),
-                       {.on_token = [&](TokenId, const std::string&) { ++n; }});
-  while (n < 5) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  const Result fg = e.submit(greedy_request(p2, 5, Priority::kCompletion)).wait();
+  Gate gate(5);
+  Handle bg = e.submit(greedy_request(p1, 150, Priority::kBackground), gate.callbacks());
+  gate.wait_reached();
+  Handle fgh = e.submit(greedy_request(p2, 5, Priority::kCompletion));
+  gate.open = true;
+  const Result fg = fgh.wait();
   CHECK(fg.reason == FinishReason::Length);
   const Result b = bg.wait();
   CHECK(b.timings.n_preempted >= 1);
@@ -484,22 +505,26 @@ TEST_CASE("a long prompt runs in chunks between the decode steps of a running st
   auto m = load("qwen3moe-ref");
   std::mt19937 rng(43);
   Engine e(m, {.n_ctx = 1024, .prefill_chunk = 16});
-  std::atomic<int> a_tokens{0};
-  std::atomic<bool> b_prompt_done{false};
-  std::atomic<int> a_during_b{0};
+  // a pauses at its 3rd token until b is submitted; then every step carries
+  // one of a's tokens and one 16-token chunk of b's prompt.
+  std::atomic<bool> open{false}, b_prompt_done{false};
+  std::atomic<int> a_tokens{0}, a_during_b{0};
   Handle a = e.submit(greedy_request(random_tokens(rng, 10, m->config().n_vocab), 400),
                       {.on_token = [&](TokenId, const std::string&) {
-                        ++a_tokens;
-                        if (!b_prompt_done) ++a_during_b;
+                        if (++a_tokens == 3)
+                          while (!open) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                        else if (!b_prompt_done) ++a_during_b;
                       }});
   while (a_tokens < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  const int before_b = a_tokens;
-  const Result b = e.submit(greedy_request(random_tokens(rng, 480, m->config().n_vocab), 1),
-                            {.on_token = [&](TokenId, const std::string&) { b_prompt_done = true; }})
-                       .wait();
+  Handle bh = e.submit(greedy_request(random_tokens(rng, 480, m->config().n_vocab), 1),
+                       {.on_token = [&](TokenId, const std::string&) { b_prompt_done = true; }});
+  a_during_b = 0;
+  open = true;
+  const Result b = bh.wait();
   b_prompt_done = true;
   a.cancel();
   a.wait();
+  const int before_b = 0;
   CHECK(b.reason == FinishReason::Length);
   // 480 prompt tokens in chunks of 16: 30 steps, each also carrying one of a's tokens.
   CHECK(a_during_b - before_b >= 25);
@@ -516,14 +541,14 @@ TEST_CASE("while an interactive completion runs, a chat answer pauses (and resum
     chat_alone = e.submit(greedy_request(chat_prompt, 200)).wait().tokens;
   }
   Engine e(m, {.n_ctx = 512});
-  std::atomic<int> chat_tokens{0};
-  Handle chat = e.submit(greedy_request(chat_prompt, 200, Priority::kChat),
-                         {.on_token = [&](TokenId, const std::string&) { ++chat_tokens; }});
-  while (chat_tokens < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  const int before = chat_tokens;
-  const Result c = e.submit(greedy_request(random_tokens(rng, 60, m->config().n_vocab), 20, Priority::kCompletion)).wait();
-  const int during = chat_tokens - before;
+  Gate gate(3);
+  Handle chat = e.submit(greedy_request(chat_prompt, 200, Priority::kChat), gate.callbacks());
+  gate.wait_reached();
+  Handle ch = e.submit(greedy_request(random_tokens(rng, 60, m->config().n_vocab), 20, Priority::kCompletion));
+  gate.open = true;
+  const Result c = ch.wait();
+  const int during = gate.tokens - 3;
   CHECK(c.tokens.size() == 20);
-  CHECK(during <= 1);  // at most the step already under way when the completion arrived
+  CHECK(during == 0);  // the completion was admitted at the next step, alone
   CHECK(chat.wait().tokens == chat_alone);
 }
