@@ -1,6 +1,6 @@
 // The paged KV cache and the scheduler, measured through the engine API:
 //
-//   moelsp_bench_kv -m MODEL.gguf [--prompt-tokens 2000] [--edits 50] [--streams 4] [--gen 64]
+//   moelsp_bench_kv -m MODEL.gguf [--prompt-tokens 2000] [--edits 50] [--streams 4] [--gen 64] [--rounds 3]
 //                   [-t THREADS] [--kv-type f16] [--skip-editor] [--skip-streams]
 //
 // (a) The editor pattern: a prompt of code, then `edits` requests, each the
@@ -8,7 +8,8 @@
 //     last line, so a suffix follows as in a FIM prompt). Median time to first
 //     token with the prefix cache and without it (the same engine, cache off).
 // (b) `streams` generation requests submitted together vs the same requests
-//     one after another: total generated tokens/s of each, and the ratio.
+//     one after another: total generated tokens/s of each, and the ratio
+//     (alternating rounds, median ratio).
 // (c) KV bytes per token of the model in each row type, against the layout
 //     a GQA model of the same attention shape would cache.
 #include <algorithm>
@@ -109,7 +110,7 @@ void editor_pattern(const std::shared_ptr<Model>& m, const EngineOptions& base, 
   fmt::print("    speed-up with reuse: {:.1f}x\n", med[0] / med[1]);
 }
 
-void streams(const std::shared_ptr<Model>& m, const EngineOptions& base, int n_streams, int gen) {
+void streams(const std::shared_ptr<Model>& m, const EngineOptions& base, int n_streams, int gen, int rounds) {
   const Tokenizer& tok = m->tokenizer();
   const std::string text = code_text(tok, 64 * n_streams + 64);
   const auto ids = tok.encode(text);
@@ -126,26 +127,36 @@ void streams(const std::shared_ptr<Model>& m, const EngineOptions& base, int n_s
              n_streams, gen);
   EngineOptions o = base;
   o.prefix_cache = false;
-  double tps[2];
-  for (bool together : {false, true}) {
-    Engine e(m, o);
-    e.submit(reqs[0]).wait();  // warm-up (page in the weights)
-    const auto t0 = Clock::now();
-    int tokens = 0;
-    if (together) {
-      std::vector<Handle> hs;
-      for (const auto& r : reqs) hs.push_back(e.submit(r));
-      for (auto& h : hs) tokens += int(h.wait().tokens.size());
-    } else {
-      for (const auto& r : reqs) tokens += int(e.submit(r).wait().tokens.size());
+  Engine e(m, o);
+  e.submit(reqs[0]).wait();  // warm-up (page in the weights)
+  // Alternating rounds: this machine's speed drifts by minutes, so each
+  // ratio compares neighbours and the median ratio is reported.
+  std::vector<double> ratios;
+  for (int round = 0; round < rounds; ++round) {
+    double tps[2];
+    for (bool together : {false, true}) {
+      const auto t0 = Clock::now();
+      const EngineMetrics before = e.metrics();
+      int tokens = 0;
+      if (together) {
+        std::vector<Handle> hs;
+        for (const auto& r : reqs) hs.push_back(e.submit(r));
+        for (auto& h : hs) tokens += int(h.wait().tokens.size());
+      } else {
+        for (const auto& r : reqs) tokens += int(e.submit(r).wait().tokens.size());
+      }
+      const double s = ms_since(t0) / 1000;
+      tps[together] = tokens / s;
+      const EngineMetrics after = e.metrics();
+      const double mean_batch = double(after.step_seqs - before.step_seqs) / double(std::max<int64_t>(1, after.steps - before.steps));
+      fmt::print("    round {} {:10}: {:5d} tokens in {:6.2f} s = {:7.1f} tokens/s (mean batch {:.2f})\n", round + 1,
+                 together ? "together" : "sequential", tokens, s, tps[together], mean_batch);
     }
-    const double s = ms_since(t0) / 1000;
-    tps[together] = tokens / s;
-    const EngineMetrics mt = e.metrics();
-    fmt::print("    {:12}: {:5d} tokens in {:6.2f} s = {:7.1f} tokens/s (mean batch {:.2f})\n",
-               together ? "together" : "sequential", tokens, s, tps[together], mt.mean_batch());
+    ratios.push_back(tps[1] / tps[0]);
   }
-  fmt::print("    ratio together / sequential: {:.2f}x\n", tps[1] / tps[0]);
+  fmt::print("    ratio together / sequential: median {:.2f}x (rounds:", median(ratios));
+  for (double r : ratios) fmt::print(" {:.2f}", r);
+  fmt::print(")\n");
 }
 
 void kv_bytes(const Model& m) {
@@ -179,7 +190,7 @@ void kv_bytes(const Model& m) {
 int main(int argc, char** argv) {
   CLI::App app{"Paged KV cache benchmarks: editor-pattern TTFT with/without prefix reuse, concurrent streams, KV bytes"};
   std::string model, kv_type = "f16";
-  int threads = 0, prompt_tokens = 2000, edits = 50, n_streams = 4, gen = 64;
+  int threads = 0, prompt_tokens = 2000, edits = 50, n_streams = 4, gen = 64, rounds = 3;
   bool skip_editor = false, skip_streams = false;
   app.add_option("-m,--model", model, "GGUF model file")->required();
   app.add_option("-t,--threads", threads, "Threads (default: physical cores)");
@@ -187,6 +198,7 @@ int main(int argc, char** argv) {
   app.add_option("--edits", edits, "(a) requests after the first")->capture_default_str();
   app.add_option("--streams", n_streams, "(b) concurrent streams")->capture_default_str();
   app.add_option("--gen", gen, "(b) tokens per stream")->capture_default_str();
+  app.add_option("--rounds", rounds, "(b) alternating sequential / together rounds")->capture_default_str();
   app.add_option("--kv-type", kv_type, "KV rows: f16, bf16, f32, q8_0")->capture_default_str();
   app.add_flag("--skip-editor", skip_editor, "Skip (a)");
   app.add_flag("--skip-streams", skip_streams, "Skip (b)");
@@ -198,7 +210,7 @@ int main(int argc, char** argv) {
     o.n_ctx = std::max(4096, prompt_tokens + 256);
     fmt::print("{} ({}), {} threads, KV {}\n", model, m->config().arch, m->threads(), kv_type);
     if (!skip_editor) editor_pattern(m, o, prompt_tokens, edits);
-    if (!skip_streams) streams(m, o, n_streams, gen);
+    if (!skip_streams) streams(m, o, n_streams, gen, rounds);
     kv_bytes(*m);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moelsp_bench_kv: %s\n", e.what());
