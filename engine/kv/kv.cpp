@@ -128,11 +128,8 @@ int32_t BlockPool::allocate() {
   } else if (!lru_.empty()) {
     b = lru_.front();
     lru_.pop_front();
-    Meta& m = meta_[size_t(b)];
-    m.in_lru = false;
-    by_hash_.erase(m.hash);
-    m.published = false;
-    m.tokens.clear();
+    meta_[size_t(b)].in_lru = false;
+    forget(b);
     ++stats_.evictions;
   } else {
     return -1;
@@ -180,19 +177,61 @@ bool BlockPool::publish(int32_t b, uint64_t parent, std::span<const TokenId> tok
   if (m.published) return false;
   const uint64_t h = chain(parent, tokens);
   if (!by_hash_.emplace(h, b).second) return false;
+  by_parent_.emplace(parent, b);
   m.published = true;
   m.hash = h, m.parent = parent;
   m.tokens.assign(tokens.begin(), tokens.end());
   return true;
 }
 
+bool BlockPool::publish_partial(int32_t b, uint64_t parent, std::span<const TokenId> tokens) {
+  Meta& m = meta_[size_t(b)];
+  if (!prefix_cache_ || m.published || m.refs != 1 || tokens.empty()) return false;
+  int shared = 0;
+  const int32_t have = best_child(parent, tokens, &shared);
+  if (have >= 0 && size_t(shared) == tokens.size()) return false;  // nothing new
+  by_parent_.emplace(parent, b);
+  m.published = m.partial = true;
+  m.parent = parent;
+  m.tokens.assign(tokens.begin(), tokens.end());
+  return true;
+}
+
+void BlockPool::forget(int32_t b) {
+  Meta& m = meta_[size_t(b)];
+  if (!m.published) return;
+  if (!m.partial) by_hash_.erase(m.hash);
+  m.partial = false;
+  const auto [lo, hi] = by_parent_.equal_range(m.parent);
+  for (auto it = lo; it != hi; ++it)
+    if (it->second == b) {
+      by_parent_.erase(it);
+      break;
+    }
+  m.published = false;
+  m.tokens.clear();
+}
+
+int32_t BlockPool::best_child(uint64_t parent, std::span<const TokenId> tokens, int* shared) const {
+  int32_t best = -1;
+  *shared = 0;
+  if (!prefix_cache_) return -1;
+  const auto [lo, hi] = by_parent_.equal_range(parent);
+  for (auto it = lo; it != hi; ++it) {
+    const Meta& m = meta_[size_t(it->second)];
+    const size_t n = std::min(tokens.size(), m.tokens.size());
+    int k = 0;
+    while (size_t(k) < n && m.tokens[size_t(k)] == tokens[size_t(k)]) ++k;
+    if (k > *shared) *shared = k, best = it->second;
+  }
+  return best;
+}
+
 void BlockPool::unpublish(int32_t b) {
   Meta& m = meta_[size_t(b)];
   if (!m.published) return;
   if (m.refs != 1) throw std::logic_error(fmt::format("KV block {} unpublished with {} references", b, m.refs));
-  by_hash_.erase(m.hash);
-  m.published = false;
-  m.tokens.clear();
+  forget(b);
 }
 
 void BlockPool::copy_block(int32_t from, int32_t to) {
@@ -209,7 +248,7 @@ KvPoolStats BlockPool::stats() const {
 }
 
 void BlockPool::check() const {
-  size_t n_free = 0, n_lru = 0, n_pub = 0;
+  size_t n_free = 0, n_lru = 0, n_pub = 0, n_whole = 0;
   for (size_t b = 0; b < meta_.size(); ++b) {
     const Meta& m = meta_[b];
     const auto fail = [&](const char* what) {
@@ -222,16 +261,24 @@ void BlockPool::check() const {
     if (m.refs == 0 && !m.in_free && !m.in_lru) fail("unreferenced and on no list (leaked)");
     if (m.in_lru && !m.published) fail("cached without a name");
     if (m.in_free && m.published) fail("free but still named");
+    if (m.partial && !m.published) fail("partial without being published");
     if (m.published) {
       ++n_pub;
-      const auto it = by_hash_.find(m.hash);
-      if (it == by_hash_.end() || it->second != int32_t(b)) fail("named but not in the hash map");
+      if (!m.partial) {
+        ++n_whole;
+        const auto it = by_hash_.find(m.hash);
+        if (it == by_hash_.end() || it->second != int32_t(b)) fail("named but not in the hash map");
+      }
     }
     n_free += m.in_free, n_lru += m.in_lru;
   }
   if (n_free != free_.size()) throw std::logic_error("free list length differs from the blocks marked free");
   if (n_lru != lru_.size()) throw std::logic_error("LRU list length differs from the blocks marked cached");
-  if (n_pub != by_hash_.size()) throw std::logic_error("hash map holds blocks that are not published");
+  if (n_whole != by_hash_.size()) throw std::logic_error("hash map holds blocks that are not published");
+  if (n_pub != by_parent_.size()) throw std::logic_error("parent index holds blocks that are not published");
+  for (const auto& [parent, b] : by_parent_)
+    if (!meta_[size_t(b)].published || meta_[size_t(b)].parent != parent)
+      throw std::logic_error(fmt::format("parent index entry for KV block {} is stale", b));
   std::vector<char> seen(meta_.size(), 0);
   for (int32_t b : free_)
     if (seen[size_t(b)]++) throw std::logic_error(fmt::format("KV block {} twice on the free list", b));
@@ -243,7 +290,7 @@ void BlockPool::check() const {
 int KvSequence::map_prefix(std::span<const TokenId> prompt, int max_tokens) {
   if (!blocks_.empty()) throw std::logic_error("map_prefix on a sequence that holds blocks");
   const int bs = pool_->layout().block_size;
-  const int64_t want = std::min<int64_t>(int64_t(prompt.size()), max_tokens) / bs * bs;
+  const int64_t want = std::min<int64_t>(int64_t(prompt.size()), max_tokens) / bs * bs;  // whole blocks
   uint64_t parent = pool_->root_hash();
   int mapped = 0;
   while (mapped + bs <= want) {
@@ -256,7 +303,27 @@ int KvSequence::map_prefix(std::span<const TokenId> prompt, int max_tokens) {
     tokens_.insert(tokens_.end(), toks.begin(), toks.end());
     mapped += bs;
   }
-  pool_->count_lookup(want, mapped);
+  // A cached block that continues the prompt for part of its length (an edit
+  // inside it): its head is copied into a private block, so the request
+  // recomputes from the first changed token rather than from the block start.
+  const int64_t limit = std::min<int64_t>(int64_t(prompt.size()), max_tokens);
+  if (mapped < limit) {
+    int shared = 0;
+    const auto rest = prompt.subspan(size_t(mapped), size_t(std::min<int64_t>(bs, limit - mapped)));
+    const int32_t src = pool_->best_child(parent, rest, &shared);
+    if (src >= 0 && shared > 0) {
+      pool_->retain(src);  // kept from eviction while allocate() looks for room
+      const int32_t b = pool_->allocate();
+      if (b >= 0) {
+        pool_->copy_block(src, b);
+        blocks_.push_back(b);
+        tokens_.insert(tokens_.end(), rest.begin(), rest.begin() + shared);
+        mapped += shared;
+      }
+      pool_->release(src);
+    }
+  }
+  pool_->count_lookup(limit, mapped);
   return mapped;
 }
 
@@ -318,6 +385,13 @@ bool KvSequence::truncate(int n) {
 }
 
 void KvSequence::clear() {
+  // The partly filled last block is offered to the cache too: the next
+  // keystroke's prompt usually continues into it.
+  const int bs = pool_->layout().block_size, n = n_past();
+  if (n % bs != 0 && size_t(n / bs) < blocks_.size() && hashes_.size() == size_t(n / bs)) {
+    const uint64_t parent = hashes_.empty() ? pool_->root_hash() : hashes_.back();
+    pool_->publish_partial(blocks_[size_t(n / bs)], parent, std::span(tokens_).subspan(size_t(n / bs * bs)));
+  }
   // Released last block first, so the cache evicts a prefix's tail before its head.
   for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) pool_->release(*it);
   blocks_.clear();

@@ -102,10 +102,18 @@ class BlockPool {
   static uint64_t chain(uint64_t parent, std::span<const TokenId> tokens);
   // The cached block named (parent, tokens), retained for the caller; -1 if none.
   int32_t lookup(uint64_t parent, std::span<const TokenId> tokens);
+  // Among the cached children of `parent`, the one whose tokens share the
+  // longest head with `tokens` (at least 1); -1 if none. Not retained.
+  int32_t best_child(uint64_t parent, std::span<const TokenId> tokens, int* shared) const;
   // Publishes a full block under (parent, tokens); false (and nothing changes)
   // when another block already holds that content or the cache is off.
   bool publish(int32_t b, uint64_t parent, std::span<const TokenId> tokens);
   bool published(int32_t b) const { return meta_[size_t(b)].published; }
+  // Offers a sequence's last, partly filled block (its only reference) to the
+  // cache under its parent: found only by best_child (never by lookup, since
+  // it is not a whole block), and always copied before use. False when a
+  // cached child of `parent` already starts with these tokens.
+  bool publish_partial(int32_t b, uint64_t parent, std::span<const TokenId> tokens);
   // Forgets b's name (before its rows are rewritten); b must be referenced only by the caller.
   void unpublish(int32_t b);
   void copy_block(int32_t from, int32_t to);
@@ -124,7 +132,7 @@ class BlockPool {
  private:
   struct Meta {
     int refs = 0;
-    bool published = false;
+    bool published = false, partial = false;  // partial: a cached, partly filled block (by_parent_ only)
     bool in_lru = false, in_free = false;
     uint64_t hash = 0, parent = 0;
     std::vector<TokenId> tokens;  // a published block's tokens (collisions are checked, never trusted)
@@ -139,6 +147,8 @@ class BlockPool {
   std::vector<int32_t> free_;
   std::list<int32_t> lru_;  // front: least recently used
   std::unordered_map<uint64_t, int32_t> by_hash_;
+  std::unordered_multimap<uint64_t, int32_t> by_parent_;  // published blocks (whole or partial) by their parent's name
+  void forget(int32_t b);  // drops b's name from both maps
   mutable KvPoolStats stats_;
 };
 
@@ -157,7 +167,9 @@ class KvSequence {
   int capacity() const { return int(blocks_.size()) * pool_->layout().block_size; }
 
   // On an empty sequence: maps the longest run of cached full blocks that
-  // match `prompt`, covering at most `max_tokens` tokens; returns the tokens mapped.
+  // match `prompt`, then the head of a cached block that continues it partly
+  // (copied into a block of its own, since it will be written past that
+  // head), covering at most `max_tokens` tokens; returns the tokens mapped.
   int map_prefix(std::span<const TokenId> prompt, int max_tokens);
   // Blocks for n_past() + n tokens; false (and nothing allocated) when the pool cannot provide them.
   bool reserve(int n);
