@@ -588,3 +588,26 @@ TEST_CASE("while an interactive completion runs, a chat answer pauses (and resum
   CHECK(during == 0);  // the completion was admitted at the next step, alone
   CHECK(chat.wait().tokens == chat_alone);
 }
+
+TEST_CASE("a high-priority request is admitted even when lower-priority ones hold every block") {
+  auto m = load("qwen3moe-ref");
+  std::mt19937 rng(53);
+  const auto low_prompt = random_tokens(rng, 60, m->config().n_vocab);
+  const auto high_prompt = random_tokens(rng, 30, m->config().n_vocab);
+  std::vector<TokenId> high_alone;
+  {
+    Engine e(m, {.n_ctx = 128});
+    high_alone = e.submit(greedy_request(high_prompt, 10)).wait().tokens;
+  }
+  // 96 tokens of KV: the background request's 60 + 30 leave no room to admit 30 more.
+  Engine e(m, {.n_ctx = 128, .kv_tokens = 96, .block_size = 8, .prefix_cache = false});
+  Gate gate(25);
+  Handle low = e.submit(greedy_request(low_prompt, 60, Priority::kBackground), gate.callbacks());
+  gate.wait_reached();
+  Handle high = e.submit(greedy_request(high_prompt, 10, Priority::kCompletion));
+  gate.open = true;
+  const Result hr = high.wait();
+  CHECK(hr.tokens == high_alone);
+  CHECK(hr.timings.n_preempted == 0);
+  CHECK(low.wait().timings.n_preempted >= 1);
+}

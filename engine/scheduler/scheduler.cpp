@@ -167,8 +167,12 @@ void Engine::schedule_step(std::vector<std::unique_ptr<Live>>& running, std::vec
         continue;
       }
     }
+    // Short of blocks, a request still comes in when it outranks someone
+    // running: the step then takes that one's blocks (preemption).
     const int64_t first = std::min<int64_t>(int64_t(l.todo.size()), opt_.prefill_chunk);
-    if (!running.empty() && pool_->available() < (first + bs - 1) / bs + int64_t(running.size())) break;
+    if (!running.empty() && pool_->available() < (first + bs - 1) / bs + int64_t(running.size()) &&
+        l.priority() <= running.back()->priority())
+      break;
     if (l.t0 == Clock::time_point{}) {
       l.t0 = Clock::now();
       l.res.timings.queue_ms = std::chrono::duration<double, std::milli>(l.t0 - l.job->t_submit).count();
