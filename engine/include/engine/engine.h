@@ -10,7 +10,7 @@
 // lowest-priority sequence is preempted (its blocks released, its tokens
 // recomputed when it resumes — often from the prefix cache). A new request
 // maps the longest cached prefix of its prompt, so an editor that re-sends
-// nearly the same prompt pays only for the tokens after the first changed block.
+// nearly the same prompt pays only for the tokens from the first changed one.
 #pragma once
 
 #include <atomic>
