@@ -22,11 +22,10 @@ const char* to_string(KvType t) {
 }
 
 KvType kv_type_from_name(const std::string& name) {
-  for (KvType t : {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8_0}) {
-    std::string lower = name;
-    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+  for (KvType t : {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8_0})
     if (lower == to_string(t)) return t;
-  }
   throw std::invalid_argument(fmt::format("unknown KV cache type '{}' (f16, bf16, f32, q8_0)", name));
 }
 

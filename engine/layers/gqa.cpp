@@ -44,6 +44,7 @@ void gqa_attention(ThreadPool& pool, const ModelConfig& c, const GqaWeights& w, 
   for (const SeqSpan& sp : seqs) {
     KvSequence& seq = *sp.seq;
     const kernels::DType kt = to_dtype(seq.pool().layout().type);
+    const size_t v_at = *kernels::row_bytes(kt, uint64_t(nk));  // V follows K in a row
     for (int t = sp.begin; t < sp.begin + sp.n; ++t) {
       float* qt = q.data() + t * nq;
       float* kt_ = k.data() + t * nk;
@@ -56,7 +57,7 @@ void gqa_attention(ThreadPool& pool, const ModelConfig& c, const GqaWeights& w, 
       rope(kt_, c.n_head_kv, c.head_dim_k, 0, pos, c.rope);
       uint8_t* row = seq.row(il, pos);  // [K | V] in the cache's type
       store_kv(kt, kt_, row, nk);
-      store_kv(kt, v.data() + t * nv, row + *kernels::row_bytes(kt, uint64_t(nk)), nv);
+      store_kv(kt, v.data() + t * nv, row + v_at, nv);
     }
     AttentionArgs a;
     a.q = q.data() + sp.begin * nq, a.ldq = nq;
