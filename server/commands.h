@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/plan.h"
 #include "lsp/server.h"
 
 namespace moelsp::cli {
@@ -123,5 +124,21 @@ struct QuantizeOptions {
   std::string input, output, type;
 };
 int quantize(const QuantizeOptions& o);
+
+}  // namespace moelsp::cli
+
+namespace moelsp::cli {
+
+struct ProfileOptions {
+  std::string model;
+  int ctx = 0;
+  int concurrency = 4;
+  bool json = false;
+  bool recalibrate = false;
+  bool no_calibrate = false;
+  std::string config;        // default: ~/.config/moelsp/config.toml or .json
+  PlanOverrides over;        // from flags
+};
+int profile(const ProfileOptions& o);
 
 }  // namespace moelsp::cli

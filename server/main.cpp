@@ -118,6 +118,34 @@ int main(int argc, char** argv) {
   c_qo->add_option("output", qo.output, "Output GGUF")->required();
   c_qo->add_option("type", qo.type, "Target type for weight matrices, or Q4_K_M (llama.cpp's mix)")->required();
 
+  moelsp::cli::ProfileOptions pf;
+  auto* c_pf = app.add_subcommand("profile", "Detect the hardware, measure it (cached), and print the plan for a model with reasons");
+  c_pf->add_option("-m,--model", pf.model, "GGUF model file (default: the embedded model)");
+  c_pf->add_option("-c,--ctx", pf.ctx, "Context size (default: min(4096, training context))");
+  c_pf->add_option("--concurrency", pf.concurrency, "Sequences expected at once")->capture_default_str();
+  c_pf->add_flag("--json", pf.json, "Machine-readable output");
+  c_pf->add_flag("--recalibrate", pf.recalibrate, "Measure again instead of reading ~/.cache/moelsp/profile.json");
+  c_pf->add_flag("--no-calibrate", pf.no_calibrate, "Detection only, no measurements");
+  c_pf->add_option("--config", pf.config, "Config file (default: ~/.config/moelsp/config.toml or config.json)");
+  // Overrides of the plan's choices (also config-file keys and LSP settings).
+  int pf_threads = 0, pf_block = 0, pf_dist = 0, pf_batch = 0, pf_gpu = 0, pf_gpu_e = 0;
+  int64_t pf_kv_tokens = 0, pf_cache_mb = 0;
+  std::string pf_weights, pf_kv_type, pf_prefetch;
+  bool pf_contiguous = false;
+  auto* pf_o_threads = c_pf->add_option("-t,--threads", pf_threads, "Threads");
+  auto* pf_o_weights = c_pf->add_option("--weights", pf_weights, "ram (load all) or stream (mmap, experts read on demand)")
+                           ->check(CLI::IsMember({"ram", "stream"}));
+  auto* pf_o_kvt = c_pf->add_option("--kv-type", pf_kv_type, "KV rows: f16, bf16, f32, q8_0");
+  auto* pf_o_kvn = c_pf->add_option("--kv-tokens", pf_kv_tokens, "KV capacity in tokens, all sequences");
+  auto* pf_o_block = c_pf->add_option("--block-size", pf_block, "KV block size in tokens");
+  auto* pf_o_contig = c_pf->add_flag("--contiguous-kv", pf_contiguous, "One KV block per sequence (no paging)");
+  auto* pf_o_cache = c_pf->add_option("--expert-cache-mb", pf_cache_mb, "RAM for copies of the most-routed experts");
+  auto* pf_o_pref = c_pf->add_option("--prefetch", pf_prefetch, "Expert prefetch: on or off")->check(CLI::IsMember({"on", "off"}));
+  auto* pf_o_dist = c_pf->add_option("--prefetch-distance", pf_dist, "Layers ahead to predict and prefetch");
+  auto* pf_o_batch = c_pf->add_option("--max-batch", pf_batch, "Sequences per step");
+  auto* pf_o_gpu = c_pf->add_option("--gpu", pf_gpu, "GPU index; -1: CPU only");
+  auto* pf_o_gpu_e = c_pf->add_option("--gpu-experts", pf_gpu_e, "Routed experts per layer kept in VRAM");
+
   moelsp::cli::LspOptions ls;
   auto* c_ls = app.add_subcommand("lsp", "Language server over stdin/stdout (the default when stdin is not a terminal)");
   std::string ls_model;
@@ -147,10 +175,22 @@ int main(int argc, char** argv) {
   if (o_db->count()) ls.flags.completion_debounce_ms = ls_debounce;
   if (o_ct->count()) ls.flags.chat_max_tokens = ls_chat_tokens;
   spdlog::set_level(spdlog::level::from_str(log_level));
+  if (pf_o_threads->count()) pf.over.threads = pf_threads;
+  if (pf_o_weights->count()) pf.over.weights = pf_weights;
+  if (pf_o_kvt->count()) pf.over.kv_type = pf_kv_type;
+  if (pf_o_kvn->count()) pf.over.kv_tokens = pf_kv_tokens;
+  if (pf_o_block->count()) pf.over.block_size = pf_block;
+  if (pf_o_contig->count()) pf.over.paged = false;
+  if (pf_o_cache->count()) pf.over.expert_cache_mb = pf_cache_mb;
+  if (pf_o_pref->count()) pf.over.prefetch = pf_prefetch == "on";
+  if (pf_o_dist->count()) pf.over.prefetch_distance = pf_dist;
+  if (pf_o_batch->count()) pf.over.max_batch = pf_batch;
+  if (pf_o_gpu->count()) pf.over.gpu = pf_gpu;
+  if (pf_o_gpu_e->count()) pf.over.gpu_experts_per_layer = pf_gpu_e;
 
   // Commands that read a model use the embedded default when none is given.
   for (auto [cmd, model] : {std::pair{c_tk, &tk.model}, {c_dt, &dt.model}, {c_gen, &gen.m.model}, {c_lg, &lg.m.model},
-                            {c_px, &px.m.model}, {c_ch, &ch.m.model}, {c_bo, &bo.model}}) {
+                            {c_px, &px.m.model}, {c_ch, &ch.m.model}, {c_bo, &bo.model}, {c_pf, &pf.model}}) {
     if (!cmd->parsed() || !model->empty()) continue;
     *model = moelsp::default_model_path();
     if (model->empty()) {
@@ -177,6 +217,7 @@ int main(int argc, char** argv) {
   }
   if (c_ins->parsed()) return moelsp::cli::inspect(ins);
   if (c_bo->parsed()) return moelsp::cli::bench(bo);
+  if (c_pf->parsed()) return moelsp::cli::profile(pf);
   if (c_qo->parsed()) return moelsp::cli::quantize(qo);
   if (c_gen->parsed()) return moelsp::cli::generate(gen);
   if (c_lg->parsed()) return moelsp::cli::logits(lg);

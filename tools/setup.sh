@@ -23,12 +23,13 @@ jobs=${JOBS:-$(nproc)}
 #   nlohmann-json3-dev     JSON (inspect --json, later JSON-RPC and HTTP)
 #   libspdlog-dev libfmt-dev   logging and formatting (GCC 12 has no <format>)
 #   libcli11-dev           command line
+#   libhwloc-dev           CPU topology for the hardware profile: cores, sockets, NUMA nodes, cache sizes
 #   catch2                 tests (v2)
 #   python3                the demo's LSP client (standard library only)
 #   neovim emacs-nox elpa-eglot   real editor clients in the LSP tests (test mode only)
 #   nodejs npm             the vscode-jsonrpc client test (test mode only; skipped when node is already on PATH)
 packages=(cmake ninja-build ccache pkg-config g++ libsentencepiece-dev libpcre2-dev nlohmann-json3-dev
-          libspdlog-dev libfmt-dev libcli11-dev catch2 python3)
+          libhwloc-dev libspdlog-dev libfmt-dev libcli11-dev catch2 python3)
 test_packages=(neovim emacs-nox elpa-eglot)
 command -v node >/dev/null && command -v npm >/dev/null || test_packages+=(nodejs npm)
 

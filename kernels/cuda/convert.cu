@@ -5,6 +5,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstring>
+
 namespace moelsp::kernels::cuda {
 namespace {
 
@@ -24,20 +27,69 @@ bool check(cudaError_t e, const char* what, std::string* error) {
 
 bool compiled_in() { return true; }
 
-std::vector<DeviceInfo> devices() {
+std::vector<DeviceInfo> devices(std::string* error) {
   std::vector<DeviceInfo> out;
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no driver" error
+  if (const cudaError_t e = cudaGetDeviceCount(&n); e != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky error
+    // No driver / no device means a CPU machine; anything else is worth saying.
+    if (error && e != cudaErrorNoDevice && e != cudaErrorInsufficientDriver)
+      *error = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e);
     return out;
   }
   for (int i = 0; i < n; ++i) {
     cudaDeviceProp p{};
-    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
-    out.push_back(DeviceInfo{i, p.name, p.major, p.minor, uint64_t(p.totalGlobalMem),
-                             p.multiProcessorCount});
+    if (const cudaError_t e = cudaGetDeviceProperties(&p, i); e != cudaSuccess) {
+      if (error) *error = "cudaGetDeviceProperties(" + std::to_string(i) + "): " + cudaGetErrorString(e);
+      cudaGetLastError();
+      continue;
+    }
+    DeviceInfo d{};
+    d.index = i;
+    d.name = p.name;
+    d.cc_major = p.major;
+    d.cc_minor = p.minor;
+    d.total_memory = uint64_t(p.totalGlobalMem);
+    d.multiprocessors = p.multiProcessorCount;
+    d.memory_bus_bits = p.memoryBusWidth;
+    int clock = 0;
+    if (cudaDeviceGetAttribute(&clock, cudaDevAttrMemoryClockRate, i) == cudaSuccess) d.memory_clock_khz = clock;
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    if (cudaSetDevice(i) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) d.free_memory = free_b;
+    cudaGetLastError();
+    out.push_back(d);
   }
   return out;
+}
+
+std::vector<DeviceInfo> devices() { return devices(nullptr); }
+
+double host_to_device_gbs(int index, size_t bytes, std::string* error) {
+  if (!check(cudaSetDevice(index), "cudaSetDevice", error)) return 0;
+  void* host = nullptr;
+  void* dev = nullptr;
+  double best = 0;
+  if (check(cudaMallocHost(&host, bytes), "cudaMallocHost", error) && check(cudaMalloc(&dev, bytes), "cudaMalloc", error)) {
+    std::memset(host, 1, bytes);
+    cudaEvent_t a{}, b{};
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    for (int rep = 0; rep < 4; ++rep) {
+      cudaEventRecord(a);
+      cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice);
+      cudaEventRecord(b);
+      if (!check(cudaEventSynchronize(b), "cudaMemcpyAsync", error)) break;
+      float ms = 0;
+      cudaEventElapsedTime(&ms, a, b);
+      if (ms > 0) best = std::max(best, double(bytes) / (double(ms) * 1e6));
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+  }
+  cudaFree(dev);
+  cudaFreeHost(host);
+  return best;
 }
 
 bool fp16_to_fp32(const uint16_t* x, float* y, size_t n, std::string* error) {

@@ -1,0 +1,130 @@
+// The automatic plan: from the hardware profile, the model file and the
+// requested context/concurrency, every setting the engine needs — threads,
+// where the weights live (RAM, streamed from the file, GPU), KV cache size and
+// layout, the expert cache, prefetch distance and batch limits — each with a
+// one-line reason. Users override any choice (flag, config file, LSP setting);
+// the plan then says so.
+//
+// make_plan() is a pure function of its inputs, so its decisions are tested on
+// synthetic profiles (an H100, a laptop GPU, a small-memory box) that this
+// machine is not.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/profile.h"
+
+namespace moelsp {
+
+// What the planner needs to know of a model (from its file: tensor sizes by
+// role, and its KV row layout).
+struct ModelFootprint {
+  std::string name, arch;
+  uint64_t file_bytes = 0;
+  uint64_t embd_bytes = 0;    // token embedding table (one row read per token)
+  uint64_t dense_bytes = 0;   // all weights but the routed experts, embedding table included
+  uint64_t expert_bytes = 0;  // one routed expert of one layer (gate + up + down), mean over layers
+  int n_layer = 0, n_moe_layers = 0, n_expert = 0, n_expert_used = 0;
+  int n_ctx_train = 0;
+  uint64_t kv_bytes_per_token_f16 = 0;  // all layers, F16 rows
+  bool kv_q8_ok = false;                // head sizes allow Q8_0 rows
+  uint64_t experts_total() const { return uint64_t(n_moe_layers) * uint64_t(n_expert) * expert_bytes; }
+  // Bytes one decoded token reads: dense weights (one embedding row) + k experts per MoE layer.
+  uint64_t active_bytes() const;
+};
+ModelFootprint footprint(const Model& m);
+
+// Overrides: set fields replace the planner's choice.
+struct PlanOverrides {
+  std::optional<int> threads;
+  std::optional<int> n_ctx;
+  std::optional<std::string> weights;  // "ram" or "stream"
+  std::optional<std::string> kv_type;  // f16, bf16, f32, q8_0
+  std::optional<int64_t> kv_tokens;
+  std::optional<int> block_size;
+  std::optional<bool> paged;           // false: one block per sequence (a contiguous cache)
+  std::optional<int64_t> expert_cache_mb;
+  std::optional<bool> prefetch;
+  std::optional<int> prefetch_distance;
+  std::optional<int> max_batch;
+  std::optional<int> gpu;                    // device index; −1: do not use a GPU
+  std::optional<int> gpu_experts_per_layer;  // routed experts per layer kept in VRAM
+};
+
+struct PlanRequest {
+  int n_ctx = 0;        // 0: min(4096, the training context)
+  int concurrency = 4;  // sequences expected at once (completion + chat + a few background)
+  PlanOverrides over;
+};
+
+enum class WeightPlacement { Ram, Stream };
+const char* to_string(WeightPlacement w);
+
+struct Plan {
+  bool ok = true;
+  std::string error;  // !ok: what does not fit, in numbers
+
+  std::string backend = "cpu";  // "cpu" or "cuda"
+  int threads = 1;
+  int n_ctx = 4096;
+  WeightPlacement weights = WeightPlacement::Ram;
+  // GPU (backend "cuda"): dense weights + KV in VRAM, then the most-routed
+  // experts of every layer; the rest computed on the CPU from RAM/stream.
+  int gpu = -1;
+  int gpu_experts_per_layer = 0;
+  uint64_t vram_bytes = 0, vram_budget = 0;
+  // KV cache
+  KvType kv_type = KvType::F16;
+  int block_size = 16;
+  int64_t kv_tokens = 0;
+  bool paged = true;
+  uint64_t kv_bytes = 0;
+  // Experts (streamed weights): a frequency-ranked pool of copies in RAM, and
+  // predicted experts requested `prefetch_distance` layers ahead.
+  uint64_t expert_cache_bytes = 0;
+  int expert_cache_experts = 0;
+  std::string expert_policy;
+  bool prefetch = false;
+  int prefetch_distance = 0;
+  // Scheduler
+  int max_batch = 8, prefill_chunk = 256;
+  // Memory
+  uint64_t ram_bytes = 0, ram_budget = 0;  // planned resident use, what the plan may use
+
+  struct Reason {
+    std::string key, value, why;
+  };
+  std::vector<Reason> reasons;
+
+  EngineOptions engine_options() const;
+  std::string to_text() const;
+  std::string to_json() const;
+};
+
+// Threads the plan uses (needed before the model is loaded: the thread pool is built at load).
+int plan_threads(const HwProfile& hw, const PlanOverrides& over);
+Plan make_plan(const HwProfile& hw, const ModelFootprint& model, const PlanRequest& req);
+
+// Overrides from a config file: JSON, or the TOML subset of `key = value`
+// lines under [section] headers (strings, integers, booleans; # comments).
+// Names as the LSP settings: threads, contextSize, weights, kvCache.type,
+// kvCache.tokens, kvCache.blockSize, kvCache.paged, experts.cacheMb,
+// experts.prefetch, experts.prefetchDistance, batch.max, gpu.device,
+// gpu.expertsPerLayer. Throws std::runtime_error naming the line or key.
+PlanOverrides overrides_from_config(const std::string& text, bool toml);
+// The same names from a JSON text (the LSP passes its settings object this way).
+PlanOverrides overrides_from_json(const std::string& json_text);
+// TOML subset → JSON text (so the LSP reads its settings from either file).
+std::string toml_to_json(const std::string& toml);
+// ~/.config/moelsp/config.toml, else config.json (XDG_CONFIG_HOME honoured); empty when neither exists.
+std::string user_config_path();
+// Reads `path` (TOML when it ends in .toml, else JSON); throws naming the file.
+PlanOverrides read_config_file(const std::string& path);
+// Fields set in `over` replace those in `base`.
+void merge_overrides(PlanOverrides& base, const PlanOverrides& over);
+
+}  // namespace moelsp
