@@ -154,8 +154,11 @@ Plan make_plan(const HwProfile& hw, const ModelFootprint& m, const PlanRequest& 
     p.vram_budget = vram > reserve ? vram - reserve : 0;
     const uint64_t gpu_work = kGiB;  // cuBLAS workspace, activations of a 512-token chunk
     const uint64_t gpu_dense = m.dense_bytes - m.embd_bytes + gpu_work;
+    // One context of KV comes before experts, experts before KV for more streams.
+    const uint64_t per_expert_all_layers = std::max<uint64_t>(1, uint64_t(m.n_moe_layers) * m.expert_bytes);
+    const uint64_t bpt = std::max<uint64_t>(1, kv_bpt(m, p.kv_type));
     int64_t kv = kv_want;
-    if (gpu_dense + uint64_t(kv) * kv_bpt(m, p.kv_type) > p.vram_budget) kv = kv_min;
+    if (gpu_dense + uint64_t(kv) * bpt + uint64_t(m.n_expert) * per_expert_all_layers > p.vram_budget) kv = kv_min;
     if (gpu_dense + uint64_t(kv) * kv_bpt(m, p.kv_type) > p.vram_budget) {
       why("backend", "cpu", fmt::format("GPU {} ({}): dense weights {} + KV {} exceed its {} budget", gpu->index, gpu->name,
                                         sz(gpu_dense), sz(uint64_t(kv) * kv_bpt(m, p.kv_type)), sz(p.vram_budget)));
@@ -163,14 +166,21 @@ Plan make_plan(const HwProfile& hw, const ModelFootprint& m, const PlanRequest& 
     } else {
       p.backend = "cuda";
       p.gpu = gpu->index;
-      p.kv_tokens = kv;
       kv_on_gpu = true;
-      const uint64_t per_expert_all_layers = std::max<uint64_t>(1, uint64_t(m.n_moe_layers) * m.expert_bytes);
-      const uint64_t left = p.vram_budget - gpu_dense - uint64_t(kv) * kv_bpt(m, p.kv_type);
+      const uint64_t left = p.vram_budget - gpu_dense - uint64_t(kv) * bpt;
       p.gpu_experts_per_layer = int(std::min<uint64_t>(uint64_t(m.n_expert), left / per_expert_all_layers));
       if (ov.gpu_experts_per_layer) p.gpu_experts_per_layer = std::clamp(*ov.gpu_experts_per_layer, 0, m.n_expert);
+      // What the experts leave (less than one expert's share) serves more streams.
+      const uint64_t rest = left - std::min<uint64_t>(left, uint64_t(p.gpu_experts_per_layer) * per_expert_all_layers);
+      kv = std::min<int64_t>(kv_want, kv + int64_t(rest / bpt) / p.block_size * p.block_size);
+      p.kv_tokens = kv;
       p.vram_bytes = gpu_dense + uint64_t(kv) * kv_bpt(m, p.kv_type) +
                      uint64_t(p.gpu_experts_per_layer) * per_expert_all_layers;
+      if (p.vram_bytes > p.vram_budget) {
+        p.ok = false;
+        p.error = fmt::format("out of GPU memory: {} experts per layer need {} of VRAM, the budget is {}",
+                              p.gpu_experts_per_layer, sz(p.vram_bytes), sz(p.vram_budget));
+      }
       why("backend", fmt::format("cuda (GPU {}: {})", gpu->index, gpu->name),
           fmt::format("dense weights {} and KV {} fit its {} budget", sz(m.dense_bytes - m.embd_bytes),
                       sz(uint64_t(kv) * kv_bpt(m, p.kv_type)), sz(p.vram_budget)));

@@ -1,0 +1,332 @@
+// The automatic plan on synthetic machines (this one is none of them): the
+// essential choices per machine, and that no plan exceeds the memory it was
+// given. Also the detection of this machine, config files and overrides.
+#include <filesystem>
+#include <fstream>
+
+#include <catch2/catch.hpp>
+
+#include "engine/model.h"
+#include "engine/plan.h"
+#include "engine/profile.h"
+#include "test_data.h"
+
+using namespace moelsp;
+
+namespace {
+
+constexpr uint64_t MiB = uint64_t(1) << 20, GiB = uint64_t(1) << 30;
+
+HwProfile cpu_box(int cores, uint64_t ram) {
+  HwProfile h;
+  h.cpu.vendor = "AuthenticAMD";
+  h.cpu.model = "synthetic";
+  h.cpu.physical = cores;
+  h.cpu.logical = cores * 2;
+  h.mem.total = ram;
+  h.mem.available = ram - ram / 16;
+  h.mem_bw_gbs = 40;
+  h.disk.device = "nvme0n1";
+  h.disk.read_gbs = 3;
+  h.cuda_build = true;
+  return h;
+}
+
+HwProfile with_gpu(HwProfile h, const char* name, uint64_t vram, int cc) {
+  h.gpus.push_back({0, name, cc / 10, cc % 10, vram, vram - vram / 32, 100, 384, 25});
+  return h;
+}
+
+// Qwen3-30B-A3B Q4_K_M as its file has it: 48 layers, all MoE, 128 experts
+// (8 used) of ~3 MiB, 18.6 GB in all.
+ModelFootprint qwen3_30b_q4km() {
+  ModelFootprint m;
+  m.name = "Qwen3-30B-A3B";
+  m.arch = "qwen3moe";
+  m.n_layer = m.n_moe_layers = 48;
+  m.n_expert = 128;
+  m.n_expert_used = 8;
+  m.embd_bytes = 175 * MiB;
+  m.dense_bytes = 1050 * MiB;
+  m.expert_bytes = 3 * MiB + 100 * 1024;
+  m.file_bytes = m.dense_bytes + m.experts_total();
+  m.n_ctx_train = 262144;
+  m.kv_bytes_per_token_f16 = 48 * 4 * 128 * 2 * 2;
+  m.kv_q8_ok = true;
+  return m;
+}
+
+// A model of `total` bytes shaped like a DeepSeek-V2-Lite (MLA, 26 MoE layers of 64 experts).
+ModelFootprint deepseek_like(uint64_t total) {
+  ModelFootprint m;
+  m.arch = "deepseek2";
+  m.n_layer = 27;
+  m.n_moe_layers = 26;
+  m.n_expert = 64;
+  m.n_expert_used = 6;
+  m.dense_bytes = total / 12;
+  m.embd_bytes = m.dense_bytes / 5;
+  m.expert_bytes = (total - m.dense_bytes) / (26 * 64);
+  m.file_bytes = m.dense_bytes + m.experts_total();
+  m.n_ctx_train = 163840;
+  m.kv_bytes_per_token_f16 = 27 * 576 * 2;
+  return m;
+}
+
+void check_within_budget(const HwProfile& hw, const Plan& p) {
+  INFO(p.to_text());
+  CHECK(p.ram_budget <= hw.mem.usable());
+  CHECK(p.ram_bytes <= p.ram_budget);
+  if (p.gpu >= 0) {
+    const GpuProfile& g = hw.gpus[size_t(p.gpu)];
+    CHECK(p.vram_budget <= g.vram_free);
+    CHECK(p.vram_bytes <= p.vram_budget);
+  }
+  // Every decision says why.
+  for (const auto& r : p.reasons) CHECK_FALSE(r.why.empty());
+}
+
+const Plan::Reason* reason(const Plan& p, const std::string& key) {
+  for (const auto& r : p.reasons)
+    if (r.key == key) return &r;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("plan: 2 cores / 24 GB with a model that fits: all in RAM, no prefetch") {
+  const HwProfile hw = cpu_box(2, 24 * GiB);
+  const ModelFootprint m = deepseek_like(3 * GiB);
+  const Plan p = make_plan(hw, m, {});
+  check_within_budget(hw, p);
+  CHECK(p.ok);
+  CHECK(p.backend == "cpu");
+  CHECK(p.threads == 2);  // physical cores, not hardware threads
+  CHECK(p.weights == WeightPlacement::Ram);
+  CHECK_FALSE(p.prefetch);
+  CHECK(p.expert_cache_bytes == 0);
+  CHECK(p.n_ctx == 4096);
+  CHECK(p.kv_tokens == 4 * 4096);  // one context per expected stream
+  CHECK(p.paged);
+  CHECK(p.block_size == 16);
+  CHECK(p.kv_type == KvType::F16);
+  CHECK(reason(p, "backend")->why == "no GPU found");
+}
+
+TEST_CASE("plan: 16 GB with a model 1.5x larger: experts stream, predicted and prefetched, hot ones cached") {
+  const HwProfile hw = cpu_box(8, 16 * GiB);
+  const ModelFootprint m = deepseek_like(24 * GiB);
+  const Plan p = make_plan(hw, m, {});
+  check_within_budget(hw, p);
+  CHECK(p.ok);
+  CHECK(p.weights == WeightPlacement::Stream);
+  CHECK(p.prefetch);
+  CHECK(p.prefetch_distance >= 1);
+  CHECK(p.expert_cache_experts > 0);
+  CHECK(p.expert_cache_bytes < m.experts_total());
+  // The dense parts are resident: they are part of the planned use.
+  CHECK(p.ram_bytes >= m.dense_bytes + p.kv_bytes);
+  CHECK(reason(p, "weights")->why.find("exceed") != std::string::npos);
+}
+
+TEST_CASE("plan: 80 GB H100 with Qwen3-30B-A3B Q4_K_M: everything on the GPU") {
+  const HwProfile hw = with_gpu(cpu_box(32, 256 * GiB), "NVIDIA H100 80GB HBM3", 80 * GiB, 90);
+  const ModelFootprint m = qwen3_30b_q4km();
+  const Plan p = make_plan(hw, m, {});
+  check_within_budget(hw, p);
+  CHECK(p.ok);
+  CHECK(p.backend == "cuda");
+  CHECK(p.gpu == 0);
+  CHECK(p.gpu_experts_per_layer == 128);
+  CHECK(p.weights == WeightPlacement::Ram);  // what stays on the host (embeddings) is small
+  CHECK(p.ram_bytes < 2 * GiB);
+  CHECK(p.max_batch > 8);
+}
+
+TEST_CASE("plan: 24 GB RTX 4090 with Qwen3-30B-A3B Q4_K_M") {
+  const HwProfile hw = with_gpu(cpu_box(16, 64 * GiB), "NVIDIA GeForce RTX 4090", 24 * GiB, 89);
+  const ModelFootprint m = qwen3_30b_q4km();
+  SECTION("4k context: the whole model fits in VRAM") {
+    const Plan p = make_plan(hw, m, {});
+    check_within_budget(hw, p);
+    CHECK(p.backend == "cuda");
+    CHECK(p.gpu_experts_per_layer == 128);
+  }
+  SECTION("32k context x 4 streams: KV first, then as many experts as fit; the rest on the CPU, in RAM") {
+    const Plan p = make_plan(hw, m, {.n_ctx = 32768, .concurrency = 4, .over = {}});
+    check_within_budget(hw, p);
+    CHECK(p.backend == "cuda");
+    CHECK(p.kv_tokens >= 32768);
+    CHECK(p.gpu_experts_per_layer > 64);
+    CHECK(p.gpu_experts_per_layer < 128);
+    CHECK(p.weights == WeightPlacement::Ram);
+  }
+}
+
+TEST_CASE("plan: 8 GB laptop GPU with 16 GB RAM and Qwen3-30B-A3B Q4_K_M") {
+  const HwProfile hw = with_gpu(cpu_box(8, 16 * GiB), "NVIDIA GeForce RTX 4060 Laptop GPU", 8 * GiB, 89);
+  const ModelFootprint m = qwen3_30b_q4km();
+  const Plan p = make_plan(hw, m, {});
+  check_within_budget(hw, p);
+  CHECK(p.ok);
+  CHECK(p.backend == "cuda");
+  CHECK(p.gpu_experts_per_layer > 0);
+  CHECK(p.gpu_experts_per_layer < 64);
+  // The other experts (~12 GB) are computed on the CPU: in RAM when they fit its budget, else streamed.
+  const uint64_t cpu_experts = uint64_t(128 - p.gpu_experts_per_layer) * 48 * m.expert_bytes;
+  if (cpu_experts + m.embd_bytes + 384 * MiB <= p.ram_budget) CHECK(p.weights == WeightPlacement::Ram);
+  else CHECK(p.weights == WeightPlacement::Stream);
+}
+
+TEST_CASE("plan: too little memory for the dense part is an error naming the sizes") {
+  const HwProfile hw = cpu_box(4, 3 * GiB);
+  const ModelFootprint m = deepseek_like(60 * GiB);  // 5 GB dense
+  const Plan p = make_plan(hw, m, {});
+  CHECK_FALSE(p.ok);
+  CHECK(p.error.find("out of memory") != std::string::npos);
+  CHECK(p.error.find("dense weights") != std::string::npos);
+}
+
+TEST_CASE("plan: streaming with little memory halves the context before failing") {
+  HwProfile hw = cpu_box(4, 8 * GiB);
+  ModelFootprint m = deepseek_like(40 * GiB);
+  m.kv_bytes_per_token_f16 = 400 * 1024;  // a model with a large KV row
+  const Plan p = make_plan(hw, m, {.n_ctx = 16384, .concurrency = 4, .over = {}});
+  check_within_budget(hw, p);
+  CHECK(p.ok);
+  CHECK(p.n_ctx < 16384);
+}
+
+TEST_CASE("plan: a GPU driver error is reported and the plan is for the CPU") {
+  HwProfile hw = cpu_box(4, 32 * GiB);
+  hw.gpu_error = "cudaGetDeviceCount: unknown error";
+  const Plan p = make_plan(hw, deepseek_like(3 * GiB), {});
+  CHECK(p.ok);
+  CHECK(p.backend == "cpu");
+  CHECK(reason(p, "backend")->why.find("unknown error") != std::string::npos);
+}
+
+TEST_CASE("plan: a GPU in a build without CUDA is not used") {
+  HwProfile hw = with_gpu(cpu_box(8, 32 * GiB), "NVIDIA GeForce RTX 4090", 24 * GiB, 89);
+  hw.cuda_build = false;
+  const Plan p = make_plan(hw, qwen3_30b_q4km(), {});
+  CHECK(p.backend == "cpu");
+  CHECK(reason(p, "backend")->why.find("no CUDA") != std::string::npos);
+}
+
+TEST_CASE("plan: overrides replace choices and say so") {
+  const HwProfile hw = with_gpu(cpu_box(8, 64 * GiB), "NVIDIA GeForce RTX 4090", 24 * GiB, 89);
+  PlanRequest req;
+  req.over.threads = 3;
+  req.over.weights = "stream";
+  req.over.kv_type = "q8_0";
+  req.over.paged = false;
+  req.over.gpu = -1;
+  req.over.prefetch_distance = 2;
+  req.over.max_batch = 2;
+  const Plan p = make_plan(hw, qwen3_30b_q4km(), req);
+  check_within_budget(hw, p);
+  CHECK(p.threads == 3);
+  CHECK(p.backend == "cpu");
+  CHECK(p.weights == WeightPlacement::Stream);
+  CHECK(p.kv_type == KvType::Q8_0);
+  CHECK_FALSE(p.paged);
+  CHECK(p.block_size == p.n_ctx);
+  CHECK(p.prefetch_distance == 2);
+  CHECK(p.max_batch == 2);
+  for (const char* k : {"threads", "weights", "kvCache.type", "kvCache.paged", "batch.max", "backend"})
+    CHECK(reason(p, k)->why == "set by the user");
+  const EngineOptions eo = p.engine_options();
+  CHECK(eo.block_size == p.n_ctx);
+  CHECK(eo.max_batch == 2);
+}
+
+TEST_CASE("config: TOML subset and JSON give the same overrides; errors name the line") {
+  const std::string toml = R"(# moelsp config
+threads = 6
+weights = "stream"   # a comment
+[kvCache]
+type = "q8_0"
+tokens = 32_768
+[experts]
+prefetch = true
+prefetchDistance = 2
+cacheMb = 4096
+)";
+  const PlanOverrides a = overrides_from_config(toml, true);
+  const PlanOverrides b = overrides_from_config(
+      R"({"threads": 6, "weights": "stream", "kvCache": {"type": "q8_0", "tokens": 32768},
+          "experts.prefetch": true, "experts": {"prefetchDistance": 2, "cacheMb": 4096}})",
+      false);
+  for (const PlanOverrides* o : {&a, &b}) {
+    CHECK(o->threads == 6);
+    CHECK(o->weights == "stream");
+    CHECK(o->kv_type == "q8_0");
+    CHECK(o->kv_tokens == 32768);
+    CHECK(o->prefetch == true);
+    CHECK(o->prefetch_distance == 2);
+    CHECK(o->expert_cache_mb == 4096);
+    CHECK_FALSE(o->gpu.has_value());
+  }
+  CHECK_THROWS_WITH(overrides_from_config("threads = 2\nthis is not toml\n", true), Catch::Contains("line 2"));
+  CHECK_THROWS_WITH(overrides_from_config("weights = \"disk\"", true), Catch::Contains("weights"));
+  CHECK_THROWS_WITH(overrides_from_config("[kvCache]\ntype = \"q3\"", true), Catch::Contains("q3"));
+  CHECK_THROWS_WITH(overrides_from_config("{\"threads\": \"two\"}", false), Catch::Contains("threads"));
+  PlanOverrides base = a, top;
+  top.threads = 1;
+  merge_overrides(base, top);
+  CHECK(base.threads == 1);
+  CHECK(base.weights == "stream");
+}
+
+TEST_CASE("profile: this machine is detected, and measurements are cached by hardware key") {
+  const std::string dir = "test_plan_cache";
+  std::filesystem::remove_all(dir);
+  ProfileOptions po;
+  po.calibrate = false;
+  const HwProfile fast = hardware_profile(po);
+  CHECK(fast.cpu.physical >= 1);
+  CHECK(fast.cpu.logical >= fast.cpu.physical);
+  CHECK(fast.mem.total > 0);
+  CHECK(fast.mem.usable() <= fast.mem.total);
+  CHECK_FALSE(fast.cpu.kernel_isa.empty());
+  CHECK_FALSE(fast.calibrated);
+
+  po.calibrate = true;
+  po.cache_path = dir + "/profile.json";
+  po.model_path = test::data_path("reference/qwen3moe-ref.gguf");
+  const HwProfile first = hardware_profile(po);
+  CHECK(first.calibrated);
+  CHECK_FALSE(first.from_cache);
+  CHECK(first.mem_bw_gbs > 0);
+  const HwProfile second = hardware_profile(po);
+  CHECK(second.from_cache);
+  CHECK(second.mem_bw_gbs == first.mem_bw_gbs);
+  CHECK(second.disk.read_gbs == first.disk.read_gbs);
+  // Another machine's cache is not used.
+  {
+    std::ofstream(po.cache_path) << R"({"key": "another machine", "memBwGBs": 1.0})";
+  }
+  const HwProfile third = hardware_profile(po);
+  CHECK_FALSE(third.from_cache);
+  CHECK(third.mem_bw_gbs != 1.0);
+  po.recalibrate = true;
+  CHECK_FALSE(hardware_profile(po).from_cache);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("plan: for a real model file on this machine") {
+  auto m = Model::load(test::data_path("reference/deepseek2-lite-ref.gguf"), {.threads = 1});
+  const ModelFootprint f = footprint(*m);
+  CHECK(f.n_expert == m->config().n_expert);
+  CHECK(f.expert_bytes > 0);
+  CHECK(f.dense_bytes + f.experts_total() <= f.file_bytes);
+  CHECK(f.kv_bytes_per_token_f16 == m->kv_layout(KvType::F16).bytes_per_token());
+  ProfileOptions po;
+  po.calibrate = false;
+  const HwProfile hw = hardware_profile(po);
+  const Plan p = make_plan(hw, f, {});
+  check_within_budget(hw, p);
+  CHECK(p.ok);
+  CHECK(p.n_ctx <= m->config().n_ctx_train);
+}
