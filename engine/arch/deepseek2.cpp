@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "arch.h"
+#include "../model/experts.h"
 
 namespace moelsp::arch {
 namespace {
@@ -109,6 +110,14 @@ class Deepseek2 final : public Model {
       }
       layers_.push_back(std::move(L));
     }
+    std::vector<const layers::MoeWeights*> moe;
+    std::vector<const float*> norms;
+    for (int il = 0; il < c.n_layer; ++il) {
+      const bool is_moe = c.is_moe_layer(il);
+      moe.push_back(is_moe ? &layers_[size_t(il)].moe : nullptr);
+      norms.push_back(is_moe ? layers_[size_t(il)].ffn_norm.data() : nullptr);
+    }
+    init_experts(std::move(moe), std::move(norms));
   }
 
  protected:
@@ -128,8 +137,9 @@ class Deepseek2 final : public Model {
       layers::rms_norm(x.data(), L.attn_norm.data(), c.n_embd, c.rms_eps, h.data(), n);
       mla(L, seqs, il, h.data(), n, y.data());
       layers::add(x.data(), y.data(), nd);
+      if (experts_) experts_->predict(*pool_, il, x.data(), n);  // layer il + d's experts, from here
       layers::rms_norm(x.data(), L.ffn_norm.data(), c.n_embd, c.rms_eps, h.data(), n);
-      if (c.is_moe_layer(il)) layers::moe(*pool_, c, L.moe, h.data(), n, y.data(), &moe_stats_[size_t(il)]);
+      if (c.is_moe_layer(il)) layers::moe(*pool_, c, L.moe, h.data(), n, y.data(), {&moe_stats_[size_t(il)], experts_.get(), il});
       else layers::swiglu(*pool_, L.gate.m, L.up.m, L.down.m, h.data(), n, y.data());
       layers::add(x.data(), y.data(), nd);
       if (cancel && cancel()) throw Cancelled();

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "arch.h"
+#include "../model/experts.h"
 
 namespace moelsp::arch {
 namespace {
@@ -29,6 +30,14 @@ class Qwen3Moe final : public Model {
       L.moe = layers::load_moe(wl, c, il);
       layers_.push_back(std::move(L));
     }
+    std::vector<const layers::MoeWeights*> moe;
+    std::vector<const float*> norms;
+    for (int il = 0; il < c.n_layer; ++il) {
+      const bool is_moe = true;
+      moe.push_back(is_moe ? &layers_[size_t(il)].moe : nullptr);
+      norms.push_back(is_moe ? layers_[size_t(il)].ffn_norm.data() : nullptr);
+    }
+    init_experts(std::move(moe), std::move(norms));
   }
 
  protected:
@@ -50,8 +59,9 @@ class Qwen3Moe final : public Model {
       layers::gqa_attention(*pool_, c, L.attn, seqs, il, h.data(), n, y.data());
       layers::add(x.data(), y.data(), nd);
       // MoE: x += moe(norm(x))
+      if (experts_) experts_->predict(*pool_, il, x.data(), n);  // layer il + d's experts, from here
       layers::rms_norm(x.data(), L.ffn_norm.data(), c.n_embd, c.rms_eps, h.data(), n);
-      layers::moe(*pool_, c, L.moe, h.data(), n, y.data(), &moe_stats_[size_t(il)]);
+      layers::moe(*pool_, c, L.moe, h.data(), n, y.data(), {&moe_stats_[size_t(il)], experts_.get(), il});
       layers::add(x.data(), y.data(), nd);
       if (cancel && cancel()) throw Cancelled();
     }

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "layers.h"
+#include "../model/experts.h"
 
 namespace moelsp::layers {
 
@@ -39,10 +40,9 @@ MoeWeights load_moe(const WeightLoader& wl, const ModelConfig& c, int il) {
   return w;
 }
 
-void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const float* x, int64_t m, float* out,
-         MoeStats* stats) {
-  const int n_exp = cfg.n_expert, k = cfg.n_expert_used, d = cfg.n_embd;
-
+void route(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const float* x, int64_t m, int* chosen,
+           float* weight) {
+  const int n_exp = cfg.n_expert, k = cfg.n_expert_used;
   // Router: [m][n_exp] logits → probabilities.
   std::vector<float> probs(static_cast<size_t>(m * n_exp));
   linear(pool, w.router.m, x, m, probs.data());
@@ -59,8 +59,6 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
   }
 
   // Selection: scores (+ bias), group limit, top-k. Weights are the unbiased probabilities.
-  std::vector<int> chosen(static_cast<size_t>(m * k));
-  std::vector<float> weight(static_cast<size_t>(m * k));
   std::vector<float> sel(static_cast<size_t>(n_exp));
   std::vector<int> order(static_cast<size_t>(n_exp));
   for (int64_t t = 0; t < m; ++t) {
@@ -85,17 +83,27 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
     });
     double sum = 0;
     for (int j = 0; j < k; ++j) {
-      chosen[size_t(t * k + j)] = order[size_t(j)];
-      weight[size_t(t * k + j)] = p[order[size_t(j)]];
+      chosen[t * k + j] = order[size_t(j)];
+      weight[t * k + j] = p[order[size_t(j)]];
       sum += p[order[size_t(j)]];
     }
     if (cfg.expert_weights_norm) {
       const float inv = float(1.0 / std::max(sum, 6.103515625e-5));
-      for (int j = 0; j < k; ++j) weight[size_t(t * k + j)] *= inv;
+      for (int j = 0; j < k; ++j) weight[t * k + j] *= inv;
     }
     if (cfg.expert_weights_scale != 0.0f && cfg.expert_weights_scale != 1.0f)
-      for (int j = 0; j < k; ++j) weight[size_t(t * k + j)] *= cfg.expert_weights_scale;
+      for (int j = 0; j < k; ++j) weight[t * k + j] *= cfg.expert_weights_scale;
   }
+}
+
+void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const float* x, int64_t m, float* out,
+         const MoeHooks& hooks) {
+  const int n_exp = cfg.n_expert, k = cfg.n_expert_used, d = cfg.n_embd;
+  MoeStats* const stats = hooks.stats;
+  std::vector<int> chosen(static_cast<size_t>(m * k));
+  std::vector<float> weight(static_cast<size_t>(m * k));
+  route(pool, cfg, w, x, m, chosen.data(), weight.data());
+  if (hooks.experts) hooks.experts->routed(hooks.layer, chosen.data(), m);
 
   // Dispatch. Each active expert's tokens form one batch (its weights stream
   // once). The work is cut into items — (expert, block of rows) — sized by
@@ -117,6 +125,12 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
   }
   for (int e = 0; e < n_exp; ++e) {
     Expert ex{e, w.gate.slice(e), w.up.slice(e), w.down.slice(e), {}, {}, {}, {}, {}, nullptr};
+    if (hooks.experts) {
+      const auto mats = hooks.experts->mats(hooks.layer, e);  // a hot copy when the cache holds one
+      ex.gate = mats.gate;
+      ex.up = mats.up;
+      ex.down = mats.down;
+    }
     for (int64_t t = 0; t < m; ++t)
       for (int j = 0; j < k; ++j)
         if (chosen[size_t(t * k + j)] == e) {

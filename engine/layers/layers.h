@@ -11,6 +11,10 @@
 #include "engine/model.h"
 #include "kernels/quantize.h"
 
+namespace moelsp {
+class ExpertRuntime;
+}
+
 namespace moelsp::layers {
 
 // y[m][w.rows] = x[m][w.cols] · Wᵀ, rows split across threads.
@@ -68,9 +72,22 @@ using MoeStats = MoeLayerStats;
 // n_ff_exp rows, optional exp_probs_b selection bias and fused shared experts).
 MoeWeights load_moe(const WeightLoader& wl, const ModelConfig& c, int il);
 
+// The router's choice for m rows of x: chosen [m][k] experts and their
+// combine weights [m][k] (gating, selection bias, group limit, top-k, norm).
+void route(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const float* x, int64_t m, int* chosen,
+           float* weight);
+
+// What a MoE layer reports to and reads from: statistics, and the expert
+// runtime (engine/model/experts.h) that predicts, prefetches and caches.
+struct MoeHooks {
+  MoeStats* stats = nullptr;
+  ExpertRuntime* experts = nullptr;
+  int layer = -1;
+};
+
 // Router → top-k (with optional group limit) → weighted SwiGLU experts (+ shared).
 void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const float* x, int64_t m, float* out,
-         MoeStats* stats = nullptr);
+         const MoeHooks& hooks = {});
 
 }  // namespace moelsp::layers
 

@@ -6,6 +6,7 @@
 
 #include "../arch/arch.h"
 #include "../cpu/thread_pool.h"
+#include "experts.h"
 #include "engine/gguf.h"
 
 namespace moelsp {
@@ -53,6 +54,31 @@ Model::~Model() = default;
 int Model::threads() const { return pool_->size(); }
 
 void Model::reset_moe_stats() { moe_stats_.assign(size_t(cfg_.n_layer), MoeLayerStats{}); }
+
+void Model::init_experts(std::vector<const layers::MoeWeights*> moe, std::vector<const float*> ffn_norm) {
+  const uint8_t *lo = nullptr, *hi = nullptr;
+  for (const auto& t : file_->tensors()) {
+    const auto d = file_->tensor_data(t);
+    if (!lo || d.data() < lo) lo = d.data();
+    if (!hi || d.data() + d.size() > hi) hi = d.data() + d.size();
+  }
+  experts_ = std::make_unique<ExpertRuntime>(cfg_, std::move(moe), std::move(ffn_norm), lo, hi);
+}
+
+void Model::configure_experts(const ExpertOptions& o) {
+  if (experts_) experts_->configure(o);
+}
+
+const ExpertOptions& Model::expert_options() const {
+  static const ExpertOptions none;
+  return experts_ ? experts_->options() : none;
+}
+
+ExpertMetrics Model::expert_metrics() const { return experts_ ? experts_->metrics() : ExpertMetrics{}; }
+
+void Model::reset_expert_metrics() {
+  if (experts_) experts_->reset_metrics();
+}
 
 KvLayout Model::kv_layout(KvType type, int block_size) const {
   KvLayout L;
@@ -110,7 +136,14 @@ void Model::forward(const Batch& batch, float* logits, const CancelCheck& cancel
     total += size_t(s.n_tokens);
   }
   if (total != batch.tokens.size()) throw ModelError("batch token count does not match its sequences");
-  forward_impl(batch, logits, cancel);
+  if (experts_) experts_->begin_forward();
+  try {
+    forward_impl(batch, logits, cancel);
+  } catch (...) {
+    if (experts_) experts_->end_forward();
+    throw;
+  }
+  if (experts_) experts_->end_forward();
   size_t at = 0;
   for (const BatchSeq& s : batch.seqs) {
     s.seq->commit(std::span(batch.tokens).subspan(at, size_t(s.n_tokens)));

@@ -19,7 +19,11 @@ namespace moelsp {
 namespace gguf {
 class File;
 }
+namespace layers {
+struct MoeWeights;
+}
 class ThreadPool;
+class ExpertRuntime;
 
 class ModelError : public std::runtime_error {
  public:
@@ -104,6 +108,37 @@ struct MoeLayerStats {
   int64_t calls = 0;
 };
 
+// How routed experts' bytes are managed (engine/model/experts.cpp). Set from
+// the plan (engine/plan.h): prefetch when the weights stream from the file.
+struct ExpertOptions {
+  bool predict = false;         // predict each token's experts `distance` layers ahead (accuracy metrics)
+  bool prefetch = false;        // and request their bytes (madvise WILLNEED + touch, on a helper thread)
+  int distance = 1;             // layers ahead
+  uint64_t cache_bytes = 0;     // copies of the most-routed experts in anonymous memory (0: none)
+  int cache_swaps_per_step = 4; // experts copied in per forward pass at most (bounds the added latency)
+  bool populate = false;        // request the whole file's pages at once (weights planned resident)
+};
+
+// Expert prediction and caching, accumulated since the last reset.
+struct ExpertLayerMetrics {
+  int64_t tokens = 0;           // tokens routed here for which a prediction was made
+  int64_t predicted_hits = 0;   // of their k experts, how many were predicted
+  int64_t baseline_hits = 0;    // ... how many the previous token also used here
+  int64_t routed = 0;           // expert uses (tokens × k)
+  int64_t cache_hits = 0;       // uses served from the hot-expert copies
+};
+struct ExpertMetrics {
+  std::vector<ExpertLayerMetrics> layers;
+  int k = 0, distance = 0;
+  int64_t prefetch_requests = 0, prefetch_bytes = 0;
+  int64_t cache_experts = 0, cache_swaps = 0;
+  int64_t major_faults = 0, minor_faults = 0;  // during forward passes (getrusage, whole process)
+  int64_t forwards = 0;
+  double accuracy() const;           // predicted hits / (tokens × k), all layers
+  double baseline_accuracy() const;  // the previous token's experts as the prediction
+  double cache_hit_rate() const;
+};
+
 struct LoadOptions {
   int threads = 0;  // 0: physical cores
 };
@@ -133,6 +168,13 @@ class Model {
   const std::vector<MoeLayerStats>& moe_stats() const { return moe_stats_; }
   void reset_moe_stats();
 
+  // Expert prediction, prefetch and the hot-expert cache. Call when no forward
+  // pass runs (the scheduler thread, or before the engine starts).
+  void configure_experts(const ExpertOptions& o);
+  const ExpertOptions& expert_options() const;
+  ExpertMetrics expert_metrics() const;  // safe from any thread
+  void reset_expert_metrics();
+
   // Runs `tokens` at positions cache.n_past() onward, appends them to the
   // cache, and writes logits: one row of n_vocab per token when all_logits,
   // else only the last token's row. Throws Cancelled if `cancel` says so
@@ -151,12 +193,16 @@ class Model {
   virtual void forward_impl(const Batch& batch, float* logits, const CancelCheck& cancel) = 0;
   virtual int kv_k_dim() const = 0;
   virtual int kv_v_dim() const = 0;
+  // Called by an architecture's constructor once its layers are in place:
+  // each layer's MoE weights and FFN norm (nullptr for dense layers).
+  void init_experts(std::vector<const layers::MoeWeights*> moe, std::vector<const float*> ffn_norm);
 
   ModelConfig cfg_;
   std::unique_ptr<gguf::File> file_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ThreadPool> pool_;
   std::vector<MoeLayerStats> moe_stats_;
+  std::unique_ptr<ExpertRuntime> experts_;  // registered by the architecture's constructor
   uint64_t fingerprint_ = 0;
 };
 

@@ -1,0 +1,127 @@
+// Expert prediction, prefetch and the hot-expert cache: the predictor's
+// accuracy on the default trained model (reported, and it must beat the
+// previous token's experts), and that prefetching and serving experts from hot
+// copies leave every logit exactly as it was.
+#include <cstdio>
+#include <sstream>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "engine/model.h"
+#include "engine/plan.h"
+#include "test_data.h"
+
+using namespace moelsp;
+
+namespace {
+
+std::vector<TokenId> held_out_ids(size_t n) {
+  std::istringstream in(test::read_file(test::data_path("default-model/slice.ids")));
+  std::vector<TokenId> ids;
+  for (long v; in >> v && ids.size() < n;) ids.push_back(TokenId(v));
+  return ids;
+}
+
+// Decodes `ids` one token at a time (the case prediction serves); returns every step's logits.
+std::vector<float> decode(Model& m, const std::vector<TokenId>& ids) {
+  auto cache = m.new_cache(int(ids.size()) + 1, KvType::F32);
+  const int nv = m.config().n_vocab;
+  std::vector<float> all(ids.size() * size_t(nv));
+  for (size_t i = 0; i < ids.size(); ++i) m.forward(std::span(&ids[i], 1), *cache, all.data() + i * size_t(nv), false);
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("experts: prediction on the default model beats the previous token's experts") {
+  const std::string path = test::data_path_abs(std::string(MOELSP_MODELS_DIR) + "/moelsp-default.gguf");
+  auto m = Model::load(path, {.threads = 2});
+  const auto ids = held_out_ids(400);
+  REQUIRE(ids.size() == 400);
+  const ModelConfig& c = m->config();
+  for (int d = 1; d <= 2; ++d) {
+    m->configure_experts({.predict = true, .distance = d});
+    m->reset_expert_metrics();
+    decode(*m, ids);
+    const ExpertMetrics em = m->expert_metrics();
+    REQUIRE(em.layers.size() == size_t(c.n_layer));
+    std::string per_layer;
+    for (int il = 0; il < c.n_layer; ++il) {
+      const auto& l = em.layers[size_t(il)];
+      if (!c.is_moe_layer(il)) continue;
+      if (l.tokens == 0) {
+        per_layer += fmt::format(" L{}: -", il);  // no layer d before it to predict from
+        continue;
+      }
+      per_layer += fmt::format(" L{}: {:.0f}% (prev {:.0f}%)", il, 100.0 * l.predicted_hits / (l.tokens * em.k),
+                               100.0 * l.baseline_hits / (l.tokens * em.k));
+    }
+    WARN(fmt::format("default model, distance {}: predicted {:.1f}% of routed experts, previous token's {:.1f}%, random "
+                     "{:.1f}%;{}",
+                     d, 100 * em.accuracy(), 100 * em.baseline_accuracy(), 100.0 * c.n_expert_used / c.n_expert, per_layer));
+    CHECK(em.accuracy() > em.baseline_accuracy());
+    CHECK(em.accuracy() > 1.5 * c.n_expert_used / c.n_expert);  // well above chance
+    CHECK(em.prefetch_requests == 0);                           // predict only
+  }
+}
+
+TEST_CASE("experts: prefetch and hot copies leave the logits exactly unchanged") {
+  for (const char* name : {"qwen3moe-ref", "deepseek2-lite-ref"}) {
+    auto m = Model::load(test::data_path("reference/" + std::string(name) + ".gguf"), {.threads = 2});
+    std::vector<TokenId> ids;
+    for (int i = 0; i < 48; ++i) ids.push_back(TokenId(5 + (i * 37) % (m->config().n_vocab - 10)));
+    const auto plain = decode(*m, ids);
+    m->configure_experts({.predict = true, .prefetch = true, .distance = 1, .cache_bytes = uint64_t(1) << 20,
+                          .cache_swaps_per_step = 4, .populate = true});
+    m->reset_expert_metrics();
+    const auto managed = decode(*m, ids);
+    CHECK(managed == plain);  // bit for bit: hot copies hold the same bytes
+    const ExpertMetrics em = m->expert_metrics();
+    INFO(name);
+    CHECK(em.cache_experts > 0);
+    CHECK(em.cache_swaps > 0);
+    CHECK(em.cache_hit_rate() > 0);
+    CHECK(em.prefetch_requests > 0);
+    CHECK(em.forwards == int64_t(ids.size()));
+    // A prompt (more than 32 tokens in a pass) requests every expert of the next layers.
+    m->reset_expert_metrics();
+    auto cache = m->new_cache(64);
+    std::vector<float> logits(size_t(m->config().n_vocab));
+    m->forward(ids, *cache, logits.data(), false);
+    CHECK(m->expert_metrics().prefetch_requests > 0);
+  }
+}
+
+TEST_CASE("experts: the hot cache keeps the most-routed experts and stays within its size") {
+  auto m = Model::load(test::data_path("reference/qwen3moe-ref.gguf"), {.threads = 2});
+  const ModelConfig& c = m->config();
+  const int64_t all = int64_t(c.n_layer) * c.n_expert;
+  std::vector<TokenId> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back(TokenId(40 + i % 3));  // a repetitive text: a few experts carry most tokens
+  // Room for a quarter of the experts: the copies serve far more than a quarter of the uses.
+  m->configure_experts({.cache_bytes = uint64_t(all / 4) * footprint(*m).expert_bytes, .cache_swaps_per_step = 64});
+  const int64_t slots = m->expert_metrics().cache_experts;
+  CHECK(slots > 0);
+  CHECK(slots <= all / 4);
+  decode(*m, ids);
+  m->reset_expert_metrics();
+  decode(*m, ids);
+  const double share = double(slots) / double(all);
+  WARN(fmt::format("hot cache with {} of {} experts served {:.0f}% of uses", slots, all,
+                   100 * m->expert_metrics().cache_hit_rate()));
+  CHECK(m->expert_metrics().cache_hit_rate() > 2 * share);
+  // Room for all: every expert used once is served from copies the next time.
+  m->configure_experts({.cache_bytes = uint64_t(1) << 30, .cache_swaps_per_step = 64});
+  CHECK(m->expert_metrics().cache_experts == all);
+  decode(*m, ids);
+  m->reset_expert_metrics();
+  decode(*m, ids);
+  CHECK(m->expert_metrics().cache_hit_rate() > 0.95);
+  // Off again: no copies, nothing served from them.
+  m->configure_experts({});
+  m->reset_expert_metrics();
+  decode(*m, ids);
+  CHECK(m->expert_metrics().cache_experts == 0);
+  CHECK(m->expert_metrics().cache_hit_rate() == 0);
+}
