@@ -23,6 +23,7 @@ void Settings::merge_from(const Settings& o) {
   if (o.completion_debounce_ms) completion_debounce_ms = o.completion_debounce_ms;
   if (o.chat_max_tokens) chat_max_tokens = o.chat_max_tokens;
   if (o.chat_template) chat_template = o.chat_template;
+  merge_overrides(plan, o.plan);
 }
 
 Settings settings_from(const json& j) {
@@ -62,6 +63,7 @@ Settings settings_from(const json& j) {
   num("completion", "debounceMs", s.completion_debounce_ms);
   num("chat", "maxTokens", s.chat_max_tokens);
   str("chat", "template", s.chat_template);
+  s.plan = overrides_from_json(j.dump());
   return s;
 }
 
@@ -192,13 +194,18 @@ json Server::Impl::status_json() {
     s = {{"state", state == "ready" && busy > 0 ? "busy" : state}, {"message", state_message}, {"tokensPerSecond", last_tps}};
     if (model) {
       s["model"] = model->config().name.empty() ? model->config().arch : model->config().name;
-      s["plan"] = {{"backend", "cpu"}, {"threads", model->threads()}, {"contextSize", engine ? engine->n_ctx() : 0},
-                   {"weights", "mmap, resident"}};
+      s["plan"] = plan_json;
+      s["hardware"] = hw_json;
       if (engine) {
-        const EngineOptions& eo = engine->options();
         const EngineMetrics m = engine->metrics();
-        s["plan"]["kvCache"] = {{"type", to_string(eo.kv_type)}, {"blockSize", eo.block_size},
-                                {"tokens", eo.kv_tokens}, {"bytes", m.kv.bytes}, {"prefixCache", eo.prefix_cache}};
+        const ExpertMetrics em = model->expert_metrics();
+        s["experts"] = {{"predictionAccuracy", em.accuracy()}, {"previousTokenAccuracy", em.baseline_accuracy()},
+                        {"prefetchDistance", em.distance}, {"prefetchRequests", em.prefetch_requests},
+                        {"prefetchBytes", em.prefetch_bytes}, {"cacheExperts", em.cache_experts},
+                        {"cacheHitRate", em.cache_hit_rate()}, {"cacheSwaps", em.cache_swaps},
+                        {"majorFaults", em.major_faults}, {"minorFaults", em.minor_faults}};
+        s["plan"]["kvCache"]["bytes"] = m.kv.bytes;
+        s["plan"]["kvCache"]["prefixCache"] = engine->options().prefix_cache;
         s["kvCache"] = {{"blocksTotal", m.kv.blocks_total}, {"blocksInUse", m.kv.blocks_in_use},
                         {"blocksCached", m.kv.blocks_cached}, {"blocksFree", m.kv.blocks_free},
                         {"evictions", m.kv.evictions}, {"prefixHitRate", m.prefix_hit_rate},
@@ -268,17 +275,24 @@ void Server::Impl::start_loading() {
   }
   loader = std::thread([this, s, token] {
     try {
-      auto m = std::shared_ptr<Model>(Model::load(*s.model, {.threads = *s.threads}));
-      // Beyond its training context a model degrades: that is the default's ceiling.
-      const int n_train = m->config().n_ctx_train;
-      const int n_ctx = s.context_size ? *s.context_size : n_train > 0 ? std::min(4096, n_train) : 4096;
-      EngineOptions eo{.n_ctx = n_ctx};
-      if (s.kv_type) eo.kv_type = kv_type_from_name(*s.kv_type);
-      if (s.kv_tokens) eo.kv_tokens = *s.kv_tokens;
+      PlanRequest req;
+      req.over = s.plan;
+      if (s.threads && *s.threads > 0) req.over.threads = *s.threads;
+      if (s.context_size) req.over.n_ctx = *s.context_size;
+      if (s.kv_type) req.over.kv_type = *s.kv_type;
+      if (s.kv_tokens) req.over.kv_tokens = *s.kv_tokens;
+      // The plan: threads, KV size and layout, expert prefetch/cache, batch
+      // limits, each with its reason (moelsp/status "plan").
+      PlannedModel pm = load_planned(*s.model, req);
+      auto m = pm.model;
+      const EngineOptions eo = pm.plan.engine_options();
+      log_message(3, "plan: " + pm.plan.to_text());
       auto e = std::make_unique<Engine>(m, eo);
       std::lock_guard lock(model_mu);
       model = m;
       engine = std::move(e);
+      plan_json = json::parse(pm.plan.to_json());
+      hw_json = json::parse(pm.hw.to_json());
       state = "ready";
       state_message = "model loaded: " + *s.model;
     } catch (const std::exception& ex) {

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "engine/plan.h"
+
 namespace moelsp::lsp {
 
 class Transport;
@@ -24,6 +26,9 @@ struct Settings {
   std::optional<int> completion_debounce_ms;
   std::optional<int> chat_max_tokens;
   std::optional<std::string> chat_template;  // when the model's is missing or unknown
+  // The plan's other overrides (weights, kvCache.blockSize/paged, experts.*,
+  // batch.max, gpu.*), same names in every layer; the fields above win.
+  PlanOverrides plan;
 
   // Fields set in `over` replace ours.
   void merge_from(const Settings& over);

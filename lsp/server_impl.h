@@ -92,6 +92,7 @@ struct Server::Impl {
   std::mutex model_mu;
   std::shared_ptr<Model> model;
   std::unique_ptr<Engine> engine;
+  json plan_json, hw_json;  // the plan the engine runs with, and the machine it was made for
   std::string state = "loading", state_message;
   double last_tps = 0;
   std::atomic<int> busy{0};

@@ -8,6 +8,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "engine/plan.h"
 #include "lsp/server.h"
 #include "lsp/transport.h"
 
@@ -15,11 +16,16 @@ namespace moelsp::cli {
 
 int lsp(const LspOptions& o) {
   lsp::ServerOptions so;
-  try {
-    if (!o.config.empty()) so.config_file = lsp::Settings::from_json_text(read_text(o.config));
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "moelsp lsp: config file: %s\n", e.what());
-    return 1;
+  // ~/.config/moelsp/config.{toml,json} first, then --config FILE over it.
+  for (const std::string& path : {user_config_path(), o.config}) {
+    if (path.empty()) continue;
+    try {
+      const std::string text = read_text(path);
+      so.config_file.merge_from(lsp::Settings::from_json_text(path.ends_with(".toml") ? toml_to_json(text) : text));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "moelsp lsp: config file %s: %s\n", path.c_str(), e.what());
+      return 1;
+    }
   }
   so.flags = o.flags;
   lsp::Transport t(STDIN_FILENO, STDOUT_FILENO);

@@ -11,6 +11,54 @@
 #include "engine/hw.h"
 #include "kernels/cuda.h"
 
+namespace {
+
+// Overrides of the plan's choices; the same names are config-file keys and LSP settings.
+struct PlanFlags {
+  int threads = 0, block = 0, dist = 0, batch = 0, gpu = 0, gpu_e = 0;
+  int64_t kv_tokens = 0, cache_mb = 0;
+  std::string weights, kv_type, prefetch;
+  bool contiguous = false;
+  std::vector<CLI::Option*> o = std::vector<CLI::Option*>(12, nullptr);
+
+  // with_basic: also -t, --kv-type, --kv-tokens (the lsp command has those as settings of its own).
+  void add(CLI::App* c, bool with_basic) {
+    if (with_basic) {
+      o[0] = c->add_option("-t,--threads", threads, "Threads (setting: threads)");
+      o[2] = c->add_option("--kv-type", kv_type, "KV rows: f16, bf16, f32, q8_0 (setting: kvCache.type)");
+      o[3] = c->add_option("--kv-tokens", kv_tokens, "KV capacity in tokens, all sequences (setting: kvCache.tokens)");
+    }
+    o[1] = c->add_option("--weights", weights, "ram (all resident) or stream (experts read from the file on demand) (setting: weights)")
+               ->check(CLI::IsMember({"ram", "stream"}));
+    o[4] = c->add_option("--block-size", block, "KV block size in tokens (setting: kvCache.blockSize)");
+    o[5] = c->add_flag("--contiguous-kv", contiguous, "One KV block per sequence, no paging (setting: kvCache.paged = false)");
+    o[6] = c->add_option("--expert-cache-mb", cache_mb, "RAM for copies of the most-routed experts (setting: experts.cacheMb)");
+    o[7] = c->add_option("--prefetch", prefetch, "Expert prediction + prefetch: on or off (setting: experts.prefetch)")
+               ->check(CLI::IsMember({"on", "off"}));
+    o[8] = c->add_option("--prefetch-distance", dist, "Layers ahead to predict and prefetch (setting: experts.prefetchDistance)");
+    o[9] = c->add_option("--max-batch", batch, "Sequences per step (setting: batch.max)");
+    o[10] = c->add_option("--gpu", gpu, "GPU index; -1: CPU only (setting: gpu.device)");
+    o[11] = c->add_option("--gpu-experts", gpu_e, "Routed experts per layer kept in VRAM (setting: gpu.expertsPerLayer)");
+  }
+  void apply(moelsp::PlanOverrides& v) const {
+    const auto set = [&](int i) { return o[size_t(i)] && o[size_t(i)]->count() > 0; };
+    if (set(0)) v.threads = threads;
+    if (set(1)) v.weights = weights;
+    if (set(2)) v.kv_type = kv_type;
+    if (set(3)) v.kv_tokens = kv_tokens;
+    if (set(4)) v.block_size = block;
+    if (set(5)) v.paged = false;
+    if (set(6)) v.expert_cache_mb = cache_mb;
+    if (set(7)) v.prefetch = prefetch == "on";
+    if (set(8)) v.prefetch_distance = dist;
+    if (set(9)) v.max_batch = batch;
+    if (set(10)) v.gpu = gpu;
+    if (set(11)) v.gpu_experts_per_layer = gpu_e;
+  }
+};
+
+}  // namespace
+
 int main(int argc, char** argv) {
   moelsp::keep_freed_memory();  // before any thread allocates (engine/hw.h says why)
   spdlog::set_default_logger(spdlog::stderr_color_mt("moelsp"));
@@ -127,24 +175,8 @@ int main(int argc, char** argv) {
   c_pf->add_flag("--recalibrate", pf.recalibrate, "Measure again instead of reading ~/.cache/moelsp/profile.json");
   c_pf->add_flag("--no-calibrate", pf.no_calibrate, "Detection only, no measurements");
   c_pf->add_option("--config", pf.config, "Config file (default: ~/.config/moelsp/config.toml or config.json)");
-  // Overrides of the plan's choices (also config-file keys and LSP settings).
-  int pf_threads = 0, pf_block = 0, pf_dist = 0, pf_batch = 0, pf_gpu = 0, pf_gpu_e = 0;
-  int64_t pf_kv_tokens = 0, pf_cache_mb = 0;
-  std::string pf_weights, pf_kv_type, pf_prefetch;
-  bool pf_contiguous = false;
-  auto* pf_o_threads = c_pf->add_option("-t,--threads", pf_threads, "Threads");
-  auto* pf_o_weights = c_pf->add_option("--weights", pf_weights, "ram (load all) or stream (mmap, experts read on demand)")
-                           ->check(CLI::IsMember({"ram", "stream"}));
-  auto* pf_o_kvt = c_pf->add_option("--kv-type", pf_kv_type, "KV rows: f16, bf16, f32, q8_0");
-  auto* pf_o_kvn = c_pf->add_option("--kv-tokens", pf_kv_tokens, "KV capacity in tokens, all sequences");
-  auto* pf_o_block = c_pf->add_option("--block-size", pf_block, "KV block size in tokens");
-  auto* pf_o_contig = c_pf->add_flag("--contiguous-kv", pf_contiguous, "One KV block per sequence (no paging)");
-  auto* pf_o_cache = c_pf->add_option("--expert-cache-mb", pf_cache_mb, "RAM for copies of the most-routed experts");
-  auto* pf_o_pref = c_pf->add_option("--prefetch", pf_prefetch, "Expert prefetch: on or off")->check(CLI::IsMember({"on", "off"}));
-  auto* pf_o_dist = c_pf->add_option("--prefetch-distance", pf_dist, "Layers ahead to predict and prefetch");
-  auto* pf_o_batch = c_pf->add_option("--max-batch", pf_batch, "Sequences per step");
-  auto* pf_o_gpu = c_pf->add_option("--gpu", pf_gpu, "GPU index; -1: CPU only");
-  auto* pf_o_gpu_e = c_pf->add_option("--gpu-experts", pf_gpu_e, "Routed experts per layer kept in VRAM");
+  PlanFlags pf_flags;
+  pf_flags.add(c_pf, true);
 
   moelsp::cli::LspOptions ls;
   auto* c_ls = app.add_subcommand("lsp", "Language server over stdin/stdout (the default when stdin is not a terminal)");
@@ -162,7 +194,10 @@ int main(int argc, char** argv) {
   auto* o_tb = c_ls->add_option("--completion-time-budget-ms", ls_budget, "Setting: completion.timeBudgetMs");
   auto* o_db = c_ls->add_option("--completion-debounce-ms", ls_debounce, "Setting: completion.debounceMs");
   auto* o_ct = c_ls->add_option("--chat-max-tokens", ls_chat_tokens, "Setting: chat.maxTokens");
-  c_ls->add_option("--config", ls.config, "JSON config file with the same setting names");
+  c_ls->add_option("--config", ls.config, "Config file (JSON, or TOML when it ends in .toml) with the same setting names; "
+                   "read after ~/.config/moelsp/config.toml or config.json");
+  PlanFlags ls_flags;
+  ls_flags.add(c_ls, false);
 
   CLI11_PARSE(app, argc, argv);
   if (o_model->count()) ls.flags.model = ls_model;
@@ -175,18 +210,8 @@ int main(int argc, char** argv) {
   if (o_db->count()) ls.flags.completion_debounce_ms = ls_debounce;
   if (o_ct->count()) ls.flags.chat_max_tokens = ls_chat_tokens;
   spdlog::set_level(spdlog::level::from_str(log_level));
-  if (pf_o_threads->count()) pf.over.threads = pf_threads;
-  if (pf_o_weights->count()) pf.over.weights = pf_weights;
-  if (pf_o_kvt->count()) pf.over.kv_type = pf_kv_type;
-  if (pf_o_kvn->count()) pf.over.kv_tokens = pf_kv_tokens;
-  if (pf_o_block->count()) pf.over.block_size = pf_block;
-  if (pf_o_contig->count()) pf.over.paged = false;
-  if (pf_o_cache->count()) pf.over.expert_cache_mb = pf_cache_mb;
-  if (pf_o_pref->count()) pf.over.prefetch = pf_prefetch == "on";
-  if (pf_o_dist->count()) pf.over.prefetch_distance = pf_dist;
-  if (pf_o_batch->count()) pf.over.max_batch = pf_batch;
-  if (pf_o_gpu->count()) pf.over.gpu = pf_gpu;
-  if (pf_o_gpu_e->count()) pf.over.gpu_experts_per_layer = pf_gpu_e;
+  pf_flags.apply(pf.over);
+  ls_flags.apply(ls.flags.plan);
 
   // Commands that read a model use the embedded default when none is given.
   for (auto [cmd, model] : {std::pair{c_tk, &tk.model}, {c_dt, &dt.model}, {c_gen, &gen.m.model}, {c_lg, &lg.m.model},

@@ -320,6 +320,36 @@ TEST_CASE("inline and classic completions on a reference model; capabilities fol
   CHECK(kv.contains("prefixHitRate"));
   CHECK(r["result"]["scheduler"]["steps"].get<int>() > 0);
   CHECK(r["result"]["scheduler"]["requests"].get<int>() >= 1);  // the second answer came from the completion cache
+  // The automatic plan, each choice with its reason, and the machine it was made for.
+  const json& plan = r["result"]["plan"];
+  CHECK(plan["ok"] == true);
+  CHECK(plan["weights"] == "ram");
+  REQUIRE(plan["reasons"].is_array());
+  CHECK(plan["reasons"].size() >= 8);
+  for (const auto& reason : plan["reasons"]) CHECK(!reason["why"].get<std::string>().empty());
+  CHECK(r["result"]["hardware"]["cpu"]["physical"].get<int>() >= 1);
+  CHECK(r["result"]["experts"].contains("predictionAccuracy"));
+}
+
+TEST_CASE("plan overrides arrive as LSP settings and the plan says so") {
+  Client c;
+  json opts = model_options();
+  opts["kvCache"] = {{"blockSize", 8}};
+  opts["experts"] = {{"prefetch", true}, {"prefetchDistance", 2}, {"cacheMb", 1}};
+  opts["batch.max"] = 3;
+  c.initialize(opts);
+  wait_ready(c);
+  c.request(2, "moelsp/status");
+  const json r = c.response();
+  const json& plan = r["result"]["plan"];
+  CHECK(plan["kvCache"]["blockSize"] == 8);
+  CHECK(plan["experts"]["prefetch"] == true);
+  CHECK(plan["experts"]["prefetchDistance"] == 2);
+  CHECK(plan["batch"]["max"] == 3);
+  int user = 0;
+  for (const auto& reason : plan["reasons"]) user += reason["why"] == "set by the user";
+  CHECK(user >= 3);
+  CHECK(r["result"]["experts"]["cacheExperts"].get<int>() > 0);
 }
 
 TEST_CASE("$/cancelRequest answers RequestCancelled promptly; a newer request cancels the older") {

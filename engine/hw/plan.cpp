@@ -89,6 +89,28 @@ EngineOptions Plan::engine_options() const {
   return e;
 }
 
+ExpertOptions Plan::expert_options() const {
+  ExpertOptions o;
+  o.predict = prefetch;
+  o.prefetch = prefetch;
+  o.distance = std::max(1, prefetch_distance);
+  o.cache_bytes = expert_cache_bytes;
+  o.populate = weights == WeightPlacement::Ram;
+  return o;
+}
+
+PlannedModel load_planned(const std::string& path, const PlanRequest& req, ProfileOptions po) {
+  PlannedModel r;
+  if (po.model_path.empty()) po.model_path = path;
+  r.hw = hardware_profile(po);
+  r.model = std::shared_ptr<Model>(Model::load(path, {.threads = plan_threads(r.hw, req.over)}));
+  r.footprint = footprint(*r.model);
+  r.plan = make_plan(r.hw, r.footprint, req);
+  if (!r.plan.ok) throw ModelError(path + ": " + r.plan.error);
+  r.model->configure_experts(r.plan.expert_options());
+  return r;
+}
+
 Plan make_plan(const HwProfile& hw, const ModelFootprint& m, const PlanRequest& req) {
   const PlanOverrides& ov = req.over;
   Plan p;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -101,6 +102,7 @@ struct Plan {
   std::vector<Reason> reasons;
 
   EngineOptions engine_options() const;
+  ExpertOptions expert_options() const;
   std::string to_text() const;
   std::string to_json() const;
 };
@@ -108,6 +110,17 @@ struct Plan {
 // Threads the plan uses (needed before the model is loaded: the thread pool is built at load).
 int plan_threads(const HwProfile& hw, const PlanOverrides& over);
 Plan make_plan(const HwProfile& hw, const ModelFootprint& model, const PlanRequest& req);
+
+// The usual start-up: profile this machine (measurements cached), load the
+// model with the planned threads, plan, and apply the expert settings. Throws
+// ModelError with Plan::error when the plan does not fit the machine.
+struct PlannedModel {
+  std::shared_ptr<Model> model;
+  HwProfile hw;
+  ModelFootprint footprint;
+  Plan plan;
+};
+PlannedModel load_planned(const std::string& path, const PlanRequest& req, ProfileOptions po = {});
 
 // Overrides from a config file: JSON, or the TOML subset of `key = value`
 // lines under [section] headers (strings, integers, booleans; # comments).
