@@ -15,12 +15,24 @@
 #include "engine/gguf.h"
 #include "engine/model.h"
 #include "engine/perplexity.h"
+#include "engine/plan.h"
 
 namespace moelsp::cli {
 namespace {
 
 std::shared_ptr<Model> load_model(const ModelOptions& o) {
   return std::shared_ptr<Model>(Model::load(o.model, {.threads = o.threads}));
+}
+
+// The automatic plan for this machine with the command's settings as overrides.
+PlannedModel load_planned_model(const ModelOptions& o) {
+  PlanRequest req;
+  req.concurrency = 1;
+  req.over = o.plan;
+  if (o.threads > 0) req.over.threads = o.threads;
+  req.over.n_ctx = o.ctx;
+  req.over.kv_type = o.kv_type;
+  return load_planned(o.model, req);
 }
 
 uint64_t pick_seed(int64_t seed) { return seed >= 0 ? uint64_t(seed) : std::random_device{}(); }
@@ -38,8 +50,9 @@ void print_timings(const Result& r) {
 
 int generate(const GenerateOptions& o) {
   try {
-    auto model = load_model(o.m);
-    Engine engine(model, {.n_ctx = o.m.ctx, .kv_type = kv_type_from_name(o.m.kv_type)});
+    const PlannedModel pm = load_planned_model(o.m);
+    auto model = pm.model;
+    Engine engine(model, pm.plan.engine_options());
     Request req;
     if (!o.tokens.empty()) req.prompt_tokens = parse_ids(o.tokens, model->tokenizer().n_vocab());
     else req.prompt = o.file.empty() ? o.prompt : read_text(o.file);
@@ -128,10 +141,11 @@ int perplexity(const PerplexityOptions& o) {
 
 int chat(const ChatOptions& o) {
   try {
-    auto model = load_model(o.m);
+    const PlannedModel pm = load_planned_model(o.m);
+    auto model = pm.model;
     const std::string jinja = model->file().get_or<std::string>("tokenizer.chat_template", "");
     const std::string tmpl = resolve_chat_template(jinja, o.chat_template);
-    Engine engine(model, {.n_ctx = o.m.ctx, .kv_type = kv_type_from_name(o.m.kv_type)});
+    Engine engine(model, pm.plan.engine_options());
     std::vector<ChatMessage> history;
     if (!o.system.empty()) history.push_back({"system", o.system});
     std::fprintf(stderr, "moelsp chat (%s template). /reset clears the conversation, /exit or Ctrl-D quits.\n",

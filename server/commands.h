@@ -42,6 +42,7 @@ struct ModelOptions {
   int threads = 0;
   int ctx = 4096;
   std::string kv_type = "f16";  // KV cache rows: f16, bf16, f32, q8_0
+  PlanOverrides plan;           // generate and chat run on the automatic plan, with these overrides
 };
 
 struct GenerateOptions {

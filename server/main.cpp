@@ -124,6 +124,9 @@ int main(int argc, char** argv) {
   c_gen->add_flag("--ignore-eos", gen.ignore_eos, "Do not stop at end-of-generation tokens");
   c_gen->add_option("--stop", gen.stop, "Stop before this string (repeatable)");
 
+  PlanFlags gen_flags;
+  gen_flags.add(c_gen, false);
+
   moelsp::cli::LogitsOptions lg;
   lg.m.kv_type = "f32";  // for comparisons with other implementations: exact attention inputs
   auto* c_lg = app.add_subcommand("logits", "Write the logits of every position of a token sequence as raw float32 rows");
@@ -150,6 +153,8 @@ int main(int argc, char** argv) {
   c_ch->add_option("-n,--n-predict", ch.n_predict, "Tokens per answer at most")->capture_default_str();
   c_ch->add_option("--temp", ch.temp, "Temperature")->capture_default_str();
   c_ch->add_option("-s,--seed", ch.seed, "Random seed (-1: random)")->capture_default_str();
+  PlanFlags ch_flags;
+  ch_flags.add(c_ch, false);
 
   moelsp::cli::BenchOptions bo;
   auto* c_bo = app.add_subcommand("bench", "Prompt-processing and decode tokens/s, memory, bandwidth roofline; optionally vs llama-bench");
@@ -211,6 +216,8 @@ int main(int argc, char** argv) {
   if (o_ct->count()) ls.flags.chat_max_tokens = ls_chat_tokens;
   spdlog::set_level(spdlog::level::from_str(log_level));
   pf_flags.apply(pf.over);
+  gen_flags.apply(gen.m.plan);
+  ch_flags.apply(ch.m.plan);
   ls_flags.apply(ls.flags.plan);
 
   // Commands that read a model use the embedded default when none is given.
