@@ -57,10 +57,12 @@ TEST_CASE("experts: prediction on the default model beats the previous token's e
       per_layer += fmt::format(" L{}: {:.0f}% (prev {:.0f}%)", il, 100.0 * l.predicted_hits / (l.tokens * em.k),
                                100.0 * l.baseline_hits / (l.tokens * em.k));
     }
-    WARN(fmt::format("default model, distance {}: predicted {:.1f}% of routed experts, previous token's {:.1f}%, random "
-                     "{:.1f}%;{}",
-                     d, 100 * em.accuracy(), 100 * em.baseline_accuracy(), 100.0 * c.n_expert_used / c.n_expert, per_layer));
+    WARN(fmt::format("default model, distance {}: router predicted {:.1f}% of routed experts, previous token's {:.1f}%, "
+                     "the per-layer choice {:.1f}%, random {:.1f}%;{}",
+                     d, 100 * em.accuracy(), 100 * em.baseline_accuracy(), 100 * em.chosen_accuracy(),
+                     100.0 * c.n_expert_used / c.n_expert, per_layer));
     CHECK(em.accuracy() > em.baseline_accuracy());
+    CHECK(em.chosen_accuracy() > em.baseline_accuracy());
     CHECK(em.accuracy() > 1.5 * c.n_expert_used / c.n_expert);  // well above chance
     CHECK(em.prefetch_requests == 0);                           // predict only
   }

@@ -147,9 +147,14 @@ Plan make_plan(const HwProfile& hw, const ModelFootprint& m, const PlanRequest& 
 
   // ---- memory budgets ------------------------------------------------------------
   const uint64_t usable = hw.mem.usable();
-  const uint64_t headroom = std::max<uint64_t>(512 * kMiB, usable / 10);
+  // Headroom for the rest of the system (editor, OS) and our own code and
+  // heap: a tenth of what is usable, at least 512 MiB when that leaves most of it.
+  const uint64_t headroom = std::max<uint64_t>(usable / 10, std::min<uint64_t>(512 * kMiB, usable / 5));
   p.ram_budget = usable > headroom ? usable - headroom : 0;
-  const uint64_t work = 384 * kMiB;  // activations of a 256-token chunk, logits, tokenizer, scratch
+  // Activations of a 256-token chunk (a few [256 × n_ff] buffers), logits,
+  // tokenizer tables, per-thread scratch: an estimate with room to spare
+  // (a 256 × 10,944 f32 buffer is 11 MiB).
+  const uint64_t work = 256 * kMiB;
   const auto kv_tokens_fit = [&](uint64_t room, KvType t) -> int64_t {
     const uint64_t bpt = std::max<uint64_t>(1, kv_bpt(m, t));
     return int64_t(room / bpt) / p.block_size * p.block_size;

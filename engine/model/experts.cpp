@@ -40,6 +40,15 @@ double ExpertMetrics::baseline_accuracy() const {
   return total ? double(hits) / double(total) : 0;
 }
 
+double ExpertMetrics::chosen_accuracy() const {
+  int64_t hits = 0, total = 0;
+  for (const auto& l : layers) {
+    hits += l.chosen_hits;
+    total += l.tokens * k;
+  }
+  return total ? double(hits) / double(total) : 0;
+}
+
 double ExpertMetrics::cache_hit_rate() const {
   int64_t hits = 0, total = 0;
   for (const auto& l : layers) {
@@ -55,6 +64,8 @@ ExpertRuntime::ExpertRuntime(const ModelConfig& cfg, std::vector<const layers::M
   const size_t L = moe_.size(), E = size_t(std::max(0, cfg_.n_expert));
   predicted_.resize(L);
   last_.resize(L);
+  score_router_.assign(L, 0.0);
+  score_prev_.assign(L, 0.0);
   slot_of_.assign(L, std::vector<int>(E, -1));
   freq_.assign(L, std::vector<double>(E, 0.0));
   m_.layers.resize(L);
@@ -145,6 +156,21 @@ void ExpertRuntime::copy_in(int il, int e, int slot) {
   slot_of_[size_t(il)][size_t(e)] = slot;
 }
 
+bool ExpertRuntime::resident(int il, int e) const {
+  const layers::MoeWeights& w = *moe_[size_t(il)];
+  const size_t ps = page_size();
+  std::vector<unsigned char> vec;
+  for (const kernels::MatView& v : {w.gate.slice(e), w.up.slice(e), w.down.slice(e)}) {
+    const auto a = reinterpret_cast<uintptr_t>(v.row(0)) & ~(ps - 1);
+    const auto b = reinterpret_cast<uintptr_t>(v.row(0)) + mat_bytes(v);
+    vec.resize((b - a + ps - 1) / ps);
+    if (mincore(reinterpret_cast<void*>(a), b - a, vec.data()) != 0) return true;  // cannot tell: copy anyway
+    for (unsigned char c : vec)
+      if (!(c & 1)) return false;
+  }
+  return true;
+}
+
 void ExpertRuntime::begin_forward() {
   struct rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
@@ -182,6 +208,12 @@ void ExpertRuntime::begin_forward() {
       }
     }
     if (cold >= 0 && hot <= cold * 1.5 + 1) break;
+    // Only from pages already in memory: a copy that waits for the disk would
+    // stall this pass (the expert was just used, so its pages usually are).
+    if (!resident(hl, he)) {
+      freq_[size_t(hl)][size_t(he)] *= 0.5;  // try another; this one comes back when used again
+      continue;
+    }
     copy_in(hl, he, victim);
     ++swaps;
   }
@@ -254,8 +286,11 @@ void ExpertRuntime::predict(ThreadPool& pool, int il, const float* x, int64_t m)
   std::vector<float> weight(size_t(m * k));
   layers::route(pool, cfg_, *moe_[size_t(j)], h.data(), m, pred.data(), weight.data());
   if (opt_.prefetch) {
+    // The previous token's experts where they have predicted better (a model
+    // whose routing changes little between tokens), else the router's.
+    const bool use_prev = score_prev_[size_t(j)] > score_router_[size_t(j)] && last_[size_t(j)].size() == size_t(k);
     std::vector<char> seen(size_t(cfg_.n_expert), 0);
-    for (int e : pred)
+    for (int e : use_prev ? last_[size_t(j)] : pred)
       if (!seen[size_t(e)]) {
         seen[size_t(e)] = 1;
         request(j, e);
@@ -269,6 +304,7 @@ void ExpertRuntime::routed(int il, const int* chosen, int64_t m) {
   std::vector<int>& pred = predicted_[size_t(il)];
   std::vector<int>& last = last_[size_t(il)];
   const bool have_pred = pred.size() == size_t(m * k);
+  const bool used_prev = score_prev_[size_t(il)] > score_router_[size_t(il)];  // as predict() chose
   int64_t p_hits = 0, b_hits = 0, c_hits = 0, b_tokens = 0;
   for (int64_t t = 0; t < m; ++t) {
     const int* now = chosen + t * k;
@@ -292,6 +328,12 @@ void ExpertRuntime::routed(int il, const int* chosen, int64_t m) {
     for (auto& l : freq_)
       for (double& f : l) f *= 0.5;
   }
+  if (have_pred && b_tokens == m) {
+    // Running accuracies (about the last 20 passes) choose the predictor per layer.
+    const double n = double(m * k);
+    score_router_[size_t(il)] = 0.95 * score_router_[size_t(il)] + 0.05 * double(p_hits) / n;
+    score_prev_[size_t(il)] = 0.95 * score_prev_[size_t(il)] + 0.05 * double(b_hits) / n;
+  }
   std::lock_guard lock(mu_);
   ExpertLayerMetrics& lm = m_.layers[size_t(il)];
   if (have_pred && b_tokens == m) {
@@ -299,6 +341,7 @@ void ExpertRuntime::routed(int il, const int* chosen, int64_t m) {
     lm.tokens += m;
     lm.predicted_hits += p_hits;
     lm.baseline_hits += b_hits;
+    lm.chosen_hits += used_prev ? b_hits : p_hits;
   }
   lm.routed += m * k;
   lm.cache_hits += c_hits;

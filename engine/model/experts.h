@@ -6,7 +6,10 @@
 // of what layer l+d's router will see (each layer adds a small update to it),
 // so layer l+d's own router applied to it — after layer l+d's FFN norm —
 // picks mostly the same experts. That costs one n_embd × n_expert matmul per
-// token and layer (0.7% of a Qwen3-30B-A3B layer's expert work).
+// token and layer (0.7% of a Qwen3-30B-A3B layer's expert work). Where the
+// previous token's experts at l+d have predicted better so far (routing that
+// changes little between tokens), prefetch uses those instead; both are
+// scored on every token.
 //
 // Prefetch: the predicted experts' byte ranges go to a helper thread that
 // madvise(MADV_WILLNEED)s them and touches each page, so the page faults of a
@@ -62,6 +65,7 @@ class ExpertRuntime {
   void request(int il, int e);
   void prefetch_loop();
   void copy_in(int il, int e, int slot);
+  bool resident(int il, int e) const;  // are all its pages in memory (mincore)?
   void release_cache();
 
   const ModelConfig& cfg_;
@@ -73,6 +77,7 @@ class ExpertRuntime {
   // Prediction per target layer: [m][k] experts, for the m tokens of this pass.
   std::vector<std::vector<int>> predicted_;
   std::vector<std::vector<int>> last_;  // the last token's experts per layer (the baseline)
+  std::vector<double> score_router_, score_prev_;  // running accuracy of each predictor per layer
 
   // Hot cache.
   uint8_t* slots_ = nullptr;

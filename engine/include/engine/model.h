@@ -111,7 +111,10 @@ struct MoeLayerStats {
 // How routed experts' bytes are managed (engine/model/experts.cpp). Set from
 // the plan (engine/plan.h): prefetch when the weights stream from the file.
 struct ExpertOptions {
-  bool predict = false;         // predict each token's experts `distance` layers ahead (accuracy metrics)
+  // Predict each token's experts `distance` layers ahead: layer l+d's router
+  // on layer l's residual stream, or — per layer, when it has been the more
+  // accurate so far — the experts the previous token used there.
+  bool predict = false;
   bool prefetch = false;        // and request their bytes (madvise WILLNEED + touch, on a helper thread)
   int distance = 1;             // layers ahead
   uint64_t cache_bytes = 0;     // copies of the most-routed experts in anonymous memory (0: none)
@@ -124,6 +127,7 @@ struct ExpertLayerMetrics {
   int64_t tokens = 0;           // tokens routed here for which a prediction was made
   int64_t predicted_hits = 0;   // of their k experts, how many were predicted
   int64_t baseline_hits = 0;    // ... how many the previous token also used here
+  int64_t chosen_hits = 0;      // ... how many the predictor in use for this layer had (the better of the two so far)
   int64_t routed = 0;           // expert uses (tokens × k)
   int64_t cache_hits = 0;       // uses served from the hot-expert copies
 };
@@ -136,6 +140,7 @@ struct ExpertMetrics {
   int64_t forwards = 0;
   double accuracy() const;           // predicted hits / (tokens × k), all layers
   double baseline_accuracy() const;  // the previous token's experts as the prediction
+  double chosen_accuracy() const;    // what prefetch used: per layer, whichever of the two has been better
   double cache_hit_rate() const;
 };
 
