@@ -1,7 +1,7 @@
 // The paged KV cache and the scheduler, measured through the engine API:
 //
 //   moelsp_bench_kv -m MODEL.gguf [--prompt-tokens 2000] [--edits 50] [--streams 4] [--gen 64] [--rounds 3]
-//                   [-t THREADS] [--kv-type f16] [--skip-editor] [--skip-streams]
+//                   [-t THREADS] [--kv-type f16] [--skip-editor] [--skip-streams] [--layout]
 //
 // (a) The editor pattern: a prompt of code, then `edits` requests, each the
 //     previous text with one more character typed near its end (inside the
@@ -12,6 +12,9 @@
 //     (alternating rounds, median ratio).
 // (c) KV bytes per token of the model in each row type, against the layout
 //     a GQA model of the same attention shape would cache.
+// (d) --layout: decode tokens/s after a `prompt-tokens` prompt with the KV
+//     rows in 16-token blocks vs one contiguous block per sequence
+//     (alternating rounds): the measurement behind the plan's paging choice.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -185,13 +188,44 @@ void kv_bytes(const Model& m) {
   }
 }
 
+void layout(Model& m, KvType type, int prompt_tokens, int gen, int rounds) {
+  const int n_ctx = prompt_tokens + gen + 1;
+  std::vector<TokenId> toks;
+  for (int i = 0; i < prompt_tokens + gen; ++i) toks.push_back(TokenId(100 + (i * 7919) % (m.config().n_vocab - 200)));
+  std::vector<float> logits(static_cast<size_t>(m.config().n_vocab));
+  const auto decode_tps = [&](int block_size) {
+    KvCache cache(m.kv_layout(type, block_size), n_ctx);
+    for (int at = 0; at < prompt_tokens; at += 256)
+      m.forward(std::span(toks).subspan(size_t(at), size_t(std::min(256, prompt_tokens - at))), cache, logits.data(), false);
+    const auto t0 = Clock::now();
+    for (int i = 0; i < gen; ++i) m.forward(std::span(&toks[size_t(prompt_tokens + i)], 1), cache, logits.data(), false);
+    return gen / std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  // Q8_0 rows need blocks of a multiple of 32 tokens.
+  const int whole = type == KvType::Q8_0 ? (n_ctx + 31) / 32 * 32 : n_ctx;
+  std::vector<double> paged, contiguous, ratio;
+  for (int r = 0; r < rounds; ++r) {
+    const double a = decode_tps(16), b = decode_tps(whole);
+    paged.push_back(a);
+    contiguous.push_back(b);
+    ratio.push_back(a / b);
+  }
+  const auto med = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  fmt::print("(d) decode after {} prompt tokens, {} tokens: paged (16-token blocks) {:.2f} tokens/s, contiguous {:.2f} "
+             "tokens/s, paged/contiguous {:.3f} (median of {} alternating rounds)\n",
+             prompt_tokens, gen, med(paged), med(contiguous), med(ratio), rounds);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Paged KV cache benchmarks: editor-pattern TTFT with/without prefix reuse, concurrent streams, KV bytes"};
   std::string model, kv_type = "f16";
   int threads = 0, prompt_tokens = 2000, edits = 50, n_streams = 4, gen = 64, rounds = 3;
-  bool skip_editor = false, skip_streams = false;
+  bool skip_editor = false, skip_streams = false, do_layout = false;
   app.add_option("-m,--model", model, "GGUF model file")->required();
   app.add_option("-t,--threads", threads, "Threads (default: physical cores)");
   app.add_option("--prompt-tokens", prompt_tokens, "(a) prompt size")->capture_default_str();
@@ -202,6 +236,7 @@ int main(int argc, char** argv) {
   app.add_option("--kv-type", kv_type, "KV rows: f16, bf16, f32, q8_0")->capture_default_str();
   app.add_flag("--skip-editor", skip_editor, "Skip (a)");
   app.add_flag("--skip-streams", skip_streams, "Skip (b)");
+  app.add_flag("--layout", do_layout, "(d) paged vs contiguous decode (uses --prompt-tokens, --gen, --rounds)");
   CLI11_PARSE(app, argc, argv);
   try {
     auto m = std::shared_ptr<Model>(Model::load(model, {.threads = threads}));
@@ -212,6 +247,7 @@ int main(int argc, char** argv) {
     if (!skip_editor) editor_pattern(m, o, prompt_tokens, edits);
     if (!skip_streams) streams(m, o, n_streams, gen, rounds);
     kv_bytes(*m);
+    if (do_layout) layout(*m, o.kv_type, prompt_tokens, gen, rounds);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moelsp_bench_kv: %s\n", e.what());
     return 1;

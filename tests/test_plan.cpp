@@ -73,6 +73,8 @@ ModelFootprint deepseek_like(uint64_t total) {
   return m;
 }
 
+const PlanRequest kGpu{.n_ctx = 0, .concurrency = 4, .gpu_forward = true, .over = {}};
+
 void check_within_budget(const HwProfile& hw, const Plan& p) {
   INFO(p.to_text());
   CHECK(p.ram_budget <= hw.mem.usable());
@@ -132,7 +134,7 @@ TEST_CASE("plan: 16 GB with a model 1.5x larger: experts stream, predicted and p
 TEST_CASE("plan: 80 GB H100 with Qwen3-30B-A3B Q4_K_M: everything on the GPU") {
   const HwProfile hw = with_gpu(cpu_box(32, 256 * GiB), "NVIDIA H100 80GB HBM3", 80 * GiB, 90);
   const ModelFootprint m = qwen3_30b_q4km();
-  const Plan p = make_plan(hw, m, {});
+  const Plan p = make_plan(hw, m, kGpu);
   check_within_budget(hw, p);
   CHECK(p.ok);
   CHECK(p.backend == "cuda");
@@ -147,13 +149,13 @@ TEST_CASE("plan: 24 GB RTX 4090 with Qwen3-30B-A3B Q4_K_M") {
   const HwProfile hw = with_gpu(cpu_box(16, 64 * GiB), "NVIDIA GeForce RTX 4090", 24 * GiB, 89);
   const ModelFootprint m = qwen3_30b_q4km();
   SECTION("4k context: the whole model fits in VRAM") {
-    const Plan p = make_plan(hw, m, {});
+    const Plan p = make_plan(hw, m, kGpu);
     check_within_budget(hw, p);
     CHECK(p.backend == "cuda");
     CHECK(p.gpu_experts_per_layer == 128);
   }
   SECTION("32k context x 4 streams: KV first, then as many experts as fit; the rest on the CPU, in RAM") {
-    const Plan p = make_plan(hw, m, {.n_ctx = 32768, .concurrency = 4, .over = {}});
+    const Plan p = make_plan(hw, m, {.n_ctx = 32768, .concurrency = 4, .gpu_forward = true, .over = {}});
     check_within_budget(hw, p);
     CHECK(p.backend == "cuda");
     CHECK(p.kv_tokens >= 32768);
@@ -166,7 +168,7 @@ TEST_CASE("plan: 24 GB RTX 4090 with Qwen3-30B-A3B Q4_K_M") {
 TEST_CASE("plan: 8 GB laptop GPU with 16 GB RAM and Qwen3-30B-A3B Q4_K_M") {
   const HwProfile hw = with_gpu(cpu_box(8, 16 * GiB), "NVIDIA GeForce RTX 4060 Laptop GPU", 8 * GiB, 89);
   const ModelFootprint m = qwen3_30b_q4km();
-  const Plan p = make_plan(hw, m, {});
+  const Plan p = make_plan(hw, m, kGpu);
   check_within_budget(hw, p);
   CHECK(p.ok);
   CHECK(p.backend == "cuda");
@@ -209,14 +211,23 @@ TEST_CASE("plan: a GPU driver error is reported and the plan is for the CPU") {
 TEST_CASE("plan: a GPU in a build without CUDA is not used") {
   HwProfile hw = with_gpu(cpu_box(8, 32 * GiB), "NVIDIA GeForce RTX 4090", 24 * GiB, 89);
   hw.cuda_build = false;
-  const Plan p = make_plan(hw, qwen3_30b_q4km(), {});
+  const Plan p = make_plan(hw, qwen3_30b_q4km(), kGpu);
   CHECK(p.backend == "cpu");
   CHECK(reason(p, "backend")->why.find("no CUDA") != std::string::npos);
 }
 
+TEST_CASE("plan: without a GPU forward pass the plan is for the CPU, and says so") {
+  const HwProfile hw = with_gpu(cpu_box(8, 64 * GiB), "NVIDIA GeForce RTX 4090", 24 * GiB, 89);
+  const Plan p = make_plan(hw, qwen3_30b_q4km(), {});
+  CHECK(p.backend == "cpu");
+  CHECK(p.weights == WeightPlacement::Ram);  // 19 GB fit 64 GB of RAM
+  CHECK(reason(p, "backend")->why.find("RTX 4090") != std::string::npos);
+  CHECK(reason(p, "backend")->why.find("CPU") != std::string::npos);
+}
+
 TEST_CASE("plan: overrides replace choices and say so") {
   const HwProfile hw = with_gpu(cpu_box(8, 64 * GiB), "NVIDIA GeForce RTX 4090", 24 * GiB, 89);
-  PlanRequest req;
+  PlanRequest req = kGpu;
   req.over.threads = 3;
   req.over.weights = "stream";
   req.over.kv_type = "q8_0";

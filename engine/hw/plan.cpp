@@ -167,6 +167,11 @@ Plan make_plan(const HwProfile& hw, const ModelFootprint& m, const PlanRequest& 
   if (!(ov.gpu && *ov.gpu < 0) && !hw.gpus.empty()) {
     if (!hw.cuda_build) {
       why("backend", "cpu", "a GPU is present but this build has no CUDA (configure with MOELSP_CUDA=ON)");
+    } else if (!req.gpu_forward) {
+      why("backend", "cpu",
+          fmt::format("GPU {} ({}, {}) found, but this version computes on the CPU (the CUDA forward pass is a later "
+                      "issue)",
+                      hw.gpus[0].index, hw.gpus[0].name, sz(hw.gpus[0].vram_total)));
     } else {
       for (const GpuProfile& g : hw.gpus)
         if (ov.gpu ? g.index == *ov.gpu : (!gpu || g.vram_total > gpu->vram_total)) gpu = &g;

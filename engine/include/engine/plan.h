@@ -59,6 +59,10 @@ struct PlanOverrides {
 struct PlanRequest {
   int n_ctx = 0;        // 0: min(4096, the training context)
   int concurrency = 4;  // sequences expected at once (completion + chat + a few background)
+  // Whether the engine can run layers on a GPU. False until the CUDA forward
+  // pass lands: load_planned() then plans for the CPU and says why; the
+  // planner's GPU placement is exercised (tests) with true.
+  bool gpu_forward = false;
   PlanOverrides over;
 };
 
