@@ -203,20 +203,24 @@ void layout(Model& m, KvType type, int prompt_tokens, int gen, int rounds) {
   };
   // Q8_0 rows need blocks of a multiple of 32 tokens.
   const int whole = type == KvType::Q8_0 ? (n_ctx + 31) / 32 * 32 : n_ctx;
-  std::vector<double> paged, contiguous, ratio;
-  for (int r = 0; r < rounds; ++r) {
-    const double a = decode_tps(16), b = decode_tps(whole);
-    paged.push_back(a);
-    contiguous.push_back(b);
-    ratio.push_back(a / b);
-  }
+  std::vector<int> sizes;
+  for (int b : {16, 64})
+    if (type != KvType::Q8_0 || b % 32 == 0) sizes.push_back(b);
+  sizes.push_back(whole);
+  std::vector<std::vector<double>> tps(sizes.size());
+  for (int r = 0; r < rounds; ++r)
+    for (size_t i = 0; i < sizes.size(); ++i) tps[i].push_back(decode_tps(sizes[i]));
   const auto med = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  fmt::print("(d) decode after {} prompt tokens, {} tokens: paged (16-token blocks) {:.2f} tokens/s, contiguous {:.2f} "
-             "tokens/s, paged/contiguous {:.3f} (median of {} alternating rounds)\n",
-             prompt_tokens, gen, med(paged), med(contiguous), med(ratio), rounds);
+  const double contiguous = med(tps.back());
+  fmt::print("(d) decode after {} prompt tokens, {} tokens each, median of {} alternating rounds:\n", prompt_tokens, gen,
+             rounds);
+  for (size_t i = 0; i < sizes.size(); ++i)
+    fmt::print("    {:>22}: {:7.2f} tokens/s  ({:.3f} of contiguous)\n",
+               i + 1 == sizes.size() ? "contiguous (1 block)" : fmt::format("blocks of {}", sizes[i]), med(tps[i]),
+               med(tps[i]) / contiguous);
 }
 
 }  // namespace

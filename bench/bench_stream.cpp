@@ -169,7 +169,7 @@ json run_ours(const Options& o, const std::string& mode) {
           {"chosenAccuracy", em.chosen_accuracy()},
           {"cacheExperts", em.cache_experts},
           {"cacheHitRate", em.cache_hit_rate()},
-          {"prefetchMB", double(em.prefetch_bytes) / (1 << 20)},
+          {"prefetchMB", double(em.prefetch_missing_bytes) / (1 << 20)},
           {"distance", em.distance},
           {"layers", layers},
           {"peakRssMB", double(peak_rss_bytes()) / (1 << 20)},
@@ -271,7 +271,7 @@ int main(int argc, char** argv) {
               double(fs::file_size(o.model)) / (1 << 30), runs.begin()->second[0]["cgroup"].get<std::string>().c_str(),
               o.gen, o.rounds);
   std::printf("%-9s %9s %9s %11s %9s %9s %9s %11s %11s %9s\n", "mode", "tok/s", "2nd half", "major flt", "router",
-              "prev tok", "used", "cache hits", "prefetch MB", "peak MB");
+              "prev tok", "used", "cache hits", "read ahead", "peak MB");
   double off_tps = 0;
   for (const std::string& mode : modes) {
     std::vector<double> tps, tps2, faults, acc, prev, used, hits, pref, peak;

@@ -201,7 +201,8 @@ json Server::Impl::status_json() {
         const ExpertMetrics em = model->expert_metrics();
         s["experts"] = {{"predictionAccuracy", em.accuracy()}, {"previousTokenAccuracy", em.baseline_accuracy()},
                         {"prefetchDistance", em.distance}, {"prefetchRequests", em.prefetch_requests},
-                        {"prefetchBytes", em.prefetch_bytes}, {"cacheExperts", em.cache_experts},
+                        {"prefetchBytes", em.prefetch_bytes}, {"prefetchReadBytes", em.prefetch_missing_bytes},
+                        {"cacheExperts", em.cache_experts}, {"cachePinned", em.cache_pinned},
                         {"cacheHitRate", em.cache_hit_rate()}, {"cacheSwaps", em.cache_swaps},
                         {"majorFaults", em.major_faults}, {"minorFaults", em.minor_faults}};
         s["plan"]["kvCache"]["bytes"] = m.kv.bytes;

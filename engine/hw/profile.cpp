@@ -278,7 +278,7 @@ HwProfile hardware_profile(const ProfileOptions& opt) {
   if (changed && !cache.empty()) {
     std::error_code ec;
     fs::create_directories(fs::path(cache).parent_path(), ec);
-    const std::string tmp = cache + ".tmp";
+    const std::string tmp = cache + "." + std::to_string(getpid()) + ".tmp";  // concurrent starts each write their own
     std::ofstream out(tmp);
     out << cached.dump(1) << "\n";
     out.close();

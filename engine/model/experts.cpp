@@ -84,6 +84,8 @@ ExpertRuntime::~ExpertRuntime() {
 }
 
 void ExpertRuntime::release_cache() {
+  for (const auto& [l, e] : owner_)
+    if (l >= 0 && !slots_) lock_pages(l, e, false);
   if (slots_) munmap(slots_, slot_bytes_ * n_slots_);
   slots_ = nullptr;
   n_slots_ = 0;
@@ -110,18 +112,34 @@ void ExpertRuntime::configure(const ExpertOptions& o) {
     size_t moe_experts = 0;
     for (const auto* w : moe_) moe_experts += w ? size_t(cfg_.n_expert) : 0;
     n = std::min(n, moe_experts);
-    if (n > 0) {
-      void* p = mmap(nullptr, n * slot_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (p != MAP_FAILED) {
-        slots_ = static_cast<uint8_t*>(p);
-        n_slots_ = n;
-        owner_.assign(n, {-1, -1});
-      }
+    pinning_ = o.pin;
+    if (n > 0 && (pinning_ || alloc_slots(n))) {
+      n_slots_ = n;
+      owner_.assign(n, {-1, -1});
     }
   }
   std::lock_guard lock(mu_);
   m_.distance = opt_.distance;
   m_.cache_experts = int64_t(n_slots_);
+  m_.cache_pinned = pinning_ && n_slots_ > 0;
+}
+
+bool ExpertRuntime::alloc_slots(size_t n) {
+  void* p = mmap(nullptr, n * slot_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return false;
+  slots_ = static_cast<uint8_t*>(p);
+  return true;
+}
+
+bool ExpertRuntime::lock_pages(int il, int e, bool lock) {
+  const layers::MoeWeights& w = *moe_[size_t(il)];
+  const size_t ps = page_size();
+  for (const kernels::MatView& v : {w.gate.slice(e), w.up.slice(e), w.down.slice(e)}) {
+    const auto a = reinterpret_cast<uintptr_t>(v.row(0)) & ~(ps - 1);
+    const auto b = reinterpret_cast<uintptr_t>(v.row(0)) + mat_bytes(v);
+    if ((lock ? mlock : munlock)(reinterpret_cast<void*>(a), b - a) != 0) return false;
+  }
+  return true;
 }
 
 ExpertMetrics ExpertRuntime::metrics() const {
@@ -129,29 +147,58 @@ ExpertMetrics ExpertRuntime::metrics() const {
   ExpertMetrics r = m_;
   r.prefetch_requests = prefetch_requests_.load(std::memory_order_relaxed);
   r.prefetch_bytes = prefetch_bytes_.load(std::memory_order_relaxed);
+  r.prefetch_missing_bytes = prefetch_missing_bytes_.load(std::memory_order_relaxed);
   return r;
 }
 
 void ExpertRuntime::reset_metrics() {
   std::lock_guard lock(mu_);
   const int64_t cached = m_.cache_experts;
+  const bool pinned = m_.cache_pinned;
   m_ = ExpertMetrics{};
+  m_.cache_pinned = pinned;
   m_.layers.resize(moe_.size());
   m_.k = cfg_.n_expert_used;
   m_.distance = opt_.distance;
   m_.cache_experts = cached;
   prefetch_requests_ = 0;
   prefetch_bytes_ = 0;
+  prefetch_missing_bytes_ = 0;
 }
 
 void ExpertRuntime::copy_in(int il, int e, int slot) {
-  const layers::MoeWeights& w = *moe_[size_t(il)];
-  uint8_t* dst = slots_ + size_t(slot) * slot_bytes_;
-  for (const kernels::MatView& v : {w.gate.slice(e), w.up.slice(e), w.down.slice(e)}) {
-    std::memcpy(dst, v.row(0), mat_bytes(v));
-    dst += mat_bytes(v);
+  const auto [old_l, old_e] = owner_[size_t(slot)];
+  if (!slots_) {
+    // Pinning: lock the expert's pages where they are (no copy, no second
+    // instance of its bytes); the slot's previous expert becomes evictable.
+    if (old_l >= 0) lock_pages(old_l, old_e, false);
+    if (!lock_pages(il, e, true)) {
+      // RLIMIT_MEMLOCK (8 MiB for users by default) or the cgroup refused:
+      // copies instead, from now on.
+      lock_pages(il, e, false);
+      for (const auto& [l, x] : owner_)
+        if (l >= 0) lock_pages(l, x, false);
+      for (auto& lst : slot_of_) std::fill(lst.begin(), lst.end(), -1);
+      std::fill(owner_.begin(), owner_.end(), std::pair{-1, -1});
+      pinning_ = false;
+      if (!alloc_slots(n_slots_)) {
+        n_slots_ = 0;
+        owner_.clear();
+      }
+      std::lock_guard lock(mu_);
+      m_.cache_pinned = false;
+      m_.cache_experts = int64_t(n_slots_);
+      return;
+    }
+  } else {
+    const layers::MoeWeights& w = *moe_[size_t(il)];
+    uint8_t* dst = slots_ + size_t(slot) * slot_bytes_;
+    for (const kernels::MatView& v : {w.gate.slice(e), w.up.slice(e), w.down.slice(e)}) {
+      std::memcpy(dst, v.row(0), mat_bytes(v));
+      dst += mat_bytes(v);
+    }
   }
-  if (owner_[size_t(slot)].first >= 0) slot_of_[size_t(owner_[size_t(slot)].first)][size_t(owner_[size_t(slot)].second)] = -1;
+  if (old_l >= 0) slot_of_[size_t(old_l)][size_t(old_e)] = -1;
   owner_[size_t(slot)] = {il, e};
   slot_of_[size_t(il)][size_t(e)] = slot;
 }
@@ -215,6 +262,7 @@ void ExpertRuntime::begin_forward() {
       continue;
     }
     copy_in(hl, he, victim);
+    if (n_slots_ == 0) break;
     ++swaps;
   }
   if (swaps) {
@@ -258,6 +306,14 @@ void ExpertRuntime::prefetch_loop() {
     }
     const auto a = reinterpret_cast<uintptr_t>(r.p) & ~(ps - 1);
     const auto b = reinterpret_cast<uintptr_t>(r.p) + r.n;
+    // How much of it was not in memory: what the prefetch actually reads.
+    std::vector<unsigned char> vec((b - a + ps - 1) / ps);
+    if (mincore(reinterpret_cast<void*>(a), b - a, vec.data()) == 0) {
+      int64_t missing = 0;
+      for (unsigned char c : vec) missing += !(c & 1);
+      if (missing == 0) continue;
+      prefetch_missing_bytes_.fetch_add(missing * int64_t(ps), std::memory_order_relaxed);
+    }
     madvise(reinterpret_cast<void*>(a), b - a, MADV_WILLNEED);
     // Touch every page: the faults (and the wait for the disk) happen here, not in the kernels.
     volatile uint8_t sink = 0;
@@ -351,7 +407,7 @@ ExpertRuntime::Mats ExpertRuntime::mats(int il, int e) const {
   const layers::MoeWeights& w = *moe_[size_t(il)];
   Mats r{w.gate.slice(e), w.up.slice(e), w.down.slice(e)};
   const int slot = slot_of_[size_t(il)][size_t(e)];
-  if (slot >= 0) {
+  if (slot >= 0 && slots_) {  // a copy (pinned experts are read where they are)
     uint8_t* p = slots_ + size_t(slot) * slot_bytes_;
     for (kernels::MatView* v : {&r.gate, &r.up, &r.down}) {
       v->data = p;

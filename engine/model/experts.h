@@ -15,10 +15,11 @@
 // madvise(MADV_WILLNEED)s them and touches each page, so the page faults of a
 // streamed model are taken there, overlapping the compute of layers l..l+d−1.
 //
-// Hot cache: anonymous-memory copies of the most-routed experts (decayed use
-// counts). With a memory limit the page cache holding streamed experts is
-// reclaimed first-come; the copies are not, so the experts most tokens use
-// stay in RAM whatever the streaming evicts.
+// Hot cache: the most-routed experts (decayed use counts) held in RAM whatever
+// the streaming evicts: by locking their pages of the mapped file (mlock: no
+// copy, no second instance of the bytes), or — where the lock limit refuses —
+// by copies in anonymous memory. With a memory limit the page cache keeps
+// what was used recently; this keeps what is used often.
 #pragma once
 
 #include <atomic>
@@ -64,7 +65,9 @@ class ExpertRuntime {
   };
   void request(int il, int e);
   void prefetch_loop();
-  void copy_in(int il, int e, int slot);
+  void copy_in(int il, int e, int slot);  // into a slot: pins its pages, or copies them
+  bool alloc_slots(size_t n);
+  bool lock_pages(int il, int e, bool lock);
   bool resident(int il, int e) const;  // are all its pages in memory (mincore)?
   void release_cache();
 
@@ -80,6 +83,7 @@ class ExpertRuntime {
   std::vector<double> score_router_, score_prev_;  // running accuracy of each predictor per layer
 
   // Hot cache.
+  bool pinning_ = false;       // hot experts held by mlock of their file pages (slots_ unused)
   uint8_t* slots_ = nullptr;
   size_t slot_bytes_ = 0, n_slots_ = 0;
   std::vector<std::vector<int>> slot_of_;    // [layer][expert] → slot or −1
@@ -91,7 +95,7 @@ class ExpertRuntime {
   mutable std::mutex mu_;
   ExpertMetrics m_;
   long fault_major0_ = 0, fault_minor0_ = 0;
-  std::atomic<int64_t> prefetch_requests_{0}, prefetch_bytes_{0};
+  std::atomic<int64_t> prefetch_requests_{0}, prefetch_bytes_{0}, prefetch_missing_bytes_{0};
 
   // The prefetch thread.
   std::mutex q_mu_;

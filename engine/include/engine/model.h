@@ -117,7 +117,8 @@ struct ExpertOptions {
   bool predict = false;
   bool prefetch = false;        // and request their bytes (madvise WILLNEED + touch, on a helper thread)
   int distance = 1;             // layers ahead
-  uint64_t cache_bytes = 0;     // copies of the most-routed experts in anonymous memory (0: none)
+  uint64_t cache_bytes = 0;     // the most-routed experts held in RAM (0: none)
+  bool pin = true;              // hold them by mlock of their file pages; false (or lock refused): copies
   int cache_swaps_per_step = 4; // experts copied in per forward pass at most (bounds the added latency)
   bool populate = false;        // request the whole file's pages at once (weights planned resident)
 };
@@ -134,8 +135,10 @@ struct ExpertLayerMetrics {
 struct ExpertMetrics {
   std::vector<ExpertLayerMetrics> layers;
   int k = 0, distance = 0;
-  int64_t prefetch_requests = 0, prefetch_bytes = 0;
+  int64_t prefetch_requests = 0, prefetch_bytes = 0;  // experts' ranges requested
+  int64_t prefetch_missing_bytes = 0;                 // of those, pages not in memory (what was read ahead)
   int64_t cache_experts = 0, cache_swaps = 0;
+  bool cache_pinned = false;  // held by mlock (else copies)
   int64_t major_faults = 0, minor_faults = 0;  // during forward passes (getrusage, whole process)
   int64_t forwards = 0;
   double accuracy() const;           // predicted hits / (tokens × k), all layers
