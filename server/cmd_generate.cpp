@@ -24,11 +24,13 @@ std::shared_ptr<Model> load_model(const ModelOptions& o) {
   return std::shared_ptr<Model>(Model::load(o.model, {.threads = o.threads}));
 }
 
-// The automatic plan for this machine with the command's settings as overrides.
+// The automatic plan for this machine, with the user's config file and then
+// the command's flags as overrides.
 PlannedModel load_planned_model(const ModelOptions& o) {
   PlanRequest req;
   req.concurrency = 1;
-  req.over = o.plan;
+  if (const std::string cfg = user_config_path(); !cfg.empty()) req.over = read_config_file(cfg);
+  merge_overrides(req.over, o.plan);
   if (o.threads > 0) req.over.threads = o.threads;
   req.over.n_ctx = o.ctx;
   req.over.kv_type = o.kv_type;

@@ -290,7 +290,7 @@ Plan make_plan(const HwProfile& hw, const ModelFootprint& m, const PlanRequest& 
 
   // ---- experts: cache and prefetch --------------------------------------------------
   const uint64_t all_experts_cpu = cpu_weights - cpu_dense;
-  if (p.weights == WeightPlacement::Stream && p.ok) {
+  if (p.weights == WeightPlacement::Stream && p.ok && m.n_expert > 0) {
     const uint64_t used = work + cpu_dense + uint64_t(p.kv_tokens) * kv_ram_bpt;
     const uint64_t left = p.ram_budget > used ? p.ram_budget - used : 0;
     // Half of what is left holds copies of the most-routed experts (anonymous
@@ -323,11 +323,13 @@ Plan make_plan(const HwProfile& hw, const ModelFootprint& m, const PlanRequest& 
     p.ram_bytes = used + p.expert_cache_bytes;
   } else {
     p.expert_policy = "none";
-    p.prefetch = ov.prefetch.value_or(false);
+    p.prefetch = ov.prefetch.value_or(false) && m.n_expert > 0;
     p.prefetch_distance = p.prefetch ? ov.prefetch_distance.value_or(1) : 0;
-    if (p.prefetch && ov.expert_cache_mb) p.expert_cache_bytes = uint64_t(*ov.expert_cache_mb) * kMiB;
+    if (ov.expert_cache_mb && m.n_expert > 0) p.expert_cache_bytes = uint64_t(*ov.expert_cache_mb) * kMiB;
     why("experts.prefetch", p.prefetch ? fmt::format("{} layer(s) ahead", p.prefetch_distance) : "off",
-        ov.prefetch ? kUser : "every expert is resident: nothing to fetch");
+        m.n_expert == 0 ? "a dense model: no experts"
+        : ov.prefetch   ? kUser
+                        : "every expert is resident: nothing to fetch");
     p.ram_bytes = work + cpu_weights + uint64_t(p.kv_tokens) * kv_ram_bpt;
   }
   if (ov.max_batch) p.max_batch = *ov.max_batch;

@@ -22,41 +22,27 @@ size_t mat_bytes(const kernels::MatView& v) { return size_t(v.rows) * v.row_byte
 
 }  // namespace
 
-double ExpertMetrics::accuracy() const {
-  int64_t hits = 0, total = 0;
+namespace {
+
+// Σ num / Σ den over the layers (den scaled by `k`: tokens × k uses).
+double ratio(const std::vector<ExpertLayerMetrics>& layers, int64_t ExpertLayerMetrics::*num,
+             int64_t ExpertLayerMetrics::*den, int k) {
+  int64_t n = 0, d = 0;
   for (const auto& l : layers) {
-    hits += l.predicted_hits;
-    total += l.tokens * k;
+    n += l.*num;
+    d += l.*den * k;
   }
-  return total ? double(hits) / double(total) : 0;
+  return d ? double(n) / double(d) : 0;
 }
 
+}  // namespace
+
+double ExpertMetrics::accuracy() const { return ratio(layers, &ExpertLayerMetrics::predicted_hits, &ExpertLayerMetrics::tokens, k); }
 double ExpertMetrics::baseline_accuracy() const {
-  int64_t hits = 0, total = 0;
-  for (const auto& l : layers) {
-    hits += l.baseline_hits;
-    total += l.tokens * k;
-  }
-  return total ? double(hits) / double(total) : 0;
+  return ratio(layers, &ExpertLayerMetrics::baseline_hits, &ExpertLayerMetrics::tokens, k);
 }
-
-double ExpertMetrics::chosen_accuracy() const {
-  int64_t hits = 0, total = 0;
-  for (const auto& l : layers) {
-    hits += l.chosen_hits;
-    total += l.tokens * k;
-  }
-  return total ? double(hits) / double(total) : 0;
-}
-
-double ExpertMetrics::cache_hit_rate() const {
-  int64_t hits = 0, total = 0;
-  for (const auto& l : layers) {
-    hits += l.cache_hits;
-    total += l.routed;
-  }
-  return total ? double(hits) / double(total) : 0;
-}
+double ExpertMetrics::chosen_accuracy() const { return ratio(layers, &ExpertLayerMetrics::chosen_hits, &ExpertLayerMetrics::tokens, k); }
+double ExpertMetrics::cache_hit_rate() const { return ratio(layers, &ExpertLayerMetrics::cache_hits, &ExpertLayerMetrics::routed, 1); }
 
 ExpertRuntime::ExpertRuntime(const ModelConfig& cfg, std::vector<const layers::MoeWeights*> moe,
                              std::vector<const float*> ffn_norm, const uint8_t* data_begin, const uint8_t* data_end)
@@ -80,7 +66,10 @@ ExpertRuntime::~ExpertRuntime() {
   }
   q_cv_.notify_all();
   worker_.join();
-  release_cache();
+  // Not release_cache(): the layers (moe_) may already be gone — the
+  // architecture's members die before the Model base holding this — and the
+  // pinned pages unlock when the file is unmapped.
+  if (slots_) munmap(slots_, slot_bytes_ * n_slots_);
 }
 
 void ExpertRuntime::release_cache() {
