@@ -130,7 +130,8 @@ Plan make_plan(const HwProfile& hw, const ModelFootprint& m, const PlanRequest& 
   p.n_ctx = std::min(n_train, ov.n_ctx ? *ov.n_ctx : req.n_ctx > 0 ? req.n_ctx : std::min(4096, n_train));
   why("context", std::to_string(p.n_ctx),
       ov.n_ctx || req.n_ctx > 0 ? fmt::format("as requested, at most the training context {}", m.n_ctx_train)
-                                : "4,096 tokens (an editor's prompt of prefix + suffix + context), at most the training context");
+      : p.n_ctx < 4096          ? "the model's training context (beyond it a model degrades)"
+                                : "4,096 tokens: an editor's prompt of prefix + suffix + context from other files");
   const int conc = std::max(1, req.concurrency);
 
   // ---- KV layout ---------------------------------------------------------------
