@@ -122,8 +122,8 @@ Plan make_plan(const HwProfile& hw, const ModelFootprint& m, const PlanRequest& 
   p.threads = plan_threads(hw, ov);
   why("threads", std::to_string(p.threads),
       ov.threads ? kUser
-                 : fmt::format("one per physical core ({} cores, {} hardware threads): the int8 kernels keep a core's "
-                               "vector units busy, a second hyperthread only contends{}",
+                 : fmt::format("one per physical core ({} cores, {} hardware threads): the kernels are bound by a "
+                               "core's vector units, which its hardware threads share{}",
                                hw.cpu.physical, hw.cpu.logical,
                                hw.cpu.numa_nodes > 1 ? fmt::format("; {} NUMA nodes share them", hw.cpu.numa_nodes) : ""));
   const int n_train = m.n_ctx_train > 0 ? m.n_ctx_train : 1 << 20;

@@ -125,12 +125,6 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
   }
   for (int e = 0; e < n_exp; ++e) {
     Expert ex{e, w.gate.slice(e), w.up.slice(e), w.down.slice(e), {}, {}, {}, {}, {}, nullptr};
-    if (hooks.experts) {
-      const auto mats = hooks.experts->mats(hooks.layer, e);  // a hot copy when the cache holds one
-      ex.gate = mats.gate;
-      ex.up = mats.up;
-      ex.down = mats.down;
-    }
     for (int64_t t = 0; t < m; ++t)
       for (int j = 0; j < k; ++j)
         if (chosen[size_t(t * k + j)] == e) {
@@ -138,6 +132,12 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
           ex.ws.push_back(weight[size_t(t * k + j)]);
         }
     if (ex.rows.empty()) continue;
+    if (hooks.experts) {
+      const auto mats = hooks.experts->mats(hooks.layer, e);  // a hot copy when the cache holds one
+      ex.gate = mats.gate;
+      ex.up = mats.up;
+      ex.down = mats.down;
+    }
     if (stats) stats->expert_tokens[size_t(e)] += int64_t(ex.rows.size());
     const size_t n = ex.rows.size();
     ex.x.resize(n * size_t(d));

@@ -20,10 +20,6 @@ size_t page_size() {
 
 size_t mat_bytes(const kernels::MatView& v) { return size_t(v.rows) * v.row_bytes; }
 
-}  // namespace
-
-namespace {
-
 // Σ num / Σ den over the layers (den scaled by `k`: tokens × k uses).
 double ratio(const std::vector<ExpertLayerMetrics>& layers, int64_t ExpertLayerMetrics::*num,
              int64_t ExpertLayerMetrics::*den, int k) {
@@ -92,6 +88,7 @@ void ExpertRuntime::configure(const ExpertOptions& o) {
     madvise(const_cast<uint8_t*>(b), size_t(data_end_ - b), MADV_WILLNEED);
   }
   release_cache();
+  pinning_ = false;
   slot_bytes_ = 0;
   for (const auto* w : moe_)
     if (w) slot_bytes_ = std::max(slot_bytes_, mat_bytes(w->gate.slice(0)) + mat_bytes(w->up.slice(0)) + mat_bytes(w->down.slice(0)));
