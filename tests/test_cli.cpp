@@ -202,3 +202,42 @@ TEST_CASE("quantize writes loadable files whose logits track the original") {
   CHECK(bad.code == 1);  // no Q3_K quantizer: a clear error naming what is supported
   CHECK_THAT(bad.out, Catch::Contains("Q4_K_M"));
 }
+
+TEST_CASE("profile prints the machine and the plan with reasons; overrides and config files apply") {
+  const std::string model = moelsp::test::data_path("reference/qwen3moe-ref.gguf");
+  auto r = run("profile --no-calibrate -m " + model);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("cpu ") && Catch::Contains("memory") && Catch::Contains("plan") &&
+                        Catch::Contains("weights") && Catch::Contains("kvCache.tokens"));
+  r = run("profile --no-calibrate --json --weights stream --prefetch-distance 2 -m " + model);
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["hardware"]["cpu"]["physical"].get<int>() >= 1);
+  CHECK(j["model"]["experts"] == 8);
+  CHECK(j["plan"]["weights"] == "stream");
+  CHECK(j["plan"]["experts"]["prefetchDistance"] == 2);
+  int user = 0;
+  for (const auto& reason : j["plan"]["reasons"]) {
+    CHECK(!reason["why"].get<std::string>().empty());
+    user += reason["why"] == "set by the user";
+  }
+  CHECK(user >= 2);
+  // A config file (TOML) sets what the flags do not; a bad one is an error naming its line.
+  const std::string cfg = "test_cli_profile.toml", bad = "test_cli_bad.toml";
+  {
+    std::FILE* f = std::fopen(cfg.c_str(), "w");
+    std::fputs("[kvCache]\nblockSize = 32\n", f);
+    std::fclose(f);
+    f = std::fopen(bad.c_str(), "w");
+    std::fputs("threads = 2\nwhat is this\n", f);
+    std::fclose(f);
+  }
+  r = run("profile --no-calibrate --json --config " + cfg + " -m " + model);
+  REQUIRE(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["plan"]["kvCache"]["blockSize"] == 32);
+  r = run("profile --no-calibrate --config " + bad + " -m " + model, true);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("line 2"));
+  std::remove(cfg.c_str());
+  std::remove(bad.c_str());
+}
