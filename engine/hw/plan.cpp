@@ -294,12 +294,12 @@ Plan make_plan(const HwProfile& hw, const ModelFootprint& m, const PlanRequest& 
   if (p.weights == WeightPlacement::Stream && p.ok && m.n_expert > 0) {
     const uint64_t used = work + cpu_dense + uint64_t(p.kv_tokens) * kv_ram_bpt;
     const uint64_t left = p.ram_budget > used ? p.ram_budget - used : 0;
-    // Half of what is left holds copies of the most-routed experts (anonymous
-    // memory: never evicted for a streamed read); the other half stays page
-    // cache for the experts being streamed and their readahead.
+    // Half of what is left holds the most-routed experts (their pages locked,
+    // never evicted for a streamed read); the other half stays page cache for
+    // the experts being streamed and their readahead.
     p.expert_cache_bytes = ov.expert_cache_mb ? uint64_t(*ov.expert_cache_mb) * kMiB : std::min(all_experts_cpu, left / 2);
     p.expert_cache_experts = m.expert_bytes ? int(p.expert_cache_bytes / m.expert_bytes) : 0;
-    p.expert_policy = "frequency (decayed counts of routed tokens); copies swapped in a few per step";
+    p.expert_policy = "frequency (decayed counts of routed tokens); pages locked (or copied), a few swapped per step";
     why("experts.cacheMb", fmt::format("{} ({} experts)", sz(p.expert_cache_bytes), p.expert_cache_experts),
         ov.expert_cache_mb ? kUser
                            : fmt::format("half of the {} left after dense weights and KV; the other half stays page cache "

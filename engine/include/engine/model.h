@@ -130,7 +130,7 @@ struct ExpertLayerMetrics {
   int64_t baseline_hits = 0;    // ... how many the previous token also used here
   int64_t chosen_hits = 0;      // ... how many the predictor in use for this layer had (the better of the two so far)
   int64_t routed = 0;           // expert uses (tokens × k)
-  int64_t cache_hits = 0;       // uses served from the hot-expert copies
+  int64_t cache_hits = 0;       // uses of experts the hot cache held
 };
 struct ExpertMetrics {
   std::vector<ExpertLayerMetrics> layers;

@@ -88,7 +88,7 @@ struct Plan {
   int64_t kv_tokens = 0;
   bool paged = true;
   uint64_t kv_bytes = 0;
-  // Experts (streamed weights): a frequency-ranked pool of copies in RAM, and
+  // Experts (streamed weights): the most-routed experts held in RAM (pinned pages), and
   // predicted experts requested `prefetch_distance` layers ahead.
   uint64_t expert_cache_bytes = 0;
   int expert_cache_experts = 0;
