@@ -430,8 +430,20 @@ void Server::Impl::on_cancel(const json& params) {
 void Server::Impl::on_did_change_configuration(const json& params) {
   json s = params.value("settings", json::object());
   if (s.is_object() && s.contains("moelsp")) s = s["moelsp"];
-  std::lock_guard lock(settings_mu);
-  init_options.merge_from(settings_from(s));
+  const Settings in = settings_from(s);
+  {
+    std::lock_guard lock(settings_mu);
+    init_options.merge_from(in);
+  }
+  // The engine is built from these at start; changing them under running
+  // requests would mean rebuilding it mid-flight. Say so rather than ignore.
+  const PlanOverrides& o = in.plan;
+  const bool engine_level = in.model || in.threads || in.context_size || in.kv_type || in.kv_tokens || o.weights ||
+                            o.block_size || o.paged || o.expert_cache_mb || o.prefetch || o.prefetch_distance ||
+                            o.max_batch || o.gpu || o.gpu_experts_per_layer;
+  if (engine_level)
+    log_message(2, "moelsp: model, threads, contextSize, kvCache.*, weights, experts.*, batch.* and gpu.* are read when "
+                   "the server starts; restart it to apply the new values (the other settings apply now)");
 }
 
 // ---- documents -------------------------------------------------------------------

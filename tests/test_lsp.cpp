@@ -331,6 +331,22 @@ TEST_CASE("inline and classic completions on a reference model; capabilities fol
   CHECK(r["result"]["experts"].contains("predictionAccuracy"));
 }
 
+TEST_CASE("a configuration change to engine-level settings asks for a restart") {
+  Client c;
+  c.initialize(model_options());
+  wait_ready(c);
+  c.notify("workspace/didChangeConfiguration", {{"settings", {{"moelsp", {{"experts", {{"prefetch", true}}}}}}}});
+  for (;;) {
+    const json m = c.next();
+    if (m.value("method", "") != "window/logMessage") continue;
+    const std::string text = m["params"]["message"];
+    if (text.find("restart") == std::string::npos) continue;
+    CHECK(m["params"]["type"] == 2);
+    CHECK_THAT(text, Catch::Contains("experts.*"));
+    break;
+  }
+}
+
 TEST_CASE("plan overrides arrive as LSP settings and the plan says so") {
   Client c;
   json opts = model_options();
