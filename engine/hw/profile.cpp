@@ -247,7 +247,9 @@ HwProfile hardware_profile(const ProfileOptions& opt) {
       for (size_t i = 0; i < p.gpus.size() && i < g->size(); ++i) p.gpus[i].h2d_gbs = (*g)[i].get<double>();
     p.from_cache = true;
   } else {
-    p.mem_bw_gbs = measure_memory_bandwidth_gbs(opt.threads > 0 ? opt.threads : p.cpu.physical);
+    // 512 MiB outruns any cache; under a small memory limit an eighth of what is usable still does.
+    const size_t buf = std::clamp<size_t>(size_t(p.mem.usable() / 8), size_t(64) << 20, size_t(512) << 20);
+    p.mem_bw_gbs = measure_memory_bandwidth_gbs(opt.threads > 0 ? opt.threads : p.cpu.physical, buf);
     for (GpuProfile& g : p.gpus) {
       std::string err;
       g.h2d_gbs = kernels::cuda::host_to_device_gbs(g.index, size_t(256) << 20, &err);
