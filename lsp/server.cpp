@@ -14,10 +14,6 @@ namespace moelsp::lsp {
 
 void Settings::merge_from(const Settings& o) {
   if (o.model) model = o.model;
-  if (o.threads) threads = o.threads;
-  if (o.context_size) context_size = o.context_size;
-  if (o.kv_type) kv_type = o.kv_type;
-  if (o.kv_tokens) kv_tokens = o.kv_tokens;
   if (o.completion_max_tokens) completion_max_tokens = o.completion_max_tokens;
   if (o.completion_time_budget_ms) completion_time_budget_ms = o.completion_time_budget_ms;
   if (o.completion_debounce_ms) completion_debounce_ms = o.completion_debounce_ms;
@@ -54,10 +50,6 @@ Settings settings_from(const json& j) {
     }
   };
   str(nullptr, "model", s.model);
-  num(nullptr, "threads", s.threads);
-  num(nullptr, "contextSize", s.context_size);
-  str("kvCache", "type", s.kv_type);
-  num("kvCache", "tokens", s.kv_tokens);
   num("completion", "maxTokens", s.completion_max_tokens);
   num("completion", "timeBudgetMs", s.completion_time_budget_ms);
   num("completion", "debounceMs", s.completion_debounce_ms);
@@ -152,7 +144,6 @@ Server::Impl::~Impl() {
 
 Settings Server::Impl::effective() {
   Settings s;
-  s.threads = 0;  // context_size: unset means min(4096, the model's training context), decided at load
   s.completion_max_tokens = 64;
   s.completion_time_budget_ms = 1500;
   s.completion_debounce_ms = 0;
@@ -278,10 +269,6 @@ void Server::Impl::start_loading() {
     try {
       PlanRequest req;
       req.over = s.plan;
-      if (s.threads && *s.threads > 0) req.over.threads = *s.threads;
-      if (s.context_size) req.over.n_ctx = *s.context_size;
-      if (s.kv_type) req.over.kv_type = *s.kv_type;
-      if (s.kv_tokens) req.over.kv_tokens = *s.kv_tokens;
       // The plan: threads, KV size and layout, expert prefetch/cache, batch
       // limits, each with its reason (moelsp/status "plan").
       PlannedModel pm = load_planned(*s.model, req);
@@ -437,10 +424,7 @@ void Server::Impl::on_did_change_configuration(const json& params) {
   }
   // The engine is built from these at start; changing them under running
   // requests would mean rebuilding it mid-flight. Say so rather than ignore.
-  const PlanOverrides& o = in.plan;
-  const bool engine_level = in.model || in.threads || in.context_size || in.kv_type || in.kv_tokens || o.weights ||
-                            o.block_size || o.paged || o.expert_cache_mb || o.prefetch || o.prefetch_distance ||
-                            o.max_batch || o.gpu || o.gpu_experts_per_layer;
+  const bool engine_level = in.model || !(in.plan == PlanOverrides{});
   if (engine_level)
     log_message(2, "moelsp: model, threads, contextSize, kvCache.*, weights, experts.*, batch.* and gpu.* are read when "
                    "the server starts; restart it to apply the new values (the other settings apply now)");

@@ -17,17 +17,13 @@ class Transport;
 // Every setting is optional so that the layers can be merged.
 struct Settings {
   std::optional<std::string> model;
-  std::optional<int> threads;
-  std::optional<int> context_size;
-  std::optional<std::string> kv_type;  // kvCache.type: f16, bf16, f32, q8_0
-  std::optional<int> kv_tokens;        // kvCache.tokens: pool capacity, all sequences together
   std::optional<int> completion_max_tokens;
   std::optional<int> completion_time_budget_ms;
   std::optional<int> completion_debounce_ms;
   std::optional<int> chat_max_tokens;
   std::optional<std::string> chat_template;  // when the model's is missing or unknown
-  // The plan's other overrides (weights, kvCache.blockSize/paged, experts.*,
-  // batch.max, gpu.*), same names in every layer; the fields above win.
+  // What shapes the engine: threads, contextSize, kvCache.*, weights,
+  // experts.*, batch.max, gpu.* — overrides of the automatic plan.
   PlanOverrides plan;
 
   // Fields set in `over` replace ours.

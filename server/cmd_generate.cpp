@@ -29,7 +29,7 @@ std::shared_ptr<Model> load_model(const ModelOptions& o) {
 PlannedModel load_planned_model(const ModelOptions& o) {
   PlanRequest req;
   req.concurrency = 1;
-  if (const std::string cfg = user_config_path(); !cfg.empty()) req.over = read_config_file(cfg);
+  req.over = read_config_files();
   merge_overrides(req.over, o.plan);
   if (o.threads > 0) req.over.threads = o.threads;
   req.over.n_ctx = o.ctx;

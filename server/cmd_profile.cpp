@@ -12,9 +12,7 @@ namespace moelsp::cli {
 
 int profile(const ProfileOptions& o) {
   try {
-    PlanOverrides over;
-    const std::string cfg = o.config.empty() ? user_config_path() : o.config;
-    if (!cfg.empty()) over = read_config_file(cfg);
+    PlanOverrides over = read_config_files(o.config);
     merge_overrides(over, o.over);
     moelsp::ProfileOptions po;
     po.model_path = o.model;
@@ -33,7 +31,8 @@ int profile(const ProfileOptions& o) {
                                      {"moeLayers", ms.n_moe_layers}, {"activeBytesPerToken", ms.active_bytes()},
                                      {"kvBytesPerTokenF16", ms.kv_bytes_per_token_f16}}},
                           {"plan", nlohmann::json::parse(plan.to_json())}};
-      if (!cfg.empty()) j["config"] = cfg;
+      for (const std::string& cfg : {user_config_path(), o.config})
+        if (!cfg.empty()) j["config"].push_back(cfg);  // the files read, later over earlier
       std::printf("%s\n", j.dump(1).c_str());
     } else {
       std::printf("%s\n", hw.to_text().c_str());
@@ -42,7 +41,8 @@ int profile(const ProfileOptions& o) {
                   o.model.c_str(), ms.arch.c_str(), double(ms.file_bytes) / (1 << 30), double(ms.dense_bytes) / (1 << 30),
                   ms.n_expert, ms.n_moe_layers, double(ms.expert_bytes) / (1 << 20), ms.n_expert_used,
                   double(ms.active_bytes()) / (1 << 20), (unsigned long long)ms.kv_bytes_per_token_f16);
-      if (!cfg.empty()) std::printf("config  %s\n\n", cfg.c_str());
+      for (const std::string& cfg : {user_config_path(), o.config})
+        if (!cfg.empty()) std::printf("config  %s\n\n", cfg.c_str());
       std::printf("plan\n%s", plan.to_text().c_str());
     }
     return plan.ok ? 0 : 1;

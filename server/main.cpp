@@ -42,7 +42,7 @@ struct PlanFlags {
   }
   void apply(moelsp::PlanOverrides& v) const {
     const auto set = [&](int i) { return o[size_t(i)] && o[size_t(i)]->count() > 0; };
-    if (set(0)) v.threads = threads;
+    if (set(0) && threads > 0) v.threads = threads;  // 0: automatic
     if (set(1)) v.weights = weights;
     if (set(2)) v.kv_type = kv_type;
     if (set(3)) v.kv_tokens = kv_tokens;
@@ -179,22 +179,16 @@ int main(int argc, char** argv) {
   c_pf->add_flag("--json", pf.json, "Machine-readable output");
   c_pf->add_flag("--recalibrate", pf.recalibrate, "Measure again instead of reading ~/.cache/moelsp/profile.json");
   c_pf->add_flag("--no-calibrate", pf.no_calibrate, "Detection only, no measurements");
-  c_pf->add_option("--config", pf.config, "Config file (default: ~/.config/moelsp/config.toml or config.json)");
+  c_pf->add_option("--config", pf.config, "Config file (JSON, or TOML when it ends in .toml), read over ~/.config/moelsp/config.toml or config.json");
   PlanFlags pf_flags;
   pf_flags.add(c_pf, true);
 
   moelsp::cli::LspOptions ls;
   auto* c_ls = app.add_subcommand("lsp", "Language server over stdin/stdout (the default when stdin is not a terminal)");
   std::string ls_model;
-  int ls_threads = 0, ls_ctx = 0, ls_max_tokens = 0, ls_budget = 0, ls_debounce = 0, ls_chat_tokens = 0;
+  int ls_ctx = 0, ls_max_tokens = 0, ls_budget = 0, ls_debounce = 0, ls_chat_tokens = 0;
   auto* o_model = c_ls->add_option("-m,--model", ls_model, "GGUF model file (setting: model)");
-  auto* o_threads = c_ls->add_option("-t,--threads", ls_threads, "Threads (setting: threads)");
   auto* o_ctx = c_ls->add_option("-c,--context-size", ls_ctx, "Context size (setting: contextSize)");
-  std::string ls_kv_type;
-  int ls_kv_tokens = 0;
-  auto* o_kvt = c_ls->add_option("--kv-type", ls_kv_type, "KV cache rows: f16 (default), bf16, f32, q8_0 (setting: kvCache.type)");
-  auto* o_kvn = c_ls->add_option("--kv-tokens", ls_kv_tokens,
-                                 "KV cache capacity in tokens, all requests together; default 4 × context (setting: kvCache.tokens)");
   auto* o_mt = c_ls->add_option("--completion-max-tokens", ls_max_tokens, "Setting: completion.maxTokens");
   auto* o_tb = c_ls->add_option("--completion-time-budget-ms", ls_budget, "Setting: completion.timeBudgetMs");
   auto* o_db = c_ls->add_option("--completion-debounce-ms", ls_debounce, "Setting: completion.debounceMs");
@@ -202,14 +196,11 @@ int main(int argc, char** argv) {
   c_ls->add_option("--config", ls.config, "Config file (JSON, or TOML when it ends in .toml) with the same setting names; "
                    "read after ~/.config/moelsp/config.toml or config.json");
   PlanFlags ls_flags;
-  ls_flags.add(c_ls, false);
+  ls_flags.add(c_ls, true);
 
   CLI11_PARSE(app, argc, argv);
   if (o_model->count()) ls.flags.model = ls_model;
-  if (o_threads->count()) ls.flags.threads = ls_threads;
-  if (o_ctx->count()) ls.flags.context_size = ls_ctx;
-  if (o_kvt->count()) ls.flags.kv_type = ls_kv_type;
-  if (o_kvn->count()) ls.flags.kv_tokens = ls_kv_tokens;
+  if (o_ctx->count()) ls.flags.plan.n_ctx = ls_ctx;
   if (o_mt->count()) ls.flags.completion_max_tokens = ls_max_tokens;
   if (o_tb->count()) ls.flags.completion_time_budget_ms = ls_budget;
   if (o_db->count()) ls.flags.completion_debounce_ms = ls_debounce;

@@ -279,7 +279,7 @@ TEST_CASE("settings: precedence and names") {
   Settings init = Settings::from_json_text(R"({"model": "/m.gguf", "completion": {"maxTokens": 20}})");
   defaults.merge_from(flags);
   defaults.merge_from(init);
-  CHECK(*defaults.threads == 2);
+  CHECK(*defaults.plan.threads == 2);
   CHECK(*defaults.completion_max_tokens == 20);
   CHECK(*defaults.completion_time_budget_ms == 300);
   CHECK(*defaults.model == "/m.gguf");

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -107,12 +108,13 @@ PlanOverrides overrides_from_json(const std::string& text) {
   };
   const auto name = [](const char* g, const char* k) { return (g ? std::string(g) + "." : "") + k; };
   PlanOverrides o;
-  const auto integer = [&](const char* g, const char* k, auto& out) {
+  const auto integer = [&](const char* g, const char* k, auto& out) {  // out: optional<int> or optional<int64_t>
     if (const json* v = get(g, k)) {
       if (!v->is_number_integer()) throw std::runtime_error("setting " + name(g, k) + " must be an integer");
-      out = v->get<int64_t>();
+      out = v->get<typename std::decay_t<decltype(out)>::value_type>();
     }
   };
+
   const auto boolean = [&](const char* g, const char* k, std::optional<bool>& out) {
     if (const json* v = get(g, k)) {
       if (!v->is_boolean()) throw std::runtime_error("setting " + name(g, k) + " must be true or false");
@@ -125,30 +127,19 @@ PlanOverrides overrides_from_json(const std::string& text) {
       out = v->get<std::string>();
     }
   };
-  std::optional<int64_t> threads, n_ctx, block, batch, gpu, gpu_e, dist;
-  integer(nullptr, "threads", threads);
-  integer(nullptr, "contextSize", n_ctx);
+  integer(nullptr, "threads", o.threads);
+  integer(nullptr, "contextSize", o.n_ctx);
   string(nullptr, "weights", o.weights);
   string("kvCache", "type", o.kv_type);
   integer("kvCache", "tokens", o.kv_tokens);
-  integer("kvCache", "blockSize", block);
+  integer("kvCache", "blockSize", o.block_size);
   boolean("kvCache", "paged", o.paged);
   integer("experts", "cacheMb", o.expert_cache_mb);
   boolean("experts", "prefetch", o.prefetch);
-  integer("experts", "prefetchDistance", dist);
-  integer("batch", "max", batch);
-  integer("gpu", "device", gpu);
-  integer("gpu", "expertsPerLayer", gpu_e);
-  const auto to_int = [](std::optional<int64_t> v, std::optional<int>& out) {
-    if (v) out = int(*v);
-  };
-  to_int(threads, o.threads);
-  to_int(n_ctx, o.n_ctx);
-  to_int(block, o.block_size);
-  to_int(batch, o.max_batch);
-  to_int(gpu, o.gpu);
-  to_int(gpu_e, o.gpu_experts_per_layer);
-  to_int(dist, o.prefetch_distance);
+  integer("experts", "prefetchDistance", o.prefetch_distance);
+  integer("batch", "max", o.max_batch);
+  integer("gpu", "device", o.gpu);
+  integer("gpu", "expertsPerLayer", o.gpu_experts_per_layer);
   if (o.threads && *o.threads == 0) o.threads.reset();  // 0 means "automatic", as on the command line
   if (o.weights && *o.weights != "ram" && *o.weights != "stream")
     throw std::runtime_error("setting weights must be \"ram\" or \"stream\", not \"" + *o.weights + "\"");
@@ -182,6 +173,13 @@ PlanOverrides read_config_file(const std::string& path) {
   } catch (const std::exception& e) {
     throw std::runtime_error(path + ": " + e.what());
   }
+}
+
+PlanOverrides read_config_files(const std::string& extra) {
+  PlanOverrides o;
+  for (const std::string& path : {user_config_path(), extra})
+    if (!path.empty()) merge_overrides(o, read_config_file(path));
+  return o;
 }
 
 void merge_overrides(PlanOverrides& b, const PlanOverrides& o) {

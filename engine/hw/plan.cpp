@@ -194,9 +194,9 @@ Plan make_plan(const HwProfile& hw, const ModelFootprint& m, const PlanRequest& 
     const uint64_t bpt = std::max<uint64_t>(1, kv_bpt(m, p.kv_type));
     int64_t kv = kv_want;
     if (gpu_dense + uint64_t(kv) * bpt + uint64_t(m.n_expert) * per_expert_all_layers > p.vram_budget) kv = kv_min;
-    if (gpu_dense + uint64_t(kv) * kv_bpt(m, p.kv_type) > p.vram_budget) {
+    if (gpu_dense + uint64_t(kv) * bpt > p.vram_budget) {
       why("backend", "cpu", fmt::format("GPU {} ({}): dense weights {} + KV {} exceed its {} budget", gpu->index, gpu->name,
-                                        sz(gpu_dense), sz(uint64_t(kv) * kv_bpt(m, p.kv_type)), sz(p.vram_budget)));
+                                        sz(gpu_dense), sz(uint64_t(kv) * bpt), sz(p.vram_budget)));
       gpu = nullptr;
     } else {
       p.backend = "cuda";
@@ -209,7 +209,7 @@ Plan make_plan(const HwProfile& hw, const ModelFootprint& m, const PlanRequest& 
       const uint64_t rest = left - std::min<uint64_t>(left, uint64_t(p.gpu_experts_per_layer) * per_expert_all_layers);
       kv = std::min<int64_t>(kv_want, kv + int64_t(rest / bpt) / p.block_size * p.block_size);
       p.kv_tokens = kv;
-      p.vram_bytes = gpu_dense + uint64_t(kv) * kv_bpt(m, p.kv_type) +
+      p.vram_bytes = gpu_dense + uint64_t(kv) * bpt +
                      uint64_t(p.gpu_experts_per_layer) * per_expert_all_layers;
       if (p.vram_bytes > p.vram_budget) {
         p.ok = false;
@@ -218,7 +218,7 @@ Plan make_plan(const HwProfile& hw, const ModelFootprint& m, const PlanRequest& 
       }
       why("backend", fmt::format("cuda (GPU {}: {})", gpu->index, gpu->name),
           fmt::format("dense weights {} and KV {} fit its {} budget", sz(m.dense_bytes - m.embd_bytes),
-                      sz(uint64_t(kv) * kv_bpt(m, p.kv_type)), sz(p.vram_budget)));
+                      sz(uint64_t(kv) * bpt), sz(p.vram_budget)));
       why("gpu.expertsPerLayer", fmt::format("{} of {}", p.gpu_experts_per_layer, m.n_expert),
           ov.gpu_experts_per_layer ? kUser
           : p.gpu_experts_per_layer == m.n_expert

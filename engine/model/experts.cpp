@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 namespace moelsp {
@@ -19,6 +20,27 @@ size_t page_size() {
 }
 
 size_t mat_bytes(const kernels::MatView& v) { return size_t(v.rows) * v.row_bytes; }
+
+// [p, p + n) widened to whole pages (what madvise/mlock/mincore take).
+struct Pages {
+  void* p;
+  size_t n;
+  size_t count() const { return n / page_size(); }
+};
+Pages pages(const void* p, size_t n) {
+  const size_t ps = page_size();
+  const auto a = reinterpret_cast<uintptr_t>(p) & ~(ps - 1);
+  const auto b = (reinterpret_cast<uintptr_t>(p) + n + ps - 1) & ~(ps - 1);
+  return {reinterpret_cast<void*>(a), b - a};
+}
+Pages pages(const kernels::MatView& v) { return pages(v.row(0), mat_bytes(v)); }
+
+// Are all of them in memory? (true when the kernel cannot tell)
+bool all_resident(Pages pg, std::vector<unsigned char>& vec) {
+  vec.resize(pg.count());
+  if (mincore(pg.p, pg.n, vec.data()) != 0) return true;
+  return std::all_of(vec.begin(), vec.end(), [](unsigned char c) { return c & 1; });
+}
 
 // Σ num / Σ den over the layers (den scaled by `k`: tokens × k uses).
 double ratio(const std::vector<ExpertLayerMetrics>& layers, int64_t ExpertLayerMetrics::*num,
@@ -83,15 +105,18 @@ void ExpertRuntime::configure(const ExpertOptions& o) {
   opt_.distance = std::max(1, o.distance);
   if (o.populate && data_end_ > data_begin_) {
     // The whole file's pages, read ahead by the kernel while the first request tokenizes.
-    const size_t ps = page_size();
-    const auto* b = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(data_begin_) & ~(ps - 1));
-    madvise(const_cast<uint8_t*>(b), size_t(data_end_ - b), MADV_WILLNEED);
+    const Pages pg = pages(data_begin_, size_t(data_end_ - data_begin_));
+    madvise(pg.p, pg.n, MADV_WILLNEED);
   }
   release_cache();
   pinning_ = false;
   slot_bytes_ = 0;
-  for (const auto* w : moe_)
-    if (w) slot_bytes_ = std::max(slot_bytes_, mat_bytes(w->gate.slice(0)) + mat_bytes(w->up.slice(0)) + mat_bytes(w->down.slice(0)));
+  for (size_t l = 0; l < moe_.size(); ++l)
+    if (moe_[l]) {
+      size_t bytes = 0;
+      for (const kernels::MatView& v : parts(int(l), 0)) bytes += mat_bytes(v);
+      slot_bytes_ = std::max(slot_bytes_, bytes);
+    }
   slot_bytes_ = (slot_bytes_ + 63) / 64 * 64;
   if (o.cache_bytes > 0 && slot_bytes_ > 0) {
     size_t n = size_t(o.cache_bytes / slot_bytes_);
@@ -117,13 +142,15 @@ bool ExpertRuntime::alloc_slots(size_t n) {
   return true;
 }
 
-bool ExpertRuntime::lock_pages(int il, int e, bool lock) {
+std::array<kernels::MatView, 3> ExpertRuntime::parts(int il, int e) const {
   const layers::MoeWeights& w = *moe_[size_t(il)];
-  const size_t ps = page_size();
-  for (const kernels::MatView& v : {w.gate.slice(e), w.up.slice(e), w.down.slice(e)}) {
-    const auto a = reinterpret_cast<uintptr_t>(v.row(0)) & ~(ps - 1);
-    const auto b = reinterpret_cast<uintptr_t>(v.row(0)) + mat_bytes(v);
-    if ((lock ? mlock : munlock)(reinterpret_cast<void*>(a), b - a) != 0) return false;
+  return {w.gate.slice(e), w.up.slice(e), w.down.slice(e)};
+}
+
+bool ExpertRuntime::lock_pages(int il, int e, bool lock) {
+  for (const kernels::MatView& v : parts(il, e)) {
+    const Pages pg = pages(v);
+    if ((lock ? mlock : munlock)(pg.p, pg.n) != 0) return false;
   }
   return true;
 }
@@ -177,9 +204,8 @@ void ExpertRuntime::copy_in(int il, int e, int slot) {
       return;
     }
   } else {
-    const layers::MoeWeights& w = *moe_[size_t(il)];
     uint8_t* dst = slots_ + size_t(slot) * slot_bytes_;
-    for (const kernels::MatView& v : {w.gate.slice(e), w.up.slice(e), w.down.slice(e)}) {
+    for (const kernels::MatView& v : parts(il, e)) {
       std::memcpy(dst, v.row(0), mat_bytes(v));
       dst += mat_bytes(v);
     }
@@ -190,17 +216,9 @@ void ExpertRuntime::copy_in(int il, int e, int slot) {
 }
 
 bool ExpertRuntime::resident(int il, int e) const {
-  const layers::MoeWeights& w = *moe_[size_t(il)];
-  const size_t ps = page_size();
   std::vector<unsigned char> vec;
-  for (const kernels::MatView& v : {w.gate.slice(e), w.up.slice(e), w.down.slice(e)}) {
-    const auto a = reinterpret_cast<uintptr_t>(v.row(0)) & ~(ps - 1);
-    const auto b = reinterpret_cast<uintptr_t>(v.row(0)) + mat_bytes(v);
-    vec.resize((b - a + ps - 1) / ps);
-    if (mincore(reinterpret_cast<void*>(a), b - a, vec.data()) != 0) return true;  // cannot tell: copy anyway
-    for (unsigned char c : vec)
-      if (!(c & 1)) return false;
-  }
+  for (const kernels::MatView& v : parts(il, e))
+    if (!all_resident(pages(v), vec)) return false;
   return true;
 }
 
@@ -267,10 +285,9 @@ void ExpertRuntime::end_forward() {
 }
 
 void ExpertRuntime::request(int il, int e) {
-  if (slot_of_[size_t(il)][size_t(e)] >= 0) return;  // a hot copy: nothing to fetch
-  const layers::MoeWeights& w = *moe_[size_t(il)];
+  if (slot_of_[size_t(il)][size_t(e)] >= 0) return;  // held by the hot cache: nothing to fetch
   std::lock_guard lock(q_mu_);
-  for (const kernels::MatView& v : {w.gate.slice(e), w.up.slice(e), w.down.slice(e)}) {
+  for (const kernels::MatView& v : parts(il, e)) {
     queue_.push_back({v.row(0), mat_bytes(v)});
     prefetch_requests_.fetch_add(1, std::memory_order_relaxed);
     prefetch_bytes_.fetch_add(int64_t(mat_bytes(v)), std::memory_order_relaxed);
@@ -290,20 +307,17 @@ void ExpertRuntime::prefetch_loop() {
       r = queue_.front();
       queue_.pop_front();
     }
-    const auto a = reinterpret_cast<uintptr_t>(r.p) & ~(ps - 1);
-    const auto b = reinterpret_cast<uintptr_t>(r.p) + r.n;
+    const Pages pg = pages(r.p, r.n);
     // How much of it was not in memory: what the prefetch actually reads.
-    std::vector<unsigned char> vec((b - a + ps - 1) / ps);
-    if (mincore(reinterpret_cast<void*>(a), b - a, vec.data()) == 0) {
-      int64_t missing = 0;
-      for (unsigned char c : vec) missing += !(c & 1);
-      if (missing == 0) continue;
-      prefetch_missing_bytes_.fetch_add(missing * int64_t(ps), std::memory_order_relaxed);
-    }
-    madvise(reinterpret_cast<void*>(a), b - a, MADV_WILLNEED);
+    std::vector<unsigned char> vec;
+    if (all_resident(pg, vec)) continue;
+    prefetch_missing_bytes_.fetch_add(
+        int64_t(std::count_if(vec.begin(), vec.end(), [](unsigned char c) { return !(c & 1); })) * int64_t(ps),
+        std::memory_order_relaxed);
+    madvise(pg.p, pg.n, MADV_WILLNEED);
     // Touch every page: the faults (and the wait for the disk) happen here, not in the kernels.
     volatile uint8_t sink = 0;
-    for (uintptr_t p = a; p < b; p += ps) sink = sink + *reinterpret_cast<const volatile uint8_t*>(std::max(p, reinterpret_cast<uintptr_t>(r.p)));
+    for (size_t i = 0; i < pg.n; i += ps) sink = sink + static_cast<const volatile uint8_t*>(pg.p)[i];
     (void)sink;
   }
 }

@@ -22,6 +22,7 @@
 // what was used recently; this keeps what is used often.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -68,6 +69,7 @@ class ExpertRuntime {
   void copy_in(int il, int e, int slot);  // into a slot: pins its pages, or copies them
   bool alloc_slots(size_t n);
   bool lock_pages(int il, int e, bool lock);
+  std::array<kernels::MatView, 3> parts(int il, int e) const;  // the expert's gate, up, down
   bool resident(int il, int e) const;  // are all its pages in memory (mincore)?
   void release_cache();
 

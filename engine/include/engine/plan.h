@@ -54,6 +54,8 @@ struct PlanOverrides {
   std::optional<int> max_batch;
   std::optional<int> gpu;                    // device index; −1: do not use a GPU
   std::optional<int> gpu_experts_per_layer;  // routed experts per layer kept in VRAM
+
+  bool operator==(const PlanOverrides&) const = default;  // == PlanOverrides{}: nothing overridden
 };
 
 struct PlanRequest {
@@ -141,6 +143,8 @@ std::string toml_to_json(const std::string& toml);
 std::string user_config_path();
 // Reads `path` (TOML when it ends in .toml, else JSON); throws naming the file.
 PlanOverrides read_config_file(const std::string& path);
+// The user's config file (user_config_path()), then `extra` (a --config FILE) over it.
+PlanOverrides read_config_files(const std::string& extra = "");
 // Fields set in `over` replace those in `base`.
 void merge_overrides(PlanOverrides& base, const PlanOverrides& over);
 
