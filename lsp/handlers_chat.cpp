@@ -3,6 +3,8 @@
 // $/progress: WorkDoneProgress reports (message = the new text) on the
 // request's workDoneToken, and {"text": new text} on its partialResultToken.
 // The final result is {"text", "finishReason"}.
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "engine/chat.h"
@@ -26,14 +28,20 @@ std::string selection(const Document& d, const json& range) {
 
 }  // namespace
 
+const std::vector<std::string>& Server::Impl::commands() {
+  static const std::vector<std::string> list{"moelsp.accepted", "moelsp.chat", "moelsp.explain", "moelsp.fix",
+                                             "moelsp.document"};
+  return list;
+}
+
 void Server::Impl::on_execute_command(const json& id, const json& params) {
   const std::string command = params.at("command");
+  if (std::find(commands().begin(), commands().end(), command) == commands().end())
+    return reply_error(id, kInvalidParams, "unknown command " + command);
   if (command == "moelsp.accepted") {  // the inline item's command: the user took the suggestion
     on_did_accept(params);
     return reply(id, nullptr);
   }
-  if (command != "moelsp.chat" && command != "moelsp.explain" && command != "moelsp.fix" && command != "moelsp.document")
-    return reply_error(id, kInvalidParams, "unknown command " + command);
   const json args = params.contains("arguments") && params["arguments"].is_array() && !params["arguments"].empty()
                         ? params["arguments"][0]
                         : json::object();

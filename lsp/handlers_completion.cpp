@@ -134,7 +134,11 @@ void Server::Impl::complete(const json& id, const json& params, bool inline_kind
             req.sampling.temperature = 0.7f;
             req.sampling.seed = uint64_t(k);
           }
-          auto h = p->submit(*eng, req);
+          // A repetition loop ends decoding as soon as a line of it is
+          // complete: the post-processing would cut it anyway.
+          Callbacks cb;
+          cb.should_stop = [](const std::string& t) { return degenerate_at(t, true) != std::string::npos; };
+          auto h = p->submit(*eng, req, std::move(cb));
           if (!h) break;
           const Result r = h->wait();
           {

@@ -370,7 +370,7 @@ void Server::Impl::on_initialize(const json& id, const json& params) {
   if (client_completion && !client_dyn_completion) sc["completionProvider"] = completion_options();
   if (client_inline && !client_dyn_inline) sc["inlineCompletionProvider"] = json::object();
   if (client_execute)
-    sc["executeCommandProvider"] = {{"commands", {"moelsp.chat", "moelsp.explain", "moelsp.fix", "moelsp.document"}}};
+    sc["executeCommandProvider"] = {{"commands", commands()}};
   reply(id, {{"capabilities", sc}, {"serverInfo", {{"name", "moelsp"}, {"version", "0.1.0"}}}});
   phase = Phase::Running;
   start_loading();

@@ -131,6 +131,10 @@ struct Server::Impl {
   void log_message(int type, const std::string& text);
   json status_json();
   static json completion_options();
+  // Every command workspace/executeCommand handles, the inline items'
+  // moelsp.accepted among them: initialize advertises exactly this list
+  // (vscode-languageclient registers only advertised commands).
+  static const std::vector<std::string>& commands();
   void send_status();
   void progress(const json& token, json value);
 

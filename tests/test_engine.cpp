@@ -88,6 +88,29 @@ TEST_CASE("stop strings end generation and are never emitted") {
   CHECK(streamed == r.text);
 }
 
+TEST_CASE("should_stop ends generation early, keeping the text it saw") {
+  Engine engine(model("qwen3moe-ref"));
+  Request req;
+  req.prompt_tokens = prompt_ids("qwen3moe-ref");
+  req.sampling = SamplingParams::greedy();
+  req.max_tokens = 40;
+  req.ignore_eos = true;
+  const Result full = engine.submit(req).wait();
+  REQUIRE(full.tokens.size() == 40);
+  // Stop once the text has 4 tokens' worth: the predicate sees every piece.
+  int asked = 0;
+  std::string seen;
+  const Result r = engine.submit(req, {.should_stop = [&](const std::string& text) {
+                                    seen = text;
+                                    return ++asked >= 4;
+                                  }}).wait();
+  CHECK(r.reason == FinishReason::Stop);
+  CHECK(r.tokens.size() < 40);
+  CHECK(asked == 4);
+  CHECK(seen == r.text);
+  CHECK(full.text.compare(0, r.text.size(), r.text) == 0);  // what it kept is the start of the full answer
+}
+
 TEST_CASE("cancellation ends a request promptly; the engine keeps serving") {
   Engine engine(model("mixtral-ref"), {.n_ctx = 4096});
   Request req;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <fstream>
 #include <future>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -244,6 +245,77 @@ TEST_CASE("completion post-processing") {
   CHECK(a.prefix.size() <= 2000);
 }
 
+TEST_CASE("degenerate suggestions are cut back to their last sensible line or dropped") {
+  const CompletionContext body = make_context("def area(width, height):\n    ", 29, 1000, 1000);
+  REQUIRE(!body.single_line);
+  std::string lens = "self.assertEqual(";
+  for (int i = 0; i < 29; ++i) lens += "len(";
+  CHECK(postprocess(lens, body).empty());  // what a real VS Code showed: 29 unclosed len(
+  CHECK(postprocess("area = width * height\nprint(" + lens, body) == "area = width * height");
+  // the same line again and again: the first copy stays
+  CHECK(postprocess("return width * height\nreturn width * height\nreturn width * height\nreturn width", body) ==
+        "return width * height");
+  // a block of two lines written three times
+  CHECK(postprocess("a = 1\nb = 2\na = 1\nb = 2\na = 1\nb = 2\n", body) == "a = 1\nb = 2");
+  // alternating tokens
+  CHECK(postprocess("foo bar foo bar foo bar foo bar foo bar", body).empty());
+  CHECK(postprocess("x = 1\ny = foo bar foo bar foo bar foo bar foo bar", body) == "x = 1");
+  // runaway openers on one line
+  CHECK(postprocess("x = f(g(h(i(j", body).empty());
+  // closers: as many as the text before the cursor opened, no more
+  const CompletionContext call = make_context("print(foo(x", 11, 1000, 1000);
+  CHECK(postprocess("))))))", call) == "))");
+  CHECK(postprocess("))))))))\nmore", body).empty());
+  // nothing but whitespace or punctuation
+  CHECK(postprocess("   \n\t\n  ", body).empty());
+  CHECK(postprocess("... ;; ,, :", body).empty());
+  // sensible code survives
+  CHECK(postprocess("# " + std::string(60, '-'), body) == "# " + std::string(60, '-'));
+  CHECK(postprocess("x = [0, 0, 0, 0]", body) == "x = [0, 0, 0, 0]");
+  CHECK(postprocess("return area(f(g(x)))", body) == "return area(f(g(x)))");
+  CHECK(postprocess("if x:\n        y = 1\n    return y", body) == "if x:\n        y = 1\n    return y");
+  CHECK(postprocess("| --- | --- | --- | --- |", body) == "| --- | --- | --- | --- |");
+  const CompletionContext after_open = make_context("print(", 6, 100, 100);
+  CHECK(postprocess("x)", after_open) == "x)");
+  CHECK(postprocess(")", make_context("f(a, b", 6, 100, 100)) == ")");
+
+  // During generation only settled lines are judged, but a loop is a loop
+  // however its line goes on: decoding can stop inside it.
+  CHECK(degenerate_at("x = 1\nlen(len(len(len(len(", true) == 6);
+  CHECK(degenerate_at("x = f(g(h(i(", true) == std::string::npos);  // may still close
+  CHECK(degenerate_at("x = f(g(h(i(", false) == 0);
+  CHECK(degenerate_at("y\ny\ny", true) == std::string::npos);  // the third y may go on
+  CHECK(degenerate_at("y\ny\ny\n", true) == 2);
+  CHECK(degenerate_at("return x\n", true) == std::string::npos);
+}
+
+TEST_CASE("post-processing never lengthens or reorders a suggestion (property)") {
+  const std::vector<std::string> pieces = {"len(", ")", "]", "}", "(", "[", "{", "x", "foo", " ", "  ", "\t", "\n",
+                                           "    ", "return ", "=", "0, ", ":", "#", "-", ".", "\"", "'", "\r\n",
+                                           "def f", "width", ";"};
+  const std::vector<std::pair<std::string, size_t>> docs = {
+      {"def area(width, height):\n    \n    return 1\n", 29}, {"x = foo()\n", 8}, {"print(foo(x", 11},
+      {"", 0}, {"  ", 2}, {"a = [\n", 6}, {"if (x) {\n  \n}\n", 11}};
+  std::mt19937 rng(1234);
+  for (int iter = 0; iter < 20000; ++iter) {
+    std::string raw;
+    const int n = int(rng() % 40);
+    for (int i = 0; i < n; ++i) raw += pieces[rng() % pieces.size()];
+    const auto& [doc, cursor] = docs[rng() % docs.size()];
+    const CompletionContext ctx = make_context(doc, cursor, 1000, 1000);
+    const std::string out = postprocess(raw, ctx);
+    // `out` is raw with some leading whitespace dropped and a tail cut.
+    const size_t lead = raw.find_first_not_of(" \t");
+    bool ok = out.empty() || raw.compare(0, out.size(), out) == 0;
+    if (!ok && lead != std::string::npos) ok = raw.compare(lead, out.size(), out) == 0;
+    INFO("raw: " << nlohmann::json(raw).dump() << " out: " << nlohmann::json(out).dump());
+    REQUIRE(ok);
+    REQUIRE(out.size() <= raw.size());
+    // and what is left is not itself degenerate
+    REQUIRE(degenerate_at(out) == std::string::npos);
+  }
+}
+
 TEST_CASE("FIM prompt fits the token budget, keeping the text nearest the cursor") {
   const auto file = moelsp::gguf::File::open(moelsp::test::data_path("reference/deepseek2-lite-ref.gguf"));
   const auto tok = moelsp::Tokenizer::from_gguf(file);
@@ -329,6 +401,48 @@ TEST_CASE("inline and classic completions on a reference model; capabilities fol
   for (const auto& reason : plan["reasons"]) CHECK(!reason["why"].get<std::string>().empty());
   CHECK(r["result"]["hardware"]["cpu"]["physical"].get<int>() >= 1);
   CHECK(r["result"]["experts"].contains("predictionAccuracy"));
+}
+
+TEST_CASE("every command the server attaches or handles is advertised, and accepting is counted") {
+  Client c;
+  json caps = {{"textDocument", {{"inlineCompletion", json::object()}}}, {"workspace", {{"executeCommand", json::object()}}}};
+  c.request(1, "initialize", {{"capabilities", caps}, {"initializationOptions", model_options()}});
+  const json init = c.response();
+  c.notify("initialized");
+  REQUIRE(init["result"]["capabilities"].contains("executeCommandProvider"));
+  const auto advertised = init["result"]["capabilities"]["executeCommandProvider"]["commands"].get<std::vector<std::string>>();
+  wait_ready(c);
+  // Each advertised command is handled: none is answered "unknown command"
+  // (arguments are left out, so the chat commands refuse them instead).
+  int id = 100;
+  for (const auto& cmd : advertised) {
+    c.request(++id, "workspace/executeCommand", {{"command", cmd}, {"arguments", json::array()}});
+    const json r = c.response();
+    INFO(cmd << ": " << r.dump());
+    if (r.contains("error")) CHECK(r["error"]["message"].get<std::string>().find("unknown command") == std::string::npos);
+  }
+  // ... and what is not advertised is not handled.
+  c.request(++id, "workspace/executeCommand", {{"command", "moelsp.nope"}});
+  json r = c.response();
+  REQUIRE(r.contains("error"));
+  CHECK(r["error"]["message"].get<std::string>().find("unknown command") != std::string::npos);
+  // The command on an inline item is one of them, and running it counts an accept.
+  const std::string uri = "file:///t/cmd.py";
+  c.notify("textDocument/didOpen", {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1},
+                                                      {"text", "def area(w, h):\n    return "}}}});
+  c.request(++id, "textDocument/inlineCompletion",
+            {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 11}}}, {"context", {{"triggerKind", 1}}}});
+  r = c.response();
+  for (const auto& item : r["result"]["items"]) {
+    const std::string cmd = item["command"]["command"];
+    CHECK(std::find(advertised.begin(), advertised.end(), cmd) != advertised.end());
+  }
+  c.request(++id, "moelsp/status");
+  const int before = c.response()["result"]["completions"]["accepted"];
+  c.request(++id, "workspace/executeCommand", {{"command", "moelsp.accepted"}});
+  CHECK(c.response()["result"].is_null());
+  c.request(++id, "moelsp/status");
+  CHECK(c.response()["result"]["completions"]["accepted"] == before + 1);
 }
 
 TEST_CASE("a configuration change to engine-level settings asks for a restart") {

@@ -332,7 +332,7 @@ bool Engine::after_logits(Live& l, const float* logits) {
     l.res.text += out;
     if (cb.on_token) cb.on_token(tok, out);
   }
-  if (stopped) return done(FinishReason::Stop);
+  if (stopped || (emit > 0 && cb.should_stop && cb.should_stop(l.res.text))) return done(FinishReason::Stop);
   if (int(l.res.tokens.size()) >= req.max_tokens) return done(FinishReason::Length);
   if (l.seq->n_past() >= opt_.n_ctx) return done(FinishReason::Length);  // no position left for `tok`
   l.feed = tok;

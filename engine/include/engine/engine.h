@@ -82,6 +82,11 @@ struct Callbacks {
   // string), with the token that completed it. Called on the scheduler thread.
   std::function<void(TokenId id, const std::string& text)> on_token = nullptr;
   std::function<void(const Result&)> on_done = nullptr;
+  // Asked with all the text emitted so far, after each piece of it; true ends
+  // generation at once (FinishReason::Stop, the text kept). The completion
+  // pipeline stops a repetition loop here instead of decoding it to the
+  // token limit. Called on the scheduler thread: keep it cheap.
+  std::function<bool(const std::string& text)> should_stop = nullptr;
 };
 
 class Handle {
