@@ -1,0 +1,1327 @@
+;;; moelsp.el --- Local AI completions and chat from moelsp, next to your LSP client  -*- lexical-binding: t; -*-
+
+;; Author: the moelsp authors
+;; Version: 0.1.0
+;; Package-Requires: ((emacs "28.1") (jsonrpc "1.0"))
+;; Keywords: tools, convenience, languages
+
+;; This file is not part of GNU Emacs.
+
+;;; Commentary:
+
+;; moelsp is a local coding assistant: one process, `moelsp lsp', speaks
+;; the Language Server Protocol over stdio and runs a language model on
+;; this machine.  This package talks to it over its own JSON-RPC
+;; connection, so it runs next to eglot or lsp-mode (which allow one
+;; server per buffer) instead of replacing your language server.
+;;
+;; - `moelsp-mode' (or `global-moelsp-mode'): ghost-text suggestions
+;;   while you type.  While one shows: TAB accepts it, M-f accepts a
+;;   word, M-<right> accepts a line (C-e too, at the end of a line),
+;;   M-n / M-p cycle alternatives, C-g dismisses.  Moving point or
+;;   editing elsewhere dismisses it; typing its first characters keeps it.
+;; - `moelsp-chat' asks a question (about the region when it is active)
+;;   and streams the answer into the *moelsp-chat* buffer, which keeps
+;;   the conversation; `moelsp-explain', `moelsp-fix' and
+;;   `moelsp-document' ask about the region (or the function at point).
+;; - The mode line shows the server's state: " Moe:loading", " Moe"
+;;   (ready), " Moe:busy", " Moe:err", " Moe:off".
+;; - `moelsp-status', `moelsp-restart', `moelsp-shutdown',
+;;   `moelsp-show-log' (the server's stderr, *moelsp-log*).
+;;
+;; One server process runs per project root (project.el, else the
+;; buffer's directory), shared by that project's buffers, or one for
+;; all buffers (`moelsp-server-scope').
+;;
+;; Quick start:
+;;
+;;   (add-to-list 'load-path "/path/to/moelsp/editor-clients/emacs")
+;;   (require 'moelsp)
+;;   (add-hook 'prog-mode-hook #'moelsp-mode)
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'jsonrpc)
+(require 'project)
+(require 'subr-x)
+(require 'url-util)
+
+(defconst moelsp-version "0.1.0" "The version of moelsp.el.")
+
+;;;; Customization
+
+(defgroup moelsp nil
+  "Local AI completions and chat from the moelsp language server."
+  :group 'tools
+  :prefix "moelsp-")
+
+(defcustom moelsp-command "moelsp"
+  "The moelsp program.
+A string is the program (a name on the variable `exec-path', or a
+file name); it runs as PROGRAM lsp.  A list (PROGRAM ARG...) runs as it is, for
+example (\"moelsp\" \"lsp\" \"--threads\" \"4\")."
+  :type '(choice (string :tag "Program")
+                 (repeat :tag "Program and arguments" string)))
+
+(defcustom moelsp-initialization-options nil
+  "Settings sent as the server's initializationOptions.
+A plist or an alist, mapped to a JSON object: keys are the setting
+names of moelsp's README, nested or dotted.  Use vectors for arrays.
+For example:
+
+  (:model \"~/models/qwen3-coder-30b-a3b-q4_k_m.gguf\"
+   :completion (:maxTokens 48))
+
+nil sends no settings: the server then uses its flags, its config file
+and, without a model setting, the embedded default model.  Settings
+that shape the engine (model, threads, ...) apply at the next
+\\[moelsp-restart]."
+  :type '(choice (const :tag "None" nil)
+                 (plist :tag "Plist")
+                 (alist :tag "Alist")))
+
+(defcustom moelsp-idle-delay 0.2
+  "Seconds without typing before a suggestion is requested."
+  :type 'number)
+
+(defcustom moelsp-auto-suggest t
+  "Non-nil: request suggestions while you type.
+nil: only \\[moelsp-complete] asks for one."
+  :type 'boolean)
+
+(defcustom moelsp-completion-timeout 30
+  "Seconds to wait for a suggestion before giving up on it."
+  :type 'number)
+
+(defcustom moelsp-connect-timeout 30
+  "Seconds to wait for the server to answer `initialize'."
+  :type 'number)
+
+(defcustom moelsp-server-scope 'project
+  "Which buffers share a server process (each process loads the model).
+`project': one per project root (project.el), or per directory for a
+buffer outside any project.  `global': one for everything, which
+saves memory with a large model."
+  :type '(choice (const :tag "One per project" project)
+                 (const :tag "One for all buffers" global)))
+
+(defcustom moelsp-global-modes '(prog-mode)
+  "Major modes (and the modes derived from them) `global-moelsp-mode' enables in.
+Only buffers that visit a local file are considered."
+  :type '(repeat symbol))
+
+(defcustom moelsp-language-ids
+  '((c++-mode . "cpp") (c++-ts-mode . "cpp") (js-mode . "javascript")
+    (js2-mode . "javascript") (js-ts-mode . "javascript")
+    (typescript-ts-mode . "typescript") (tsx-ts-mode . "typescriptreact")
+    (sh-mode . "shellscript") (bash-ts-mode . "shellscript")
+    (emacs-lisp-mode . "elisp") (lisp-interaction-mode . "elisp")
+    (cperl-mode . "perl") (rustic-mode . "rust") (tuareg-mode . "ocaml")
+    (cmake-ts-mode . "cmake") (makefile-gmake-mode . "makefile"))
+  "LSP language ids of major modes not named after their language.
+Other modes send their name without \"-ts-mode\" or \"-mode\"."
+  :type '(alist :key-type symbol :value-type string))
+
+(defcustom moelsp-chat-history-chars 1500
+  "How much of the earlier conversation `moelsp-chat' sends, in characters.
+The newest messages are kept; the new question always goes.  The
+server refuses a prompt longer than the model's context (512 tokens
+for the embedded default model), so raise this with a larger model."
+  :type 'integer)
+
+(defcustom moelsp-chat-buffer-name "*moelsp-chat*"
+  "Name of the chat buffer."
+  :type 'string)
+
+(defcustom moelsp-events-buffer-size 200000
+  "Size of each connection's JSON-RPC events buffer, in characters.
+0 disables it (faster), nil keeps everything."
+  :type '(choice (const :tag "Unlimited" nil) integer))
+
+(defcustom moelsp-log-buffer-size 1000000
+  "Size past which the *moelsp-log* buffer loses its oldest lines."
+  :type 'integer)
+
+(defcustom moelsp-chat-answer-functions nil
+  "Functions called with the answer's text when a chat answer is complete."
+  :type 'hook)
+
+(defface moelsp-ghost-face '((t :inherit shadow))
+  "Face of the suggestion shown at point.")
+
+(defface moelsp-chat-heading-face '((t :inherit font-lock-keyword-face :weight bold))
+  "Face of the \"## You\" and \"## moelsp\" lines of the chat buffer.")
+
+(defface moelsp-chat-footer-face '((t :inherit shadow))
+  "Face of the line after each chat answer.")
+
+;;;; Connections
+
+(defclass moelsp-connection (jsonrpc-process-connection)
+  ((root :initarg :root :accessor moelsp--root
+         :documentation "The project root this server serves.")
+   (stderr-process :initarg :stderr-process :initform nil
+                   :accessor moelsp--stderr-process)
+   (state :initform "starting" :accessor moelsp--state
+          :documentation "starting, loading, ready, busy, error, exited or stopped.")
+   (message :initform nil :accessor moelsp--message)
+   (status :initform nil :accessor moelsp--status
+           :documentation "The last moelsp/status, a plist.")
+   (pending :initform 0 :accessor moelsp--pending
+            :documentation "Requests sent and not answered yet.")
+   (progress :initform (make-hash-table :test #'equal)
+             :accessor moelsp--progress-handlers
+             :documentation "Progress token to function of the value.")
+   (capabilities :initform nil :accessor moelsp--capabilities)
+   (shutting-down :initform nil :accessor moelsp--shutting-down))
+  :documentation "A connection to one `moelsp lsp' process.")
+
+(defvar moelsp--connections (make-hash-table :test #'equal)
+  "Project root to its `moelsp-connection'.")
+
+(defvar-local moelsp--connection nil
+  "This buffer's `moelsp-connection'.")
+
+(defvar-local moelsp--overlay nil "The overlay showing the suggestion.")
+(defvar-local moelsp--suggestion-active nil "Non-nil while a suggestion shows.")
+(defvar-local moelsp--items nil
+  "The suggestions: a list of plists (:text STRING :item ITEM :accepted N).")
+(defvar-local moelsp--index 0 "The index of the suggestion shown in `moelsp--items'.")
+(defvar-local moelsp--inflight nil "The id of the suggestion request in flight.")
+(defvar-local moelsp--last-tick nil "`buffer-chars-modified-tick' after the last command.")
+(defvar-local moelsp--accepting nil "Non-nil while a suggestion is inserted.")
+(defvar moelsp--completion-timer nil "The timer requesting a suggestion after a pause.")
+(defvar-local moelsp-chat--connection nil "The chat buffer's connection.")
+(defvar moelsp-mode)
+
+(defun moelsp--live-p (conn)
+  "Non-nil if CONN is a connection whose process runs."
+  (and conn (jsonrpc-running-p conn)))
+
+(defun moelsp--buffer-root ()
+  "The root the current buffer's server serves (see `moelsp-server-scope')."
+  (file-name-as-directory
+   (expand-file-name
+    (if (eq moelsp-server-scope 'global)
+        "~/"
+      (or (when-let ((project (ignore-errors (project-current nil))))
+            (project-root project))
+          default-directory)))))
+
+(defun moelsp--command-line ()
+  "The server's command line, from `moelsp-command'."
+  (let ((cmd (if (stringp moelsp-command) (list moelsp-command "lsp") moelsp-command)))
+    (unless (and (consp cmd) (stringp (car cmd)))
+      (user-error "moelsp: `moelsp-command' must be a string or a list of strings"))
+    (unless (or (file-name-absolute-p (car cmd)) (executable-find (car cmd)))
+      (user-error "moelsp: cannot find %S on `exec-path'; set `moelsp-command' to the moelsp binary"
+                  (car cmd)))
+    cmd))
+
+(defun moelsp--path-to-uri (file)
+  "The file: URI of FILE."
+  (let ((allowed (copy-sequence url-path-allowed-chars)))
+    (aset allowed ?: nil)
+    (concat "file://" (url-hexify-string (expand-file-name file) allowed))))
+
+(defun moelsp--connect (root)
+  "The running connection for ROOT, started if needed."
+  (let ((conn (gethash root moelsp--connections)))
+    (if (moelsp--live-p conn) conn (moelsp--start root))))
+
+(defun moelsp--start (root)
+  "Start a server for ROOT and initialize it; return its connection."
+  (let* ((command (moelsp--command-line))
+         (name (format "moelsp[%s]" (abbreviate-file-name (directory-file-name root))))
+         (default-directory (if (file-directory-p root) root (expand-file-name "~/")))
+         (stderr (make-pipe-process :name (concat name " stderr") :buffer nil :noquery t
+                                    :coding 'utf-8-unix :filter #'moelsp--stderr-filter))
+         proc conn)
+    (moelsp--log "starting %s in %s" (mapconcat #'identity command " ") root)
+    (condition-case err
+        (setq proc (make-process :name name :command command :connection-type 'pipe
+                                 :coding 'utf-8-emacs-unix :noquery t :stderr stderr))
+      (error (delete-process stderr)
+             (user-error "moelsp: cannot start %s: %s" (car command) (error-message-string err))))
+    (let ((make (lambda (&rest events-initargs)
+                  (apply #'make-instance 'moelsp-connection
+                         :name name :process proc :root root :stderr-process stderr
+                         :notification-dispatcher #'moelsp--handle-notification
+                         :request-dispatcher #'moelsp--handle-request
+                         :on-shutdown #'moelsp--on-shutdown
+                         events-initargs))))
+      (setq conn (condition-case nil
+                     ;; jsonrpc 1.0.24 and later (Emacs 30)
+                     (funcall make :events-buffer-config (list :size moelsp-events-buffer-size))
+                   ;; jsonrpc 1.0.14 (Emacs 28)
+                   (invalid-slot-name
+                    (funcall make :events-buffer-scrollback-size moelsp-events-buffer-size)))))
+    (puthash root conn moelsp--connections)
+    (condition-case err
+        (let ((result (jsonrpc-request conn :initialize (moelsp--initialize-params root)
+                                       :timeout moelsp-connect-timeout)))
+          (setf (moelsp--capabilities conn) (plist-get result :capabilities))
+          (jsonrpc-notify conn :initialized (make-hash-table))
+          (when (equal (moelsp--state conn) "starting")
+            (setf (moelsp--state conn) "loading"))
+          (moelsp--refresh-mode-line)
+          conn)
+      (error
+       (setf (moelsp--shutting-down conn) t)
+       (ignore-errors (jsonrpc-shutdown conn t))
+       (remhash root moelsp--connections)
+       (user-error "moelsp: the server did not initialize (%s); see M-x moelsp-show-log"
+                   (error-message-string err))))))
+
+(defun moelsp--initialize-params (root)
+  "The `initialize' request's params for ROOT."
+  (list :processId (emacs-pid)
+        :clientInfo (list :name "moelsp.el" :version moelsp-version)
+        :rootPath root
+        :rootUri (moelsp--path-to-uri root)
+        :workspaceFolders (vector (list :uri (moelsp--path-to-uri root)
+                                        :name (file-name-nondirectory (directory-file-name root))))
+        :capabilities
+        (list :textDocument (list :synchronization (list :dynamicRegistration :json-false
+                                                         :didSave :json-false)
+                                  :inlineCompletion (list :dynamicRegistration :json-false))
+              :workspace (list :executeCommand (list :dynamicRegistration :json-false))
+              :window (list :workDoneProgress :json-false))
+        :initializationOptions (or moelsp-initialization-options (make-hash-table))))
+
+(defun moelsp--handle-notification (conn method params)
+  "Handle the server's notification METHOD with PARAMS on CONN."
+  (condition-case-unless-debug err
+      (pcase method
+        ('moelsp/status (moelsp--set-status conn params))
+        ('$/progress
+         (when-let ((handler (gethash (plist-get params :token) (moelsp--progress-handlers conn))))
+           (funcall handler (plist-get params :value))))
+        ('window/showMessage (message "moelsp: %s" (plist-get params :message)))
+        ('window/logMessage
+         ;; The server writes the same lines to stderr (*moelsp-log*); errors also go to the echo area.
+         (when (eql (plist-get params :type) 1)
+           (message "moelsp: %s" (plist-get params :message))))
+        (_ nil))
+    (error (moelsp--log "moelsp.el: error handling %s: %s" method (error-message-string err)))))
+
+(defun moelsp--handle-request (_conn method _params)
+  "Answer the server's request METHOD."
+  (pcase method
+    ((or 'window/workDoneProgress/create 'client/registerCapability 'client/unregisterCapability) nil)
+    ('workspace/configuration [])
+    (_ (jsonrpc-error :code -32601 :message (format "moelsp.el does not handle %s" method)))))
+
+(defun moelsp--set-status (conn status)
+  "Record STATUS, a moelsp/status plist, as CONN's state."
+  (setf (moelsp--status conn) status)
+  (when-let ((state (plist-get status :state)))
+    (setf (moelsp--state conn) state))
+  (setf (moelsp--message conn) (plist-get status :message))
+  (when (equal (plist-get status :state) "error")
+    (message "moelsp: %s" (plist-get status :message)))
+  (moelsp--refresh-mode-line))
+
+(defun moelsp--on-shutdown (conn)
+  "CONN's process has exited."
+  (let ((code (process-exit-status (jsonrpc--process conn))))
+    (if (moelsp--shutting-down conn)
+        (setf (moelsp--state conn) "stopped")
+      (setf (moelsp--state conn) "exited"
+            (moelsp--message conn) (format "the server exited with status %s" code))
+      (message "moelsp: the server exited with status %s; see M-x moelsp-show-log, M-x moelsp-restart"
+               code))
+    (moelsp--log "%s exited with status %s" (jsonrpc-name conn) code))
+  (when (eq (gethash (moelsp--root conn) moelsp--connections) conn)
+    (remhash (moelsp--root conn) moelsp--connections))
+  (dolist (buf (moelsp--connection-buffers conn))
+    (with-current-buffer buf
+      (moelsp--clear-suggestion)
+      (setq moelsp--inflight nil)))
+  (let ((stderr (moelsp--stderr-process conn)))
+    ;; Let the last lines of stderr arrive first.
+    (when stderr (run-with-timer 1 nil (lambda () (when (process-live-p stderr) (delete-process stderr))))))
+  (let ((proc (jsonrpc--process conn)))
+    (when (buffer-live-p (process-buffer proc)) (kill-buffer (process-buffer proc)))
+    (let ((hidden (process-get proc 'jsonrpc-stderr)))
+      (when (buffer-live-p hidden) (kill-buffer hidden))))
+  (moelsp--refresh-mode-line))
+
+(defun moelsp--connection-buffers (conn)
+  "The buffers whose documents are open on CONN."
+  (cl-remove-if-not (lambda (buf) (eq (buffer-local-value 'moelsp--connection buf) conn))
+                    (buffer-list)))
+
+(defun moelsp--shutdown (conn)
+  "Shut CONN's server down (shutdown, exit), killing it if it lingers."
+  (setf (moelsp--shutting-down conn) t)
+  (when (moelsp--live-p conn)
+    (ignore-errors (jsonrpc-request conn :shutdown nil :timeout 3))
+    (ignore-errors (jsonrpc-notify conn :exit nil))
+    (let ((deadline (+ (float-time) 3)))
+      (while (and (moelsp--live-p conn) (< (float-time) deadline))
+        (accept-process-output nil 0.05))))
+  (ignore-errors (jsonrpc-shutdown conn t))
+  (when (eq (gethash (moelsp--root conn) moelsp--connections) conn)
+    (remhash (moelsp--root conn) moelsp--connections))
+  (moelsp--refresh-mode-line))
+
+(cl-defun moelsp--request (conn method params &key success error (timeout nil timeout-p))
+  "Send request METHOD with PARAMS on CONN; return its id.
+SUCCESS is called with the result, ERROR with the error plist (also on
+timeout, code -1).  TIMEOUT in seconds, nil for none; the default is
+`moelsp-completion-timeout'."
+  (cl-incf (moelsp--pending conn))
+  (moelsp--refresh-mode-line)
+  (let* ((done nil)
+         (finish (lambda ()
+                   (unless done
+                     (setq done t)
+                     (cl-decf (moelsp--pending conn))
+                     (moelsp--refresh-mode-line))))
+         (ret (jsonrpc-async-request
+               conn method params
+               :success-fn (lambda (result) (funcall finish) (when success (funcall success result)))
+               :error-fn (lambda (err) (funcall finish) (when error (funcall error err)))
+               :timeout-fn (lambda ()
+                             (funcall finish)
+                             (when error (funcall error (list :code -1 :message "timed out"))))
+               :timeout (if timeout-p timeout moelsp-completion-timeout))))
+    ;; jsonrpc 1.0.14 (Emacs 28) returns nil; later versions return the id.
+    (cond ((integerp ret) ret)
+          ((and (consp ret) (integerp (car ret))) (car ret))
+          ((fboundp 'jsonrpc--next-request-id) (jsonrpc--next-request-id conn)))))
+
+(defun moelsp--cancel-request (conn id)
+  "Ask CONN's server to stop working on request ID."
+  (when (and id (moelsp--live-p conn))
+    (jsonrpc-notify conn :$/cancelRequest (list :id id))))
+
+;;;; Log
+
+(defconst moelsp-log-buffer-name "*moelsp-log*" "The log buffer's name.")
+
+(defun moelsp--log-buffer ()
+  "The *moelsp-log* buffer, created if needed."
+  (or (get-buffer moelsp-log-buffer-name)
+      (with-current-buffer (get-buffer-create moelsp-log-buffer-name)
+        (buffer-disable-undo)
+        (setq buffer-read-only t)
+        (current-buffer))))
+
+(defun moelsp--log-insert (text)
+  "Append TEXT to the log buffer."
+  (with-current-buffer (moelsp--log-buffer)
+    (let ((inhibit-read-only t)
+          (follow (mapcar (lambda (w) (cons w (= (window-point w) (point-max))))
+                          (get-buffer-window-list (current-buffer) nil t))))
+      (save-excursion
+        (goto-char (point-max))
+        (insert text)
+        (when (> (buffer-size) moelsp-log-buffer-size)
+          (goto-char (- (point-max) (/ moelsp-log-buffer-size 2)))
+          (forward-line 1)
+          (delete-region (point-min) (point))))
+      (dolist (wf follow) (when (cdr wf) (set-window-point (car wf) (point-max)))))))
+
+(defun moelsp--log (format &rest args)
+  "Log a line made of FORMAT and ARGS to *moelsp-log*."
+  (moelsp--log-insert (concat "[moelsp.el] " (apply #'format format args) "\n")))
+
+(defun moelsp--stderr-filter (_proc text)
+  "Append the server's stderr TEXT to *moelsp-log*."
+  (moelsp--log-insert text))
+
+;;;; Positions and documents
+
+(defun moelsp--utf16-length (string)
+  "The length of STRING in UTF-16 code units."
+  (let ((n (length string)))
+    (dotimes (i (length string))
+      (when (> (aref string i) #xFFFF) (cl-incf n)))
+    n))
+
+(defun moelsp--pos-to-lsp (&optional pos)
+  "POS (default point) as an LSP position plist, the column in UTF-16 units."
+  (save-excursion
+    (save-restriction
+      (widen)
+      (when pos (goto-char pos))
+      (list :line (1- (line-number-at-pos nil t))
+            :character (moelsp--utf16-length
+                        (buffer-substring-no-properties (save-excursion (forward-line 0) (point))
+                                                        (point)))))))
+
+(defun moelsp--lsp-to-pos (position)
+  "The buffer position of POSITION, an LSP position plist."
+  (save-excursion
+    (save-restriction
+      (widen)
+      (goto-char (point-min))
+      (forward-line (plist-get position :line))
+      (let ((units (plist-get position :character))
+            (eol (line-end-position)))
+        (while (and (> units 0) (< (point) eol))
+          (setq units (- units (if (> (char-after) #xFFFF) 2 1)))
+          (forward-char 1))
+        (point)))))
+
+(defvar-local moelsp--uri nil "The URI this buffer's document is open as, or nil.")
+(defvar-local moelsp--version 0 "The document's version.")
+(defvar-local moelsp--changes nil
+  "Changes not sent yet: a list of content changes, newest first, or :full.")
+(defvar-local moelsp--before-change nil "The region about to change: (BEG END START END).")
+(defvar moelsp--dirty-buffers nil "Buffers with changes not sent yet.")
+(defvar moelsp--flush-timer nil "Timer sending the changes of `moelsp--dirty-buffers'.")
+
+(defun moelsp--buffer-uri ()
+  "The URI of the current buffer's document."
+  (if buffer-file-name
+      (moelsp--path-to-uri buffer-file-name)
+    (concat "untitled:" (url-hexify-string (buffer-name)))))
+
+(defun moelsp--language-id ()
+  "The LSP language id of the current buffer."
+  (or (cdr (assq major-mode moelsp-language-ids))
+      (let ((name (symbol-name major-mode)))
+        (replace-regexp-in-string "\\(?:-ts\\)?-mode\\'" "" name))))
+
+(defun moelsp--text ()
+  "The whole buffer's text."
+  (save-restriction (widen) (buffer-substring-no-properties (point-min) (point-max))))
+
+(defun moelsp--did-open ()
+  "Open the current buffer's document on its server."
+  (setq moelsp--uri (moelsp--buffer-uri)
+        moelsp--version 0
+        moelsp--changes nil)
+  (jsonrpc-notify moelsp--connection :textDocument/didOpen
+                  (list :textDocument (list :uri moelsp--uri
+                                            :languageId (moelsp--language-id)
+                                            :version moelsp--version
+                                            :text (moelsp--text)))))
+
+(defun moelsp--did-close ()
+  "Close the current buffer's document on its server."
+  (when (and moelsp--uri (moelsp--live-p moelsp--connection))
+    (jsonrpc-notify moelsp--connection :textDocument/didClose
+                    (list :textDocument (list :uri moelsp--uri))))
+  (setq moelsp--uri nil moelsp--changes nil))
+
+(defun moelsp--before-change (beg end)
+  "Remember the LSP range of BEG..END, about to change."
+  (when moelsp--uri
+    (setq moelsp--before-change
+          (list beg end (moelsp--pos-to-lsp beg) (moelsp--pos-to-lsp end)))))
+
+(defun moelsp--after-change (beg end oldlen)
+  "Record the change of BEG..END (OLDLEN characters before) for the server."
+  (when moelsp--uri
+    (let ((bc moelsp--before-change))
+      (setq moelsp--before-change nil)
+      (cond ((eq moelsp--changes :full))
+            ((and bc (= beg (nth 0 bc)) (= (+ beg oldlen) (nth 1 bc)) (< (length moelsp--changes) 64))
+             (push (list :range (list :start (nth 2 bc) :end (nth 3 bc))
+                         :text (save-restriction (widen) (buffer-substring-no-properties beg end)))
+                   moelsp--changes))
+            (t (setq moelsp--changes :full))))
+    (cl-pushnew (current-buffer) moelsp--dirty-buffers)
+    (unless moelsp--flush-timer
+      (setq moelsp--flush-timer (run-with-timer 0.5 nil #'moelsp--flush-all))))
+  ;; An edit away from the suggestion dismisses it (typing at it is judged after the command).
+  (when (and moelsp--overlay (not moelsp--accepting)
+             (/= beg (overlay-start moelsp--overlay)))
+    (moelsp--clear-suggestion)))
+
+(defun moelsp--flush ()
+  "Send the current buffer's pending changes."
+  (when (and moelsp--uri moelsp--changes (moelsp--live-p moelsp--connection))
+    (cl-incf moelsp--version)
+    (jsonrpc-notify moelsp--connection :textDocument/didChange
+                    (list :textDocument (list :uri moelsp--uri :version moelsp--version)
+                          :contentChanges (if (eq moelsp--changes :full)
+                                              (vector (list :text (moelsp--text)))
+                                            (vconcat (reverse moelsp--changes))))))
+  (setq moelsp--changes nil))
+
+(defun moelsp--flush-all ()
+  "Send the pending changes of every buffer."
+  (setq moelsp--flush-timer nil)
+  (let ((bufs moelsp--dirty-buffers))
+    (setq moelsp--dirty-buffers nil)
+    (dolist (buf bufs)
+      (when (buffer-live-p buf)
+        (with-current-buffer buf (moelsp--flush))))))
+
+;;;; Suggestions
+
+
+(defvar moelsp-suggestion-map
+  (let ((map (make-sparse-keymap)))
+    (define-key map (kbd "TAB") #'moelsp-accept)
+    (define-key map (kbd "<tab>") #'moelsp-accept)
+    (define-key map (kbd "M-f") #'moelsp-accept-word)
+    (define-key map (kbd "M-<right>") #'moelsp-accept-line)
+    (define-key map (kbd "C-e") #'moelsp-accept-line-or-end-of-line)
+    (define-key map (kbd "<end>") #'moelsp-accept-line-or-end-of-line)
+    (define-key map (kbd "M-n") #'moelsp-next-suggestion)
+    (define-key map (kbd "M-p") #'moelsp-previous-suggestion)
+    (define-key map (kbd "C-g") #'moelsp-dismiss)
+    map)
+  "Keys active while a suggestion shows (they take precedence over other maps).")
+
+(defvar moelsp--emulation-alist nil
+  "The entry of `emulation-mode-map-alists' for `moelsp-suggestion-map'.")
+
+(defun moelsp--item-text (item)
+  "The text of ITEM, an InlineCompletionItem."
+  (let ((text (plist-get item :insertText)))
+    (if (stringp text) text (plist-get text :value))))
+
+(defun moelsp--usable-items (items pos)
+  "The suggestions of ITEMS, InlineCompletionItems, to show at POS."
+  (let (out)
+    (dolist (item (append items nil))
+      (let* ((text (moelsp--item-text item))
+             (range (plist-get item :range))
+             (start (if range (moelsp--lsp-to-pos (plist-get range :start)) pos))
+             (typed (and (< start pos) (buffer-substring-no-properties start pos))))
+        (when (and (stringp text) typed)
+          (setq text (and (string-prefix-p typed text) (substring text (length typed)))))
+        (when (and (stringp text) (not (string-empty-p text))
+                   (not (cl-find text out :key (lambda (e) (plist-get e :text)) :test #'equal)))
+          (push (list :text text :item item :accepted 0) out))))
+    (nreverse out)))
+
+(defun moelsp--ghost-string (text)
+  "TEXT as shown at point."
+  (let ((s (propertize text 'face 'moelsp-ghost-face)))
+    ;; The cursor stays at point, before the suggestion.
+    (put-text-property 0 1 'cursor t s)
+    s))
+
+(defun moelsp--show (items index)
+  "Show suggestion INDEX of ITEMS at point."
+  (moelsp--clear-suggestion)
+  (setq moelsp--items items
+        moelsp--index index)
+  (let* ((entry (nth index items))
+         (ov (make-overlay (point) (point) nil nil nil)))
+    (overlay-put ov 'moelsp t)
+    (overlay-put ov 'priority 100)
+    ;; Only where the cursor is (the buffer may show in other windows too).
+    (when (eq (window-buffer) (current-buffer))
+      (overlay-put ov 'window (selected-window)))
+    (overlay-put ov 'after-string (moelsp--ghost-string (plist-get entry :text)))
+    (setq moelsp--overlay ov
+          moelsp--suggestion-active t
+          moelsp--last-tick (buffer-chars-modified-tick))
+    (when (moelsp--live-p moelsp--connection)
+      (jsonrpc-notify moelsp--connection :moelsp/didShowCompletion
+                      (list :item (plist-get entry :item))))))
+
+(defun moelsp--clear-suggestion ()
+  "Remove the suggestion, if any."
+  (when moelsp--overlay
+    (delete-overlay moelsp--overlay))
+  (setq moelsp--overlay nil
+        moelsp--suggestion-active nil
+        moelsp--items nil
+        moelsp--index 0))
+
+(defun moelsp-suggestion ()
+  "The text of the suggestion shown at point, or nil."
+  (and moelsp--overlay (plist-get (nth moelsp--index moelsp--items) :text)))
+
+(defun moelsp--ready-p (conn)
+  "Non-nil if CONN's model is loaded."
+  (and (moelsp--live-p conn) (member (moelsp--state conn) '("ready" "busy"))))
+
+(defun moelsp--cancel-inflight ()
+  "Cancel this buffer's suggestion request in flight."
+  (when moelsp--inflight
+    (moelsp--cancel-request moelsp--connection moelsp--inflight)
+    (setq moelsp--inflight nil)))
+
+(defun moelsp--request-suggestion (invoked)
+  "Request suggestions at point.
+INVOKED non-nil: the user asked (and gets alternatives)."
+  (moelsp--cancel-inflight)
+  (let ((conn moelsp--connection))
+    (cond
+     ((not (moelsp--live-p conn))
+      (when invoked (user-error "moelsp: the server is not running (M-x moelsp-restart)")))
+     ((not (moelsp--ready-p conn))
+      (when invoked (message "moelsp: the model is not ready (%s)" (moelsp--state conn))))
+     (t
+      (moelsp--flush)
+      (let* ((buf (current-buffer))
+             (tick (buffer-chars-modified-tick))
+             (pt (point))
+             (id nil))
+        (setq id (moelsp--request
+                  conn :textDocument/inlineCompletion
+                  (list :textDocument (list :uri moelsp--uri)
+                        :position (moelsp--pos-to-lsp pt)
+                        :context (list :triggerKind (if invoked 1 2)))
+                  :success (lambda (result)
+                             (moelsp--on-suggestions buf id tick pt result invoked))
+                  :error (lambda (err)
+                           (when (buffer-live-p buf)
+                             (with-current-buffer buf
+                               (when (eql moelsp--inflight id)
+                                 (setq moelsp--inflight nil)
+                                 (when invoked
+                                   (message "moelsp: %s" (plist-get err :message))))))))
+              moelsp--inflight id))))))
+
+(defun moelsp--on-suggestions (buf id tick pt result invoked)
+  "Show RESULT, the answer to request ID made in BUF at tick TICK and point PT.
+INVOKED non-nil: the user asked for it."
+  (when (buffer-live-p buf)
+    (with-current-buffer buf
+      (when (eql moelsp--inflight id)
+        (setq moelsp--inflight nil)
+        (when (and moelsp-mode (= tick (buffer-chars-modified-tick)) (= pt (point)))
+          (let ((items (moelsp--usable-items (if (vectorp result) result (plist-get result :items)) pt)))
+            (cond (items (moelsp--show items 0))
+                  (invoked (message "moelsp: no suggestion here")))))))))
+
+(defun moelsp--cancel-timer ()
+  "Cancel the pending request of a suggestion."
+  (when (timerp moelsp--completion-timer) (cancel-timer moelsp--completion-timer))
+  (setq moelsp--completion-timer nil))
+
+(defun moelsp--schedule ()
+  "Request a suggestion after `moelsp-idle-delay' seconds without commands."
+  (moelsp--cancel-timer)
+  (setq moelsp--completion-timer
+        (run-with-timer moelsp-idle-delay nil #'moelsp--on-timer
+                        (current-buffer) (buffer-chars-modified-tick) (point))))
+
+(defun moelsp--on-timer (buf tick pt)
+  "Request a suggestion in BUF if it is still at TICK with point at PT."
+  (setq moelsp--completion-timer nil)
+  (when (buffer-live-p buf)
+    (with-current-buffer buf
+      (when (and moelsp-mode moelsp-auto-suggest (not moelsp--overlay)
+                 (not buffer-read-only) (not executing-kbd-macro)
+                 (= tick (buffer-chars-modified-tick)) (= pt (point)))
+        (moelsp--request-suggestion nil)))))
+
+(defun moelsp--type-through ()
+  "Keep the rest of the suggestion if the last command typed its start.
+Return non-nil if it did."
+  (let* ((ov moelsp--overlay)
+         (start (overlay-start ov))
+         (entry (nth moelsp--index moelsp--items))
+         (text (plist-get entry :text)))
+    (when (and (> (point) start) (< (- (point) start) (length text)))
+      (let ((typed (buffer-substring-no-properties start (point))))
+        (when (string-prefix-p typed text)
+          (moelsp--keep-rest entry (length typed))
+          t)))))
+
+(defun moelsp--keep-rest (entry n)
+  "Show ENTRY's text after its first N characters, now in the buffer, at point."
+  (let ((rest (substring (plist-get entry :text) n))
+        (accepted (+ (plist-get entry :accepted) n)))
+    (moelsp--show-entry (list :text rest :item (plist-get entry :item) :accepted accepted))))
+
+(defun moelsp--show-entry (entry)
+  "Show ENTRY alone at point, without telemetry."
+  (move-overlay moelsp--overlay (point) (point))
+  (overlay-put moelsp--overlay 'after-string (moelsp--ghost-string (plist-get entry :text)))
+  (setq moelsp--items (list entry)
+        moelsp--index 0
+        moelsp--last-tick (buffer-chars-modified-tick)))
+
+(defun moelsp--post-command ()
+  "After each command: keep, shrink or dismiss the suggestion; schedule the next."
+  (let* ((tick (buffer-chars-modified-tick))
+         (changed (not (eql tick moelsp--last-tick))))
+    (setq moelsp--last-tick tick)
+    (cond
+     ((null moelsp--overlay))
+     ((and (not changed) (= (point) (overlay-start moelsp--overlay))))
+     ((and changed (moelsp--type-through)) (setq changed nil))
+     (t (moelsp--clear-suggestion)))
+    (cond
+     (changed
+      (moelsp--cancel-inflight)
+      (when (and moelsp-auto-suggest (not moelsp--overlay)) (moelsp--schedule)))
+     ((and moelsp--inflight (not moelsp--overlay))
+      ;; Point moved: the answer would be for another place.
+      (moelsp--cancel-inflight)))))
+
+(defun moelsp--fall-through ()
+  "Run what the keys of this command run without `moelsp-suggestion-map'."
+  (let* ((keys (this-command-keys-vector))
+         (cmd (and (> (length keys) 0)
+                   (let ((moelsp--suggestion-active nil)) (key-binding keys t)))))
+    (when (and (commandp cmd) (not (memq cmd '(moelsp-accept moelsp-accept-word moelsp-accept-line
+                                                             moelsp-accept-line-or-end-of-line))))
+      (setq this-command cmd)
+      (call-interactively cmd))))
+
+(defun moelsp--accept-chars (n)
+  "Insert the first N characters of the suggestion."
+  (let* ((entry (nth moelsp--index moelsp--items))
+         (text (plist-get entry :text))
+         (n (min n (length text)))
+         (item (plist-get entry :item)))
+    (goto-char (overlay-start moelsp--overlay))
+    (let ((moelsp--accepting t))
+      (insert (substring text 0 n)))
+    (if (< n (length text))
+        (progn
+          (moelsp--keep-rest entry n)
+          (when (moelsp--live-p moelsp--connection)
+            (jsonrpc-notify moelsp--connection :textDocument/didPartiallyAcceptCompletion
+                            (list :item item
+                                  :acceptedLength (+ (plist-get entry :accepted) n)))))
+      (moelsp--clear-suggestion)
+      (when (moelsp--live-p moelsp--connection)
+        (let ((command (plist-get item :command)))
+          (moelsp--request moelsp--connection :workspace/executeCommand
+                           (if (plist-get command :arguments)
+                               (list :command (plist-get command :command)
+                                     :arguments (plist-get command :arguments))
+                             (list :command (or (plist-get command :command) "moelsp.accepted")))))))))
+
+(defun moelsp--word-length (text)
+  "Return how far \\[forward-word] moves in TEXT, with this buffer's syntax."
+  (let ((table (syntax-table)))
+    (with-temp-buffer
+      (set-syntax-table table)
+      (insert text)
+      (goto-char (point-min))
+      (if (forward-word 1) (1- (point)) (length text)))))
+
+(defun moelsp--line-length (text)
+  "The length of TEXT's first line (its leading newlines and the line after them)."
+  (let ((start (if (string-match "\\`\n+" text) (match-end 0) 0)))
+    (or (string-match "\n" text start) (length text))))
+
+(defun moelsp-accept ()
+  "Insert the suggestion shown at point; without one, run the key's usual command."
+  (interactive)
+  (if moelsp--overlay
+      (moelsp--accept-chars most-positive-fixnum)
+    (moelsp--fall-through)))
+
+(defun moelsp-accept-word ()
+  "Insert the suggestion's next word (as \\[forward-word] counts words)."
+  (interactive)
+  (if moelsp--overlay
+      (moelsp--accept-chars (moelsp--word-length (moelsp-suggestion)))
+    (moelsp--fall-through)))
+
+(defun moelsp-accept-line ()
+  "Insert the suggestion up to the end of its line."
+  (interactive)
+  (if moelsp--overlay
+      (moelsp--accept-chars (moelsp--line-length (moelsp-suggestion)))
+    (moelsp--fall-through)))
+
+(defun moelsp-accept-line-or-end-of-line ()
+  "At the end of a line, insert the suggestion's line; elsewhere move as usual.
+\\[move-end-of-line] would not move at the end of a line, so the key
+can accept there."
+  (interactive)
+  (if (and moelsp--overlay (eolp))
+      (moelsp-accept-line)
+    (moelsp--clear-suggestion)
+    (moelsp--fall-through)))
+
+(defun moelsp-dismiss ()
+  "Remove the suggestion shown at point."
+  (interactive)
+  (moelsp--cancel-timer)
+  (moelsp--cancel-inflight)
+  (moelsp--clear-suggestion))
+
+(defun moelsp-next-suggestion (&optional n)
+  "Show the next alternative suggestion (the N-th next, N a prefix argument)."
+  (interactive "p")
+  (when (and moelsp--overlay (> (length moelsp--items) 1))
+    (let ((items moelsp--items)
+          (index (mod (+ moelsp--index (or n 1)) (length moelsp--items))))
+      (moelsp--show items index)
+      (message "moelsp: suggestion %d of %d" (1+ index) (length items)))))
+
+(defun moelsp-previous-suggestion (&optional n)
+  "Show the previous alternative suggestion (the N-th previous one)."
+  (interactive "p")
+  (moelsp-next-suggestion (- (or n 1))))
+
+(defun moelsp-complete ()
+  "Ask for suggestions at point now (up to three alternatives, \\[moelsp-next-suggestion] cycles)."
+  (interactive)
+  (unless moelsp-mode (user-error "moelsp: enable `moelsp-mode' first"))
+  (moelsp--cancel-timer)
+  (moelsp--clear-suggestion)
+  (moelsp--request-suggestion t))
+
+;;;; Mode line
+
+(defun moelsp--effective-state (conn)
+  "CONN's state for the mode line."
+  (cond ((null conn) "off")
+        ((not (moelsp--live-p conn))
+         (if (equal (moelsp--state conn) "exited") "error" "off"))
+        ((and (equal (moelsp--state conn) "ready") (> (moelsp--pending conn) 0)) "busy")
+        (t (moelsp--state conn))))
+
+(defvar moelsp--mode-line-map
+  (let ((map (make-sparse-keymap)))
+    (define-key map [mode-line mouse-1] #'moelsp-status)
+    (define-key map [mode-line mouse-3] #'moelsp-show-log)
+    map)
+  "Mouse keys of the mode-line lighter.")
+
+(defun moelsp-mode-line-string ()
+  "The mode-line lighter of the current buffer: \" Moe\" when ready."
+  (let* ((conn moelsp--connection)
+         (state (moelsp--effective-state conn))
+         (text (pcase state
+                 ((or "ready" "busy" "loading" "starting") (if (equal state "ready") " Moe" (concat " Moe:" state)))
+                 ("error" " Moe:err")
+                 (_ " Moe:off"))))
+    (propertize text
+                'help-echo (format "moelsp: %s%s\nmouse-1: status, mouse-3: log"
+                                   state
+                                   (if (and conn (moelsp--message conn))
+                                       (concat " — " (moelsp--message conn)) ""))
+                'mouse-face 'mode-line-highlight
+                'local-map moelsp--mode-line-map)))
+
+(defun moelsp--refresh-mode-line ()
+  "Redraw the mode lines."
+  (force-mode-line-update t))
+
+;;;; The minor modes
+
+(defvar moelsp-mode-map
+  (let ((map (make-sparse-keymap)))
+    (define-key map (kbd "C-c /") #'moelsp-complete)
+    map)
+  "Keys of `moelsp-mode'.")
+
+(define-minor-mode moelsp-mode
+  "Suggestions from moelsp, shown as ghost text at point while you type.
+It runs its own moelsp server (one per project, shared), next to any
+eglot or lsp-mode server of the buffer.
+
+While a suggestion shows:
+\\{moelsp-suggestion-map}
+Always:
+\\{moelsp-mode-map}"
+  :lighter (:eval (moelsp-mode-line-string))
+  :keymap moelsp-mode-map
+  :group 'moelsp
+  (if moelsp-mode
+      (condition-case err
+          (moelsp--enable)
+        (error
+         (moelsp--disable)
+         (setq moelsp-mode nil)
+         (message "%s" (error-message-string err))))
+    (moelsp--disable)))
+
+(defun moelsp--enable ()
+  "Turn `moelsp-mode' on in the current buffer."
+  (when (file-remote-p default-directory)
+    (user-error "moelsp: remote files are not supported"))
+  (setq moelsp--connection (moelsp--connect (moelsp--buffer-root)))
+  (unless moelsp--emulation-alist
+    (setq moelsp--emulation-alist (list (cons 'moelsp--suggestion-active moelsp-suggestion-map))))
+  (add-to-list 'emulation-mode-map-alists 'moelsp--emulation-alist)
+  (add-hook 'before-change-functions #'moelsp--before-change nil t)
+  (add-hook 'after-change-functions #'moelsp--after-change nil t)
+  (add-hook 'post-command-hook #'moelsp--post-command nil t)
+  (add-hook 'kill-buffer-hook #'moelsp--disable nil t)
+  (add-hook 'change-major-mode-hook #'moelsp--disable nil t)
+  (add-hook 'before-revert-hook #'moelsp--did-close nil t)
+  (add-hook 'after-revert-hook #'moelsp--reopen nil t)
+  (add-hook 'after-set-visited-file-name-hook #'moelsp--reopen nil t)
+  (setq moelsp--last-tick (buffer-chars-modified-tick))
+  (moelsp--did-open))
+
+(defun moelsp--reopen ()
+  "Open the document again (after a revert or a new file name)."
+  (when (moelsp--live-p moelsp--connection)
+    (moelsp--did-close)
+    (moelsp--did-open)))
+
+(defun moelsp--disable ()
+  "Turn `moelsp-mode' off in the current buffer."
+  (moelsp--cancel-inflight)
+  (moelsp--clear-suggestion)
+  (moelsp--did-close)
+  (setq moelsp--connection nil)
+  (remove-hook 'before-change-functions #'moelsp--before-change t)
+  (remove-hook 'after-change-functions #'moelsp--after-change t)
+  (remove-hook 'post-command-hook #'moelsp--post-command t)
+  (remove-hook 'kill-buffer-hook #'moelsp--disable t)
+  (remove-hook 'change-major-mode-hook #'moelsp--disable t)
+  (remove-hook 'before-revert-hook #'moelsp--did-close t)
+  (remove-hook 'after-revert-hook #'moelsp--reopen t)
+  (remove-hook 'after-set-visited-file-name-hook #'moelsp--reopen t))
+
+(defun moelsp--turn-on ()
+  "Turn `moelsp-mode' on where `global-moelsp-mode' wants it."
+  (when (and buffer-file-name (not (minibufferp))
+             (not (file-remote-p default-directory))
+             (apply #'derived-mode-p moelsp-global-modes))
+    (moelsp-mode 1)))
+
+;;;###autoload
+(define-globalized-minor-mode global-moelsp-mode moelsp-mode moelsp--turn-on
+  :group 'moelsp)
+
+;;;; Commands
+
+(defun moelsp--current-connection (&optional start)
+  "The connection for the current buffer; START non-nil: start one if needed."
+  (cond ((moelsp--live-p moelsp--connection) moelsp--connection)
+        ((and (derived-mode-p 'moelsp-chat-mode) (moelsp--live-p moelsp-chat--connection))
+         moelsp-chat--connection)
+        (t (let ((root (moelsp--buffer-root)))
+             (if start (moelsp--connect root)
+               (let ((conn (gethash root moelsp--connections)))
+                 (and (moelsp--live-p conn) conn)))))))
+
+;;;###autoload
+(defun moelsp-status (&optional verbose)
+  "Show the state of this buffer's moelsp server; return the status plist.
+With VERBOSE (a prefix argument), show the whole status (plan,
+hardware, KV cache, scheduler, completion telemetry) in a buffer."
+  (interactive "P")
+  (let ((conn (or (moelsp--current-connection)
+                  (and moelsp--connection (not (moelsp--live-p moelsp--connection))
+                       (user-error "moelsp: %s (M-x moelsp-restart)"
+                                   (or (moelsp--message moelsp--connection) "the server is not running")))
+                  (user-error "moelsp: no server for this buffer (M-x moelsp-mode starts one)"))))
+    (let* ((status (jsonrpc-request conn :moelsp/status nil :timeout 10))
+           (completions (plist-get status :completions))
+           (latency (plist-get completions :latencyMs)))
+      (moelsp--set-status conn status)
+      (if verbose
+          (moelsp--show-status-buffer conn status)
+        (message "moelsp %s%s — %s%s; completions: %s requests, %s shown, %s accepted, p50 %s ms"
+                 (plist-get status :state)
+                 (if (plist-get status :model) (format " (%s)" (plist-get status :model)) "")
+                 (abbreviate-file-name (moelsp--root conn))
+                 (let ((tps (plist-get status :tokensPerSecond)))
+                   (if (and (numberp tps) (> tps 0)) (format ", %.1f tokens/s" tps) ""))
+                 (plist-get completions :requests) (plist-get completions :shown)
+                 (plist-get completions :accepted)
+                 (if (numberp (plist-get latency :p50)) (round (plist-get latency :p50)) "-")))
+      status)))
+
+(declare-function json-pretty-print-buffer "json" (&optional minimize))
+
+(defun moelsp--show-status-buffer (conn status)
+  "Show STATUS of CONN as JSON in the *moelsp-status* buffer."
+  (require 'json)
+  (with-current-buffer (get-buffer-create "*moelsp-status*")
+    (let ((inhibit-read-only t))
+      (erase-buffer)
+      (insert (json-serialize status :null-object nil :false-object :json-false))
+      (ignore-errors (json-pretty-print-buffer))
+      (goto-char (point-min))
+      (insert (format "// moelsp for %s\n" (moelsp--root conn))))
+    (when (fboundp 'js-json-mode) (funcall 'js-json-mode))
+    (setq buffer-read-only t)
+    (display-buffer (current-buffer))))
+
+;;;###autoload
+(defun moelsp-restart ()
+  "Restart this buffer's moelsp server.
+To apply new engine settings, or after a crash."
+  (interactive)
+  (let* ((root (cond (moelsp--connection (moelsp--root moelsp--connection))
+                     ((and (derived-mode-p 'moelsp-chat-mode) moelsp-chat--connection)
+                      (moelsp--root moelsp-chat--connection))
+                     (t (moelsp--buffer-root))))
+         (old (gethash root moelsp--connections))
+         (bufs (cl-remove-if-not
+                (lambda (buf)
+                  (with-current-buffer buf
+                    (and moelsp-mode moelsp--connection (equal (moelsp--root moelsp--connection) root))))
+                (buffer-list))))
+    (when (and old (moelsp--live-p old)) (moelsp--shutdown old))
+    (let ((conn (moelsp--start root)))
+      (dolist (buf bufs)
+        (with-current-buffer buf
+          (moelsp--clear-suggestion)
+          (setq moelsp--connection conn moelsp--inflight nil)
+          (moelsp--did-open)))
+      (dolist (buf (buffer-list))
+        (with-current-buffer buf
+          (when (and (derived-mode-p 'moelsp-chat-mode) (eq moelsp-chat--connection old))
+            (setq moelsp-chat--connection conn))))
+      (message "moelsp: restarted for %s" (abbreviate-file-name root))
+      conn)))
+
+;;;###autoload
+(defun moelsp-shutdown (&optional all)
+  "Stop this buffer's moelsp server; with ALL (a prefix argument), every one."
+  (interactive "P")
+  (let ((conns (if all (hash-table-values moelsp--connections)
+                 (delq nil (list (moelsp--current-connection))))))
+    (dolist (conn conns)
+      (dolist (buf (moelsp--connection-buffers conn))
+        (with-current-buffer buf (moelsp-mode -1)))
+      (moelsp--shutdown conn))))
+
+;;;###autoload
+(defun moelsp-show-log ()
+  "Show the servers' stderr and moelsp.el's own log, *moelsp-log*."
+  (interactive)
+  (pop-to-buffer (moelsp--log-buffer))
+  (goto-char (point-max)))
+
+(defun moelsp-show-events ()
+  "Show the JSON-RPC messages exchanged with this buffer's server."
+  (interactive)
+  (let ((conn (or (moelsp--current-connection) (user-error "moelsp: no server for this buffer"))))
+    (pop-to-buffer (jsonrpc-events-buffer conn))))
+
+;;;; Chat
+
+(defvar-local moelsp-chat--messages nil "The conversation, a list of (:role :content) plists, oldest first.")
+(defvar-local moelsp-chat--pending nil "The answer in flight: (CONNECTION . ID), or nil.")
+(defvar-local moelsp-chat--marker nil "Where the answer's next text goes.")
+(defvar-local moelsp-chat--answer-start nil "Where the answer in flight starts.")
+(defvar moelsp--chat-counter 0 "The number of the last progress token.")
+
+(defvar moelsp-chat-mode-map
+  (let ((map (make-sparse-keymap)))
+    (define-key map (kbd "RET") #'moelsp-chat)
+    (define-key map (kbd "a") #'moelsp-chat)
+    (define-key map (kbd "C-c C-k") #'moelsp-chat-cancel)
+    (define-key map (kbd "N") #'moelsp-chat-new)
+    map)
+  "Keys of the chat buffer.")
+
+(define-derived-mode moelsp-chat-mode special-mode "moelsp-chat"
+  "The conversation with moelsp.
+\\{moelsp-chat-mode-map}"
+  (setq-local truncate-lines nil)
+  (visual-line-mode 1))
+
+(defun moelsp--chat-buffer ()
+  "The chat buffer, created if needed."
+  (let ((buf (get-buffer-create moelsp-chat-buffer-name)))
+    (with-current-buffer buf
+      (unless (derived-mode-p 'moelsp-chat-mode) (moelsp-chat-mode)))
+    buf))
+
+(defun moelsp--chat-insert (text &optional face)
+  "Insert TEXT at the end of the chat buffer (the current buffer), in FACE."
+  (let ((inhibit-read-only t))
+    (save-excursion
+      (goto-char (point-max))
+      (insert (if face (propertize text 'face face 'font-lock-face face) text)))))
+
+(defun moelsp--chat-stream (buf text)
+  "Append TEXT, a piece of the answer, to the chat buffer BUF."
+  (when (and (buffer-live-p buf) (stringp text) (not (string-empty-p text)))
+    (with-current-buffer buf
+      (when (markerp moelsp-chat--marker)
+        (let ((inhibit-read-only t)
+              (follow (cl-remove-if-not (lambda (w) (>= (window-point w) moelsp-chat--marker))
+                                        (get-buffer-window-list buf nil t))))
+          (save-excursion
+            (goto-char moelsp-chat--marker)
+            (insert text))
+          (dolist (w follow) (set-window-point w moelsp-chat--marker)))))))
+
+(defun moelsp--chat-history ()
+  "The earlier messages to send, newest kept, within `moelsp-chat-history-chars'."
+  (let ((budget moelsp-chat-history-chars) kept)
+    (cl-loop for m in (reverse moelsp-chat--messages)
+             for len = (length (plist-get m :content))
+             while (<= len budget)
+             do (setq budget (- budget len)) (push m kept))
+    ;; Start with the user's turn.
+    (while (and kept (not (equal (plist-get (car kept) :role) "user"))) (pop kept))
+    kept))
+
+(cl-defun moelsp--chat-send (conn method params token &key title question)
+  "Send the chat request METHOD with PARAMS on CONN, streaming on TOKEN.
+TITLE is the user's turn as shown; QUESTION is what the conversation
+keeps of it."
+  (let ((buf (moelsp--chat-buffer)))
+    (with-current-buffer buf
+      (when moelsp-chat--pending
+        (user-error "moelsp: still answering (C-c C-k in the chat buffer cancels)"))
+      (setq moelsp-chat--connection conn)
+      (unless (= (point-min) (point-max)) (moelsp--chat-insert "\n"))
+      (moelsp--chat-insert "## You\n" 'moelsp-chat-heading-face)
+      (moelsp--chat-insert (concat title "\n\n"))
+      (moelsp--chat-insert "## moelsp\n" 'moelsp-chat-heading-face)
+      (setq moelsp-chat--answer-start (copy-marker (point-max))
+            moelsp-chat--marker (copy-marker (point-max) t))
+      (puthash token (lambda (value)
+                       (moelsp--chat-stream buf (or (plist-get value :text)
+                                                    (and (equal (plist-get value :kind) "report")
+                                                         (plist-get value :message)))))
+               (moelsp--progress-handlers conn))
+      (let ((id (moelsp--request
+                 conn method params
+                 :timeout nil
+                 :success (lambda (result) (moelsp--chat-done buf conn token question result nil))
+                 :error (lambda (err) (moelsp--chat-done buf conn token question nil err)))))
+        (setq moelsp-chat--pending (cons conn id))))
+    (let ((win (display-buffer buf)))
+      (when win (set-window-point win (with-current-buffer buf (point-max)))))
+    buf))
+
+(defun moelsp--chat-done (buf conn token question result err)
+  "Finish the answer in BUF on CONN (progress TOKEN) to QUESTION: RESULT or ERR."
+  (remhash token (moelsp--progress-handlers conn))
+  (when (buffer-live-p buf)
+    (with-current-buffer buf
+      (setq moelsp-chat--pending nil)
+      (let ((inhibit-read-only t)
+            (text (plist-get result :text)))
+        (when (and result (stringp text)
+                   (not (equal text (buffer-substring-no-properties moelsp-chat--answer-start
+                                                                    moelsp-chat--marker))))
+          ;; The streamed pieces and the answer differ: the answer wins.
+          (save-excursion
+            (delete-region moelsp-chat--answer-start moelsp-chat--marker)
+            (goto-char moelsp-chat--answer-start)
+            (insert text)))
+        (moelsp--chat-insert
+         (if result
+             (let ((tps (plist-get result :tokensPerSecond)))
+               (format "\n\n[%s%s]\n" (or (plist-get result :finishReason) "done")
+                       (if (and (numberp tps) (> tps 0)) (format ", %.1f tokens/s" tps) "")))
+           (format "\n\n[%s]\n" (if (eql (plist-get err :code) -32800) "cancelled"
+                                  (concat "error: " (or (plist-get err :message) "unknown")))))
+         'moelsp-chat-footer-face)
+        (when result
+          (setq moelsp-chat--messages
+                (append moelsp-chat--messages
+                        (list (list :role "user" :content question)
+                              (list :role "assistant" :content (or text ""))))))
+        (set-marker moelsp-chat--marker nil)
+        (setq moelsp-chat--marker nil))
+      (when result (run-hook-with-args 'moelsp-chat-answer-functions (or (plist-get result :text) ""))))))
+
+(defun moelsp--region-range (beg end)
+  "The LSP range of BEG..END."
+  (list :start (moelsp--pos-to-lsp beg) :end (moelsp--pos-to-lsp end)))
+
+(defun moelsp--code-block (beg end)
+  "The text of BEG..END as a Markdown code block."
+  (format "```%s\n%s\n```" (moelsp--language-id) (buffer-substring-no-properties beg end)))
+
+(defun moelsp--where (beg end)
+  "A short description of BEG..END: buffer and lines."
+  (format "%s, lines %d-%d" (buffer-name) (line-number-at-pos beg t)
+          (line-number-at-pos (max beg (1- end)) t)))
+
+;;;###autoload
+(defun moelsp-chat (question &optional beg end new)
+  "Ask moelsp QUESTION; the answer streams into the *moelsp-chat* buffer.
+With an active region (BEG..END), the region goes along as context.
+The chat buffer keeps the conversation: the next question follows
+it.  NEW (a prefix argument) starts a new conversation."
+  (interactive
+   (let ((region (use-region-p)))
+     (list (read-string (if region "Ask moelsp about the region: " "Ask moelsp: "))
+           (and region (region-beginning)) (and region (region-end))
+           current-prefix-arg)))
+  (when (string-empty-p (string-trim question)) (user-error "moelsp: empty question"))
+  (let* ((conn (moelsp--current-connection t))
+         (token (format "moelsp-chat-%d" (cl-incf moelsp--chat-counter)))
+         (open (and beg end moelsp-mode moelsp--uri (eq moelsp--connection conn)))
+         (content (if (and beg end (not open))
+                      (concat "Context:\n" (moelsp--code-block beg end) "\n\n" question)
+                    question))
+         (title (if (and beg end) (format "%s\n(%s)" question (moelsp--where beg end)) question))
+         (history (with-current-buffer (moelsp--chat-buffer)
+                    (when new (setq moelsp-chat--messages nil))
+                    (unless (eq moelsp-chat--connection conn) (setq moelsp-chat--messages nil))
+                    (moelsp--chat-history)))
+         (params (list :messages (vconcat history (list (list :role "user" :content content)))
+                       :partialResultToken token)))
+    (when open
+      (moelsp--flush)
+      (setq params (append params (list :uri moelsp--uri :range (moelsp--region-range beg end)))))
+    (moelsp--chat-send conn :moelsp/chat params token :title title :question question)))
+
+(defun moelsp-chat-cancel ()
+  "Stop the answer being written."
+  (interactive)
+  (with-current-buffer (moelsp--chat-buffer)
+    (if moelsp-chat--pending
+        (moelsp--cancel-request (car moelsp-chat--pending) (cdr moelsp-chat--pending))
+      (message "moelsp: no answer in progress"))))
+
+(defun moelsp-chat-new ()
+  "Start a new conversation (the chat buffer keeps the old text)."
+  (interactive)
+  (with-current-buffer (moelsp--chat-buffer)
+    (setq moelsp-chat--messages nil)
+    (moelsp--chat-insert "\n---- new conversation ----\n" 'moelsp-chat-footer-face))
+  (message "moelsp: new conversation"))
+
+(defun moelsp--region-or-defun ()
+  "The region when active, else the function at point, else the buffer: (BEG END)."
+  (cond ((use-region-p) (list (region-beginning) (region-end)))
+        ((bounds-of-thing-at-point 'defun)
+         (let ((b (bounds-of-thing-at-point 'defun))) (list (car b) (cdr b))))
+        (t (list (point-min) (point-max)))))
+
+(defun moelsp--code-command (command question beg end)
+  "Ask the server's COMMAND about BEG..END; QUESTION is its wording."
+  (let* ((conn (moelsp--current-connection t))
+         (token (format "moelsp-chat-%d" (cl-incf moelsp--chat-counter)))
+         (title (format "%s\n(%s)" question (moelsp--where beg end))))
+    (with-current-buffer (moelsp--chat-buffer)
+      (unless (eq moelsp-chat--connection conn) (setq moelsp-chat--messages nil)))
+    (if (and moelsp-mode moelsp--uri (eq moelsp--connection conn))
+        (progn
+          (moelsp--flush)
+          (moelsp--chat-send conn :workspace/executeCommand
+                             (list :command command
+                                   :arguments (vector (list :uri moelsp--uri
+                                                            :range (moelsp--region-range beg end)))
+                                   :workDoneToken token)
+                             token :title title :question question))
+      ;; The document is not open on the server: send the code in the question.
+      (moelsp--chat-send conn :moelsp/chat
+                         (list :messages (vector (list :role "user"
+                                                       :content (concat question "\n\n"
+                                                                        (moelsp--code-block beg end))))
+                               :partialResultToken token)
+                         token :title title :question question))))
+
+;;;###autoload
+(defun moelsp-explain (beg end)
+  "Ask moelsp to explain the region BEG..END (or the function at point)."
+  (interactive (moelsp--region-or-defun))
+  (moelsp--code-command "moelsp.explain" "Explain what this code does." beg end))
+
+;;;###autoload
+(defun moelsp-fix (beg end)
+  "Ask moelsp to find the bugs in BEG..END (or the function at point) and fix them."
+  (interactive (moelsp--region-or-defun))
+  (moelsp--code-command "moelsp.fix" "Find the bugs in this code and give a fixed version." beg end))
+
+;;;###autoload
+(defun moelsp-document (beg end)
+  "Ask moelsp to write documentation comments for BEG..END.
+Interactively: the region, or the function at point."
+  (interactive (moelsp--region-or-defun))
+  (moelsp--code-command "moelsp.document" "Write documentation comments for this code." beg end))
+
+(provide 'moelsp)
+;;; moelsp.el ends here

@@ -1,0 +1,362 @@
+;;; moelsp_el_test.el --- batch test of editor-clients/emacs/moelsp.el  -*- lexical-binding: t -*-
+;;
+;;   MOELSP_BINARY=build/server/moelsp emacs -q --batch -l editor-clients/tests/moelsp_el_test.el
+;;
+;; (-q, not -Q: Debian's site-start loads elpa-eglot.)  Uses the embedded default
+;; model (no model setting; XDG_CONFIG_HOME and MOELSP_MODEL are cleared for the
+;; servers).  Byte-compiles moelsp.el into a temporary directory (any warning
+;; fails) and loads that; starts eglot on a Python buffer with `moelsp lsp' as
+;; the user's own server, then moelsp-mode next to it: waits for "ready" in the
+;; mode line; types, gets a ghost-text suggestion equal to the server's;
+;; typing its first character keeps the rest; dismisses it (point motion, C-g);
+;; accepts a word (M-f), then the rest (TAB); streams a chat answer, a
+;; follow-up and an explanation into *moelsp-chat*; checks moelsp-status and
+;; the telemetry; checks the server's copy of the document (rebuilt from the
+;; didOpen/didChange messages sent, UTF-16 columns) equals the buffer; checks
+;; eglot still manages the buffer, and shuts both servers down.  Exits 0 on success, 1 with a message on failure;
+;; gives up after 120 s.
+(require 'cl-lib)
+(require 'bytecomp)
+
+(defvar moelsp-test--t0 (float-time))
+
+(defun moelsp-test-log (fmt &rest args)
+  (princ (format "[%5.1fs] %s\n" (- (float-time) moelsp-test--t0) (apply #'format fmt args))
+         #'external-debugging-output))
+
+(defun moelsp-test-fail (fmt &rest args)
+  (princ (concat "moelsp.el test FAILED: " (apply #'format fmt args) "\n") #'external-debugging-output)
+  (when (get-buffer "*moelsp-log*")
+    (princ (concat "---- *moelsp-log* (tail) ----\n"
+                   (with-current-buffer "*moelsp-log*"
+                     (buffer-substring-no-properties (max (point-min) (- (point-max) 3000)) (point-max)))
+                   "\n")
+           #'external-debugging-output))
+  (kill-emacs 1))
+
+(defmacro moelsp-test-check (form fmt &rest args)
+  `(unless ,form (moelsp-test-fail ,fmt ,@args)))
+
+(defun moelsp-test-wait (pred seconds what)
+  "Process events until PRED is non-nil, at most SECONDS; fail naming WHAT."
+  (let ((deadline (+ (float-time) seconds)))
+    (while (and (not (funcall pred)) (< (float-time) deadline))
+      (accept-process-output nil 0.05))
+    (or (funcall pred) (moelsp-test-fail "%s: not within %s s" what seconds))))
+
+;; Never hang: timers run while the test waits for the servers.
+(run-with-timer 120 nil (lambda () (moelsp-test-fail "the test ran over 120 s")))
+
+(defvar moelsp-test--dir (file-name-directory (or load-file-name buffer-file-name)))
+(defvar moelsp-test--binary (getenv "MOELSP_BINARY"))
+(moelsp-test-check (and moelsp-test--binary (file-executable-p moelsp-test--binary))
+                   "MOELSP_BINARY must name the moelsp binary (got %S)" moelsp-test--binary)
+
+;; 1. Byte-compile without warnings, outside the source tree, and load the result.
+(defvar moelsp-test--tmp (make-temp-file "moelsp-el-test" t))
+(let* ((src (expand-file-name "../emacs/moelsp.el" moelsp-test--dir))
+       (copy (expand-file-name "moelsp.el" moelsp-test--tmp))
+       (byte-compile-error-on-warn t))
+  (copy-file src copy t)
+  (moelsp-test-check (byte-compile-file copy) "moelsp.el does not byte-compile cleanly (see above)")
+  (load (expand-file-name "moelsp.elc" moelsp-test--tmp) nil t))
+(moelsp-test-log "byte-compiled without warnings and loaded")
+
+(require 'eglot)
+(require 'python)
+
+(defun moelsp-test-command (key)
+  "Run what KEY runs in the current buffer as the command loop would; return the command."
+  (let ((cmd (key-binding (kbd key) t)))
+    (setq this-command cmd last-command-event (aref (kbd key) 0))
+    (run-hooks 'pre-command-hook)
+    (call-interactively cmd)
+    (run-hooks 'post-command-hook)
+    (setq last-command this-command)
+    cmd))
+
+(defun moelsp-test-type (string)
+  "Type STRING, one self-inserting command per character."
+  (dolist (c (string-to-list string))
+    (setq this-command 'self-insert-command last-command-event c)
+    (run-hooks 'pre-command-hook)
+    (self-insert-command 1 c)
+    (run-hooks 'post-command-hook)))
+
+(defun moelsp-test-overlay-text ()
+  (and moelsp--overlay (substring-no-properties (overlay-get moelsp--overlay 'after-string))))
+
+(defun moelsp-test-suggest ()
+  "Wait for a suggestion after typing; ask explicitly when the automatic one is empty.
+Return its text, or nil when there is none."
+  (moelsp-test-wait (lambda () (or moelsp--overlay
+                                   (and (not moelsp--inflight) (not moelsp--completion-timer))))
+                    30 "an automatic suggestion request to finish")
+  (unless moelsp--overlay
+    (moelsp-test-log "no automatic suggestion here; asking explicitly (triggerKind 1)")
+    (moelsp-complete)
+    (moelsp-test-wait (lambda () (or moelsp--overlay (not moelsp--inflight))) 30 "an invoked suggestion"))
+  (moelsp-test-overlay-text))
+
+(defconst moelsp-test--head
+  (concat "import math\n\n\ndef area(width, height):\n"
+          "    \"\"\"Return the area of a rectangle.\"\"\"\n"
+          "    return width * height\n\n\n"))
+
+;; Places to type at, in order: the first whose suggestion has two words or more
+;; is the one the test accepts (the embedded model is small; the server drops
+;; degenerate text, so some places get nothing).
+(defconst moelsp-test--candidates
+  '(("def circle_area(radius):\n    " . "return ")
+    ("class Point:\n    def __init__(self, x, y):\n        self.x = x\n        " . "self")
+    ("def perimeter(width, height):\n    " . "return ")
+    ("def main():\n    " . "for ")))
+
+(defun moelsp-test-find-suggestion ()
+  "Type at each candidate place until a suggestion of two words or more shows; return it."
+  (cl-loop for (text . typed) in moelsp-test--candidates
+           do (progn
+                (moelsp-dismiss)
+                (erase-buffer)
+                (insert moelsp-test--head text)
+                (setq moelsp--last-tick (buffer-chars-modified-tick))
+                (goto-char (point-max))
+                (moelsp-test-type typed))
+           for shown = (moelsp-test-suggest)
+           do (moelsp-test-log "typed %S after %S: suggestion %S" typed
+                               (car (last (split-string text "\n"))) shown)
+           when (and shown (string-match-p "\\`\\W*\\w+\\W+\\w" shown)) return shown
+           finally (moelsp-test-fail "no place gave a suggestion of two words or more")))
+
+;; The server's copy of the document, rebuilt from what moelsp.el sends it
+;; (didOpen, then each didChange's ranges in UTF-16 units, applied as the server does).
+(defvar moelsp-test--shadow nil)
+
+(defun moelsp-test--offset (text pos)
+  (let ((i 0) (units (plist-get pos :character)))
+    (dotimes (_ (plist-get pos :line))
+      (setq i (let ((nl (string-search "\n" text i))) (if nl (1+ nl) (length text)))))
+    (while (and (> units 0) (< i (length text)) (/= (aref text i) ?\n))
+      (setq units (- units (if (> (aref text i) #xFFFF) 2 1)) i (1+ i)))
+    i))
+
+(advice-add 'jsonrpc-notify :before
+            (lambda (conn method params)
+              (when (cl-typep conn 'moelsp-connection)
+                (pcase method
+                  (:textDocument/didOpen
+                   (setq moelsp-test--shadow (plist-get (plist-get params :textDocument) :text)))
+                  (:textDocument/didChange
+                   (dolist (c (append (plist-get params :contentChanges) nil))
+                     (let ((range (plist-get c :range)) (text moelsp-test--shadow))
+                       (setq moelsp-test--shadow
+                             (if (not range)
+                                 (plist-get c :text)
+                               (let ((a (moelsp-test--offset text (plist-get range :start)))
+                                     (b (moelsp-test--offset text (plist-get range :end))))
+                                 (concat (substring text 0 a) (plist-get c :text) (substring text b))))))))))))
+
+(defvar moelsp-test--stream-updates 0)
+(advice-add 'moelsp--chat-stream :before
+            (lambda (_buf text) (when (and (stringp text) (> (length text) 0))
+                                  (cl-incf moelsp-test--stream-updates))))
+(defvar moelsp-test--answers nil)
+(add-hook 'moelsp-chat-answer-functions (lambda (text) (push text moelsp-test--answers)))
+
+(defun moelsp-test-chat (what thunk)
+  "Run THUNK, which asks moelsp something; check the answer streamed into the chat buffer."
+  (setq moelsp-test--stream-updates 0 moelsp-test--answers nil)
+  (let ((chat (funcall thunk)))
+    (moelsp-test-check (bufferp chat) "%s: no chat buffer" what)
+    (moelsp-test-wait (lambda () (not (buffer-local-value 'moelsp-chat--pending chat))) 60
+                      (format "%s: the answer" what))
+    (let ((text (with-current-buffer chat (buffer-substring-no-properties (point-min) (point-max)))))
+      (moelsp-test-check (= (length moelsp-test--answers) 1)
+                         "%s: no complete answer; the chat buffer reads:\n%s" what text)
+      (moelsp-test-check (> (length (string-trim (car moelsp-test--answers))) 0) "%s: empty answer" what)
+      (moelsp-test-check (> moelsp-test--stream-updates 1)
+                         "%s: the answer came in %d update(s), expected a stream" what moelsp-test--stream-updates)
+      (moelsp-test-check (string-search (car moelsp-test--answers) text)
+                         "%s: the chat buffer lacks the answer %S" what (car moelsp-test--answers))
+      (moelsp-test-check (string-match-p "^\\[\\(eos\\|stop\\|length\\|timeout\\)" text)
+                         "%s: no footer with the finish reason:\n%s" what text)
+      (moelsp-test-log "%s: %d streamed updates, answer %S" what moelsp-test--stream-updates
+                       (truncate-string-to-width (car moelsp-test--answers) 60 nil nil "..."))
+      text)))
+
+(condition-case err
+    (let* ((file (expand-file-name "shapes.py" moelsp-test--tmp))
+           (process-environment (copy-sequence process-environment))
+           buf eglot-server conn)
+      ;; The embedded default model: no user config file, no MOELSP_MODEL.
+      (setenv "XDG_CONFIG_HOME" (expand-file-name "config" moelsp-test--tmp))
+      (setenv "MOELSP_MODEL" nil)
+      (with-temp-file file (insert moelsp-test--head))
+      (setq buf (find-file-noselect file))
+      (set-buffer buf)
+      (switch-to-buffer buf)
+      (moelsp-test-check (derived-mode-p 'python-mode) "not in python-mode: %s" major-mode)
+
+      ;; 2. The user's own LSP server under eglot (here moelsp too, a second process).
+      (setq eglot-server-programs `((python-mode . (,moelsp-test--binary "lsp")))
+            eglot-sync-connect t eglot-connect-timeout 30)
+      (apply #'eglot (eglot--guess-contact))
+      (setq eglot-server (eglot-current-server))
+      (moelsp-test-check eglot-server "eglot did not start")
+      (moelsp-test-log "eglot manages the buffer")
+
+      ;; 3. moelsp-mode next to it, with its own process.
+      ;; No model setting (the embedded model); answers capped so a loaded machine stays in time.
+      (setq moelsp-command moelsp-test--binary moelsp-idle-delay 0.1
+            moelsp-initialization-options '(:chat (:maxTokens 160)))
+      (moelsp-mode 1)
+      (moelsp-test-check moelsp-mode "moelsp-mode did not turn on")
+      (setq conn moelsp--connection)
+      (moelsp-test-check (moelsp--live-p conn) "no moelsp connection")
+      (moelsp-test-check (not (eq (jsonrpc--process conn) (jsonrpc--process eglot-server)))
+                         "moelsp shares eglot's process")
+      (moelsp-test-check (and (eglot-managed-p) (eq (eglot-current-server) eglot-server)
+                              (jsonrpc-running-p eglot-server))
+                         "eglot no longer manages the buffer after moelsp-mode")
+      (let ((lighter (cadr (assq 'moelsp-mode minor-mode-alist))))
+        (moelsp-test-check (equal lighter '(:eval (moelsp-mode-line-string)))
+                           "unexpected lighter %S" lighter)
+        (moelsp-test-wait (lambda () (equal (eval (cadr lighter) t) " Moe")) 60
+                          (format "the mode line to show \" Moe\" (ready); it shows %S, state %S"
+                                  (eval (cadr lighter) t) (moelsp--state conn))))
+      (moelsp-test-log "moelsp ready; mode line %S" (substring-no-properties (moelsp-mode-line-string)))
+
+      ;; 4. Type; a suggestion shows after the idle delay and equals the server's.
+      (let* ((shown (moelsp-test-find-suggestion))
+             (start (point))
+             (server (jsonrpc-request conn :textDocument/inlineCompletion
+                                      (list :textDocument (list :uri moelsp--uri)
+                                            :position (moelsp--pos-to-lsp)
+                                            :context (list :triggerKind 2))
+                                      :timeout 30))
+             (item (aref (plist-get server :items) 0)))
+        (moelsp-test-log "suggestion at %S: %S" (moelsp--pos-to-lsp) shown)
+        (moelsp-test-check (equal shown (plist-get item :insertText))
+                           "the overlay shows %S, the server suggests %S" shown (plist-get item :insertText))
+        (moelsp-test-check (equal shown (moelsp-suggestion)) "moelsp-suggestion disagrees with the overlay")
+        (moelsp-test-check (= (overlay-start moelsp--overlay) (point)) "the overlay is not at point")
+        (moelsp-test-check (eq (key-binding (kbd "TAB")) 'moelsp-accept)
+                           "TAB runs %S while a suggestion shows" (key-binding (kbd "TAB")))
+
+        ;; 5. Dismissed by moving point, and by C-g.
+        (setq this-command 'backward-char)
+        (backward-char)
+        (run-hooks 'post-command-hook)
+        (moelsp-test-check (null moelsp--overlay) "moving point did not dismiss the suggestion")
+        (moelsp-test-check (not (eq (key-binding (kbd "TAB")) 'moelsp-accept))
+                           "TAB still accepts without a suggestion")
+        (setq this-command 'forward-char)
+        (forward-char)
+        (run-hooks 'post-command-hook)
+        (moelsp-complete)
+        (moelsp-test-wait (lambda () (or moelsp--overlay (not moelsp--inflight))) 30 "the suggestion again")
+        (moelsp-test-check (equal (moelsp-test-overlay-text) shown)
+                           "asked again, got %S instead of %S" (moelsp-test-overlay-text) shown)
+        ;; Typing the suggestion's first character keeps the rest.
+        (moelsp-test-type (substring shown 0 1))
+        (moelsp-test-check (equal (moelsp-test-overlay-text) (substring shown 1))
+                           "typed %S: the overlay shows %S" (substring shown 0 1) (moelsp-test-overlay-text))
+        (moelsp-test-check (eq (moelsp-test-command "C-g") 'moelsp-dismiss) "C-g does not dismiss")
+        (moelsp-test-check (null moelsp--overlay) "C-g left the suggestion")
+        (setq this-command 'delete-backward-char)
+        (delete-char -1)
+        (run-hooks 'post-command-hook)
+        (moelsp-test-check (= (point) start) "lost the place")
+        (moelsp-test-log "typing through kept the rest; dismissed by point motion and by C-g")
+
+        ;; 6. M-f accepts the first word, TAB the rest.
+        (moelsp-complete)
+        (moelsp-test-wait (lambda () (or moelsp--overlay (not moelsp--inflight))) 30 "the suggestion again")
+        (moelsp-test-check (equal (moelsp-test-overlay-text) shown) "the suggestion changed")
+        (moelsp-test-check (eq (moelsp-test-command "M-f") 'moelsp-accept-word) "M-f does not accept a word")
+        (let ((word (buffer-substring-no-properties start (point))))
+          (moelsp-test-check (and (> (length word) 0) (string-prefix-p word shown))
+                             "M-f inserted %S, not the start of %S" word shown)
+          (moelsp-test-check (string-match-p "\\`\\W*\\w+\\'" word) "M-f inserted %S, not one word" word)
+          (moelsp-test-check (equal (moelsp-test-overlay-text) (substring shown (length word)))
+                             "after M-f the overlay shows %S, not %S"
+                             (moelsp-test-overlay-text) (substring shown (length word)))
+          (moelsp-test-log "M-f inserted %S; still shown %S" word (moelsp-test-overlay-text)))
+        (moelsp-test-check (eq (moelsp-test-command "TAB") 'moelsp-accept) "TAB does not accept")
+        (moelsp-test-check (equal (buffer-substring-no-properties start (point)) shown)
+                           "after TAB the buffer has %S, not %S"
+                           (buffer-substring-no-properties start (point)) shown)
+        (moelsp-test-check (null moelsp--overlay) "the suggestion still shows after TAB")
+        (moelsp-test-log "TAB inserted the rest"))
+      ;; Let the next automatic request (after the accept) finish; then nothing is pending.
+      (moelsp-test-wait (lambda () (and (not moelsp--completion-timer) (not moelsp--inflight)
+                                        (= (moelsp--pending conn) 0)))
+                        30 "the requests to finish")
+      (moelsp-dismiss)
+
+      ;; 7. Chat: a question, then a follow-up that carries the conversation.
+      (moelsp-test-chat "moelsp-chat"
+                        (lambda () (moelsp-chat "Write a Python function that adds two numbers.")))
+      (moelsp-test-chat "follow-up" (lambda () (moelsp-chat "Explain what this code does.")))
+      (moelsp-test-check (= (length (buffer-local-value 'moelsp-chat--messages (get-buffer "*moelsp-chat*"))) 4)
+                         "the conversation does not have two turns: %S"
+                         (buffer-local-value 'moelsp-chat--messages (get-buffer "*moelsp-chat*")))
+      ;; moelsp.explain on the first function (workspace/executeCommand, work-done progress).
+      (let ((text (moelsp-test-chat "moelsp-explain"
+                                    (lambda () (moelsp-explain (point-min)
+                                                               (save-excursion (goto-char (point-min))
+                                                                               (search-forward "height\n")))))))
+        (moelsp-test-check (string-match-p "Explain what this code does\\.\n(shapes\\.py, lines 1-6)" text)
+                           "the explanation's question is missing:\n%s" text))
+
+      ;; 8. moelsp-status reports ready, and the telemetry counted what happened.
+      (let* ((status (moelsp-status))
+             (completions (plist-get status :completions)))
+        (moelsp-test-check (equal (plist-get status :state) "ready") "moelsp-status: %S" (plist-get status :state))
+        (moelsp-test-check (equal (moelsp-mode-line-string) " Moe") "the mode line shows %S"
+                           (moelsp-mode-line-string))
+        (moelsp-test-check (>= (plist-get completions :shown) 3) "shown: %S" completions)
+        (moelsp-test-check (>= (plist-get completions :accepted) 1) "accepted: %S" completions)
+        (moelsp-test-check (>= (plist-get completions :partiallyAccepted) 1) "partiallyAccepted: %S" completions)
+        (moelsp-test-log "moelsp-status: %s, model %s, completions %S" (plist-get status :state)
+                         (plist-get status :model) completions))
+
+      ;; 9. The server's copy of the document follows the buffer, non-BMP characters included.
+      (goto-char (point-min))
+      (moelsp-test-type "# π 😀 ok")
+      (insert "\n")
+      (search-backward "😀")
+      (forward-char 1)
+      (moelsp-test-type "!!")
+      (delete-char 2)
+      (end-of-line)
+      (moelsp-test-type "é")
+      (moelsp-dismiss)
+      (moelsp--flush)
+      (moelsp-test-check (equal moelsp-test--shadow (moelsp--text))
+                         "the server's document differs from the buffer:\n%S\n%S"
+                         moelsp-test--shadow (moelsp--text))
+      (moelsp-test-check (string-prefix-p "# π 😀!!ké\n" (moelsp--text)) "edits went wrong: %S"
+                         (substring (moelsp--text) 0 20))
+      (moelsp-test-log "the document the server has is the buffer's text")
+
+      ;; 10. eglot is still there, with its own live process; then both shut down.
+      (moelsp-test-check (and (eglot-managed-p) (eq (eglot-current-server) eglot-server)
+                              (jsonrpc-running-p eglot-server) (moelsp--live-p conn))
+                         "eglot or moelsp is gone before the shutdown")
+      (let ((proc (jsonrpc--process conn)))
+        (moelsp-shutdown)
+        (moelsp-test-check (not moelsp-mode) "moelsp-shutdown left moelsp-mode on")
+        (moelsp-test-wait (lambda () (not (process-live-p proc))) 10 "the moelsp process to exit")
+        (moelsp-test-check (eql (process-exit-status proc) 0) "moelsp exited with %s" (process-exit-status proc))
+        (moelsp-test-check (equal (moelsp-mode-line-string) " Moe:off") "after shutdown: %S"
+                           (moelsp-mode-line-string)))
+      (moelsp-test-check (and (eglot-managed-p) (jsonrpc-running-p eglot-server))
+                         "shutting moelsp down took eglot's server along")
+      (eglot-shutdown eglot-server)
+      (moelsp-test-log "both servers shut down"))
+  (error (moelsp-test-fail "%S" err)))
+
+(ignore-errors (delete-directory moelsp-test--tmp t))
+(princ "moelsp.el test passed\n")
+(kill-emacs 0)

@@ -1,0 +1,251 @@
+// moelsp for VS Code: starts `moelsp lsp`, and VS Code's language client
+// (vscode-languageclient 11) turns the server's inlineCompletionProvider into
+// ghost text. Around that: the status bar item, the output channel with the
+// server's log, the chat view, and the editor commands.
+import * as vscode from 'vscode';
+import {
+  LanguageClient,
+  LanguageClientOptions,
+  RevealOutputChannelOn,
+  ServerOptions,
+  State as ClientState,
+} from 'vscode-languageclient/node';
+
+import { ChatViewProvider, editorContext } from './chat';
+import { findBinary, RESTART_KEYS, SERVER_KEYS, serverSettings } from './settings';
+import { ServerStatus, StatusBar } from './status';
+
+let client: LanguageClient | undefined;
+let output: vscode.LogOutputChannel;
+let status: StatusBar;
+let chat: ChatViewProvider;
+let extensionPath = '';
+let lastError = '';
+let refreshTimer: NodeJS.Timeout | undefined;
+
+export async function activate(context: vscode.ExtensionContext) {
+  extensionPath = context.extensionPath;
+  output = vscode.window.createOutputChannel('moelsp', { log: true });
+  status = new StatusBar();
+  status.setEnabled(config().get<boolean>('enable', true));
+  chat = new ChatViewProvider(() => client, status);
+  const cmd = (id: string, fn: (...a: any[]) => unknown) => vscode.commands.registerCommand(id, fn);
+  context.subscriptions.push(
+    output,
+    status,
+    vscode.window.registerWebviewViewProvider(ChatViewProvider.viewId, chat, {
+      webviewOptions: { retainContextWhenHidden: true },
+    }),
+    cmd('moelsp.showMenu', showMenu),
+    cmd('moelsp.showStatus', showStatus),
+    cmd('moelsp.toggleCompletions', toggleCompletions),
+    cmd('moelsp.openChat', () => vscode.commands.executeCommand(`${ChatViewProvider.viewId}.focus`)),
+    cmd('moelsp.restart', restart),
+    cmd('moelsp.showLogs', () => output.show(true)),
+    cmd('moelsp.clearChat', () => chat.clear()),
+    cmd('moelsp.explainSelection', () => askAboutSelection('Explain what this code does.')),
+    cmd('moelsp.fixSelection', () => askAboutSelection('Find the bugs in this code and give a fixed version.')),
+    cmd('moelsp.documentSelection', () => askAboutSelection('Write documentation comments for this code.')),
+    vscode.workspace.onDidChangeConfiguration(onConfigurationChanged),
+    vscode.workspace.registerTextDocumentContentProvider('moelsp-status', {
+      onDidChange: statusDoc.event,
+      provideTextDocumentContent: () => statusText,
+    }),
+  );
+  await start();
+}
+
+export async function deactivate() {
+  if (refreshTimer) clearTimeout(refreshTimer);
+  await client?.stop();
+}
+
+function config() {
+  return vscode.workspace.getConfiguration('moelsp');
+}
+
+async function start() {
+  const bin = findBinary(extensionPath);
+  if (!bin.path) {
+    const msg = `the moelsp executable was not found (looked at: ${bin.tried.join('; ')})`;
+    output.info(`${msg}`);
+    status.set('error', msg);
+    const pick = await vscode.window.showErrorMessage(
+      `moelsp: ${msg}. Build it (tools/setup.sh demo in the moelsp sources) and set "moelsp.path", or put moelsp on PATH.`,
+      'Open Settings',
+      'Show Logs',
+    );
+    if (pick === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'moelsp.path');
+    if (pick === 'Show Logs') output.show(true);
+    return;
+  }
+  const args = ['lsp'];
+  const configFile = config().get<string | null>('configFile');
+  if (configFile) args.push('--config', configFile);
+  output.info(`starting ${bin.path} ${args.join(' ')}`);
+  const serverOptions: ServerOptions = { command: bin.path, args };
+  const clientOptions: LanguageClientOptions = {
+    documentSelector: [{ scheme: 'file' }, { scheme: 'untitled' }],
+    initializationOptions: serverSettings(),
+    outputChannel: output,
+    traceOutputChannel: output,
+    revealOutputChannelOn: RevealOutputChannelOn.Never,
+    middleware: {
+      // Ghost text only while enabled; the status bar shows the request in flight.
+      provideInlineCompletionItems: async (document, position, context, token, next) => {
+        if (!config().get<boolean>('enable', true)) return undefined;
+        status.begin();
+        try {
+          return await next(document, position, context, token);
+        } finally {
+          status.end();
+          scheduleStatusRefresh();
+        }
+      },
+      // The suggest widget hides ghost text that does not match its selected
+      // item: moelsp stays out of it unless asked.
+      provideCompletionItem: (document, position, context, token, next) =>
+        config().get<boolean>('suggestWidget', false) ? next(document, position, context, token) : undefined,
+    },
+  };
+  const c = new LanguageClient('moelsp', 'moelsp', serverOptions, clientOptions);
+  client = c;
+  status.set('starting');
+  c.onNotification('moelsp/status', (s: ServerStatus) => onServerStatus(s));
+  c.onDidChangeState((e) => {
+    if (e.newState === ClientState.Stopped && client === c) status.set('stopped', lastError);
+  });
+  try {
+    await c.start();
+  } catch (e: any) {
+    lastError = String(e?.message ?? e);
+    status.set('error', lastError);
+    void vscode.window.showErrorMessage(`moelsp: the server did not start: ${lastError}`, 'Show Logs').then((p) => {
+      if (p) output.show(true);
+    });
+  }
+}
+
+function onServerStatus(s: ServerStatus) {
+  status.fromServer(s);
+  if (s.state === 'error' && s.message && s.message !== lastError) {
+    lastError = s.message;
+    // Most often: the model file is missing or not a model moelsp can run.
+    void vscode.window
+      .showErrorMessage(`moelsp: ${s.message}`, 'Open Settings', 'Show Logs')
+      .then((pick) => {
+        if (pick === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'moelsp.model');
+        if (pick === 'Show Logs') output.show(true);
+      });
+  }
+}
+
+// Tokens/s and telemetry change with every answer; the server notifies only
+// on state changes, so ask for the status once things go quiet.
+function scheduleStatusRefresh() {
+  if (refreshTimer) return;
+  refreshTimer = setTimeout(async () => {
+    refreshTimer = undefined;
+    if (!client?.isRunning()) return;
+    try {
+      status.fromServer(await client.sendRequest<ServerStatus>('moelsp/status'));
+    } catch {
+      /* the next answer tries again */
+    }
+  }, 1500);
+}
+
+async function restart() {
+  const old = client;
+  client = undefined;
+  if (old) {
+    try {
+      await old.stop(5000);
+    } catch {
+      /* already gone */
+    }
+  }
+  lastError = '';
+  await start();
+}
+
+async function toggleCompletions() {
+  const on = !config().get<boolean>('enable', true);
+  await config().update('enable', on, vscode.ConfigurationTarget.Global);
+  vscode.window.setStatusBarMessage(`moelsp: inline completions ${on ? 'enabled' : 'disabled'}`, 3000);
+}
+
+async function showStatus() {
+  let s: ServerStatus = status.last;
+  if (client?.isRunning()) {
+    try {
+      s = await client.sendRequest<ServerStatus>('moelsp/status');
+      status.fromServer(s);
+    } catch (e: any) {
+      s = { ...s, requestError: String(e?.message ?? e) };
+    }
+  } else {
+    s = { ...s, state: status.current, message: lastError || 'the server is not running' };
+  }
+  statusText = JSON.stringify(s, null, 2);
+  statusDoc.fire(STATUS_URI);
+  const doc = await vscode.workspace.openTextDocument(STATUS_URI);
+  await vscode.window.showTextDocument(doc, { preview: true });
+}
+
+// The status opens as a read-only document (nothing to save when it closes).
+const STATUS_URI = vscode.Uri.parse('moelsp-status:moelsp%20status.json');
+const statusDoc = new vscode.EventEmitter<vscode.Uri>();
+let statusText = '{}';
+
+async function showMenu() {
+  const enabled = config().get<boolean>('enable', true);
+  const items: Array<vscode.QuickPickItem & { run: () => unknown }> = [
+    { label: '$(info) Show status and plan', run: showStatus },
+    {
+      label: enabled ? '$(circle-slash) Disable inline completions' : '$(check) Enable inline completions',
+      run: toggleCompletions,
+    },
+    { label: '$(comment-discussion) Open chat', run: () => vscode.commands.executeCommand('moelsp.openChat') },
+    { label: '$(debug-restart) Restart server', run: restart },
+    { label: '$(output) Show logs', run: () => output.show(true) },
+    { label: '$(gear) Settings', run: () => vscode.commands.executeCommand('workbench.action.openSettings', 'moelsp') },
+  ];
+  const s = status.last;
+  const detail = s.model ? `${s.model}${s.tokensPerSecond ? `, ${s.tokensPerSecond.toFixed(1)} tok/s` : ''}` : '';
+  const pick = await vscode.window.showQuickPick(items, {
+    title: `moelsp: ${status.current}${detail ? ` — ${detail}` : ''}`,
+    placeHolder: lastError || 'moelsp',
+  });
+  await pick?.run();
+}
+
+async function askAboutSelection(question: string) {
+  const ctx = editorContext();
+  if (!ctx) {
+    void vscode.window.showInformationMessage('moelsp: open a file and select some code first.');
+    return;
+  }
+  await chat.askFromEditor(question, ctx);
+}
+
+async function onConfigurationChanged(e: vscode.ConfigurationChangeEvent) {
+  if (!e.affectsConfiguration('moelsp')) return;
+  status.setEnabled(config().get<boolean>('enable', true));
+  if (e.affectsConfiguration('moelsp.path') || e.affectsConfiguration('moelsp.configFile')) {
+    const pick = await vscode.window.showInformationMessage('moelsp: restart the server to use the new executable or config file?', 'Restart');
+    if (pick) await restart();
+    return;
+  }
+  const changed = SERVER_KEYS.filter((k) => e.affectsConfiguration(`moelsp.${k}`));
+  if (changed.length === 0 || !client?.isRunning()) return;
+  await client.sendNotification('workspace/didChangeConfiguration', { settings: { moelsp: serverSettings() } });
+  const needRestart = changed.filter((k) => RESTART_KEYS.has(k));
+  if (needRestart.length > 0) {
+    const pick = await vscode.window.showInformationMessage(
+      `moelsp: ${needRestart.join(', ')} take effect when the server restarts.`,
+      'Restart now',
+    );
+    if (pick) await restart();
+  }
+}

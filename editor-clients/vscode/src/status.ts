@@ -1,0 +1,117 @@
+// The status bar item: is moelsp running, and if not, why. States come from
+// the server's moelsp/status notifications (loading / ready / error) and from
+// this extension's own requests in flight (busy); tokens/s from the last
+// status the server answered.
+import * as vscode from 'vscode';
+
+export type State = 'starting' | 'loading' | 'ready' | 'busy' | 'error' | 'stopped' | 'disabled';
+
+export interface ServerStatus {
+  state?: string;
+  message?: string;
+  model?: string;
+  tokensPerSecond?: number;
+  plan?: Record<string, any>;
+  hardware?: Record<string, any>;
+  completions?: Record<string, any>;
+  [k: string]: unknown;
+}
+
+export class StatusBar implements vscode.Disposable {
+  private readonly item = vscode.window.createStatusBarItem('moelsp.status', vscode.StatusBarAlignment.Right, 100);
+  private state: State = 'starting';
+  private message = '';
+  private inFlight = 0;
+  private enabled = true;
+  last: ServerStatus = {};
+
+  constructor() {
+    this.item.name = 'moelsp';
+    this.item.command = 'moelsp.showMenu';
+    this.render();
+    this.item.show();
+  }
+
+  get current(): State {
+    return this.state;
+  }
+
+  setEnabled(on: boolean) {
+    this.enabled = on;
+    this.render();
+  }
+
+  set(state: State, message = '') {
+    this.state = state;
+    this.message = message;
+    this.render();
+  }
+
+  fromServer(s: ServerStatus) {
+    this.last = { ...this.last, ...s };
+    const st = s.state ?? 'loading';
+    if (st === 'error') this.set('error', s.message ?? 'unknown error');
+    else if (st === 'loading') this.set('loading', s.message ?? '');
+    else this.set(st === 'busy' ? 'busy' : 'ready', s.message ?? '');
+  }
+
+  // Requests this extension sent and has not had answered yet.
+  begin() {
+    this.inFlight++;
+    this.render();
+  }
+  end() {
+    this.inFlight = Math.max(0, this.inFlight - 1);
+    this.render();
+  }
+
+  private render() {
+    const model = this.last.model ?? 'model';
+    const tps = this.last.tokensPerSecond ? ` · ${this.last.tokensPerSecond.toFixed(1)} tok/s` : '';
+    let text: string, tip: string;
+    this.item.backgroundColor = undefined;
+    switch (this.state) {
+      case 'starting':
+        text = '$(loading~spin) moelsp';
+        tip = 'moelsp: starting the server';
+        break;
+      case 'loading':
+        text = '$(loading~spin) moelsp: loading';
+        tip = `moelsp: ${this.message || 'loading the model'}`;
+        break;
+      case 'ready':
+      case 'busy':
+        if (this.inFlight > 0 || this.state === 'busy') {
+          text = `$(sync~spin) moelsp: ${model}`;
+          tip = `moelsp: working (${model})`;
+        } else {
+          text = `$(check) moelsp: ${model}${tps}`;
+          tip = `moelsp: ready — ${model}${tps}`;
+        }
+        break;
+      case 'error':
+        text = '$(error) moelsp';
+        tip = `moelsp error: ${this.message}`;
+        this.item.backgroundColor = new vscode.ThemeColor('statusBarItem.errorBackground');
+        break;
+      case 'stopped':
+        text = '$(debug-stop) moelsp: stopped';
+        tip = `moelsp: the server is not running${this.message ? ` — ${this.message}` : ''}`;
+        this.item.backgroundColor = new vscode.ThemeColor('statusBarItem.warningBackground');
+        break;
+      default:
+        text = 'moelsp';
+        tip = 'moelsp';
+    }
+    if (!this.enabled && this.state !== 'error' && this.state !== 'stopped') {
+      text = '$(circle-slash) ' + text.replace(/^\$\([^)]*\) /, '');
+      tip += ' (inline completions disabled)';
+    }
+    this.item.text = text;
+    this.item.tooltip = `${tip}\nClick for the moelsp menu`;
+  }
+
+  dispose() {
+    this.item.dispose();
+  }
+}
