@@ -32,11 +32,18 @@ bool line_loops(std::string_view line) {
       run = line[j] == line[j + p] ? run + 1 : 0;
       if (run == 0) continue;
       const size_t reps = (run + p) / p, j0 = j + 1 - run;
-      const bool loop = p == 1 ? reps >= 8 : reps >= 4 && reps * p >= 16;
-      if (!loop) continue;
       const std::string_view unit = line.substr(j0, p);
       if (std::all_of(unit.begin(), unit.end(), is_ruler)) continue;
-      return true;
+      // Numbers repeat digits legitimately (`1000000007`, `0xFFFFFFFF`,
+      // `0, 0, 0` tables) for a while; anything else is a loop after a few copies.
+      const bool numeric = std::all_of(unit.begin(), unit.end(), [](char c) {
+        return std::string_view("0123456789abcdefABCDEFxX.,_ ").find(c) != std::string_view::npos;
+      });
+      const size_t span = reps * p;
+      const bool loop = numeric  ? reps >= 16
+                        : p == 1 ? reps >= 8
+                                 : (reps >= 4 && span >= 16) || (reps >= 5 && span >= 12);
+      if (loop) return true;
     }
   }
   return false;
@@ -51,20 +58,32 @@ int net_openers(std::string_view line) {
 
 // The brackets the text before the cursor left open, innermost last. Quotes
 // end at the line's end (a stray apostrophe in a comment must not swallow the
-// rest), so this over-counts a little in odd cases — which only lets a
-// completion keep a closer it might not need.
+// rest), and a line whose `'` never closes is read again with `'` as a plain
+// character (Rust lifetimes `&'a str`, C++14 `1'000'000`).
 std::string open_brackets(const std::string& prefix) {
   std::string stack;
-  char quote = 0;
-  for (size_t i = 0; i < prefix.size(); ++i) {
-    const char c = prefix[i];
-    if (c == '\n') quote = 0;
-    else if (quote) {
-      if (c == '\\') ++i;
-      else if (c == quote) quote = 0;
-    } else if (c == '"' || c == '\'' || c == '`') quote = c;
-    else if (is_opener(c)) stack += c;
-    else if (is_closer(c) && !stack.empty() && stack.back() == opener_of(c)) stack.pop_back();
+  const auto scan_line = [&stack](std::string_view line, bool apostrophe_quotes) {
+    char quote = 0;
+    for (size_t i = 0; i < line.size(); ++i) {
+      const char c = line[i];
+      if (quote) {
+        if (c == '\\') ++i;
+        else if (c == quote) quote = 0;
+      } else if (c == '"' || c == '`' || (c == '\'' && apostrophe_quotes)) quote = c;
+      else if (is_opener(c)) stack += c;
+      else if (is_closer(c) && !stack.empty() && stack.back() == opener_of(c)) stack.pop_back();
+    }
+    return quote;
+  };
+  for (size_t p = 0; p < prefix.size();) {
+    const size_t nl = std::min(prefix.find('\n', p), prefix.size());
+    const std::string_view line = std::string_view(prefix).substr(p, nl - p);
+    const std::string before = stack;
+    if (scan_line(line, true) == '\'') {
+      stack = before;
+      scan_line(line, false);
+    }
+    p = nl + 1;
   }
   return stack;
 }
@@ -87,22 +106,31 @@ size_t degenerate_at(const std::string& text, bool complete_lines_only) {
   // only for loops, which appending more text cannot undo.
   const size_t settled = lines.size() - (complete_lines_only && !lines.empty() && !lines.back().whole ? 1 : 0);
   const auto view = [&](const Line& l) { return std::string_view(text).substr(l.start, l.end - l.start); };
+  // Lines compare with their indentation (closing lines `    }`, `  }`, `}`
+  // differ only there), except the text's first line when it has none: it
+  // starts at the cursor, after indentation that is not in the text.
   const auto rstrip = [&](const Line& l) {
     std::string_view v = view(l);
     while (!v.empty() && (v.back() == ' ' || v.back() == '\t' || v.back() == '\r')) v.remove_suffix(1);
     return v;
   };
-  // Punctuation noise: no word at all in what should be code (a ruler such
-  // as `# -----` excepted).
-  size_t visible = 0;
-  bool word = false, ruler = true;
+  const auto lstrip = [](std::string_view v) {
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    return v;
+  };
+  const auto same_line = [&](size_t a, size_t b) {
+    const bool at_cursor = a == 0 && !view(lines[0]).empty() && view(lines[0]).front() != ' ' && view(lines[0]).front() != '\t';
+    return at_cursor ? rstrip(lines[a]) == lstrip(rstrip(lines[b])) : rstrip(lines[a]) == rstrip(lines[b]);
+  };
+  // Punctuation noise: no word at all in what should be code. Brackets and
+  // `;` `,` do not count (`});\n});` closes blocks), nor do rulers (`# ----`).
+  size_t noise = 0;
+  bool word = false;
   for (char c : text) {
-    const bool seen = c != ' ' && c != '\t' && c != '\n' && c != '\r';
-    visible += seen;
     word = word || is_alnum(c);
-    ruler = ruler && (!seen || is_ruler(c));
+    noise += !is_ruler(c) && !is_opener(c) && !is_closer(c) && c != ';' && c != ',' && c != '\n' && c != '\r';
   }
-  if (!word && !ruler && visible >= 7) return 0;
+  if (!word && noise >= 7) return 0;
   size_t cut = std::string::npos;
   // A block of B lines written three times in a row: keep the first copy.
   constexpr size_t kMaxBlock = 4;
@@ -110,9 +138,8 @@ size_t degenerate_at(const std::string& text, bool complete_lines_only) {
     for (size_t i = 0; i + 3 * b <= settled; ++i) {
       bool blank = true, same = true;
       for (size_t k = 0; k < b && same; ++k) {
-        const std::string_view a = rstrip(lines[i + k]);
-        blank = blank && trim(std::string(a)).empty();
-        same = a == rstrip(lines[i + b + k]) && a == rstrip(lines[i + 2 * b + k]);
+        blank = blank && lstrip(rstrip(lines[i + k])).empty();
+        same = same_line(i + k, i + b + k) && same_line(i + k, i + 2 * b + k);
       }
       if (same && !blank) {
         cut = std::min(cut, lines[i + b].start);
@@ -120,6 +147,13 @@ size_t degenerate_at(const std::string& text, bool complete_lines_only) {
       }
     }
   }
+  // A long line written twice in a row: code rarely does that, loops do.
+  constexpr size_t kLongLine = 24;
+  for (size_t i = 0; i + 2 <= settled && lines[i + 1].start < cut; ++i)
+    if (lstrip(rstrip(lines[i])).size() >= kLongLine && same_line(i, i + 1)) {
+      cut = lines[i + 1].start;
+      break;
+    }
   // A loop or a runaway of openers inside a line: drop that whole line.
   for (size_t i = 0; i < lines.size() && lines[i].start < cut; ++i) {
     if (line_loops(view(lines[i])) || (i < settled && net_openers(view(lines[i])) >= 4)) {
@@ -154,6 +188,7 @@ CompletionContext make_context(const std::string& text, size_t cursor, size_t ma
     if (nl != std::string::npos && nl < cursor) begin = nl + 1;
   }
   c.prefix = text.substr(begin, cursor - begin);
+  c.prefix_whole = begin == 0;
   size_t end = std::min(text.size(), cursor + max_suffix);
   if (end < text.size()) {
     const size_t nl = text.rfind('\n', end);
@@ -196,9 +231,29 @@ std::string postprocess(const std::string& raw, const CompletionContext& ctx) {
   // a completion that starts with whitespace would indent twice.
   const size_t line_start = ctx.prefix.rfind('\n') + 1;  // npos + 1 == 0
   const std::string cur_line = ctx.prefix.substr(line_start);
-  if (!cur_line.empty() && cur_line.find_first_not_of(" \t") == std::string::npos) {
+  const std::string typed = trim(cur_line);  // code before the cursor on its line
+  if (!cur_line.empty() && typed.empty()) {
     const size_t first = out.find_first_not_of(" \t");
     if (first != std::string::npos && first > 0 && out[first] != '\n') out.erase(0, first);
+  } else if (!typed.empty()) {
+    // The model may start the cursor's line over: after `    return ` it
+    // writes `    return 0`. Keep what continues the line (`0`). A suggestion
+    // that opens with indentation but retypes nothing was meant for a line of
+    // its own, which an insertion at the cursor cannot start: drop it.
+    // A retype is at least three characters of the line, or the whole line
+    // with its indentation: `_` + `_init__` and `/` + `/ TODO` are continuations.
+    const size_t first = out.find_first_not_of(" \t");
+    const std::string line_t = cur_line.substr(0, cur_line.find_last_not_of(" \t") + 1);
+    const bool retyped = first != std::string::npos && out.compare(first, typed.size(), typed) == 0 &&
+                         (typed.size() >= 3 || (line_t.size() > typed.size() && out.compare(0, line_t.size(), line_t) == 0));
+    const char last = typed.back();
+    if (retyped) {
+      out.erase(0, first + typed.size());
+      if (cur_line.back() == ' ' || cur_line.back() == '\t') out.erase(0, std::min(out.size(), out.find_first_not_of(" \t")));
+    } else if (first != std::string::npos && first >= 4 && out[first] != '\n' && (last == ':' || last == '{')) {
+      // after a block's header, indented text was meant for the next line
+      out.clear();
+    }
   }
   // Repetition loops, runaway brackets, punctuation noise: back to the last
   // whole line before them (nothing, when that is the first).
@@ -255,12 +310,14 @@ std::string postprocess(const std::string& raw, const CompletionContext& ctx) {
         --depth;
         continue;
       }
+      // With the document's top cut off, the opener may lie above the window.
       const bool suffix_closes = rest_of_line.find(ch) != std::string::npos;
-      if (suffix_closes || open.empty() || open.back() != opener_of(ch)) {
+      const bool unopened = open.empty() ? ctx.prefix_whole : open.back() != opener_of(ch);
+      if (suffix_closes || unopened) {
         out.resize(i);
         break;
       }
-      open.pop_back();
+      if (!open.empty()) open.pop_back();
     }
   }
   // The cuts above can leave a line that is now the third copy, or a line

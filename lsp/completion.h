@@ -14,6 +14,7 @@ struct CompletionContext {
   std::string prefix;  // text before the cursor (whole lines kept where cut)
   std::string suffix;  // text after the cursor
   bool single_line = false;  // the cursor's line has code after the cursor: complete only this line
+  bool prefix_whole = true;  // the prefix starts at the start of the document (nothing cut off above)
 };
 
 CompletionContext make_context(const std::string& text, size_t cursor, size_t max_prefix_bytes,
@@ -29,27 +30,32 @@ std::vector<TokenId> fim_prompt(const Tokenizer& tok, const CompletionContext& c
 
 // Where a continuation stops making sense, or npos: the start of a line that
 // holds a repetition loop (a unit of 2+ characters repeated 4+ times over 16+
-// bytes, or one character 8+ times; whitespace and rulers such as `----` or
-// `| --- |` excepted), that opens 4+ more brackets than it closes, or the start
-// of the second copy of a block of 1-4 lines written three times in a row; 0
-// when the text has 7+ visible characters, no letter or digit, and is not a
-// ruler. Cutting there never leaves half a line. With `complete_lines_only`
-// (during generation), a last line not yet ended by '\n' is judged only for
-// loops: a loop stays a loop however the line goes on, so stopping decoding
-// there gives what the full decode would have been cut to (the punctuation
-// rule alone could change its mind; seven marks without a word are given up
-// on).
+// bytes or 5+ times over 12+, one character 8+ times, a unit of digits and
+// separators 16+ times; whitespace and rulers such as `----` or `| --- |`
+// excepted), that opens 4+ more brackets than it closes, or the start of the
+// second copy of a block of 1-4 lines written three times in a row (of a line
+// of 24+ characters written twice); 0 when
+// the text has no letter or digit and 7+ characters that are neither
+// brackets, `;`, `,` nor ruler characters. Cutting there never leaves half a
+// line. With `complete_lines_only` (during generation), a last line not yet
+// ended by '\n' is judged only for loops: a loop stays a loop however the
+// line goes on, so stopping decoding there gives what the full decode would
+// have been cut to (the punctuation rule alone could change its mind; seven
+// marks without a word are given up on).
 size_t degenerate_at(const std::string& text, bool complete_lines_only = false);
 
 // Cleans a raw continuation: no doubled indentation when the cursor already
-// stands after the line's indentation, cut where it starts repeating the text
+// stands after the line's indentation, no retyping of the code before the
+// cursor on its line (the model starting the line over; at least 3
+// characters or the whole line), nothing indented right after a block's
+// header (`def f():`, `{`) on its line, cut where it starts repeating the text
 // after the cursor, stop at the end of the line for single-line contexts, drop
 // trailing blank lines and whitespace, and cut before a closing bracket that
 // has no opener in the completion when the text after the cursor closes it,
-// or when nothing before the cursor opened it. Degenerate text (see
-// degenerate_at) is cut back to its last whole line or dropped. The result is
-// always a piece of `raw` (leading whitespace dropped, a tail cut), never
-// longer and never reordered.
+// or when nothing before the cursor opened it (as far as the prefix shows).
+// Degenerate text (see degenerate_at) is cut back to its last whole line or
+// dropped. The result is always a piece of `raw` (a head of whitespace or
+// retyped code dropped, a tail cut), never longer and never reordered.
 std::string postprocess(const std::string& raw, const CompletionContext& ctx);
 
 }  // namespace moelsp::lsp

@@ -138,12 +138,12 @@ void Server::Impl::chat(const json& id, const std::string& command, const json& 
       progress(work_token, {{"kind", "report"}, {"message", text}});
       progress(partial_token, {{"text", text}});
     };
-    ++busy;
+    begin_busy();
     auto h = p->submit(*eng, std::move(req), std::move(cb));
     Result r;
     if (h) r = h->wait();
     else r.reason = FinishReason::Cancelled;
-    --busy;
+    end_busy(r.timings.generate_tps());
     progress(work_token, {{"kind", "end"}});
     untrack(id);
     if (p->cancelled || r.reason == FinishReason::Cancelled) return reply_error(id, kRequestCancelled, "request cancelled");

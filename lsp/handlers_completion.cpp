@@ -5,6 +5,8 @@
 // the prompt mostly hits the engine's prefix cache (the text before the cursor
 // changes only at its end), so the cost is the new tokens plus generation,
 // bounded by completion.timeBudgetMs.
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 
 #include <spdlog/spdlog.h>
@@ -75,6 +77,7 @@ void Server::Impl::complete(const json& id, const json& params, bool inline_kind
   const Settings s = effective();
   enqueue([this, id, uri, pos, p, s, inline_kind, invoked, t_start, selected_range, selected_text] {
     std::vector<std::string> texts;
+    std::string word;  // the identifier the cursor stands in (classic items replace it)
     std::string error;
     bool from_cache = false;
     try {
@@ -90,9 +93,18 @@ void Server::Impl::complete(const json& id, const json& params, bool inline_kind
         }
       }
       CompletionContext ctx = make_context(doc_text, cursor, kMaxPrefixBytes, kMaxSuffixBytes);
+      for (size_t i = ctx.prefix.size(); i > 0; --i) {
+        const char c = ctx.prefix[i - 1];
+        if (!std::isalnum((unsigned char)c) && c != '_') {
+          word = ctx.prefix.substr(i);
+          break;
+        }
+        if (i == 1) word = ctx.prefix;
+      }
 
-      // 1. Cache: the same context, or typed-through (the user typed the start of a suggestion).
-      {
+      // 1. Cache: the same context, or typed-through (the user typed the start
+      //    of a suggestion). An explicit request wants alternatives: not from here.
+      if (!invoked) {
         std::lock_guard lock(cache_mu);
         for (const auto& e : cache) {
           if (e.suffix != ctx.suffix || ctx.prefix.size() < e.prefix.size() ||
@@ -127,7 +139,8 @@ void Server::Impl::complete(const json& id, const json& params, bool inline_kind
         req.priority = Priority::kCompletion;  // before chat
         if (ctx.single_line) req.stop = {"\n"};
         const int alternatives = invoked ? 3 : 1;
-        ++busy;
+        begin_busy();
+        double tps = 0;
         for (int k = 0; k < alternatives && !p->cancelled; ++k) {
           if (k > 0) {  // alternatives: sampled, different seeds
             req.sampling = SamplingParams{};
@@ -150,14 +163,16 @@ void Server::Impl::complete(const json& id, const json& params, bool inline_kind
             error = r.error;
             break;
           }
-          if (r.timings.generate_tps() > 0) {
-            std::lock_guard lock(model_mu);
-            last_tps = r.timings.generate_tps();
-          }
-          std::string text = postprocess(r.text, ctx);
+          if (r.timings.generate_tps() > 0) tps = r.timings.generate_tps();
+          // Out of time or tokens in the middle of a line: that line is
+          // unfinished, the ones before it are not.
+          std::string raw = r.text;
+          if (r.reason == FinishReason::Timeout || r.reason == FinishReason::Length)
+            if (const size_t nl = raw.rfind('\n'); nl != std::string::npos) raw.resize(nl);
+          std::string text = postprocess(raw, ctx);
           if (!text.empty() && std::find(texts.begin(), texts.end(), text) == texts.end()) texts.push_back(text);
         }
-        --busy;
+        end_busy(tps);
         if (!texts.empty() && !p->cancelled) {
           std::lock_guard lock(cache_mu);
           cache.push_front({ctx.prefix, ctx.suffix, texts.front()});
@@ -194,13 +209,23 @@ void Server::Impl::complete(const json& id, const json& params, bool inline_kind
         items.push_back({{"insertText", selected_text + text}, {"range", range},
                          {"command", {{"title", "accepted"}, {"command", "moelsp.accepted"}}}});
       } else {
-        std::string label = text.substr(0, text.find('\n'));
-        if (label.empty()) label = text;
-        items.push_back({{"label", label}, {"kind", 1}, {"detail", "moelsp"}, {"insertText", text},
-                         {"textEdit", {{"range", range}, {"newText", text}}}});
+        // Clients filter the list by the word before the cursor (Helix,
+        // nvim-cmp, VS Code): an item that only continued it would be
+        // filtered out, so it replaces the word with word + continuation.
+        // (ASCII identifier characters: as many UTF-16 units as bytes.)
+        // (The document may have changed since the request: at most the line's start.)
+        const size_t w = std::min(word.size(), size_t(std::max(0, pos.character)));
+        const std::string full = word.substr(word.size() - w) + text;
+        std::string label = full.substr(0, full.find('\n'));
+        if (label.empty()) label = full;
+        const json word_range = {{"start", {{"line", pos.line}, {"character", pos.character - int(w)}}},
+                                 {"end", range["end"]}};
+        items.push_back({{"label", label}, {"kind", 1}, {"detail", "moelsp"}, {"filterText", full},
+                         {"insertText", full}, {"textEdit", {{"range", word_range}, {"newText", full}}}});
       }
     }
-    reply(id, inline_kind ? json{{"items", items}} : json{{"isIncomplete", false}, {"items", items}});
+    // Incomplete: the next keystroke changes the continuation, so clients ask again.
+    reply(id, inline_kind ? json{{"items", items}} : json{{"isIncomplete", true}, {"items", items}});
   });
 }
 

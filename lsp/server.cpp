@@ -214,6 +214,19 @@ json Server::Impl::status_json() {
 }
 void Server::Impl::send_status() { notify("moelsp/status", status_json()); }
 
+void Server::Impl::begin_busy() {
+  std::lock_guard lock(busy_mu);
+  if (busy.fetch_add(1) == 0) send_status();
+}
+void Server::Impl::end_busy(double tokens_per_second) {
+  if (tokens_per_second > 0) {
+    std::lock_guard lock(model_mu);
+    last_tps = tokens_per_second;
+  }
+  std::lock_guard lock(busy_mu);
+  if (busy.fetch_sub(1) == 1) send_status();
+}
+
 void Server::Impl::enqueue(std::function<void()> job) {
   {
     std::lock_guard lock(q_mu);
@@ -239,6 +252,8 @@ void Server::Impl::start_loading() {
   if (!s.model || s.model->empty()) {
     if (std::string def = default_model_path(); !def.empty()) s.model = def;
   }
+  loaded_model = s.model;
+  loaded_plan = s.plan;
   if (!s.model || s.model->empty()) {
     const std::string msg =
         "no model configured and the default model (models/moelsp-default.gguf) is not found: set "
@@ -424,7 +439,15 @@ void Server::Impl::on_did_change_configuration(const json& params) {
   }
   // The engine is built from these at start; changing them under running
   // requests would mean rebuilding it mid-flight. Say so rather than ignore.
-  const bool engine_level = in.model || !(in.plan == PlanOverrides{});
+  // Editors (Helix, Neovim) often repeat their initial settings right after
+  // `initialized`: only a real change to what the engine was built with counts.
+  const Settings now = effective();
+  const auto resolved = [](std::optional<std::string> m) {  // as start_loading reads it
+    if (!m || m->empty()) m = default_model_path();
+    return m;
+  };
+  const bool engine_level = (in.model && resolved(now.model) != loaded_model) ||
+                            (!(in.plan == PlanOverrides{}) && !(now.plan == loaded_plan));
   if (engine_level)
     log_message(2, "moelsp: model, threads, contextSize, kvCache.*, weights, experts.*, batch.* and gpu.* are read when "
                    "the server starts; restart it to apply the new values (the other settings apply now)");

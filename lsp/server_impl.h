@@ -96,6 +96,11 @@ struct Server::Impl {
   std::string state = "loading", state_message;
   double last_tps = 0;
   std::atomic<int> busy{0};
+  std::mutex busy_mu;  // a busy/idle change and its status notification go out together, in order
+  // The model and plan overrides the engine was built with: a configuration
+  // change asks for a restart only when it changes one of these.
+  std::optional<std::string> loaded_model;
+  PlanOverrides loaded_plan;
 
   std::mutex pending_mu;
   std::unordered_map<std::string, std::shared_ptr<Pending>> pending;  // by id.dump()
@@ -130,6 +135,10 @@ struct Server::Impl {
   void notify(const std::string& method, json params);
   void log_message(int type, const std::string& text);
   json status_json();
+  // Work on the engine begins / ends; moelsp/status is sent when the server
+  // turns busy or idle again (with the last tokens/s), so editors can show it.
+  void begin_busy();
+  void end_busy(double tokens_per_second);
   static json completion_options();
   // Every command workspace/executeCommand handles, the inline items'
   // moelsp.accepted among them: initialize advertises exactly this list

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs one real-editor client test against the moelsp binary. A missing
 # client program is a failure, not a skip: the README's set-up installs them.
-#   run_client_test.sh node|nvim|emacs MOELSP_BINARY TEST_DATA_DIR CLIENT_DIR
+#   run_client_test.sh KIND MOELSP_BINARY TEST_DATA_DIR CLIENT_DIR
+# KIND: node, nvim, emacs (the protocol through each editor's own LSP client);
+# nvim-plugin, emacs-plugin, vim9, helix, vscode (the clients in editor-clients/).
 set -euo pipefail
 kind=$1 binary=$2 data=$3 dir=$4
 export MOELSP_BINARY=$binary MOELSP_TEST_DATA=$data
@@ -19,6 +21,24 @@ case "$kind" in
   emacs)
     need emacs
     exec timeout 120 emacs -q --batch -l "$dir/eglot_client.el"
+    ;;
+  nvim-plugin)
+    need nvim
+    exec timeout 150 nvim --headless -u NONE -c "set rtp+=$dir/../nvim" -c "luafile $dir/nvim_plugin_test.lua"
+    ;;
+  emacs-plugin)
+    need emacs
+    exec timeout 150 emacs -q --batch -l "$dir/moelsp_el_test.el"
+    ;;
+  vim9)
+    need vim
+    exec timeout 180 /usr/bin/python3 "$dir/run_vim9_test.py"
+    ;;
+  helix)
+    exec timeout 120 /usr/bin/python3 "$dir/helix_config_test.py"
+    ;;
+  vscode)
+    exec "$dir/../vscode/e2e/run.sh" "$binary"
     ;;
 esac
 echo "unknown client test $kind" >&2

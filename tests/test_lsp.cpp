@@ -255,6 +255,10 @@ TEST_CASE("degenerate suggestions are cut back to their last sensible line or dr
   // the same line again and again: the first copy stays
   CHECK(postprocess("return width * height\nreturn width * height\nreturn width * height\nreturn width", body) ==
         "return width * height");
+  // a long line written twice (what the default model did in a real VS Code)
+  CHECK(postprocess("x = 1\nthe file, and return the file, or None,\nthe file, and return the file, or None,", body) ==
+        "x = 1\nthe file, and return the file, or None,");
+  CHECK(postprocess("i += 1\ni += 1", body) == "i += 1\ni += 1");  // short lines may repeat
   // a block of two lines written three times
   CHECK(postprocess("a = 1\nb = 2\na = 1\nb = 2\na = 1\nb = 2\n", body) == "a = 1\nb = 2");
   // alternating tokens
@@ -268,7 +272,8 @@ TEST_CASE("degenerate suggestions are cut back to their last sensible line or dr
   CHECK(postprocess("))))))))\nmore", body).empty());
   // nothing but whitespace or punctuation
   CHECK(postprocess("   \n\t\n  ", body).empty());
-  CHECK(postprocess("... ;; ,, :", body).empty());
+  CHECK(postprocess("?? !! @@ ^^ &&", body).empty());
+  CHECK(postprocess("... ;; ,, :", body) == "... ;; ,, :");  // rulers, separators: not noise
   // sensible code survives
   CHECK(postprocess("# " + std::string(60, '-'), body) == "# " + std::string(60, '-'));
   CHECK(postprocess("x = [0, 0, 0, 0]", body) == "x = [0, 0, 0, 0]");
@@ -279,6 +284,29 @@ TEST_CASE("degenerate suggestions are cut back to their last sensible line or dr
   CHECK(postprocess("x)", after_open) == "x)");
   CHECK(postprocess(")", make_context("f(a, b", 6, 100, 100)) == ")");
 
+  // the first copy of a looping line starts at the cursor, after indentation
+  CHECK(postprocess("self.check(x)\n        self.check(x)\n        self.check(x)\n", body) == "self.check(x)");
+  // a short unit repeated: `_to` five times
+  CHECK(postprocess("x = _format_from_to_to_to_to_to", body).empty());
+  // a table of numbers may run on for a while, not forever
+  CHECK(postprocess("x = [0, 0, 0, 0, 0, 0, 0]", body) == "x = [0, 0, 0, 0, 0, 0, 0]");
+  CHECK(postprocess("x = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0", body).empty());
+
+  // ordinary code that looks like the rules' targets
+  const std::string js = "a(function () {\n  b(function () {\n    c();\n";
+  CHECK(postprocess("  });\n});", make_context(js, js.size(), 1000, 1000)) == "  });\n});");  // closers at three depths
+  const std::string nested = "if (a) {\n  if (b) {\n    if (c) {\n      f();\n";
+  CHECK(postprocess("    }\n  }\n}", make_context(nested, nested.size(), 1000, 1000)) == "    }\n  }\n}");
+  CHECK(postprocess("const int MOD = 1000000007;", body) == "const int MOD = 1000000007;");
+  CHECK(postprocess("mask = 0xFFFFFFFF", body) == "mask = 0xFFFFFFFF");
+  const std::string rust = "fn greet(name: &'static str) {\n    println!(\"hi\");\n";
+  CHECK(postprocess("}", make_context(rust, rust.size(), 1000, 1000)) == "}");
+  std::string cpp = "namespace foo {\n";
+  for (int i = 0; i < 40; ++i) cpp += "int x" + std::to_string(i) + ";\n";
+  const CompletionContext cut = make_context(cpp, cpp.size(), 100, 100);
+  REQUIRE(!cut.prefix_whole);  // the opener is above the window: the closer stays
+  CHECK(postprocess("}  // namespace foo", cut) == "}  // namespace foo");
+
   // During generation only settled lines are judged, but a loop is a loop
   // however its line goes on: decoding can stop inside it.
   CHECK(degenerate_at("x = 1\nlen(len(len(len(len(", true) == 6);
@@ -287,6 +315,23 @@ TEST_CASE("degenerate suggestions are cut back to their last sensible line or dr
   CHECK(degenerate_at("y\ny\ny", true) == std::string::npos);  // the third y may go on
   CHECK(degenerate_at("y\ny\ny\n", true) == 2);
   CHECK(degenerate_at("return x\n", true) == std::string::npos);
+}
+
+TEST_CASE("a suggestion that starts the cursor's line over continues it instead") {
+  const CompletionContext ret = make_context("def f(x):\n    return ", 21, 1000, 1000);
+  CHECK(postprocess("    return 0", ret) == "0");
+  CHECK(postprocess("return x + 1", ret) == "x + 1");
+  CHECK(postprocess("x + 1", ret) == "x + 1");
+  const CompletionContext call = make_context("def f(items):\n    return len(", 29, 1000, 1000);
+  CHECK(postprocess("    return len(items)", call) == "items)");
+  // continuations that begin like the text before the cursor
+  CHECK(postprocess("_init__(self):", make_context("class A:\n    def _", 19, 1000, 1000)) == "_init__(self):");
+  CHECK(postprocess("/ TODO", make_context("x = 1\n/", 7, 1000, 1000)) == "/ TODO");
+  CHECK(postprocess("      4096", make_context("#define BUF_SIZE", 16, 1000, 1000)) == "      4096");
+  // a new line's content without the new line: nothing sensible to insert here
+  const CompletionContext header = make_context("def f(x):", 9, 1000, 1000);
+  CHECK(postprocess("    return x", header).empty());
+  CHECK(postprocess("  # the identity", header) == "  # the identity");  // an inline comment keeps its spaces
 }
 
 TEST_CASE("post-processing never lengthens or reorders a suggestion (property)") {
@@ -485,7 +530,10 @@ TEST_CASE("plan overrides arrive as LSP settings and the plan says so") {
 TEST_CASE("$/cancelRequest answers RequestCancelled promptly; a newer request cancels the older") {
   Client c;
   json opts = model_options();
-  opts["completion"] = {{"maxTokens", 100000}, {"timeBudgetMs", 600000}};
+  // Requests that would run for minutes: a long debounce holds them (a
+  // generation of 100000 tokens no longer does: the random model's text turns
+  // into a loop, which ends decoding early).
+  opts["completion"] = {{"maxTokens", 100000}, {"timeBudgetMs", 600000}, {"debounceMs", 600000}};
   c.initialize(opts);
   wait_ready(c);
   const std::string uri = "file:///t/b.py";

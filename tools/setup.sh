@@ -26,11 +26,13 @@ jobs=${JOBS:-$(nproc)}
 #   libhwloc-dev           CPU topology for the hardware profile: cores, sockets, NUMA nodes, cache sizes
 #   catch2                 tests (v2)
 #   python3                the demo's LSP client (standard library only)
-#   neovim emacs-nox elpa-eglot   real editor clients in the LSP tests (test mode only)
+#   neovim emacs-nox elpa-eglot vim   real editor clients in the LSP tests (test mode only)
+#   chromium libkrb5-dev build-essential   the VS Code extension's test in a real VS Code: headless
+#                          Chromium drives code-server, whose native modules build here (test mode only)
 #   nodejs npm             the vscode-jsonrpc client test (test mode only; skipped when node is already on PATH)
 packages=(cmake ninja-build ccache pkg-config g++ libsentencepiece-dev libpcre2-dev nlohmann-json3-dev
           libhwloc-dev libspdlog-dev libfmt-dev libcli11-dev catch2 python3)
-test_packages=(neovim emacs-nox elpa-eglot)
+test_packages=(neovim emacs-nox elpa-eglot vim chromium libkrb5-dev build-essential)
 command -v node >/dev/null && command -v npm >/dev/null || test_packages+=(nodejs npm)
 
 install_deps() {

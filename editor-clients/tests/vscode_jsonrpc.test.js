@@ -108,7 +108,9 @@ test('chat streams partial results as $/progress', async () => {
 
 test('cancellation answers RequestCancelled and the server keeps serving', async () => {
   const s = start();
-  await initialize(s.conn, { completion: { maxTokens: 100000, timeBudgetMs: 600000 } });
+  // A long debounce holds the request (a long generation no longer does: the
+  // random model's text turns into a loop, which ends decoding early).
+  await initialize(s.conn, { completion: { maxTokens: 100000, timeBudgetMs: 600000, debounceMs: 600000 } });
   await s.ready;
   await s.conn.sendNotification('textDocument/didOpen', { textDocument: { uri, languageId: 'python', version: 1, text } });
   const source = new rpc.CancellationTokenSource();

@@ -38,10 +38,10 @@ fi
 
 # 2. The extension, packaged as the README says (npm ci && npm run package).
 if ! cmp -s "$ext/package-lock.json" "$ext/node_modules/.package-lock.json.installed" 2>/dev/null; then
-  (cd "$ext" && npm ci --no-audit --no-fund --loglevel=error)
+  (cd "$ext" && PATH="$node24/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error)
   cp "$ext/package-lock.json" "$ext/node_modules/.package-lock.json.installed"
 fi
-(cd "$ext" && npm run --silent package >"$out/package.log" 2>&1) || { cat "$out/package.log" >&2; exit 1; }
+(cd "$ext" && PATH="$node24/bin:$PATH" npm run --silent package >"$out/package.log" 2>&1) || { cat "$out/package.log" >&2; exit 1; }
 vsix=$(ls -t "$ext"/moelsp-*.vsix | head -1)
 
 # 3. The test, on Node 24 (puppeteer-core 25 needs Node >= 22.12).

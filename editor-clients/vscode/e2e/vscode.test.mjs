@@ -61,6 +61,7 @@ const settings = JSON.stringify(
       'editor.suggestOnTriggerCharacters': false,
       'files.autoSave': 'off',
       'update.mode': 'none',
+      'workbench.secondarySideBar.defaultVisibility': 'hidden',
     },
     null,
     2,
@@ -89,7 +90,9 @@ async function cleanup() {
     try {
       process.kill(-server.pid, 'SIGTERM');  // the whole group: code-server, its extension host, moelsp
     } catch {}
+    await sleep(500);
   }
+  fs.rmSync(tmp, { recursive: true, force: true });
 }
 function fail(msg) {
   console.error(`vscode e2e FAILED: ${msg}`);
