@@ -1,11 +1,12 @@
-;;; moelsp_el_test.el --- batch test of editor-clients/emacs/moelsp.el  -*- lexical-binding: t -*-
+;;; moelsp_el_test.el --- batch test of editor-clients/emacs/ (moelsp.el)  -*- lexical-binding: t -*-
 ;;
 ;;   MOELSP_BINARY=build/server/moelsp emacs -q --batch -l editor-clients/tests/moelsp_el_test.el
 ;;
 ;; (-q, not -Q: Debian's site-start loads elpa-eglot.)  Uses the embedded default
 ;; model (no model setting; XDG_CONFIG_HOME and MOELSP_MODEL are cleared for the
-;; servers).  Byte-compiles moelsp.el into a temporary directory (any warning
-;; fails) and loads that; starts eglot on a Python buffer with `moelsp lsp' as
+;; servers).  Byte-compiles the package's files (moelsp.el, moelsp-ghost.el,
+;; moelsp-chat.el) into a temporary directory (any warning fails) and loads them
+;; from there with (require 'moelsp); starts eglot on a Python buffer with `moelsp lsp' as
 ;; the user's own server, then moelsp-mode next to it: waits for "ready" in the
 ;; mode line; types, gets a ghost-text suggestion equal to the server's;
 ;; typing its first character keeps the rest; dismisses it (point motion, C-g);
@@ -17,6 +18,7 @@
 ;; gives up after 120 s.
 (require 'cl-lib)
 (require 'bytecomp)
+(require 'loadhist)
 
 (defvar moelsp-test--t0 (float-time))
 
@@ -52,15 +54,29 @@
 (moelsp-test-check (and moelsp-test--binary (file-executable-p moelsp-test--binary))
                    "MOELSP_BINARY must name the moelsp binary (got %S)" moelsp-test--binary)
 
-;; 1. Byte-compile without warnings, outside the source tree, and load the result.
+;; 1. Byte-compile the package's files without warnings, outside the source tree,
+;; and load the result as a user would: the folder on `load-path', (require 'moelsp).
+;; moelsp.el requires the others, so they are compiled first and it loads their .elc.
 (defvar moelsp-test--tmp (make-temp-file "moelsp-el-test" t))
-(let* ((src (expand-file-name "../emacs/moelsp.el" moelsp-test--dir))
-       (copy (expand-file-name "moelsp.el" moelsp-test--tmp))
+(let* ((src-dir (expand-file-name "../emacs/" moelsp-test--dir))
+       (files (sort (directory-files src-dir nil "\\`moelsp.*\\.el\\'")
+                    (lambda (a b) (and (not (equal a "moelsp.el")) (or (equal b "moelsp.el") (string< a b))))))
        (byte-compile-error-on-warn t))
-  (copy-file src copy t)
-  (moelsp-test-check (byte-compile-file copy) "moelsp.el does not byte-compile cleanly (see above)")
-  (load (expand-file-name "moelsp.elc" moelsp-test--tmp) nil t))
-(moelsp-test-log "byte-compiled without warnings and loaded")
+  (moelsp-test-check (member "moelsp.el" files) "no moelsp.el in %s" src-dir)
+  (push moelsp-test--tmp load-path)
+  (dolist (file files)
+    (copy-file (expand-file-name file src-dir) (expand-file-name file moelsp-test--tmp) t))
+  (dolist (file files)
+    (moelsp-test-check (byte-compile-file (expand-file-name file moelsp-test--tmp))
+                       "%s does not byte-compile cleanly (see above)" file))
+  (require 'moelsp)
+  (dolist (file files)
+    (let ((feature (intern (file-name-sans-extension file))))
+      (moelsp-test-check (and (featurep feature)
+                              (string-suffix-p ".elc" (or (feature-file feature) "")))
+                         "%s was not loaded from its .elc (%S)" file (feature-file feature))))
+  (moelsp-test-log "byte-compiled %s without warnings; (require 'moelsp) loaded them"
+                   (mapconcat #'identity files ", ")))
 
 (require 'eglot)
 (require 'python)

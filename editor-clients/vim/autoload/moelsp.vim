@@ -1,7 +1,9 @@
 vim9script
 # moelsp for Vim 9: the LSP client (job + channel in 'lsp' mode), document
-# sync, inline suggestions shown as ghost text (text properties with virtual
-# text; a popup on Vim builds without it), accept/dismiss keys, chat and status.
+# sync, status and log, and every moelsp#... function plugin/moelsp.vim and
+# users call.  The inline suggestions (ghost text and its keys) are in
+# autoload/moelsp/ghost.vim, :MoeChat in autoload/moelsp/chat.vim; those two use
+# the helpers exported here "for the other moelsp scripts".
 #
 # Settings (read when used, so they can change at any time):
 #   g:moelsp_command       'moelsp' (a string: the executable, started with
@@ -11,6 +13,9 @@ vim9script
 #   g:moelsp_enabled       automatic suggestions on (true) or off
 #   g:moelsp_debounce_ms   idle time in insert mode before asking (75)
 
+import autoload 'moelsp/ghost.vim'
+import autoload 'moelsp/chat.vim'
+
 const default_filetypes = ['python', 'c', 'cpp', 'cuda', 'objc', 'objcpp', 'rust', 'go', 'java', 'kotlin',
   'scala', 'cs', 'javascript', 'javascriptreact', 'typescript', 'typescriptreact', 'lua', 'sh', 'bash', 'zsh',
   'ruby', 'perl', 'php', 'swift', 'dart', 'haskell', 'ocaml', 'elixir', 'erlang', 'julia', 'r', 'zig', 'nim',
@@ -18,7 +23,6 @@ const default_filetypes = ['python', 'c', 'cpp', 'cuda', 'objc', 'objcpp', 'rust
 # Vim filetype -> LSP languageId where they differ.
 const language_ids = {sh: 'shellscript', bash: 'shellscript', zsh: 'shellscript', cs: 'csharp', make: 'makefile',
   objc: 'objective-c', objcpp: 'objective-cpp', tex: 'latex', cuda: 'cuda-cpp'}
-const use_virtual_text = has('patch-9.0.0185')  # virtual text (`text:`) that follows the cursor reliably
 
 var job: job = null_job
 var chan: channel = null_channel
@@ -29,21 +33,10 @@ var error_shown = false
 var log_lines: list<string> = []
 var docs: dict<dict<any>> = {}   # bufnr -> {uri, languageId, version, tick, opened}
 
-var debounce_timer = 0
-var inflight = 0          # id of the completion request in flight
-var ghost: dict<any> = {} # the suggestion shown: buf, lnum, col, before, text, del, item, items, index, rendered
-var popup_ids: list<number> = []   # the fallback display on Vim without virtual text
-var to_insert = ''
-
-var chat_token = ''
-var chat_id = 0
-var chat_messages: list<dict<string>> = []
-var chat_info: dict<any> = {updates: 0, done: true, text: '', error: ''}
-var chat_count = 0
-
 # ---- small helpers ---------------------------------------------------------------
 
-def Log(line: string)
+# For the other moelsp scripts too.
+export def Log(line: string)
   for l in split(line, "\n")
     log_lines->add(strftime('%H:%M:%S ') .. l)
   endfor
@@ -59,31 +52,13 @@ def Warn(msg: string)
   echohl None
 enddef
 
-def Enabled(): bool
-  return get(g:, 'moelsp_enabled', true) && getbufvar(bufnr(), 'moelsp_enabled', true)
-enddef
-
 # LSP positions count UTF-16 code units.
-def Utf16Len(s: string): number
+export def Utf16Len(s: string): number
   var n = 0
   for c in str2list(s)
     n += c > 0xFFFF ? 2 : 1
   endfor
   return n
-enddef
-
-# Byte offset in `s` of UTF-16 column `u`.
-def ByteOfUtf16(s: string, u: number): number
-  var n = 0
-  var b = 0
-  for c in str2list(s)
-    if n >= u
-      break
-    endif
-    n += c > 0xFFFF ? 2 : 1
-    b += len(nr2char(c))
-  endfor
-  return b
 enddef
 
 def Uri(buf: number): string
@@ -119,14 +94,14 @@ def Running(): bool
   return chan != null_channel && ch_status(chan) == 'open'
 enddef
 
-def Notify(method: string, params: any)
+export def Notify(method: string, params: any)
   if Running()
     ch_sendexpr(chan, {method: method, params: params})
   endif
 enddef
 
 # An asynchronous request; returns its id (0 when not sent).
-def Send(method: string, params: any, Callback: func): number
+export def Send(method: string, params: any, Callback: func): number
   if !Running()
     return 0
   endif
@@ -134,7 +109,7 @@ def Send(method: string, params: any, Callback: func): number
   return type(r) == v:t_dict ? get(r, 'id', 0) : 0
 enddef
 
-def CancelRequest(id: number)
+export def CancelRequest(id: number)
   if id > 0
     Notify('$/cancelRequest', {id: id})
   endif
@@ -232,9 +207,7 @@ def OnMessage(msg: dict<any>)
   if method == 'moelsp/status'
     OnStatus(params)
   elseif method == '$/progress'
-    if chat_token != '' && get(params, 'token', '') == chat_token
-      OnChatText(get(get(params, 'value', {}), 'text', ''))
-    endif
+    chat.OnProgress(params)
   elseif method == 'window/logMessage' || method == 'window/showMessage'
     Log(get(params, 'message', ''))
   endif
@@ -257,8 +230,7 @@ def OnExit(code: number)
   job = null_job
   chan = null_channel
   initialized = false
-  inflight = 0
-  Clear()
+  ghost.OnServerExit()
   status = {state: 'stopped', message: 'exited with ' .. code}
   if !expected && code != 0
     Warn('moelsp: the server exited with ' .. code .. ' (:MoeLog for its messages, :MoeRestart to start it again)')
@@ -367,7 +339,7 @@ def Close(buf: number)
 enddef
 
 # Send the buffer's text if it changed since the server last saw it (full sync).
-def Sync(buf: number)
+export def Sync(buf: number)
   if !has_key(docs, buf) || !initialized || !bufloaded(buf)
     return
   endif
@@ -387,9 +359,7 @@ def Sync(buf: number)
 enddef
 
 export def OnBufUnload(buf: number)
-  if !empty(ghost) && ghost.buf == buf
-    Clear()
-  endif
+  ghost.OnBufUnload(buf)
   Close(buf)
 enddef
 
@@ -411,457 +381,80 @@ export def OnTextChanged(buf: number)
   Sync(buf)
 enddef
 
-# ---- suggestions -----------------------------------------------------------------
-
-def ClearProps()
-  if empty(ghost)
-    return
-  endif
-  if use_virtual_text && bufexists(ghost.buf)
-    try
-      prop_remove({type: 'MoelspGhost', bufnr: ghost.buf, all: true})
-    catch
-    endtry
-  endif
-  for id in popup_ids
-    popup_close(id)
-  endfor
-  popup_ids = []
-  ghost.rendered = false
+# For the other moelsp scripts: the server answered initialize, the buffer is attached.
+export def Ready(): bool
+  return initialized
 enddef
 
-# Forget the suggestion (and any request for one).
-def Clear()
-  ClearProps()
-  ghost = {}
-  if debounce_timer > 0
-    timer_stop(debounce_timer)
-    debounce_timer = 0
-  endif
-  if inflight > 0
-    CancelRequest(inflight)
-    inflight = 0
-  endif
+export def Attached(buf: number): bool
+  return has_key(docs, buf)
 enddef
 
-def Display(s: string): string
-  return substitute(s, "\t", repeat(' ', &tabstop), 'g')
-enddef
-
-def Render()
-  ClearProps()
-  if empty(ghost) || ghost.text == '' || pumvisible()
-    return
-  endif
-  const lines = split(ghost.text, "\n", true)
-  if use_virtual_text
-    if empty(prop_type_get('MoelspGhost'))
-      prop_type_add('MoelspGhost', {highlight: 'MoelspSuggestion'})
-    endif
-    try
-      if lines[0] != ''
-        prop_add(ghost.lnum, ghost.col, {type: 'MoelspGhost', text: Display(lines[0]), bufnr: ghost.buf})
-      endif
-      for l in lines[1 :]
-        prop_add(ghost.lnum, 0, {type: 'MoelspGhost', text: l == '' ? ' ' : Display(l), text_align: 'below',
-          bufnr: ghost.buf})
-      endfor
-    catch
-      Log('cannot show the suggestion: ' .. v:exception)
-      ClearProps()
-      ghost = {}
-      return
-    endtry
-  else
-    # The first line at the cursor, the others below it from the text's left edge.
-    const opts = {highlight: 'MoelspSuggestion', wrap: false, zindex: 50}
-    if lines[0] != ''
-      popup_ids->add(popup_create(Display(lines[0]), extend({line: 'cursor', col: 'cursor'}, opts)))
-    endif
-    if len(lines) > 1
-      const left = win_screenpos(0)[1] + getwininfo(win_getid())[0].textoff
-      popup_ids->add(popup_create(mapnew(lines[1 :], (_, l) => Display(l)),
-        extend({line: 'cursor+1', col: left}, opts)))
-    endif
-  endif
-  ghost.rendered = true
-  if !get(ghost, 'shown', false)
-    ghost.shown = true
-    Notify('moelsp/didShowCompletion', {item: ghost.item})
-  endif
-enddef
-
-def LineBefore(): string
-  return strpart(getline('.'), 0, col('.') - 1)
-enddef
-
-# The suggestion is for this exact spot.
-def AtGhost(): bool
-  return !empty(ghost) && mode() == 'i' && bufnr() == ghost.buf && line('.') == ghost.lnum
-    && col('.') == ghost.col && LineBefore() ==# ghost.before
-enddef
+# ---- suggestions (autoload/moelsp/ghost.vim) -------------------------------------
 
 export def OnInsertEnter()
-  Clear()
-  Schedule()
+  ghost.OnInsertEnter()
 enddef
 
-# TextChangedI (changed) and CursorMovedI: keep the suggestion if the cursor is
-# where it was shown, or the user typed its first characters; else drop it and
-# (after a change) ask again.
 export def OnInsertChange(changed: bool)
-  if AtGhost()
-    if !get(ghost, 'rendered', false)
-      Render()
-    endif
-    return
-  endif
-  if !empty(ghost) && bufnr() == ghost.buf && line('.') == ghost.lnum
-    const before = LineBefore()
-    if stridx(before, ghost.before) == 0
-      const typed = strpart(before, len(ghost.before))
-      if typed != '' && len(typed) < len(ghost.text) && stridx(ghost.text, typed) == 0
-        ghost.text = strpart(ghost.text, len(typed))
-        ghost.before = before
-        ghost.col = col('.')
-        Render()
-        return
-      endif
-    endif
-  endif
-  Clear()
-  if changed
-    Schedule()
-  endif
+  ghost.OnInsertChange(changed)
 enddef
 
 export def OnInsertLeave()
-  Clear()
-  if has_key(docs, bufnr())
-    Sync(bufnr())
-  endif
-enddef
-
-def Schedule()
-  if debounce_timer > 0
-    timer_stop(debounce_timer)
-    debounce_timer = 0
-  endif
-  if !Enabled() || !has_key(docs, bufnr()) || !initialized
-    return
-  endif
-  debounce_timer = timer_start(get(g:, 'moelsp_debounce_ms', 75), (_) => Ask(2))
-enddef
-
-# Ask for a suggestion at the cursor; kind 1 = invoked (alternatives), 2 = automatic.
-def Ask(kind: number)
-  debounce_timer = 0
-  const buf = bufnr()
-  if mode() != 'i' || !has_key(docs, buf) || !initialized || get(status, 'state', '') == 'error'
-    return
-  endif
-  Sync(buf)
-  if inflight > 0
-    CancelRequest(inflight)   # superseded
-  endif
-  const before = LineBefore()
-  const ctx = {buf: buf, lnum: line('.'), col: col('.'), before: before, tick: b:changedtick}
-  const params = {textDocument: {uri: docs[buf].uri},
-    position: {line: line('.') - 1, character: Utf16Len(before)},
-    context: {triggerKind: kind}}
-  var id = 0
-  id = Send('textDocument/inlineCompletion', params, (msg) => OnSuggestions(ctx, msg))
-  inflight = id
-enddef
-
-def OnSuggestions(ctx: dict<any>, msg: dict<any>)
-  if get(msg, 'id', -1) != inflight
-    return   # superseded or cancelled
-  endif
-  inflight = 0
-  if has_key(msg, 'error')
-    if get(msg.error, 'code', 0) != -32800
-      Log('inlineCompletion: ' .. get(msg.error, 'message', string(msg.error)))
-    endif
-    return
-  endif
-  if mode() != 'i' || bufnr() != ctx.buf || line('.') != ctx.lnum || col('.') != ctx.col
-      || b:changedtick != ctx.tick
-    return   # the user moved on; a newer request follows the change
-  endif
-  const result = get(msg, 'result', {})
-  const raw = type(result) == v:t_dict ? get(result, 'items', []) : type(result) == v:t_list ? result : []
-  var found: list<dict<any>> = []
-  const curline = getline('.')
-  const cur = ctx.col - 1
-  for item in raw
-    const s = ItemShape(item, curline, cur, ctx.lnum - 1)
-    if !empty(s)
-      found->add(s)
-    endif
-  endfor
-  if empty(found)
-    return
-  endif
-  ClearProps()
-  ghost = {buf: ctx.buf, lnum: ctx.lnum, col: ctx.col, before: ctx.before, items: found, index: 0}
-  Pick(0)
-enddef
-
-# What to show for an item: the text after the cursor, and how many characters
-# after the cursor it replaces. {} when it cannot be shown here.
-def ItemShape(item: any, curline: string, cur: number, lnum0: number): dict<any>
-  if type(item) != v:t_dict || type(get(item, 'insertText', 0)) != v:t_string
-    return {}
-  endif
-  var text: string = item.insertText
-  var del = 0
-  if type(get(item, 'range', 0)) == v:t_dict
-    const r = item.range
-    if r.start.line != lnum0 || r.end.line != lnum0
-      return {}
-    endif
-    const a = ByteOfUtf16(curline, r.start.character)
-    const b = ByteOfUtf16(curline, r.end.character)
-    if a > cur || b < cur
-      return {}
-    endif
-    const typed = strpart(curline, a, cur - a)
-    if stridx(text, typed) != 0
-      return {}
-    endif
-    text = strpart(text, len(typed))
-    del = strchars(strpart(curline, cur, b - cur))
-  endif
-  if text == ''
-    return {}
-  endif
-  return {text: text, del: del, item: item}
-enddef
-
-def Pick(index: number)
-  const s = ghost.items[index]
-  ghost.index = index
-  ghost.text = s.text
-  ghost.del = s.del
-  ghost.item = s.item
-  ghost.shown = false
-  Render()
+  ghost.OnInsertLeave()
 enddef
 
 export def Suggest()
-  if mode() != 'i' || !has_key(docs, bufnr())
-    return
-  endif
-  Clear()
-  Ask(1)
+  ghost.Suggest()
 enddef
 
 export def Cycle(step: number)
-  if !AtGhost() || len(ghost.items) < 2 || get(ghost, 'partial', false)
-    return
-  endif
-  Pick((ghost.index + step + len(ghost.items)) % len(ghost.items))
+  ghost.Cycle(step)
 enddef
 
 # Expression-mapping helpers: return the keys that insert (part of) the
 # suggestion, or `fallback` when none shows.
 export def Accept(fallback: string = ''): string
-  return AcceptPart('all', fallback)
+  return ghost.Accept(fallback)
 enddef
 
 export def AcceptWord(fallback: string = ''): string
-  return AcceptPart('word', fallback)
+  return ghost.AcceptWord(fallback)
 enddef
 
 export def AcceptLine(fallback: string = ''): string
-  return AcceptPart('line', fallback)
-enddef
-
-def AcceptPart(what: string, fallback: string): string
-  if !AtGhost() || !get(ghost, 'rendered', false) || ghost.text == '' || pumvisible()
-    return fallback
-  endif
-  const text: string = ghost.text
-  var part = text
-  if what == 'word'
-    part = matchstr(text, '^\_s*\%(\k\+\|\%(\k\@!\S\)\+\)')
-  elseif what == 'line'
-    part = text =~ '^\n' ? matchstr(text, '^\n[^\n]*') : matchstr(text, '^[^\n]*')
-  endif
-  if part == ''
-    part = text
-  endif
-  const rest = strpart(text, len(part))
-  const keys = repeat("\<Del>", ghost.del) .. "\<C-R>\<C-O>=moelsp#Inserted()\<CR>"
-  to_insert = part
-  ClearProps()
-  if rest == ''
-    const item = ghost.item
-    ghost = {}
-    var params = {command: get(get(item, 'command', {}), 'command', 'moelsp.accepted')}
-    const args = get(get(item, 'command', {}), 'arguments', null)
-    if args != null
-      params.arguments = args
-    endif
-    Send('workspace/executeCommand', params, (_) => 0)
-  else
-    Notify('textDocument/didPartiallyAcceptCompletion', {item: ghost.item, acceptedLength: Utf16Len(part)})
-    # Where the cursor will be once `part` is in: the rest shows there.
-    const nl = count(part, "\n")
-    ghost.lnum += nl
-    ghost.before = nl > 0 ? matchstr(part, '[^\n]*$') : ghost.before .. part
-    ghost.col = len(ghost.before) + 1
-    ghost.text = rest
-    ghost.del = 0
-    ghost.partial = true
-  endif
-  return keys
+  return ghost.AcceptLine(fallback)
 enddef
 
 export def Inserted(): string
-  const s = to_insert
-  to_insert = ''
-  return s
+  return ghost.Inserted()
 enddef
 
 export def Dismiss()
-  Clear()
+  ghost.Dismiss()
 enddef
 
 export def DismissKey(fallback: string = ''): string
-  if empty(ghost) || !get(ghost, 'rendered', false)
-    Clear()
-    return fallback
-  endif
-  Clear()
-  return ''
+  return ghost.DismissKey(fallback)
 enddef
 
-# The suggestion shown, for scripts and tests: {lnum, col, text, items} or {}.
+# The suggestion shown, for scripts and tests: {buf, lnum, col, text, items} or {}.
 export def Suggestion(): dict<any>
-  if empty(ghost) || !get(ghost, 'rendered', false)
-    return {}
-  endif
-  return {buf: ghost.buf, lnum: ghost.lnum, col: ghost.col, text: ghost.text,
-    items: mapnew(ghost.items, (_, s) => s.item)}
+  return ghost.Suggestion()
 enddef
 
 export def Toggle()
-  g:moelsp_enabled = !get(g:, 'moelsp_enabled', true)
-  if !g:moelsp_enabled
-    Clear()
-  endif
-  echomsg 'moelsp: automatic suggestions ' .. (g:moelsp_enabled ? 'on' : 'off')
+  ghost.Toggle()
 enddef
 
-# ---- chat ------------------------------------------------------------------------
-
-def ChatBuffer(): number
-  var buf = bufnr('moelsp://chat')
-  if buf < 0
-    buf = bufadd('moelsp://chat')
-    setbufvar(buf, '&buftype', 'nofile')
-    setbufvar(buf, '&bufhidden', 'hide')
-    setbufvar(buf, '&swapfile', false)
-    bufload(buf)
-    setbufvar(buf, '&filetype', 'markdown')
-    setbufline(buf, 1, '# moelsp chat  (:MoeChat! starts a new conversation)')
-  endif
-  if bufwinnr(buf) < 0
-    const win = win_getid()
-    execute 'botright sbuffer ' .. buf
-    win_gotoid(win)
-  endif
-  return buf
-enddef
-
-def ChatAppend(lines: list<string>)
-  const buf = ChatBuffer()
-  appendbufline(buf, '$', lines)
-  ChatFollow(buf)
-enddef
-
-def ChatFollow(buf: number)
-  for w in win_findbuf(buf)
-    win_execute(w, 'normal! G')
-  endfor
-enddef
+# ---- chat (autoload/moelsp/chat.vim) ---------------------------------------------
 
 export def Chat(question: string, fresh: bool, range_count: number, line1: number, line2: number)
-  const buf = bufnr()
-  if !Start()
-    return
-  endif
-  if fresh
-    chat_messages = []
-  endif
-  if chat_id > 0
-    CancelRequest(chat_id)
-    chat_id = 0
-  endif
-  var params: dict<any> = {}
-  if range_count > 0 && has_key(docs, buf)
-    Sync(buf)
-    params.uri = docs[buf].uri
-    params.range = {start: {line: line1 - 1, character: 0},
-      end: {line: line2 - 1, character: Utf16Len(getline(line2))}}
-  endif
-  chat_count += 1
-  chat_token = 'moelsp-chat-' .. chat_count
-  params.partialResultToken = chat_token
-  params.messages = chat_messages + [{role: 'user', content: question}]
-  chat_info = {updates: 0, done: false, text: '', error: ''}
-  ChatAppend(['', '## You' .. (range_count > 0 ? printf(' (lines %d-%d of %s)', line1, line2, bufname(buf)) : ''),
-    '', question, '', '## moelsp', ''])
-  if !initialized
-    # The request waits in the channel behind initialize.
-    Log('chat: asked before the server answered initialize')
-  endif
-  const asked = question
-  chat_id = Send('moelsp/chat', params, (msg) => OnChatDone(asked, msg))
-enddef
-
-def OnChatText(text: string)
-  if text == '' || chat_info.done
-    return
-  endif
-  chat_info.updates += 1
-  chat_info.text ..= text
-  const buf = ChatBuffer()
-  const pieces = split(text, "\n", true)
-  const last = getbufinfo(buf)[0].linecount
-  setbufline(buf, last, getbufline(buf, last)[0] .. pieces[0])
-  if len(pieces) > 1
-    appendbufline(buf, last, pieces[1 :])
-  endif
-  ChatFollow(buf)
-enddef
-
-def OnChatDone(question: string, msg: dict<any>)
-  if get(msg, 'id', -1) != chat_id
-    return
-  endif
-  chat_id = 0
-  chat_token = ''
-  chat_info.done = true
-  if has_key(msg, 'error')
-    chat_info.error = get(msg.error, 'message', string(msg.error))
-    ChatAppend(['', '(error: ' .. chat_info.error .. ')'])
-    return
-  endif
-  const r = get(msg, 'result', {})
-  const text = get(r, 'text', '')
-  if chat_info.text == '' && text != ''   # nothing streamed: show the answer now
-    ChatAppend(split(text, "\n", true))
-    chat_info.text = text
-  endif
-  chat_messages += [{role: 'user', content: question}, {role: 'assistant', content: text}]
-  ChatAppend(['', printf('_(%s, %.1f tokens/s)_', get(r, 'finishReason', '?'), 0.0 + get(r, 'tokensPerSecond', 0.0))])
+  chat.Ask(question, fresh, range_count, line1, line2)
 enddef
 
 export def ChatInfo(): dict<any>
-  return chat_info
+  return chat.Info()
 enddef
 
 # ---- status and log --------------------------------------------------------------

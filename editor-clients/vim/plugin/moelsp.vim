@@ -1,7 +1,8 @@
 vim9script
 # moelsp for Vim 9: inline code suggestions (ghost text) and chat from a
 # local `moelsp lsp` server, over Vim's built-in LSP channel mode.
-# The work is in autoload/moelsp.vim; this file only wires settings,
+# The work is in autoload/moelsp.vim (with autoload/moelsp/ghost.vim and
+# autoload/moelsp/chat.vim behind it); this file only wires settings,
 # autocommands, commands and keys.  See README.md next to this directory.
 
 if exists('g:loaded_moelsp')

@@ -44,6 +44,10 @@ fi
 (cd "$ext" && PATH="$node24/bin:$PATH" npm run --silent package >"$out/package.log" 2>&1) || { cat "$out/package.log" >&2; exit 1; }
 vsix=$(ls -t "$ext"/moelsp-*.vsix | head -1)
 
-# 3. The test, on Node 24 (puppeteer-core 25 needs Node >= 22.12).
+# 3. The test, on Node 24 (puppeteer-core 25 needs Node >= 22.12): the main
+#    scenario, then what a user sees when the binary or the model is missing.
 export MOELSP_BINARY="$binary" MOELSP_VSIX="$vsix" E2E_CACHE="$cache" E2E_OUT="$out"
-exec "$node24/bin/node" "$here/vscode.test.mjs"
+for scenario in main missing-binary missing-model; do
+  echo "== vscode e2e: $scenario"
+  E2E_SCENARIO=$scenario "$node24/bin/node" "$here/vscode.test.mjs"
+done

@@ -19,6 +19,11 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 const binary = must('MOELSP_BINARY');
+// main: ghost text, accept, chat. missing-binary / missing-model: the
+// extension says clearly what is wrong (a notification naming the problem,
+// a red status bar item) instead of failing silently.
+const scenario = process.env.E2E_SCENARIO || 'main';
+if (!['main', 'missing-binary', 'missing-model'].includes(scenario)) throw new Error(`unknown E2E_SCENARIO ${scenario}`);
 const vsix = must('MOELSP_VSIX');
 const cache = must('E2E_CACHE');
 const out = process.env.E2E_OUT || fs.mkdtempSync(path.join(os.tmpdir(), 'moelsp-e2e-out-'));
@@ -46,7 +51,8 @@ for (const d of Object.values(dirs)) fs.mkdirSync(d, { recursive: true });
 // only from there.
 const settings = JSON.stringify(
     {
-      'moelsp.path': binary,
+      'moelsp.path': scenario === 'missing-binary' ? path.join(tmp, 'no', 'moelsp') : binary,
+      ...(scenario === 'missing-model' ? { 'moelsp.model': path.join(tmp, 'no-such-model.gguf') } : {}),
       'moelsp.chat.maxTokens': 48,
       'moelsp.trace.server': 'messages',
       'chat.disableAIFeatures': true,
@@ -171,6 +177,7 @@ async function main() {
       const el = els.find((e) => /moelsp/.test(e.textContent || '') || /moelsp/.test(e.getAttribute('aria-label') || ''));
       return el ? { text: el.textContent.trim(), ready: !!el.querySelector('.codicon-check'), error: !!el.querySelector('.codicon-error') } : null;
     });
+  if (scenario !== 'main') return expectError(statusText);
   const ready = await until('moelsp ready in the status bar', async () => {
     const s = await statusText();
     if (s?.error) fail(`the status bar shows an error: ${s.text}`);
@@ -271,6 +278,18 @@ async function main() {
   // final answer; the polling above saw some of the partial states.
   if (answer.pieces < 2) fail(`the answer did not stream (${answer.pieces} pieces)`);
   log(`streamed in ${answer.pieces} pieces (${seen.size} partial states seen)`);
+  log('PASS');
+}
+
+// The error scenarios: a notification that names the problem, and the red item.
+async function expectError(statusText) {
+  const want = scenario === 'missing-binary' ? /moelsp executable was not found/ : /no-such-model\.gguf/;
+  const toast = await until('an error notification naming the problem', () =>
+    page.$$eval('.notifications-toasts .notification-toast', (ts) => ts.map((t) => t.textContent).join('\n')).then((t) =>
+      want.test(t) ? t : null), 60000, 250);
+  const s = await until('the red status bar item', async () => ((await statusText())?.error ? await statusText() : null), 10000);
+  await page.screenshot({ path: path.join(out, `${scenario}.png`) });
+  log(`${scenario}: status bar "${s.text}", notification: ${JSON.stringify(toast.slice(0, 160))}`);
   log('PASS');
 }
 
