@@ -172,6 +172,20 @@ local function next_token(kind)
   return string.format("moelsp-%s-%d-%d", kind, vim.fn.getpid(), counter)
 end
 
+-- Streams `method` into bufnr once the server is ready; on_answer(text) gets
+-- the final answer (not called on errors or cancellation).
+local function stream_when_ready(bufnr, client_id, method, params, token, on_answer)
+  clients.when_ready(client_id, function(c, why)
+    if not c then
+      append(bufnr, "**error:** " .. tostring(why))
+      return
+    end
+    stream(bufnr, c, method, params, token, function(text)
+      if text then on_answer(text) end
+    end)
+  end)
+end
+
 --- Asks `question`. opts: { bufnr = source buffer, line1, line2, range = 0|1|2 }
 --- (a range gives those lines of the source as context).
 function M.chat(question, opts)
@@ -221,17 +235,9 @@ function M.chat(question, opts)
   table.insert(params.messages, { role = "user", content = question })
   local token = next_token("chat")
   params.partialResultToken = token
-  clients.when_ready(client.id, function(c, why)
-    if not c then
-      append(bufnr, "**error:** " .. tostring(why))
-      return
-    end
-    stream(bufnr, c, "moelsp/chat", params, token, function(text)
-      if text then
-        table.insert(s.messages, { role = "user", content = question })
-        table.insert(s.messages, { role = "assistant", content = text })
-      end
-    end)
+  stream_when_ready(bufnr, client.id, "moelsp/chat", params, token, function(text)
+    table.insert(s.messages, { role = "user", content = question })
+    table.insert(s.messages, { role = "assistant", content = text })
   end)
   return bufnr
 end
@@ -273,19 +279,11 @@ function M.command(kind, opts)
     arguments = { { uri = vim.uri_from_bufnr(src), range = range } },
     workDoneToken = token,
   }
-  clients.when_ready(client.id, function(c, why)
-    if not c then
-      append(bufnr, "**error:** " .. tostring(why))
-      return
-    end
-    stream(bufnr, c, "workspace/executeCommand", params, token, function(text)
-      if text then
-        -- Follow-up questions with :MoeChat in this buffer see the code.
-        table.insert(s.messages, { role = "user",
-          content = titles[kind][2] .. "\n\n```" .. vim.bo[src].filetype .. "\n" .. code .. "\n```" })
-        table.insert(s.messages, { role = "assistant", content = text })
-      end
-    end)
+  stream_when_ready(bufnr, client.id, "workspace/executeCommand", params, token, function(text)
+    -- Follow-up questions with :MoeChat in this buffer see the code.
+    table.insert(s.messages, { role = "user",
+      content = titles[kind][2] .. "\n\n```" .. vim.bo[src].filetype .. "\n" .. code .. "\n```" })
+    table.insert(s.messages, { role = "assistant", content = text })
   end)
   return bufnr
 end
