@@ -197,6 +197,9 @@ int main(int argc, char** argv) {
                    "read after ~/.config/moelsp/config.toml or config.json");
   PlanFlags ls_flags;
   ls_flags.add(c_ls, true);
+  c_ls->footer("Editors start it through the clients in the sources' editor-clients/ folder: a VS Code extension,\n"
+               "Neovim and Vim 9 plugins, an Emacs package, a Helix languages.toml (README: Use it in your editor).\n"
+               "More log on stderr: moelsp --log-level debug lsp");
 
   CLI11_PARSE(app, argc, argv);
   if (o_model->count()) ls.flags.model = ls_model;
