@@ -65,28 +65,11 @@ Settings Settings::from_json_text(const std::string& text) {
   return settings_from(j);
 }
 
-// ---- telemetry -------------------------------------------------------------------
-
-void Telemetry::record_latency(double ms) {
-  std::lock_guard lock(mu);
-  latency_ms.push_back(ms);
-  if (latency_ms.size() > 1000) latency_ms.erase(latency_ms.begin());
-}
-
-json Telemetry::to_json() {
-  std::lock_guard lock(mu);
-  std::vector<double> v = latency_ms;
-  std::sort(v.begin(), v.end());
-  const auto pct = [&](double p) { return v.empty() ? 0.0 : v[std::min(v.size() - 1, size_t(p * double(v.size())))]; };
-  return {{"requests", requests}, {"cancelled", cancelled}, {"shown", shown}, {"accepted", accepted},
-          {"partiallyAccepted", partially_accepted}, {"cacheHits", cache_hits},
-          {"promptTokens", prompt_tokens}, {"promptTokensReused", prompt_tokens_reused},
-          {"latencyMs", {{"p50", pct(0.5)}, {"p95", pct(0.95)}, {"samples", v.size()}}}};
-}
-
 // ---- server ----------------------------------------------------------------------
 
 Server::Impl::Impl(Transport& tr, ServerOptions o) : t(tr), opt(std::move(o)) {
+  // Editors show busy / ready (and the last tokens/s) from these.
+  service.on_busy_change = [this] { send_status(); };
   requests = {
       {"initialize", &Impl::on_initialize},
       {"shutdown", &Impl::on_shutdown},
@@ -138,8 +121,9 @@ Server::Impl::~Impl() {
   q_cv.notify_all();
   for (auto& w : workers) w.join();
   if (loader.joinable()) loader.join();
+  service.set_backend(nullptr);
   std::lock_guard lock(model_mu);
-  engine.reset();
+  backend.reset();
 }
 
 Settings Server::Impl::effective() {
@@ -153,11 +137,6 @@ Settings Server::Impl::effective() {
   std::lock_guard lock(settings_mu);
   s.merge_from(init_options);
   return s;
-}
-
-Engine* Server::Impl::current_engine() {
-  std::lock_guard lock(model_mu);
-  return engine.get();
 }
 
 void Server::Impl::send(const json& j) { t.write(j.dump(-1, ' ', false, json::error_handler_t::replace)); }
@@ -182,13 +161,15 @@ json Server::Impl::status_json() {
   json s;
   {
     std::lock_guard lock(model_mu);
-    s = {{"state", state == "ready" && busy > 0 ? "busy" : state}, {"message", state_message}, {"tokensPerSecond", last_tps}};
+    s = {{"state", state == "ready" && service.busy() ? "busy" : state}, {"message", state_message},
+         {"tokensPerSecond", service.last_tokens_per_second()}};
     if (model) {
       s["model"] = model->config().name.empty() ? model->config().arch : model->config().name;
       s["plan"] = plan_json;
       s["hardware"] = hw_json;
-      if (engine) {
-        const EngineMetrics m = engine->metrics();
+      if (backend) {
+        const Engine& engine = backend->engine();
+        const EngineMetrics m = engine.metrics();
         const ExpertMetrics em = model->expert_metrics();
         s["experts"] = {{"predictionAccuracy", em.accuracy()}, {"previousTokenAccuracy", em.baseline_accuracy()},
                         {"prefetchDistance", em.distance}, {"prefetchRequests", em.prefetch_requests},
@@ -197,7 +178,7 @@ json Server::Impl::status_json() {
                         {"cacheHitRate", em.cache_hit_rate()}, {"cacheSwaps", em.cache_swaps},
                         {"majorFaults", em.major_faults}, {"minorFaults", em.minor_faults}};
         s["plan"]["kvCache"]["bytes"] = m.kv.bytes;
-        s["plan"]["kvCache"]["prefixCache"] = engine->options().prefix_cache;
+        s["plan"]["kvCache"]["prefixCache"] = engine.options().prefix_cache;
         s["kvCache"] = {{"blocksTotal", m.kv.blocks_total}, {"blocksInUse", m.kv.blocks_in_use},
                         {"blocksCached", m.kv.blocks_cached}, {"blocksFree", m.kv.blocks_free},
                         {"evictions", m.kv.evictions}, {"prefixHitRate", m.prefix_hit_rate},
@@ -209,23 +190,15 @@ json Server::Impl::status_json() {
       }
     }
   }
-  s["completions"] = telemetry.to_json();
+  const assist::TelemetrySnapshot t = service.telemetry();
+  s["completions"] = {{"requests", t.requests}, {"cancelled", t.cancelled}, {"shown", t.shown},
+                      {"accepted", t.accepted}, {"partiallyAccepted", t.partially_accepted},
+                      {"cacheHits", t.cache_hits}, {"promptTokens", t.prompt_tokens},
+                      {"promptTokensReused", t.prompt_tokens_reused},
+                      {"latencyMs", {{"p50", t.latency_p50_ms}, {"p95", t.latency_p95_ms}, {"samples", t.latency_samples}}}};
   return s;
 }
 void Server::Impl::send_status() { notify("moelsp/status", status_json()); }
-
-void Server::Impl::begin_busy() {
-  std::lock_guard lock(busy_mu);
-  if (busy.fetch_add(1) == 0) send_status();
-}
-void Server::Impl::end_busy(double tokens_per_second) {
-  if (tokens_per_second > 0) {
-    std::lock_guard lock(model_mu);
-    last_tps = tokens_per_second;
-  }
-  std::lock_guard lock(busy_mu);
-  if (busy.fetch_sub(1) == 1) send_status();
-}
 
 void Server::Impl::enqueue(std::function<void()> job) {
   {
@@ -290,10 +263,11 @@ void Server::Impl::start_loading() {
       auto m = pm.model;
       const EngineOptions eo = pm.plan.engine_options();
       log_message(3, "plan: " + pm.plan.to_text());
-      auto e = std::make_unique<Engine>(m, eo);
+      auto b = std::make_shared<assist::EngineBackend>(std::make_unique<Engine>(m, eo));
+      service.set_backend(b);
       std::lock_guard lock(model_mu);
       model = m;
-      engine = std::move(e);
+      backend = b;
       plan_json = json::parse(pm.plan.to_json());
       hw_json = json::parse(pm.hw.to_json());
       state = "ready";
@@ -479,18 +453,9 @@ void Server::Impl::on_did_save(const json&) {}
 
 // ---- telemetry notifications ------------------------------------------------------
 
-void Server::Impl::on_did_show(const json&) {
-  std::lock_guard lock(telemetry.mu);
-  ++telemetry.shown;
-}
-void Server::Impl::on_did_accept(const json&) {
-  std::lock_guard lock(telemetry.mu);
-  ++telemetry.accepted;
-}
-void Server::Impl::on_did_partially_accept(const json&) {
-  std::lock_guard lock(telemetry.mu);
-  ++telemetry.partially_accepted;
-}
+void Server::Impl::on_did_show(const json&) { service.count_shown(); }
+void Server::Impl::on_did_accept(const json&) { service.count_accepted(); }
+void Server::Impl::on_did_partially_accept(const json&) { service.count_partially_accepted(); }
 
 // ---- public ------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 // The server's state, shared by server.cpp (transport loop, lifecycle,
-// documents, settings) and the feature handlers (completion.cpp's pipeline
-// in handlers_completion.cpp, chat in handlers_chat.cpp). Internal to lsp/.
+// documents, settings) and the feature handlers (handlers_completion.cpp,
+// handlers_chat.cpp: thin adapters from the protocol to assist::Service, which
+// holds the completion pipeline and chat). Internal to lsp/.
 #pragma once
 
 #include <atomic>
@@ -16,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "assist/service.h"
 #include "documents.h"
 #include "engine/engine.h"
 #include "engine/model.h"
@@ -39,41 +41,9 @@ enum ErrorCode : int {
 
 Settings settings_from(const json& j);
 
-// A request in flight: $/cancelRequest (or a newer completion for the same
-// document) sets `cancelled` and cancels the engine request.
-struct Pending {
-  std::atomic<bool> cancelled{false};
-  std::mutex mu;
-  std::optional<Handle> handle;
-  void cancel() {
-    cancelled = true;
-    std::lock_guard lock(mu);
-    if (handle) handle->cancel();
-  }
-  // Submits to the engine unless already cancelled; returns the handle.
-  std::optional<Handle> submit(Engine& e, Request req, Callbacks cb = {}) {
-    std::lock_guard lock(mu);
-    if (cancelled) return std::nullopt;
-    handle = e.submit(std::move(req), std::move(cb));
-    return handle;
-  }
-};
-
-// Local-only telemetry: what the user saw and kept, and how fast answers came.
-struct Telemetry {
-  std::mutex mu;
-  int64_t requests = 0, cancelled = 0, shown = 0, accepted = 0, partially_accepted = 0, cache_hits = 0;
-  int64_t prompt_tokens = 0, prompt_tokens_reused = 0;  // engine prompts, and the part the KV prefix cache supplied
-  std::vector<double> latency_ms;  // completion latencies, last 1000
-  void record_latency(double ms);
-  json to_json();
-};
-
-// A finished completion, reused when the same context or a typed-through
-// continuation of it comes back.
-struct CacheEntry {
-  std::string prefix, suffix, text;
-};
+// A request in flight: $/cancelRequest (or, for completions, a newer one for
+// the same document) cancels it.
+using Pending = assist::Ticket;
 
 struct Server::Impl {
   Transport& t;
@@ -87,16 +57,13 @@ struct Server::Impl {
   bool client_execute = false, client_dyn_config = false, client_dyn_completion = false, client_dyn_inline = false;
 
   DocumentStore docs;
-  Telemetry telemetry;
+  assist::Service service;  // the completion pipeline, chat, telemetry
 
   std::mutex model_mu;
   std::shared_ptr<Model> model;
-  std::unique_ptr<Engine> engine;
+  std::shared_ptr<assist::EngineBackend> backend;  // the engine, once loaded (also in `service`)
   json plan_json, hw_json;  // the plan the engine runs with, and the machine it was made for
   std::string state = "loading", state_message;
-  double last_tps = 0;
-  std::atomic<int> busy{0};
-  std::mutex busy_mu;  // a busy/idle change and its status notification go out together, in order
   // The model and plan overrides the engine was built with: a configuration
   // change asks for a restart only when it changes one of these.
   std::optional<std::string> loaded_model;
@@ -104,10 +71,6 @@ struct Server::Impl {
 
   std::mutex pending_mu;
   std::unordered_map<std::string, std::shared_ptr<Pending>> pending;  // by id.dump()
-  std::map<std::string, std::shared_ptr<Pending>> latest_completion;   // by document uri
-
-  std::mutex cache_mu;
-  std::deque<CacheEntry> cache;  // most recent first
 
   std::mutex q_mu;
   std::condition_variable q_cv;
@@ -126,7 +89,6 @@ struct Server::Impl {
   ~Impl();
 
   Settings effective();
-  Engine* current_engine();
 
   // output
   void send(const json& j);
@@ -135,10 +97,6 @@ struct Server::Impl {
   void notify(const std::string& method, json params);
   void log_message(int type, const std::string& text);
   json status_json();
-  // Work on the engine begins / ends; moelsp/status is sent when the server
-  // turns busy or idle again (with the last tokens/s), so editors can show it.
-  void begin_busy();
-  void end_busy(double tokens_per_second);
   static json completion_options();
   // Every command workspace/executeCommand handles, the inline items'
   // moelsp.accepted among them: initialize advertises exactly this list

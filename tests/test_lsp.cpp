@@ -17,13 +17,14 @@
 
 #include "engine/gguf.h"
 #include "engine/tokenizer.h"
-#include "lsp/completion.h"
+#include "assist/completion.h"
 #include "lsp/documents.h"
 #include "lsp/server.h"
 #include "lsp/transport.h"
 #include "test_data.h"
 
 using namespace moelsp::lsp;
+using namespace moelsp::assist;
 using json = nlohmann::json;
 
 namespace {

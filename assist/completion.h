@@ -8,7 +8,7 @@
 
 #include "engine/tokenizer.h"
 
-namespace moelsp::lsp {
+namespace moelsp::assist {
 
 struct CompletionContext {
   std::string prefix;  // text before the cursor (whole lines kept where cut)
@@ -58,4 +58,4 @@ size_t degenerate_at(const std::string& text, bool complete_lines_only = false);
 // retyped code dropped, a tail cut), never longer and never reordered.
 std::string postprocess(const std::string& raw, const CompletionContext& ctx);
 
-}  // namespace moelsp::lsp
+}  // namespace moelsp::assist

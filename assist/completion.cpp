@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string_view>
 
-namespace moelsp::lsp {
+namespace moelsp::assist {
 
 namespace {
 std::string trim(const std::string& s) {
@@ -328,4 +328,4 @@ std::string postprocess(const std::string& raw, const CompletionContext& ctx) {
   return out;
 }
 
-}  // namespace moelsp::lsp
+}  // namespace moelsp::assist

@@ -1,0 +1,87 @@
+// What generates the text: a Backend. The service (service.h) decides what
+// to ask — the FIM context, the limits, the chat's messages — and a backend
+// turns that into tokens: the embedded engine here, a remote
+// OpenAI-compatible or llama.cpp server later. Both calls block until the
+// answer ends; a Ticket cancels them from another thread.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "assist/completion.h"
+#include "engine/chat.h"
+#include "engine/engine.h"
+
+namespace moelsp::assist {
+
+// One request in flight. cancel() from any thread ends it: the engine
+// request it started, or the wait before it starts.
+class Ticket {
+ public:
+  void cancel();
+  bool cancelled() const { return cancelled_; }
+  // Submits to the engine unless already cancelled.
+  std::optional<Handle> submit(Engine& e, Request req, Callbacks cb = {});
+
+ private:
+  std::atomic<bool> cancelled_{false};
+  std::mutex mu_;
+  std::optional<Handle> handle_;
+};
+
+struct Generation {
+  std::string text;
+  FinishReason reason = FinishReason::Length;
+  std::string error;  // FinishReason::Error
+  Timings timings;
+};
+
+// A fill-in-the-middle generation: the cursor's context (extra files already
+// ahead of the prefix), limits, and when to give up early.
+struct FimInput {
+  CompletionContext context;
+  int max_tokens = 64;
+  int64_t t_max_predict_ms = 0, t_max_prompt_ms = 0;
+  SamplingParams sampling = SamplingParams::greedy();
+  std::function<bool(const std::string& text)> should_stop;  // e.g. a repetition loop
+};
+
+// A chat: the conversation asked for, and code that goes with it. The code
+// is kept apart so the backend can shorten it (whole lines from its end) to
+// fit the context; `with_code` puts it into the messages.
+struct ChatInput {
+  std::vector<ChatMessage> messages;  // system prompt first
+  std::string code;
+  std::function<std::vector<ChatMessage>(const std::string& code)> with_code;
+  int max_tokens = 1024;
+  std::string template_override;  // when the model's own is missing or unknown
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Generation fim(const FimInput& in, Ticket& ticket) = 0;
+  virtual Generation chat(const ChatInput& in, const std::function<void(const std::string&)>& on_text,
+                          Ticket& ticket) = 0;
+};
+
+// The embedded engine: FIM prompts from the model's FIM tokens, chat through
+// the model's template, the code shortened to fit the context window.
+class EngineBackend final : public Backend {
+ public:
+  explicit EngineBackend(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {}
+  Generation fim(const FimInput& in, Ticket& ticket) override;
+  Generation chat(const ChatInput& in, const std::function<void(const std::string&)>& on_text,
+                  Ticket& ticket) override;
+  Engine& engine() { return *engine_; }
+
+ private:
+  std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace moelsp::assist

@@ -1,0 +1,101 @@
+// The embedded engine as a Backend: FIM prompts from the model's FIM tokens,
+// chat through the model's template with the code fitted to the context.
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "assist/backend.h"
+#include "engine/gguf.h"
+
+namespace moelsp::assist {
+
+void Ticket::cancel() {
+  cancelled_ = true;
+  std::lock_guard lock(mu_);
+  if (handle_) handle_->cancel();
+}
+
+std::optional<Handle> Ticket::submit(Engine& e, Request req, Callbacks cb) {
+  std::lock_guard lock(mu_);
+  if (cancelled_) return std::nullopt;
+  handle_ = e.submit(std::move(req), std::move(cb));
+  return handle_;
+}
+
+namespace {
+Generation from_result(const Result& r) { return {r.text, r.reason, r.error, r.timings}; }
+Generation cancelled() {
+  Generation g;
+  g.reason = FinishReason::Cancelled;
+  return g;
+}
+}  // namespace
+
+Generation EngineBackend::fim(const FimInput& in, Ticket& ticket) {
+  Engine& eng = *engine_;
+  Request req;
+  // The prompt leaves room in the context for the answer.
+  const int room = eng.n_ctx() - in.max_tokens;
+  req.prompt_tokens = fim_prompt(eng.model().tokenizer(), in.context, size_t(std::max(room, eng.n_ctx() / 2)));
+  req.max_tokens = in.max_tokens;
+  req.t_max_predict_ms = in.t_max_predict_ms;
+  req.t_max_prompt_ms = in.t_max_prompt_ms;
+  req.sampling = in.sampling;
+  req.priority = Priority::kCompletion;  // before chat
+  if (in.context.single_line) req.stop = {"\n"};
+  Callbacks cb;
+  cb.should_stop = in.should_stop;
+  auto h = ticket.submit(eng, std::move(req), std::move(cb));
+  return h ? from_result(h->wait()) : cancelled();
+}
+
+Generation EngineBackend::chat(const ChatInput& in, const std::function<void(const std::string&)>& on_text,
+                               Ticket& ticket) {
+  Engine& eng = *engine_;
+  Generation g;
+  std::string tmpl;
+  try {
+    const std::string jinja = eng.model().file().get_or<std::string>("tokenizer.chat_template", "");
+    tmpl = resolve_chat_template(jinja, in.template_override);
+  } catch (const std::exception& e) {
+    g.reason = FinishReason::Error;
+    g.error = std::string(e.what()) + " (setting: chat.template)";
+    return g;
+  }
+  // Fit the prompt to the context, keeping a quarter (or max_tokens, if
+  // less) for the answer: the code loses whole lines from its end first.
+  const Tokenizer& tok = eng.model().tokenizer();
+  const int budget = eng.n_ctx() - std::min(in.max_tokens, eng.n_ctx() / 4);
+  const auto messages = [&](const std::string& code) { return in.with_code ? in.with_code(code) : in.messages; };
+  const auto fits = [&](const std::string& code) {
+    const auto ids = tok.encode(apply_chat_template(tmpl, messages(code)), {.add_special = true, .parse_special = true});
+    return int(ids.size()) <= budget;
+  };
+  const std::string& code = in.code;
+  std::string shown = code;
+  if (!code.empty() && !fits(code)) {
+    std::vector<size_t> ends;  // line ends: candidate cut points
+    for (size_t i = code.find('\n'); i != std::string::npos; i = code.find('\n', i + 1)) ends.push_back(i);
+    size_t lo = 0, hi = ends.size();  // keep ends[k-1] lines: the largest k that fits
+    while (lo < hi) {
+      const size_t mid = (lo + hi + 1) / 2;
+      if (fits(code.substr(0, ends[mid - 1]) + "\n...")) lo = mid;
+      else hi = mid - 1;
+    }
+    shown = lo > 0 ? code.substr(0, ends[lo - 1]) + "\n..." : "...";
+    spdlog::info("chat: code context cut to {} of {} bytes to fit the context of {} tokens", shown.size(), code.size(),
+                 eng.n_ctx());
+  }
+  Request req;
+  req.prompt = apply_chat_template(tmpl, messages(shown));
+  req.max_tokens = in.max_tokens;
+  req.sampling.temperature = 0.3f;
+  req.sampling.repeat_penalty = 1.1f;
+  req.priority = Priority::kChat;  // completions go first for prompt budget and KV blocks
+  Callbacks cb;
+  if (on_text) cb.on_token = [on_text](TokenId, const std::string& text) { on_text(text); };
+  auto h = ticket.submit(eng, std::move(req), std::move(cb));
+  return h ? from_result(h->wait()) : cancelled();
+}
+
+}  // namespace moelsp::assist

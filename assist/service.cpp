@@ -1,0 +1,233 @@
+#include "assist/service.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+namespace moelsp::assist {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The suffix follows the prefix in the FIM prompt, so it is recomputed on every
+// keystroke: keep it short (a few lines) and spend the budget on the prefix.
+constexpr size_t kMaxPrefixBytes = 6000, kMaxSuffixBytes = 400;
+constexpr size_t kCacheEntries = 64, kLatencySamples = 1000;
+
+const char* kSystem =
+    "You are moelsp, a concise coding assistant running locally in the user's editor. "
+    "Answer with correct, idiomatic code and brief explanations.";
+
+}  // namespace
+
+void Service::set_backend(std::shared_ptr<Backend> backend) {
+  std::lock_guard lock(backend_mu_);
+  backend_ = std::move(backend);
+}
+
+std::shared_ptr<Backend> Service::backend() const {
+  std::lock_guard lock(backend_mu_);
+  return backend_;
+}
+
+void Service::claim(const std::string& stream, const std::shared_ptr<Ticket>& ticket) {
+  std::lock_guard lock(streams_mu_);
+  auto& latest = latest_[stream];
+  if (latest && latest != ticket) latest->cancel();  // a newer request makes the older one moot
+  latest = ticket;
+}
+
+void Service::release(const std::string& stream, const std::shared_ptr<Ticket>& ticket) {
+  std::lock_guard lock(streams_mu_);
+  if (auto it = latest_.find(stream); it != latest_.end() && it->second == ticket) latest_.erase(it);
+}
+
+std::optional<std::string> Service::from_cache(const CompletionContext& ctx) {
+  std::lock_guard lock(cache_mu_);
+  for (const auto& e : cache_) {
+    if (e.suffix != ctx.suffix || ctx.prefix.size() < e.prefix.size() ||
+        ctx.prefix.compare(0, e.prefix.size(), e.prefix) != 0)
+      continue;
+    // The same context, or the user typed the first characters of the suggestion.
+    const std::string typed = ctx.prefix.substr(e.prefix.size());
+    if (typed.size() < e.text.size() && e.text.compare(0, typed.size(), typed) == 0) return e.text.substr(typed.size());
+  }
+  return std::nullopt;
+}
+
+void Service::remember(const CompletionContext& ctx, const std::string& text) {
+  std::lock_guard lock(cache_mu_);
+  cache_.push_front({ctx.prefix, ctx.suffix, text});
+  if (cache_.size() > kCacheEntries) cache_.pop_back();
+}
+
+CompletionAnswer Service::complete(const CompletionQuery& q, Ticket& ticket) {
+  const auto t_start = Clock::now();
+  {
+    std::lock_guard lock(telemetry_mu_);
+    ++counts_.requests;
+  }
+  CompletionAnswer out;
+  const CompletionContext ctx = make_context(q.text, q.cursor, kMaxPrefixBytes, kMaxSuffixBytes);
+  const CompletionSettings& s = q.settings;
+  // 1. The cache (not for an explicit request: it wants alternatives).
+  if (!q.invoked) {
+    if (auto hit = from_cache(ctx)) {
+      out.texts.push_back(*hit);
+      out.from_cache = true;
+    }
+  }
+  // 2. Debounce: wait, unless a newer keystroke cancels us meanwhile.
+  if (!out.from_cache && s.debounce_ms > 0) {
+    const auto until = Clock::now() + std::chrono::milliseconds(s.debounce_ms);
+    while (Clock::now() < until && !ticket.cancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const auto backend = this->backend();
+  if (!out.from_cache && backend && !ticket.cancelled()) {
+    // 3. The backend: FIM with the other files ahead of the prefix; greedy
+    //    first, then sampled alternatives when the user asked.
+    FimInput in;
+    in.context = ctx;
+    in.context.prefix = q.extra + ctx.prefix;
+    in.max_tokens = s.max_tokens;
+    in.t_max_predict_ms = s.time_budget_ms;
+    in.t_max_prompt_ms = int64_t(s.time_budget_ms) * 4;
+    // A repetition loop ends decoding as soon as a line of it is complete:
+    // the post-processing would cut it anyway.
+    in.should_stop = [](const std::string& t) { return degenerate_at(t, true) != std::string::npos; };
+    const int alternatives = q.invoked ? 3 : 1;
+    begin_busy();
+    double tps = 0;
+    for (int k = 0; k < alternatives && !ticket.cancelled(); ++k) {
+      if (k > 0) {  // alternatives: sampled, different seeds
+        in.sampling = SamplingParams{};
+        in.sampling.temperature = 0.7f;
+        in.sampling.seed = uint64_t(k);
+      }
+      const Generation g = backend->fim(in, ticket);
+      {
+        std::lock_guard lock(telemetry_mu_);
+        counts_.prompt_tokens += g.timings.n_prompt;
+        counts_.prompt_tokens_reused += g.timings.n_prompt_cached;
+      }
+      if (g.reason == FinishReason::Error) {
+        out.error = g.error;
+        break;
+      }
+      if (g.reason == FinishReason::Cancelled) break;
+      if (g.timings.generate_tps() > 0) tps = g.timings.generate_tps();
+      // Out of time or tokens in the middle of a line: that line is
+      // unfinished, the ones before it are not.
+      std::string raw = g.text;
+      if (g.reason == FinishReason::Timeout || g.reason == FinishReason::Length)
+        if (const size_t nl = raw.rfind('\n'); nl != std::string::npos) raw.resize(nl);
+      std::string text = postprocess(raw, ctx);
+      if (!text.empty() && std::find(out.texts.begin(), out.texts.end(), text) == out.texts.end())
+        out.texts.push_back(text);
+    }
+    end_busy(tps);
+    if (!out.texts.empty() && !ticket.cancelled()) remember(ctx, out.texts.front());
+  }
+  std::lock_guard lock(telemetry_mu_);
+  if (ticket.cancelled()) {
+    out.cancelled = true;
+    ++counts_.cancelled;
+    return out;
+  }
+  if (!out.error.empty()) return out;
+  if (out.from_cache) ++counts_.cache_hits;
+  latency_ms_.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t_start).count());
+  if (latency_ms_.size() > kLatencySamples) latency_ms_.erase(latency_ms_.begin());
+  return out;
+}
+
+ChatAnswer Service::chat(const ChatQuery& q, const std::function<void(const std::string&)>& on_text, Ticket& ticket) {
+  ChatAnswer out;
+  const auto backend = this->backend();
+  if (!backend) {
+    out.reason = FinishReason::Error;
+    out.error = "the model is not loaded (see moelsp/status)";
+    return out;
+  }
+  // The conversation, with the code as context: a chat puts it ahead of the
+  // last message, the commands after their question.
+  std::vector<ChatMessage> asked = q.messages;
+  if (q.kind != ChatKind::Chat) {
+    const char* ask = q.kind == ChatKind::Explain ? "Explain what this code does."
+                      : q.kind == ChatKind::Fix   ? "Find the bugs in this code and give a fixed version."
+                                                  : "Write documentation comments for this code.";
+    asked = {{"user", ask}};
+  }
+  ChatInput in;
+  in.messages = {{"system", kSystem}};
+  in.messages.insert(in.messages.end(), asked.begin(), asked.end());
+  in.code = q.code;
+  in.max_tokens = q.max_tokens;
+  in.template_override = q.template_override;
+  const bool has_code = !q.code.empty() && !asked.empty();
+  if (has_code) {
+    const std::string fence = "```" + q.language + "\n";
+    const bool is_chat = q.kind == ChatKind::Chat;
+    in.with_code = [base = in.messages, fence, is_chat](const std::string& code) {
+      std::vector<ChatMessage> m = base;
+      const std::string block = fence + code + "\n```";
+      m.back().content = is_chat ? "Context:\n" + block + "\n\n" + m.back().content : m.back().content + "\n\n" + block;
+      return m;
+    };
+  }
+  begin_busy();
+  const Generation g = backend->chat(in, on_text, ticket);
+  end_busy(g.timings.generate_tps());
+  out.text = g.text;
+  out.reason = ticket.cancelled() ? FinishReason::Cancelled : g.reason;
+  out.error = g.error;
+  out.tokens_per_second = g.timings.generate_tps();
+  return out;
+}
+
+void Service::begin_busy() {
+  std::lock_guard lock(busy_mu_);
+  if (busy_.fetch_add(1) == 0 && on_busy_change) on_busy_change();
+}
+
+void Service::end_busy(double tokens_per_second) {
+  if (tokens_per_second > 0) {
+    std::lock_guard lock(telemetry_mu_);
+    last_tps_ = tokens_per_second;
+  }
+  std::lock_guard lock(busy_mu_);
+  if (busy_.fetch_sub(1) == 1 && on_busy_change) on_busy_change();
+}
+
+double Service::last_tokens_per_second() const {
+  std::lock_guard lock(telemetry_mu_);
+  return last_tps_;
+}
+
+void Service::count_shown() {
+  std::lock_guard lock(telemetry_mu_);
+  ++counts_.shown;
+}
+void Service::count_accepted() {
+  std::lock_guard lock(telemetry_mu_);
+  ++counts_.accepted;
+}
+void Service::count_partially_accepted() {
+  std::lock_guard lock(telemetry_mu_);
+  ++counts_.partially_accepted;
+}
+
+TelemetrySnapshot Service::telemetry() const {
+  std::lock_guard lock(telemetry_mu_);
+  TelemetrySnapshot t = counts_;
+  std::vector<double> v = latency_ms_;
+  std::sort(v.begin(), v.end());
+  const auto pct = [&](double p) { return v.empty() ? 0.0 : v[std::min(v.size() - 1, size_t(p * double(v.size())))]; };
+  t.latency_p50_ms = pct(0.5);
+  t.latency_p95_ms = pct(0.95);
+  t.latency_samples = v.size();
+  return t;
+}
+
+}  // namespace moelsp::assist

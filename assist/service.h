@@ -1,0 +1,127 @@
+// The assistant service every front end shares (the LSP today, the HTTP
+// server next), with no protocol in it: the completion pipeline (context
+// window → FIM prompt → backend → post-processing; a cache with type-through,
+// superseded requests cancelled, debounce, local telemetry) and chat (system
+// prompt, the code as context, streaming).
+//
+// Latency model: an answer from the cache (same context, or the user typed
+// the first characters of the last suggestion) costs microseconds; otherwise
+// the prompt mostly hits the engine's prefix cache (the text before the
+// cursor changes only at its end), so the cost is the new tokens plus
+// generation, bounded by the time budget.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "assist/backend.h"
+
+namespace moelsp::assist {
+
+struct CompletionSettings {
+  int max_tokens = 64;
+  int time_budget_ms = 1500;  // generation; the prompt gets 4×
+  int debounce_ms = 0;        // wait before starting; a newer request cancels the wait
+};
+
+struct CompletionQuery {
+  std::string text;         // the document
+  size_t cursor = 0;        // byte offset of the cursor in `text`
+  std::string extra;        // other files' text, ahead of the prefix, in a stable order
+  bool invoked = false;     // the user asked: up to three alternatives, not from the cache
+  CompletionSettings settings;
+};
+
+struct CompletionAnswer {
+  std::vector<std::string> texts;  // best first; may be empty (nothing sensible to offer)
+  bool from_cache = false;
+  bool cancelled = false;
+  std::string error;
+};
+
+enum class ChatKind { Chat, Explain, Fix, Document };
+
+struct ChatQuery {
+  ChatKind kind = ChatKind::Chat;
+  std::vector<ChatMessage> messages;  // the conversation so far (Chat); ignored by the others
+  std::string code;                   // the selection or file, if any
+  std::string language;               // the code's language, for its fence
+  int max_tokens = 1024;
+  std::string template_override;
+};
+
+struct ChatAnswer {
+  std::string text;
+  FinishReason reason = FinishReason::Length;
+  double tokens_per_second = 0;
+  std::string error;  // reason == Error
+};
+
+struct TelemetrySnapshot {
+  int64_t requests = 0, cancelled = 0, shown = 0, accepted = 0, partially_accepted = 0, cache_hits = 0;
+  int64_t prompt_tokens = 0, prompt_tokens_reused = 0;  // and the part the KV prefix cache supplied
+  double latency_p50_ms = 0, latency_p95_ms = 0;
+  size_t latency_samples = 0;
+};
+
+class Service {
+ public:
+  // The backend arrives when the model has loaded; until then completions are
+  // empty and chats refused.
+  void set_backend(std::shared_ptr<Backend> backend);
+  std::shared_ptr<Backend> backend() const;
+
+  // Requests on one stream (the LSP: a document) supersede each other: a
+  // newer ticket cancels the older. Release when the request has ended.
+  void claim(const std::string& stream, const std::shared_ptr<Ticket>& ticket);
+  void release(const std::string& stream, const std::shared_ptr<Ticket>& ticket);
+
+  // Both block until the answer is complete (or cancelled through the ticket).
+  CompletionAnswer complete(const CompletionQuery& q, Ticket& ticket);
+  ChatAnswer chat(const ChatQuery& q, const std::function<void(const std::string& text)>& on_text, Ticket& ticket);
+
+  // What the user did with suggestions (local only, never sent anywhere).
+  void count_shown();
+  void count_accepted();
+  void count_partially_accepted();
+  TelemetrySnapshot telemetry() const;
+
+  bool busy() const { return busy_ > 0; }
+  double last_tokens_per_second() const;
+  // Called when the service turns busy or idle again, in order.
+  std::function<void()> on_busy_change;
+
+ private:
+  struct CacheEntry {
+    std::string prefix, suffix, text;
+  };
+  void begin_busy();
+  void end_busy(double tokens_per_second);
+  std::optional<std::string> from_cache(const CompletionContext& ctx);
+  void remember(const CompletionContext& ctx, const std::string& text);
+
+  mutable std::mutex backend_mu_;
+  std::shared_ptr<Backend> backend_;
+
+  std::mutex streams_mu_;
+  std::map<std::string, std::shared_ptr<Ticket>> latest_;
+
+  std::mutex cache_mu_;
+  std::deque<CacheEntry> cache_;  // most recent first
+
+  mutable std::mutex telemetry_mu_;
+  TelemetrySnapshot counts_;
+  std::vector<double> latency_ms_;  // the last 1000 completions
+  double last_tps_ = 0;
+
+  std::mutex busy_mu_;  // a busy/idle change and its callback go together, in order
+  std::atomic<int> busy_{0};
+};
+
+}  // namespace moelsp::assist
