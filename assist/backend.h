@@ -60,6 +60,28 @@ struct ChatInput {
   std::function<std::vector<ChatMessage>(const std::string& code)> with_code;
   int max_tokens = 1024;
   std::string template_override;  // when the model's own is missing or unknown
+  SamplingParams sampling = chat_sampling();
+  std::vector<std::string> stop;
+  int priority = Priority::kChat;  // completions go first for prompt budget and KV blocks
+  static SamplingParams chat_sampling() {
+    SamplingParams p;
+    p.temperature = 0.3f;
+    p.repeat_penalty = 1.1f;
+    return p;
+  }
+};
+
+// Plain text generation: a prompt (text with special tokens parsed, or
+// token ids) continued as it is (HTTP /v1/completions, /completion).
+struct TextInput {
+  std::string prompt;
+  std::vector<TokenId> prompt_tokens;  // used instead of `prompt` when not empty
+  std::optional<std::string> suffix;   // fill in the middle: `prompt` is the prefix (the model's FIM tokens)
+  int max_tokens = 256;
+  SamplingParams sampling;
+  std::vector<std::string> stop;
+  int64_t t_max_prompt_ms = 0, t_max_predict_ms = 0;
+  int priority = Priority::kChat;
 };
 
 class Backend {
@@ -67,6 +89,8 @@ class Backend {
   virtual ~Backend() = default;
   virtual Generation fim(const FimInput& in, Ticket& ticket) = 0;
   virtual Generation chat(const ChatInput& in, const std::function<void(const std::string&)>& on_text,
+                          Ticket& ticket) = 0;
+  virtual Generation text(const TextInput& in, const std::function<void(const std::string&)>& on_text,
                           Ticket& ticket) = 0;
 };
 
@@ -77,6 +101,8 @@ class EngineBackend final : public Backend {
   explicit EngineBackend(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {}
   Generation fim(const FimInput& in, Ticket& ticket) override;
   Generation chat(const ChatInput& in, const std::function<void(const std::string&)>& on_text,
+                  Ticket& ticket) override;
+  Generation text(const TextInput& in, const std::function<void(const std::string&)>& on_text,
                   Ticket& ticket) override;
   Engine& engine() { return *engine_; }
 

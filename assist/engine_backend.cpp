@@ -89,12 +89,36 @@ Generation EngineBackend::chat(const ChatInput& in, const std::function<void(con
   Request req;
   req.prompt = apply_chat_template(tmpl, messages(shown));
   req.max_tokens = in.max_tokens;
-  req.sampling.temperature = 0.3f;
-  req.sampling.repeat_penalty = 1.1f;
-  req.priority = Priority::kChat;  // completions go first for prompt budget and KV blocks
+  req.sampling = in.sampling;
+  req.stop = in.stop;
+  req.priority = in.priority;
   Callbacks cb;
   if (on_text) cb.on_token = [on_text](TokenId, const std::string& text) { on_text(text); };
   auto h = ticket.submit(eng, std::move(req), std::move(cb));
+  return h ? from_result(h->wait()) : cancelled();
+}
+
+Generation EngineBackend::text(const TextInput& in, const std::function<void(const std::string&)>& on_text,
+                               Ticket& ticket) {
+  Request req;
+  req.prompt = in.prompt;
+  req.prompt_tokens = in.prompt_tokens;
+  if (in.suffix) {
+    CompletionContext ctx;
+    ctx.prefix = in.prompt;
+    ctx.suffix = *in.suffix;
+    const int room = engine_->n_ctx() - in.max_tokens;
+    req.prompt_tokens = fim_prompt(engine_->model().tokenizer(), ctx, size_t(std::max(room, engine_->n_ctx() / 2)));
+  }
+  req.max_tokens = in.max_tokens;
+  req.sampling = in.sampling;
+  req.stop = in.stop;
+  req.t_max_prompt_ms = in.t_max_prompt_ms;
+  req.t_max_predict_ms = in.t_max_predict_ms;
+  req.priority = in.priority;
+  Callbacks cb;
+  if (on_text) cb.on_token = [on_text](TokenId, const std::string& text) { on_text(text); };
+  auto h = ticket.submit(*engine_, std::move(req), std::move(cb));
   return h ? from_result(h->wait()) : cancelled();
 }
 

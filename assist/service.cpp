@@ -160,8 +160,10 @@ ChatAnswer Service::chat(const ChatQuery& q, const std::function<void(const std:
     asked = {{"user", ask}};
   }
   ChatInput in;
-  in.messages = {{"system", kSystem}};
+  if (!q.as_given) in.messages = {{"system", kSystem}};
   in.messages.insert(in.messages.end(), asked.begin(), asked.end());
+  in.sampling = q.sampling;
+  in.stop = q.stop;
   in.code = q.code;
   in.max_tokens = q.max_tokens;
   in.template_override = q.template_override;
@@ -183,7 +185,23 @@ ChatAnswer Service::chat(const ChatQuery& q, const std::function<void(const std:
   out.reason = ticket.cancelled() ? FinishReason::Cancelled : g.reason;
   out.error = g.error;
   out.tokens_per_second = g.timings.generate_tps();
+  out.timings = g.timings;
   return out;
+}
+
+Generation Service::text(const TextInput& in, const std::function<void(const std::string&)>& on_text, Ticket& ticket) {
+  const auto backend = this->backend();
+  if (!backend) {
+    Generation g;
+    g.reason = FinishReason::Error;
+    g.error = "the model is not loaded";
+    return g;
+  }
+  begin_busy();
+  Generation g = backend->text(in, on_text, ticket);
+  end_busy(g.timings.generate_tps());
+  if (ticket.cancelled()) g.reason = FinishReason::Cancelled;
+  return g;
 }
 
 void Service::begin_busy() {

@@ -54,6 +54,11 @@ struct ChatQuery {
   std::string language;               // the code's language, for its fence
   int max_tokens = 1024;
   std::string template_override;
+  // HTTP clients send the whole conversation, their own system prompt
+  // included, and their sampling settings: used as they are.
+  bool as_given = false;
+  SamplingParams sampling = ChatInput::chat_sampling();
+  std::vector<std::string> stop;
 };
 
 struct ChatAnswer {
@@ -61,6 +66,7 @@ struct ChatAnswer {
   FinishReason reason = FinishReason::Length;
   double tokens_per_second = 0;
   std::string error;  // reason == Error
+  Timings timings;
 };
 
 struct TelemetrySnapshot {
@@ -85,6 +91,8 @@ class Service {
   // Both block until the answer is complete (or cancelled through the ticket).
   CompletionAnswer complete(const CompletionQuery& q, Ticket& ticket);
   ChatAnswer chat(const ChatQuery& q, const std::function<void(const std::string& text)>& on_text, Ticket& ticket);
+  // Plain text continuation (no FIM, no template); error when no backend.
+  Generation text(const TextInput& in, const std::function<void(const std::string& text)>& on_text, Ticket& ticket);
 
   // What the user did with suggestions (local only, never sent anywhere).
   void count_shown();

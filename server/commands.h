@@ -142,4 +142,16 @@ struct ProfileOptions {
 };
 int profile(const ProfileOptions& o);
 
+struct ServeOptions {
+  std::string model;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;
+  std::string cors;
+  int max_body_mb = 8;
+  std::string chat_template;
+  PlanOverrides plan;
+};
+int serve(const ServeOptions& o);
+
 }  // namespace moelsp::cli

@@ -201,7 +201,28 @@ int main(int argc, char** argv) {
                "Neovim and Vim 9 plugins, an Emacs package, a Helix languages.toml (README: Use it in your editor).\n"
                "More log on stderr: moelsp --log-level debug lsp");
 
+  moelsp::cli::ServeOptions sv;
+  auto* c_sv = app.add_subcommand("serve", "HTTP server on 127.0.0.1: OpenAI-compatible /v1/completions and "
+                                           "/v1/chat/completions, llama.cpp's /infill and /completion, /health, /metrics");
+  c_sv->add_option("-m,--model", sv.model, "GGUF model file (default: the embedded model)");
+  c_sv->add_option("--host", sv.host, "Address to listen on; anything but loopback wants --api-key")->capture_default_str();
+  c_sv->add_option("--port", sv.port, "Port (0: any free one, printed at start)")->capture_default_str()->check(CLI::Range(0, 65535));
+  c_sv->add_option("--api-key", sv.api_key, "Require 'Authorization: Bearer KEY' (not for /health)");
+  c_sv->add_option("--cors", sv.cors, "Allow browser pages from this origin (default: no CORS headers)");
+  c_sv->add_option("--max-body-mb", sv.max_body_mb, "Largest request body in MiB (413 beyond)")->capture_default_str()->check(CLI::Range(1, 1024));
+  c_sv->add_option("--chat-template", sv.chat_template, "Chat template when the model's own is missing or unknown (chatml, deepseek2, ...)");
+  int sv_ctx = 0;
+  auto* o_sv_ctx = c_sv->add_option("-c,--context-size", sv_ctx, "Tokens per sequence (default: min(4096, training context))");
+  PlanFlags sv_flags;
+  sv_flags.add(c_sv, true);
+  c_sv->footer("Examples:\n"
+               "  curl http://127.0.0.1:8080/v1/chat/completions -H 'Content-Type: application/json' \\\n"
+               "       -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Write fizzbuzz\"}], \"stream\": true}'\n"
+               "  llama.vim / llama.vscode: point their endpoint at http://127.0.0.1:8080/infill");
+
   CLI11_PARSE(app, argc, argv);
+  sv_flags.apply(sv.plan);
+  if (o_sv_ctx->count()) sv.plan.n_ctx = sv_ctx;
   if (o_model->count()) ls.flags.model = ls_model;
   if (o_ctx->count()) ls.flags.plan.n_ctx = ls_ctx;
   if (o_mt->count()) ls.flags.completion_max_tokens = ls_max_tokens;
@@ -216,7 +237,8 @@ int main(int argc, char** argv) {
 
   // Commands that read a model use the embedded default when none is given.
   for (auto [cmd, model] : {std::pair{c_tk, &tk.model}, {c_dt, &dt.model}, {c_gen, &gen.m.model}, {c_lg, &lg.m.model},
-                            {c_px, &px.m.model}, {c_ch, &ch.m.model}, {c_bo, &bo.model}, {c_pf, &pf.model}}) {
+                            {c_px, &px.m.model}, {c_ch, &ch.m.model}, {c_bo, &bo.model}, {c_pf, &pf.model},
+                            {c_sv, &sv.model}}) {
     if (!cmd->parsed() || !model->empty()) continue;
     *model = moelsp::default_model_path();
     if (model->empty()) {
@@ -242,6 +264,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (c_ins->parsed()) return moelsp::cli::inspect(ins);
+  if (c_sv->parsed()) return moelsp::cli::serve(sv);
   if (c_bo->parsed()) return moelsp::cli::bench(bo);
   if (c_pf->parsed()) return moelsp::cli::profile(pf);
   if (c_qo->parsed()) return moelsp::cli::quantize(qo);

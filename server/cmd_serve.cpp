@@ -1,0 +1,124 @@
+// `moelsp serve`: the assistant service over HTTP (server/http/). The model
+// loads in the background so /health answers 503 with progress meanwhile;
+// SIGINT/SIGTERM stop accepting, cancel what is generating and exit 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "assist/service.h"
+#include "commands.h"
+#include "engine/default_model.h"
+#include "http/api.h"
+#include "http/http_server.h"
+
+namespace moelsp::cli {
+
+namespace {
+
+// Engine gauges for /metrics, in Prometheus text format.
+std::string engine_metrics(const Engine& e, const Model& m) {
+  const EngineMetrics k = e.metrics();
+  const ExpertMetrics x = m.expert_metrics();
+  std::string out;
+  const auto gauge = [&](const char* name, const char* help, double v) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " + std::to_string(v) + "\n";
+  };
+  gauge("moelsp_kv_blocks_in_use", "KV blocks held by running sequences.", double(k.kv.blocks_in_use));
+  gauge("moelsp_kv_blocks_cached", "KV blocks kept for the prefix cache.", double(k.kv.blocks_cached));
+  gauge("moelsp_kv_blocks_free", "Free KV blocks.", double(k.kv.blocks_free));
+  gauge("moelsp_prefix_cache_hit_rate", "Prompt tokens found in the prefix cache / looked up.", k.prefix_hit_rate);
+  gauge("moelsp_scheduler_running", "Sequences running.", k.running);
+  gauge("moelsp_scheduler_waiting", "Requests waiting to be admitted.", k.waiting);
+  gauge("moelsp_scheduler_mean_batch", "Mean sequences per step.", k.mean_batch());
+  gauge("moelsp_expert_cache_hit_rate", "Hot-expert cache hit rate.", x.cache_hit_rate());
+  gauge("moelsp_expert_prediction_accuracy", "Experts predicted layers ahead that were routed.", x.accuracy());
+  gauge("moelsp_major_page_faults", "Major page faults during forward passes.", double(x.major_faults));
+  return out;
+}
+
+}  // namespace
+
+int serve(const ServeOptions& o) {
+  // Signals go to one thread that stops the server (blocked here, before
+  // any thread starts, so every thread inherits the mask).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  const bool loopback = o.host == "127.0.0.1" || o.host == "::1" || o.host == "localhost";
+  if (!loopback && o.api_key.empty())
+    spdlog::warn("serving on {} without --api-key: anyone who can reach this address can use the model", o.host);
+  assist::Service service;
+  http::Api api(service, {.api_key = o.api_key, .chat_template = o.chat_template});
+  http::ServerOptions so;
+  so.host = o.host == "localhost" ? "127.0.0.1" : o.host;
+  so.port = o.port;
+  so.max_body = size_t(o.max_body_mb) << 20;
+  so.cors_origin = o.cors;
+  std::unique_ptr<http::HttpServer> server;
+  try {
+    server = std::make_unique<http::HttpServer>(api, so);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "moelsp serve: %s\n", e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "moelsp serve: listening on http://%s:%d (model: %s)\n", so.host.c_str(), server->port(),
+               o.model.c_str());
+  std::fflush(stderr);
+
+  api.set_model({.phase = http::ModelState::Phase::Loading, .id = "", .message = "loading " + o.model,
+                 .status_json = nullptr, .metrics_text = nullptr});
+  std::shared_ptr<assist::EngineBackend> backend;
+  std::thread loader([&] {
+    try {
+      PlanRequest req;
+      req.over = o.plan;
+      PlannedModel pm = load_planned(o.model, req);
+      auto b = std::make_shared<assist::EngineBackend>(std::make_unique<Engine>(pm.model, pm.plan.engine_options()));
+      backend = b;
+      service.set_backend(b);
+      const std::string id = pm.model->config().name.empty() ? pm.model->config().arch : pm.model->config().name;
+      const std::string plan = pm.plan.to_json(), hw = pm.hw.to_json();
+      auto model = pm.model;
+      api.set_model({.phase = http::ModelState::Phase::Ready, .id = id, .message = "ready",
+                     .status_json = [b, plan, hw] {
+                       const EngineMetrics m = b->engine().metrics();
+                       return nlohmann::json{{"plan", nlohmann::json::parse(plan)}, {"hardware", nlohmann::json::parse(hw)},
+                                             {"scheduler", {{"running", m.running}, {"waiting", m.waiting},
+                                                            {"requests", m.requests}, {"steps", m.steps}}},
+                                             {"kvCache", {{"blocksInUse", m.kv.blocks_in_use},
+                                                          {"blocksCached", m.kv.blocks_cached},
+                                                          {"prefixHitRate", m.prefix_hit_rate}}}}
+                           .dump();
+                     },
+                     .metrics_text = [b, model] { return engine_metrics(b->engine(), *model); }});
+      spdlog::info("model loaded: {}", o.model);
+    } catch (const std::exception& e) {
+      spdlog::error("the model failed to load: {}", e.what());
+      api.set_model({.phase = http::ModelState::Phase::Error, .id = "", .message = e.what(), .status_json = nullptr,
+                     .metrics_text = nullptr});
+    }
+  });
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig == SIGINT || sig == SIGTERM) spdlog::info("signal {}: stopping", sig);
+    server->stop();
+  });
+  server->run();
+  loader.join();
+  // The waiter is blocked in sigwait unless a signal stopped us: wake it.
+  pthread_kill(waiter.native_handle(), SIGTERM);
+  waiter.join();
+  service.set_backend(nullptr);
+  return 0;
+}
+
+}  // namespace moelsp::cli

@@ -1,0 +1,420 @@
+#include "api.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+
+#include <nlohmann/json.hpp>
+
+namespace moelsp::http {
+
+using json = nlohmann::json;
+
+namespace {
+
+// OpenAI's error shape: {"error": {"message", "type", "code"}}.
+HttpResponse error(int status, const std::string& message, const std::string& type = "invalid_request_error",
+                   const std::string& code = "") {
+  HttpResponse r;
+  r.status = status;
+  r.body = json{{"error", {{"message", message}, {"type", type}, {"code", code.empty() ? json() : json(code)}}}}.dump();
+  return r;
+}
+
+HttpResponse ok(const json& j) {
+  HttpResponse r;
+  r.body = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return r;
+}
+
+// A request field of the expected type, or a 400 that names it.
+struct BadField : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+template <class T>
+T field(const json& j, const char* name, T fallback) {
+  if (!j.contains(name) || j[name].is_null()) return fallback;
+  try {
+    return j[name].get<T>();
+  } catch (const json::exception&) {
+    throw BadField(std::string("field '") + name + "' has the wrong type");
+  }
+}
+
+std::vector<std::string> stops(const json& j) {
+  if (!j.contains("stop") || j["stop"].is_null()) return {};
+  if (j["stop"].is_string()) return {j["stop"].get<std::string>()};
+  if (j["stop"].is_array()) {
+    std::vector<std::string> v;
+    for (const auto& s : j["stop"]) {
+      if (!s.is_string()) throw BadField("field 'stop' must be a string or an array of strings");
+      v.push_back(s);
+    }
+    return v;
+  }
+  throw BadField("field 'stop' must be a string or an array of strings");
+}
+
+SamplingParams sampling(const json& j, float default_temperature) {
+  SamplingParams p;
+  p.temperature = field<float>(j, "temperature", default_temperature);
+  p.top_p = field<float>(j, "top_p", 1.0f);
+  p.top_k = field<int>(j, "top_k", 0);
+  p.min_p = field<float>(j, "min_p", 0.0f);
+  p.presence_penalty = field<float>(j, "presence_penalty", 0.0f);
+  p.frequency_penalty = field<float>(j, "frequency_penalty", 0.0f);
+  p.repeat_penalty = field<float>(j, "repeat_penalty", 1.0f);
+  p.seed = field<uint64_t>(j, "seed", 0);
+  if (!(p.temperature >= 0 && p.temperature <= 10)) throw BadField("field 'temperature' must be within [0, 10]");
+  if (!(p.top_p > 0 && p.top_p <= 1)) throw BadField("field 'top_p' must be within (0, 1]");
+  if (!(p.min_p >= 0 && p.min_p <= 1)) throw BadField("field 'min_p' must be within [0, 1]");
+  return p;
+}
+
+int max_tokens(const json& j, const char* name, int fallback) {
+  const int n = field<int>(j, name, fallback);
+  if (n < 1 || n > 1 << 20) throw BadField(std::string("field '") + name + "' must be within [1, 1048576]");
+  return n;
+}
+
+const char* openai_reason(FinishReason r) { return r == FinishReason::Length || r == FinishReason::Timeout ? "length" : "stop"; }
+
+// What handle() returns once a response went out as a stream.
+HttpResponse streamed() {
+  HttpResponse r;
+  r.status = 0;
+  return r;
+}
+
+int64_t now_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+json usage(const Timings& t) {
+  return {{"prompt_tokens", t.n_prompt}, {"completion_tokens", t.n_generated}, {"total_tokens", t.n_prompt + t.n_generated}};
+}
+
+// Constant-time comparison: the time taken does not say how much of the key matched.
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= (unsigned char)(a[i] ^ (i < b.size() ? b[i] : 0));
+  return diff == 0;
+}
+
+}  // namespace
+
+Api::Api(assist::Service& service, ApiOptions opt) : service_(service), opt_(std::move(opt)) {}
+
+void Api::set_model(ModelState m) {
+  std::lock_guard lock(mu_);
+  model_ = std::move(m);
+}
+
+std::shared_ptr<assist::Ticket> Api::ticket() {
+  auto t = std::make_shared<assist::Ticket>();
+  std::lock_guard lock(mu_);
+  in_flight_.push_back(t);
+  return t;
+}
+
+void Api::done(const std::shared_ptr<assist::Ticket>& t) {
+  std::lock_guard lock(mu_);
+  std::erase(in_flight_, t);
+}
+
+void Api::cancel_all() {
+  std::lock_guard lock(mu_);
+  for (auto& t : in_flight_) t->cancel();
+}
+
+void Api::count(const std::string& endpoint, int64_t prompt_tokens, int64_t generated) {
+  std::lock_guard lock(mu_);
+  auto& c = counts_[endpoint];
+  c[0] += 1, c[1] += prompt_tokens, c[2] += generated;
+}
+
+HttpResponse Api::handle(const HttpRequest& req, const std::function<EventStream*()>& open_stream) {
+  const std::string path = req.target.substr(0, req.target.find('?'));
+  if (path == "/health" || path == "/v1/health") return health();
+  if (!opt_.api_key.empty()) {
+    const std::string want = "Bearer " + opt_.api_key;
+    if (!same_secret(req.authorization, want))
+      return error(401, "missing or wrong API key (Authorization: Bearer KEY)", "invalid_request_error", "invalid_api_key");
+  }
+  const bool get = req.method == "GET", post = req.method == "POST";
+  struct Route {
+    const char* path;
+    bool post;
+  };
+  static const Route routes[] = {{"/v1/models", false}, {"/metrics", false}, {"/v1/status", false},
+                                 {"/v1/completions", true}, {"/v1/chat/completions", true}, {"/infill", true},
+                                 {"/completion", true}};
+  const auto route = std::find_if(std::begin(routes), std::end(routes), [&](const Route& r) { return path == r.path; });
+  if (route == std::end(routes)) return error(404, "no such endpoint: " + path, "invalid_request_error", "not_found");
+  if ((route->post && !post) || (!route->post && !get))
+    return error(405, std::string("use ") + (route->post ? "POST" : "GET") + " for " + path);
+  if (path == "/v1/models") return models();
+  if (path == "/metrics") return metrics();
+  ModelState m;
+  {
+    std::lock_guard lock(mu_);
+    m = model_;
+  }
+  if (path == "/v1/status") {
+    json s = {{"state", m.phase == ModelState::Phase::Ready ? "ready" : m.phase == ModelState::Phase::Loading ? "loading" : "error"},
+              {"model", m.id}, {"message", m.message}};
+    if (m.status_json) s["engine"] = json::parse(m.status_json(), nullptr, false);
+    return ok(s);
+  }
+  if (m.phase == ModelState::Phase::Loading) {
+    HttpResponse r = error(503, "the model is loading: " + m.message, "server_error", "loading");
+    r.headers.push_back({"Retry-After", "2"});
+    return r;
+  }
+  if (m.phase == ModelState::Phase::Error) return error(503, "the model failed to load: " + m.message, "server_error");
+  try {
+    if (path == "/v1/completions") return completions(req.body, open_stream);
+    if (path == "/v1/chat/completions") return chat_completions(req.body, open_stream);
+    if (path == "/infill") return infill(req.body, open_stream);
+    return llama_completion(req.body, open_stream);
+  } catch (const BadField& e) {
+    return error(400, e.what());
+  } catch (const json::exception& e) {
+    return error(400, std::string("invalid JSON: ") + e.what());
+  }
+}
+
+HttpResponse Api::health() {
+  std::lock_guard lock(mu_);
+  if (model_.phase == ModelState::Phase::Ready) return ok({{"status", "ok"}});
+  HttpResponse r = ok({{"status", model_.phase == ModelState::Phase::Loading ? "loading model" : "error"},
+                       {"message", model_.message}});
+  r.status = 503;
+  return r;
+}
+
+HttpResponse Api::models() {
+  std::lock_guard lock(mu_);
+  json data = json::array();
+  if (model_.phase == ModelState::Phase::Ready)
+    data.push_back({{"id", model_.id}, {"object", "model"}, {"created", 0}, {"owned_by", "moelsp"}});
+  return ok({{"object", "list"}, {"data", data}});
+}
+
+HttpResponse Api::metrics() {
+  std::string out;
+  const assist::TelemetrySnapshot t = service_.telemetry();
+  out += "# HELP moelsp_http_requests_total Requests by endpoint.\n# TYPE moelsp_http_requests_total counter\n";
+  std::string tokens = "# HELP moelsp_http_generated_tokens_total Generated tokens by endpoint.\n"
+                       "# TYPE moelsp_http_generated_tokens_total counter\n";
+  std::string prompts = "# HELP moelsp_http_prompt_tokens_total Prompt tokens by endpoint.\n"
+                        "# TYPE moelsp_http_prompt_tokens_total counter\n";
+  ModelState m;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [ep, c] : counts_) {
+      out += "moelsp_http_requests_total{endpoint=\"" + ep + "\"} " + std::to_string(c[0]) + "\n";
+      prompts += "moelsp_http_prompt_tokens_total{endpoint=\"" + ep + "\"} " + std::to_string(c[1]) + "\n";
+      tokens += "moelsp_http_generated_tokens_total{endpoint=\"" + ep + "\"} " + std::to_string(c[2]) + "\n";
+    }
+    m = model_;
+    out += "# HELP moelsp_requests_in_flight Generations running or waiting.\n# TYPE moelsp_requests_in_flight gauge\n";
+    out += "moelsp_requests_in_flight " + std::to_string(in_flight_.size()) + "\n";
+  }
+  out += prompts + tokens;
+  out += "# HELP moelsp_completion_latency_ms Completion latency percentiles (service).\n"
+         "# TYPE moelsp_completion_latency_ms gauge\n";
+  out += "moelsp_completion_latency_ms{quantile=\"0.5\"} " + std::to_string(t.latency_p50_ms) + "\n";
+  out += "moelsp_completion_latency_ms{quantile=\"0.95\"} " + std::to_string(t.latency_p95_ms) + "\n";
+  out += "# HELP moelsp_ready 1 when the model is loaded.\n# TYPE moelsp_ready gauge\n";
+  out += std::string("moelsp_ready ") + (m.phase == ModelState::Phase::Ready ? "1" : "0") + "\n";
+  if (m.metrics_text) out += m.metrics_text();
+  HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4";
+  r.body = out;
+  return r;
+}
+
+// POST /v1/completions: prompt (text or token ids), `suffix` for fill in the
+// middle, sampling, stop, stream.
+HttpResponse Api::completions(const std::string& body, const std::function<EventStream*()>& open_stream) {
+  const json j = json::parse(body);
+  if (!j.is_object()) throw BadField("the body must be a JSON object");
+  assist::TextInput in;
+  const json prompt = j.value("prompt", json(""));
+  if (prompt.is_string()) in.prompt = prompt;
+  else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number_integer()) in.prompt_tokens = prompt.get<std::vector<TokenId>>();
+  else if (prompt.is_array() && prompt.size() == 1 && prompt[0].is_string()) in.prompt = prompt[0];
+  else throw BadField("field 'prompt' must be a string, one string in an array, or an array of token ids");
+  if (j.contains("suffix") && !j["suffix"].is_null()) in.suffix = field<std::string>(j, "suffix", "");
+  in.max_tokens = max_tokens(j, "max_tokens", 16);
+  in.sampling = sampling(j, 1.0f);
+  in.stop = stops(j);
+  const bool stream = field<bool>(j, "stream", false);
+  const std::string id = "cmpl-" + std::to_string(next_id_++);
+  std::string model_id;
+  {
+    std::lock_guard lock(mu_);
+    model_id = model_.id;
+  }
+  auto t = ticket();
+  EventStream* es = stream ? open_stream() : nullptr;
+  const auto chunk = [&](const std::string& text, const json& reason) {
+    return json{{"id", id}, {"object", "text_completion"}, {"created", now_s()}, {"model", model_id},
+                {"choices", {{{"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", reason}}}}}
+        .dump(-1, ' ', false, json::error_handler_t::replace);
+  };
+  const assist::Generation g = service_.text(in, es ? std::function<void(const std::string&)>([&](const std::string& s) {
+    if (!es->send(chunk(s, nullptr))) t->cancel();  // the client left: stop generating
+  }) : nullptr, *t);
+  done(t);
+  count("/v1/completions", g.timings.n_prompt, g.timings.n_generated);
+  if (g.reason == FinishReason::Error) {
+    if (es) return es->send(json{{"error", {{"message", g.error}, {"type", "server_error"}}}}.dump()), streamed();
+    return error(500, g.error, "server_error");
+  }
+  if (es) {
+    es->send(chunk("", openai_reason(g.reason)));
+    es->send("[DONE]");
+    return streamed();
+  }
+  return ok({{"id", id}, {"object", "text_completion"}, {"created", now_s()}, {"model", model_id},
+             {"choices", {{{"text", g.text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", openai_reason(g.reason)}}}},
+             {"usage", usage(g.timings)}});
+}
+
+// POST /v1/chat/completions: the conversation through the model's chat template.
+HttpResponse Api::chat_completions(const std::string& body, const std::function<EventStream*()>& open_stream) {
+  const json j = json::parse(body);
+  if (!j.is_object()) throw BadField("the body must be a JSON object");
+  if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty())
+    throw BadField("field 'messages' must be a non-empty array of {role, content}");
+  assist::ChatQuery q;
+  q.as_given = true;
+  for (const auto& m : j["messages"]) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      throw BadField("each message needs a string 'role'");
+    std::string content;
+    if (m.contains("content") && m["content"].is_string()) content = m["content"];
+    else if (m.contains("content") && m["content"].is_array())  // [{type: text, text}]
+      for (const auto& part : m["content"])
+        if (part.is_object() && part.value("type", "") == "text") content += part.value("text", "");
+    q.messages.push_back({m["role"], content});
+  }
+  q.max_tokens = max_tokens(j, j.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens", 1024);
+  q.sampling = sampling(j, 1.0f);
+  q.stop = stops(j);
+  q.template_override = opt_.chat_template;
+  const bool stream = field<bool>(j, "stream", false);
+  const std::string id = "chatcmpl-" + std::to_string(next_id_++);
+  std::string model_id;
+  {
+    std::lock_guard lock(mu_);
+    model_id = model_.id;
+  }
+  const auto chunk = [&](const json& delta, const json& reason) {
+    return json{{"id", id}, {"object", "chat.completion.chunk"}, {"created", now_s()}, {"model", model_id},
+                {"choices", {{{"index", 0}, {"delta", delta}, {"finish_reason", reason}}}}}
+        .dump(-1, ' ', false, json::error_handler_t::replace);
+  };
+  auto t = ticket();
+  EventStream* es = nullptr;
+  if (stream) {
+    es = open_stream();
+    es->send(chunk({{"role", "assistant"}, {"content", ""}}, nullptr));
+  }
+  const assist::ChatAnswer a = service_.chat(q, es ? std::function<void(const std::string&)>([&](const std::string& s) {
+    if (!es->send(chunk({{"content", s}}, nullptr))) t->cancel();
+  }) : nullptr, *t);
+  done(t);
+  count("/v1/chat/completions", a.timings.n_prompt, a.timings.n_generated);
+  if (a.reason == FinishReason::Error) {
+    if (es) return es->send(json{{"error", {{"message", a.error}, {"type", "server_error"}}}}.dump()), streamed();
+    return error(a.error.find("chat.template") != std::string::npos ? 400 : 500, a.error, "server_error");
+  }
+  if (es) {
+    es->send(chunk(json::object(), openai_reason(a.reason)));
+    es->send("[DONE]");
+    return streamed();
+  }
+  return ok({{"id", id}, {"object", "chat.completion"}, {"created", now_s()}, {"model", model_id},
+             {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", a.text}}},
+                           {"finish_reason", openai_reason(a.reason)}}}},
+             {"usage", usage(a.timings)}});
+}
+
+// POST /infill (llama.cpp's, as llama.vim and llama.vscode send it): the
+// editor pipeline — FIM prompt with input_extra ahead of the prefix, the
+// cache and type-through, post-processing.
+HttpResponse Api::infill(const std::string& body, const std::function<EventStream*()>& open_stream) {
+  const json j = json::parse(body);
+  if (!j.is_object()) throw BadField("the body must be a JSON object");
+  const std::string prefix = field<std::string>(j, "input_prefix", ""), suffix = field<std::string>(j, "input_suffix", "");
+  const std::string typed = field<std::string>(j, "prompt", "");  // the cursor line's text before the cursor
+  assist::CompletionQuery q;
+  q.text = prefix + typed + suffix;
+  q.cursor = prefix.size() + typed.size();
+  if (j.contains("input_extra") && j["input_extra"].is_array())
+    for (const auto& chunk : j["input_extra"]) {
+      if (!chunk.is_object()) throw BadField("field 'input_extra' must be an array of {filename, text}");
+      q.extra += "// " + chunk.value("filename", std::string("(unnamed)")) + "\n" + chunk.value("text", std::string());
+      if (!q.extra.empty() && q.extra.back() != '\n') q.extra += '\n';
+    }
+  q.settings.max_tokens = max_tokens(j, "n_predict", 64);
+  q.settings.time_budget_ms = field<int>(j, "t_max_predict_ms", 1500);
+  if (q.settings.time_budget_ms <= 0) q.settings.time_budget_ms = 1500;
+  auto t = ticket();
+  const auto t0 = std::chrono::steady_clock::now();
+  const assist::CompletionAnswer a = service_.complete(q, *t);
+  done(t);
+  count("/infill", 0, 0);
+  if (!a.error.empty()) return error(500, a.error, "server_error");
+  const std::string content = a.texts.empty() ? "" : a.texts.front();
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const json result = {{"content", content}, {"stop", true}, {"truncated", false}, {"tokens_cached", 0},
+                       {"timings", {{"predicted_ms", ms}}}, {"cached", a.from_cache}};
+  if (field<bool>(j, "stream", false)) {
+    EventStream* es = open_stream();
+    es->send(json{{"content", content}, {"stop", false}}.dump());
+    es->send(result.dump());
+    return streamed();
+  }
+  return ok(result);
+}
+
+// POST /completion (llama.cpp's): prompt, n_predict, samplers, stream.
+HttpResponse Api::llama_completion(const std::string& body, const std::function<EventStream*()>& open_stream) {
+  const json j = json::parse(body);
+  if (!j.is_object()) throw BadField("the body must be a JSON object");
+  assist::TextInput in;
+  const json prompt = j.value("prompt", json(""));
+  if (prompt.is_string()) in.prompt = prompt;
+  else if (prompt.is_array() && (prompt.empty() || prompt[0].is_number_integer())) in.prompt_tokens = prompt.get<std::vector<TokenId>>();
+  else throw BadField("field 'prompt' must be a string or an array of token ids");
+  in.max_tokens = max_tokens(j, "n_predict", 128);
+  in.sampling = sampling(j, 0.8f);
+  in.stop = stops(j);
+  in.t_max_predict_ms = field<int64_t>(j, "t_max_predict_ms", 0);
+  const bool stream = field<bool>(j, "stream", false);
+  auto t = ticket();
+  EventStream* es = stream ? open_stream() : nullptr;
+  const assist::Generation g = service_.text(in, es ? std::function<void(const std::string&)>([&](const std::string& s) {
+    if (!es->send(json{{"content", s}, {"stop", false}}.dump(-1, ' ', false, json::error_handler_t::replace))) t->cancel();
+  }) : nullptr, *t);
+  done(t);
+  count("/completion", g.timings.n_prompt, g.timings.n_generated);
+  if (g.reason == FinishReason::Error) return error(500, g.error, "server_error");
+  const json timings = {{"prompt_n", g.timings.n_prompt}, {"prompt_ms", g.timings.prompt_ms},
+                        {"predicted_n", g.timings.n_generated}, {"predicted_ms", g.timings.generate_ms},
+                        {"predicted_per_second", g.timings.generate_tps()}};
+  const json final = {{"content", es ? "" : g.text}, {"stop", true}, {"stop_type", to_string(g.reason)},
+                      {"tokens_predicted", g.timings.n_generated}, {"tokens_evaluated", g.timings.n_prompt},
+                      {"tokens_cached", g.timings.n_prompt_cached}, {"timings", timings}};
+  if (es) {
+    es->send(final.dump());
+    return streamed();
+  }
+  return ok(final);
+}
+
+}  // namespace moelsp::http

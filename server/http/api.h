@@ -1,0 +1,91 @@
+// The HTTP API of `moelsp serve`, without the transport: a request in, a
+// response (or a stream of server-sent events) out. OpenAI-compatible
+// (/v1/models, /v1/completions, /v1/chat/completions), llama.cpp-compatible
+// (/infill, /completion: llama.vim and llama.vscode work unchanged), and
+// /health, /metrics, /v1/status. http_server.cpp carries it over Boost.Beast.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "assist/service.h"
+
+namespace moelsp::http {
+
+struct HttpRequest {
+  std::string method;  // GET, POST, ...
+  std::string target;  // path (and query)
+  std::string body;
+  std::string authorization;  // the Authorization header, as sent
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// A response sent as server-sent events. send() writes one `data: …` event
+// and returns false once the client has gone (the generation then stops).
+class EventStream {
+ public:
+  virtual ~EventStream() = default;
+  virtual bool send(const std::string& data) = 0;
+};
+
+struct ApiOptions {
+  std::string api_key;           // empty: no key needed (loopback by default)
+  std::string chat_template;     // when the model's own is missing or unknown
+};
+
+// What the loader tells the API about the model.
+struct ModelState {
+  enum class Phase { Loading, Ready, Error } phase = Phase::Loading;
+  std::string id;        // the model's name, for /v1/models and responses
+  std::string message;   // loading progress or the error
+  std::function<std::string()> status_json;  // the plan, hardware and engine metrics (/v1/status)
+  std::function<std::string()> metrics_text;  // engine metrics as Prometheus lines (/metrics)
+};
+
+class Api {
+ public:
+  Api(assist::Service& service, ApiOptions opt);
+  void set_model(ModelState m);
+
+  // Answers `req`. For a streaming request it calls `open_stream`, sends
+  // the events through it and returns {status 0}: the response has been sent.
+  HttpResponse handle(const HttpRequest& req, const std::function<EventStream*()>& open_stream);
+
+  // Ends every generation in flight (shutdown).
+  void cancel_all();
+
+ private:
+  HttpResponse models();
+  HttpResponse completions(const std::string& body, const std::function<EventStream*()>& open_stream);
+  HttpResponse chat_completions(const std::string& body, const std::function<EventStream*()>& open_stream);
+  HttpResponse infill(const std::string& body, const std::function<EventStream*()>& open_stream);
+  HttpResponse llama_completion(const std::string& body, const std::function<EventStream*()>& open_stream);
+  HttpResponse health();
+  HttpResponse metrics();
+  std::shared_ptr<assist::Ticket> ticket();
+  void done(const std::shared_ptr<assist::Ticket>& t);
+  void count(const std::string& endpoint, int64_t prompt_tokens, int64_t generated);
+
+  assist::Service& service_;
+  ApiOptions opt_;
+  mutable std::mutex mu_;
+  ModelState model_;
+  std::vector<std::shared_ptr<assist::Ticket>> in_flight_;
+  std::map<std::string, std::array<int64_t, 3>> counts_;  // endpoint → requests, prompt tokens, generated tokens
+  std::atomic<uint64_t> next_id_{1};
+};
+
+}  // namespace moelsp::http

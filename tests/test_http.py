@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""`moelsp serve` driven by real HTTP clients: Python's http.client and curl
+(streaming). Starts the server on a free port with the embedded default
+model, checks every endpoint, the error answers, the API key, a client that
+leaves mid-stream, and a clean exit on SIGTERM.
+
+    python3 tests/test_http.py MOELSP_BINARY
+
+Exits 0 when every check passes, 1 with a message at the first failure.
+Standard library only (plus the curl binary).
+"""
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+BINARY = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("MOELSP_BINARY", "")
+CHECKS = 0
+
+
+def fail(msg):
+    print(f"http test FAILED: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    global CHECKS
+    CHECKS += 1
+    if not cond:
+        fail(msg)
+
+
+class Server:
+    def __init__(self, *args):
+        self.proc = subprocess.Popen([BINARY, "serve", "--port", "0", *args], stderr=subprocess.PIPE, text=True)
+        line = self.proc.stderr.readline()
+        m = re.search(r"listening on http://([\d.]+):(\d+)", line)
+        if not m:
+            fail(f"no 'listening on' line from moelsp serve: {line!r}")
+        self.host, self.port = m.group(1), int(m.group(2))
+        self.url = f"http://{self.host}:{self.port}"
+
+    def request(self, method, path, body=None, headers=None, timeout=60):
+        c = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        data = body if isinstance(body, (bytes, str)) or body is None else json.dumps(body)
+        c.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
+        r = c.getresponse()
+        raw = r.read()
+        c.close()
+        try:
+            return r.status, json.loads(raw) if raw else None, dict(r.getheaders())
+        except json.JSONDecodeError:
+            return r.status, raw.decode(errors="replace"), dict(r.getheaders())
+
+    def wait_ready(self):
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            status, body, _ = self.request("GET", "/health")
+            if status == 200:
+                return
+            check(status == 503, f"/health while loading: {status} {body}")
+            time.sleep(0.2)
+        fail("the model did not load within 60 s")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            fail("moelsp serve did not exit within 10 s of SIGTERM")
+
+
+def sse(url, body, headers=()):
+    """Streams through curl -N; returns the events' data fields."""
+    args = ["curl", "-sN", url, "-H", "Content-Type: application/json", "-d", json.dumps(body)]
+    for h in headers:
+        args += ["-H", h]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=120).stdout
+    return [line[6:] for line in out.split("\n") if line.startswith("data: ")]
+
+
+def main():
+    if not BINARY or not os.access(BINARY, os.X_OK):
+        fail("give the moelsp binary as the first argument")
+    if not shutil.which("curl"):
+        fail("curl is not installed (tools/setup.sh installs it)")
+    s = Server()
+    try:
+        s.wait_ready()
+        status, body, _ = s.request("GET", "/v1/models")
+        check(status == 200 and body["data"] and body["data"][0]["id"], f"/v1/models: {body}")
+        model = body["data"][0]["id"]
+
+        # /v1/completions: greedy is reproducible; streaming gives the same text.
+        req = {"model": model, "prompt": "def fibonacci(n):", "max_tokens": 16, "temperature": 0}
+        status, a, _ = s.request("POST", "/v1/completions", req)
+        check(status == 200, f"/v1/completions: {status} {a}")
+        check(a["object"] == "text_completion" and a["choices"][0]["text"], f"/v1/completions body: {a}")
+        check(a["usage"]["completion_tokens"] > 0 and a["usage"]["total_tokens"] > a["usage"]["prompt_tokens"], "usage")
+        _, b, _ = s.request("POST", "/v1/completions", req)
+        check(a["choices"][0]["text"] == b["choices"][0]["text"], "greedy /v1/completions differs between two runs")
+        events = sse(s.url + "/v1/completions", {**req, "stream": True})
+        check(events and events[-1] == "[DONE]", f"stream does not end with [DONE]: {events[-3:]}")
+        chunks = [json.loads(e) for e in events[:-1]]
+        check(len(chunks) >= 3, f"too few stream events: {len(chunks)}")
+        check("".join(c["choices"][0]["text"] for c in chunks) == a["choices"][0]["text"],
+              "the streamed text differs from the non-streamed one")
+        check(chunks[-1]["choices"][0]["finish_reason"] in ("stop", "length"), "no finish_reason at the end")
+        # token ids as the prompt, and fill in the middle with `suffix`
+        status, t, _ = s.request("POST", "/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 4, "temperature": 0})
+        check(status == 200, f"token-id prompt: {status} {t}")
+        status, f, _ = s.request("POST", "/v1/completions",
+                                 {"prompt": "def area(w, h):\n    return ", "suffix": "\n", "max_tokens": 8, "temperature": 0})
+        check(status == 200 and isinstance(f["choices"][0]["text"], str), f"suffix (FIM): {status} {f}")
+
+        # /v1/chat/completions, plain and streamed
+        chat = {"model": model, "messages": [{"role": "system", "content": "Be brief."},
+                                             {"role": "user", "content": "What is a list in Python?"}],
+                "max_tokens": 24, "temperature": 0}
+        status, c, _ = s.request("POST", "/v1/chat/completions", chat)
+        check(status == 200 and c["object"] == "chat.completion", f"/v1/chat/completions: {status} {c}")
+        check(c["choices"][0]["message"]["role"] == "assistant", "chat: no assistant message")
+        events = sse(s.url + "/v1/chat/completions", {**chat, "stream": True})
+        check(events[-1] == "[DONE]", "chat stream does not end with [DONE]")
+        deltas = [json.loads(e)["choices"][0]["delta"] for e in events[:-1]]
+        check(deltas[0].get("role") == "assistant", "the first chat chunk does not carry the role")
+        check("".join(d.get("content", "") for d in deltas) == c["choices"][0]["message"]["content"],
+              "the streamed chat differs from the non-streamed one")
+
+        # /infill as llama.vim sends it, and /completion as llama.cpp clients do
+        infill = {"input_prefix": "import os\n\ndef list_files(path):\n", "prompt": "    ", "input_suffix": "\n",
+                  "input_extra": [{"filename": "util.py", "text": "def helper():\n    return 1\n"}],
+                  "n_predict": 32, "top_k": 40, "top_p": 0.99, "stream": False, "samplers": ["top_k", "top_p", "infill"],
+                  "cache_prompt": True, "t_max_prompt_ms": 500, "t_max_predict_ms": 1000, "n_indent": 4}
+        status, i, _ = s.request("POST", "/infill", infill)
+        check(status == 200 and isinstance(i.get("content"), str), f"/infill: {status} {i}")
+        status, i2, _ = s.request("POST", "/infill", infill)
+        check(i2["content"] == i["content"], "/infill repeated gives another answer")
+        status, lc, _ = s.request("POST", "/completion", {"prompt": "import os\n", "n_predict": 8, "temperature": 0})
+        check(status == 200 and lc["stop"] is True and "content" in lc, f"/completion: {status} {lc}")
+
+        # /metrics, /v1/status
+        status, m, _ = s.request("GET", "/metrics")
+        check(status == 200 and 'moelsp_http_requests_total{endpoint="/v1/completions"}' in m, "/metrics")
+        check("moelsp_kv_blocks_in_use" in m, "/metrics has no KV gauges")
+        status, st, _ = s.request("GET", "/v1/status")
+        check(status == 200 and st["state"] == "ready" and "plan" in st["engine"], f"/v1/status: {st}")
+
+        # Bad input: each a clear 4xx in OpenAI's error shape; the server keeps serving.
+        status, e, _ = s.request("GET", "/nope")
+        check(status == 404 and "error" in e, f"unknown path: {status}")
+        status, e, _ = s.request("GET", "/v1/completions")
+        check(status == 405, f"GET on a POST endpoint: {status}")
+        status, e, _ = s.request("POST", "/v1/completions", "{not json")
+        check(status == 400 and "invalid JSON" in e["error"]["message"], f"invalid JSON: {status} {e}")
+        status, e, _ = s.request("POST", "/v1/completions", {"prompt": "x", "max_tokens": "many"})
+        check(status == 400 and "max_tokens" in e["error"]["message"], f"wrong type: {status} {e}")
+        status, e, _ = s.request("POST", "/v1/chat/completions", {"messages": []})
+        check(status == 400 and "messages" in e["error"]["message"], f"empty messages: {status} {e}")
+        status, e, _ = s.request("POST", "/v1/completions", {"prompt": "x", "temperature": -1})
+        check(status == 400 and "temperature" in e["error"]["message"], f"bad temperature: {status} {e}")
+        with socket.create_connection((s.host, s.port), timeout=10) as raw:  # refused on its Content-Length
+            raw.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {9 << 20}\r\n\r\n".encode()
+                        + b"x" * 65536)
+            answer = raw.recv(4096).decode(errors="replace")
+            check(answer.startswith("HTTP/1.1 413"), f"a 9 MiB body: {answer[:60]!r}")
+        with socket.create_connection((s.host, s.port), timeout=10) as raw:
+            raw.sendall(b"GARBAGE \x01\x02 NOT HTTP\r\n\r\n")
+            answer = raw.recv(4096).decode(errors="replace")
+            check(answer.startswith("HTTP/1.1 400"), f"a malformed request line: {answer[:60]!r}")
+        # A client that leaves mid-stream: its generation ends, nothing stays in flight.
+        with socket.create_connection((s.host, s.port), timeout=30) as raw:
+            body = json.dumps({"prompt": "def f():", "max_tokens": 4000, "stream": True, "temperature": 0.8})
+            raw.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
+            got, deadline = b"", time.time() + 20
+            while b"data: " not in got and time.time() < deadline:
+                got += raw.recv(4096)
+            check(b"data: " in got, f"no first event on the stream: {got[:200]!r}")
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            _, m, _ = s.request("GET", "/metrics")
+            if "moelsp_requests_in_flight 0" in m:
+                break
+            time.sleep(0.2)
+        check("moelsp_requests_in_flight 0" in m, "a generation kept running after its client left")
+        status, _, _ = s.request("GET", "/health")
+        check(status == 200, "the server stopped serving after bad input")
+    finally:
+        code = s.stop()
+    check(code == 0, f"moelsp serve exited {code} on SIGTERM")
+
+    # The API key: required everywhere but /health.
+    k = Server("--api-key", "s3cret")
+    try:
+        k.wait_ready()
+        status, e, _ = k.request("GET", "/v1/models")
+        check(status == 401 and e["error"]["code"] == "invalid_api_key", f"no key: {status} {e}")
+        status, _, _ = k.request("GET", "/v1/models", headers={"Authorization": "Bearer wrong"})
+        check(status == 401, "a wrong key was accepted")
+        status, _, _ = k.request("GET", "/v1/models", headers={"Authorization": "Bearer s3cret"})
+        check(status == 200, "the right key was refused")
+    finally:
+        check(k.stop() == 0, "moelsp serve --api-key did not exit 0")
+    print(f"http test passed ({CHECKS} checks)")
+
+
+if __name__ == "__main__":
+    main()
