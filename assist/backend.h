@@ -27,11 +27,15 @@ class Ticket {
   bool cancelled() const { return cancelled_; }
   // Submits to the engine unless already cancelled.
   std::optional<Handle> submit(Engine& e, Request req, Callbacks cb = {});
+  // What else cancel() must do (a remote backend closes its connection);
+  // runs at once when already cancelled. Cleared by passing nullptr.
+  void on_cancel(std::function<void()> fn);
 
  private:
   std::atomic<bool> cancelled_{false};
   std::mutex mu_;
   std::optional<Handle> handle_;
+  std::function<void()> on_cancel_;
 };
 
 struct Generation {

@@ -13,6 +13,13 @@ void Ticket::cancel() {
   cancelled_ = true;
   std::lock_guard lock(mu_);
   if (handle_) handle_->cancel();
+  if (on_cancel_) on_cancel_();
+}
+
+void Ticket::on_cancel(std::function<void()> fn) {
+  std::lock_guard lock(mu_);
+  on_cancel_ = std::move(fn);
+  if (cancelled_ && on_cancel_) on_cancel_();
 }
 
 std::optional<Handle> Ticket::submit(Engine& e, Request req, Callbacks cb) {
@@ -100,6 +107,15 @@ Generation EngineBackend::chat(const ChatInput& in, const std::function<void(con
 
 Generation EngineBackend::text(const TextInput& in, const std::function<void(const std::string&)>& on_text,
                                Ticket& ticket) {
+  // Token ids from a client: one out of range would fail the whole batch it runs in.
+  const size_t n_vocab = engine_->model().tokenizer().n_vocab();
+  for (TokenId id : in.prompt_tokens)
+    if (id < 0 || size_t(id) >= n_vocab) {
+      Generation g;
+      g.reason = FinishReason::Error;
+      g.error = "token id " + std::to_string(id) + " is outside the vocabulary (0.." + std::to_string(n_vocab - 1) + ")";
+      return g;
+    }
   Request req;
   req.prompt = in.prompt;
   req.prompt_tokens = in.prompt_tokens;

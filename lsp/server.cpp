@@ -19,6 +19,11 @@ void Settings::merge_from(const Settings& o) {
   if (o.completion_debounce_ms) completion_debounce_ms = o.completion_debounce_ms;
   if (o.chat_max_tokens) chat_max_tokens = o.chat_max_tokens;
   if (o.chat_template) chat_template = o.chat_template;
+  if (o.backend_url) backend_url = o.backend_url;
+  if (o.backend_api_key) backend_api_key = o.backend_api_key;
+  if (o.backend_model) backend_model = o.backend_model;
+  if (o.backend_api) backend_api = o.backend_api;
+  if (o.backend_fim_template) backend_fim_template = o.backend_fim_template;
   merge_overrides(plan, o.plan);
 }
 
@@ -55,6 +60,11 @@ Settings settings_from(const json& j) {
   num("completion", "debounceMs", s.completion_debounce_ms);
   num("chat", "maxTokens", s.chat_max_tokens);
   str("chat", "template", s.chat_template);
+  str("backend", "url", s.backend_url);
+  str("backend", "apiKey", s.backend_api_key);
+  str("backend", "model", s.backend_model);
+  str("backend", "api", s.backend_api);
+  str("backend", "fimTemplate", s.backend_fim_template);
   s.plan = overrides_from_json(j.dump());
   return s;
 }
@@ -190,6 +200,15 @@ json Server::Impl::status_json() {
       }
     }
   }
+  {
+    std::lock_guard lock(model_mu);
+    if (remote) {
+      const auto& o = remote->options();
+      s["model"] = o.model.empty() ? o.url : o.model;
+      s["backend"] = {{"url", o.url}, {"api", o.api}, {"model", o.model}, {"fimTemplate", o.fim_template},
+                      {"lastError", remote->last_error()}};
+    }
+  }
   const assist::TelemetrySnapshot t = service.telemetry();
   s["completions"] = {{"requests", t.requests}, {"cancelled", t.cancelled}, {"shown", t.shown},
                       {"accepted", t.accepted}, {"partiallyAccepted", t.partially_accepted},
@@ -222,6 +241,8 @@ void Server::Impl::untrack(const json& id) {
 
 void Server::Impl::start_loading() {
   Settings s = effective();
+  loaded_backend_url = s.backend_url;
+  if (s.backend_url && !s.backend_url->empty()) return start_remote(s);
   if (!s.model || s.model->empty()) {
     if (std::string def = default_model_path(); !def.empty()) s.model = def;
   }
@@ -287,6 +308,36 @@ void Server::Impl::start_loading() {
     log_message(st == "ready" ? 3 : 1, msg);
     send_status();
   });
+}
+
+// A remote server generates: nothing to load here. Its health shows in
+// moelsp/status (backend.lastError) once requests go to it.
+void Server::Impl::start_remote(const Settings& s) {
+  assist::RemoteOptions o;
+  o.url = *s.backend_url;
+  o.api_key = s.backend_api_key.value_or("");
+  o.model = s.backend_model.value_or("");
+  if (s.backend_api) o.api = *s.backend_api;
+  if (s.backend_fim_template) o.fim_template = *s.backend_fim_template;
+  try {
+    auto b = std::make_shared<assist::RemoteBackend>(o);
+    service.set_backend(b);
+    std::lock_guard lock(model_mu);
+    remote = b;
+    state = "ready";
+    state_message = "remote backend " + o.url + " (" + o.api + ")";
+  } catch (const std::exception& e) {
+    std::lock_guard lock(model_mu);
+    state = "error";
+    state_message = e.what();
+  }
+  std::string msg;
+  {
+    std::lock_guard lock(model_mu);
+    msg = state_message;
+  }
+  log_message(remote ? 3 : 1, msg);
+  send_status();
 }
 
 void Server::Impl::handle(const std::string& body) {
@@ -421,9 +472,10 @@ void Server::Impl::on_did_change_configuration(const json& params) {
     return m;
   };
   const bool engine_level = (in.model && resolved(now.model) != loaded_model) ||
+                            (in.backend_url && now.backend_url != loaded_backend_url) ||
                             (!(in.plan == PlanOverrides{}) && !(now.plan == loaded_plan));
   if (engine_level)
-    log_message(2, "moelsp: model, threads, contextSize, kvCache.*, weights, experts.*, batch.* and gpu.* are read when "
+    log_message(2, "moelsp: model, backend.*, threads, contextSize, kvCache.*, weights, experts.*, batch.* and gpu.* are read when "
                    "the server starts; restart it to apply the new values (the other settings apply now)");
 }
 

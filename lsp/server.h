@@ -22,6 +22,9 @@ struct Settings {
   std::optional<int> completion_debounce_ms;
   std::optional<int> chat_max_tokens;
   std::optional<std::string> chat_template;  // when the model's is missing or unknown
+  // A remote server instead of the embedded engine (backend.url set):
+  // backend.url, backend.apiKey, backend.model, backend.api, backend.fimTemplate.
+  std::optional<std::string> backend_url, backend_api_key, backend_model, backend_api, backend_fim_template;
   // What shapes the engine: threads, contextSize, kvCache.*, weights,
   // experts.*, batch.max, gpu.* — overrides of the automatic plan.
   PlanOverrides plan;

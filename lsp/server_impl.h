@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "assist/remote_backend.h"
 #include "assist/service.h"
 #include "documents.h"
 #include "engine/engine.h"
@@ -62,11 +63,12 @@ struct Server::Impl {
   std::mutex model_mu;
   std::shared_ptr<Model> model;
   std::shared_ptr<assist::EngineBackend> backend;  // the engine, once loaded (also in `service`)
+  std::shared_ptr<assist::RemoteBackend> remote;   // or a remote server (backend.url)
   json plan_json, hw_json;  // the plan the engine runs with, and the machine it was made for
   std::string state = "loading", state_message;
   // The model and plan overrides the engine was built with: a configuration
   // change asks for a restart only when it changes one of these.
-  std::optional<std::string> loaded_model;
+  std::optional<std::string> loaded_model, loaded_backend_url;
   PlanOverrides loaded_plan;
 
   std::mutex pending_mu;
@@ -111,6 +113,7 @@ struct Server::Impl {
   std::shared_ptr<Pending> track(const json& id);
   void untrack(const json& id);
   void start_loading();
+  void start_remote(const Settings& s);
 
   void on_initialize(const json& id, const json& params);
   void on_shutdown(const json& id, const json& params);

@@ -62,6 +62,7 @@ int serve(const ServeOptions& o) {
   so.port = o.port;
   so.max_body = size_t(o.max_body_mb) << 20;
   so.cors_origin = o.cors;
+  so.io_timeout_s = o.timeout_s;
   std::unique_ptr<http::HttpServer> server;
   try {
     server = std::make_unique<http::HttpServer>(api, so);

@@ -149,6 +149,7 @@ struct ServeOptions {
   std::string api_key;
   std::string cors;
   int max_body_mb = 8;
+  int timeout_s = 30;
   std::string chat_template;
   PlanOverrides plan;
 };

@@ -210,6 +210,8 @@ int main(int argc, char** argv) {
   c_sv->add_option("--api-key", sv.api_key, "Require 'Authorization: Bearer KEY' (not for /health)");
   c_sv->add_option("--cors", sv.cors, "Allow browser pages from this origin (default: no CORS headers)");
   c_sv->add_option("--max-body-mb", sv.max_body_mb, "Largest request body in MiB (413 beyond)")->capture_default_str()->check(CLI::Range(1, 1024));
+  c_sv->add_option("--timeout", sv.timeout_s, "Seconds a client may take to send a request or read an answer")
+      ->capture_default_str()->check(CLI::Range(1, 3600));
   c_sv->add_option("--chat-template", sv.chat_template, "Chat template when the model's own is missing or unknown (chatml, deepseek2, ...)");
   int sv_ctx = 0;
   auto* o_sv_ctx = c_sv->add_option("-c,--context-size", sv_ctx, "Tokens per sequence (default: min(4096, training context))");

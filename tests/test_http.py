@@ -191,11 +191,37 @@ def main():
                 break
             time.sleep(0.2)
         check("moelsp_requests_in_flight 0" in m, "a generation kept running after its client left")
+        # Invalid UTF-8 in the path, a token id outside the vocabulary, HEAD.
+        with socket.create_connection((s.host, s.port), timeout=10) as raw:
+            raw.sendall(b"GET /\xff\xfe HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = raw.recv(4096).decode(errors="replace")
+            check(answer.startswith("HTTP/1.1 404"), f"a non-UTF-8 path: {answer[:60]!r}")
+        status, e, _ = s.request("POST", "/v1/completions", {"prompt": [99999999], "max_tokens": 2})
+        check(status == 400 and "vocabulary" in e["error"]["message"], f"a token id out of range: {status} {e}")
+        c = http.client.HTTPConnection(s.host, s.port, timeout=10)
+        c.request("HEAD", "/health")
+        r = c.getresponse()
+        check(r.status == 200 and r.read() == b"", "HEAD /health")
+        c.close()
         status, _, _ = s.request("GET", "/health")
         check(status == 200, "the server stopped serving after bad input")
     finally:
         code = s.stop()
     check(code == 0, f"moelsp serve exited {code} on SIGTERM")
+
+    # A client that sends half a request and stalls is dropped after --timeout.
+    t = Server("--timeout", "2")
+    try:
+        t.wait_ready()
+        with socket.create_connection((t.host, t.port), timeout=15) as raw:
+            raw.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"pro")
+            t0 = time.time()
+            closed = raw.recv(4096) == b""
+            check(closed and time.time() - t0 < 10, "a stalled client was not dropped")
+        status, _, _ = t.request("GET", "/health")
+        check(status == 200, "the server stopped serving after a stalled client")
+    finally:
+        check(t.stop() == 0, "moelsp serve --timeout did not exit 0")
 
     # The API key: required everywhere but /health.
     k = Server("--api-key", "s3cret")

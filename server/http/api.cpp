@@ -17,7 +17,10 @@ HttpResponse error(int status, const std::string& message, const std::string& ty
                    const std::string& code = "") {
   HttpResponse r;
   r.status = status;
-  r.body = json{{"error", {{"message", message}, {"type", type}, {"code", code.empty() ? json() : json(code)}}}}.dump();
+  // The message may quote the client's bytes (a path, a parse error): never
+  // let invalid UTF-8 make the answer itself fail.
+  r.body = json{{"error", {{"message", message}, {"type", type}, {"code", code.empty() ? json() : json(code)}}}}
+               .dump(-1, ' ', false, json::error_handler_t::replace);
   return r;
 }
 
@@ -113,6 +116,7 @@ void Api::set_model(ModelState m) {
 std::shared_ptr<assist::Ticket> Api::ticket() {
   auto t = std::make_shared<assist::Ticket>();
   std::lock_guard lock(mu_);
+  if (stopping_) t->cancel();  // shutting down: nothing new starts
   in_flight_.push_back(t);
   return t;
 }
@@ -124,6 +128,7 @@ void Api::done(const std::shared_ptr<assist::Ticket>& t) {
 
 void Api::cancel_all() {
   std::lock_guard lock(mu_);
+  stopping_ = true;
   for (auto& t : in_flight_) t->cancel();
 }
 
@@ -134,6 +139,14 @@ void Api::count(const std::string& endpoint, int64_t prompt_tokens, int64_t gene
 }
 
 HttpResponse Api::handle(const HttpRequest& req, const std::function<EventStream*()>& open_stream) {
+  try {
+    return route(req, open_stream);
+  } catch (const std::exception& e) {  // a bug must cost one request, not the server
+    return error(500, std::string("internal error: ") + e.what(), "server_error");
+  }
+}
+
+HttpResponse Api::route(const HttpRequest& req, const std::function<EventStream*()>& open_stream) {
   const std::string path = req.target.substr(0, req.target.find('?'));
   if (path == "/health" || path == "/v1/health") return health();
   if (!opt_.api_key.empty()) {
@@ -271,7 +284,8 @@ HttpResponse Api::completions(const std::string& body, const std::function<Event
   count("/v1/completions", g.timings.n_prompt, g.timings.n_generated);
   if (g.reason == FinishReason::Error) {
     if (es) return es->send(json{{"error", {{"message", g.error}, {"type", "server_error"}}}}.dump()), streamed();
-    return error(500, g.error, "server_error");
+    const bool client = g.error.find("outside the vocabulary") != std::string::npos;
+    return error(client ? 400 : 500, g.error, client ? "invalid_request_error" : "server_error");
   }
   if (es) {
     es->send(chunk("", openai_reason(g.reason)));
@@ -375,12 +389,15 @@ HttpResponse Api::infill(const std::string& body, const std::function<EventStrea
                        {"timings", {{"predicted_ms", ms}}}, {"cached", a.from_cache}};
   if (field<bool>(j, "stream", false)) {
     EventStream* es = open_stream();
-    es->send(json{{"content", content}, {"stop", false}}.dump());
-    es->send(result.dump());
+    es->send(json{{"content", content}, {"stop", false}}.dump(-1, ' ', false, json::error_handler_t::replace));
+    json last = result;
+    last["content"] = "";  // as llama.cpp ends a stream
+    es->send(last.dump());
     return streamed();
   }
   return ok(result);
 }
+
 
 // POST /completion (llama.cpp's): prompt, n_predict, samplers, stream.
 HttpResponse Api::llama_completion(const std::string& body, const std::function<EventStream*()>& open_stream) {
@@ -403,7 +420,10 @@ HttpResponse Api::llama_completion(const std::string& body, const std::function<
   }) : nullptr, *t);
   done(t);
   count("/completion", g.timings.n_prompt, g.timings.n_generated);
-  if (g.reason == FinishReason::Error) return error(500, g.error, "server_error");
+  if (g.reason == FinishReason::Error) {
+    if (es) return es->send(json{{"error", {{"message", g.error}, {"type", "server_error"}}}}.dump(-1, ' ', false, json::error_handler_t::replace)), streamed();
+    return error(500, g.error, "server_error");
+  }
   const json timings = {{"prompt_n", g.timings.n_prompt}, {"prompt_ms", g.timings.prompt_ms},
                         {"predicted_n", g.timings.n_generated}, {"predicted_ms", g.timings.generate_ms},
                         {"predicted_per_second", g.timings.generate_tps()}};

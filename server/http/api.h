@@ -68,6 +68,7 @@ class Api {
   void cancel_all();
 
  private:
+  HttpResponse route(const HttpRequest& req, const std::function<EventStream*()>& open_stream);
   HttpResponse models();
   HttpResponse completions(const std::string& body, const std::function<EventStream*()>& open_stream);
   HttpResponse chat_completions(const std::string& body, const std::function<EventStream*()>& open_stream);
@@ -84,6 +85,7 @@ class Api {
   mutable std::mutex mu_;
   ModelState model_;
   std::vector<std::shared_ptr<assist::Ticket>> in_flight_;
+  bool stopping_ = false;
   std::map<std::string, std::array<int64_t, 3>> counts_;  // endpoint → requests, prompt tokens, generated tokens
   std::atomic<uint64_t> next_id_{1};
 };

@@ -1,15 +1,17 @@
 // HTTP/1.1 on Boost.Beast. The acceptor runs on one io_context thread; each
-// connection gets a thread of its own (at most max_connections), reading
-// and writing synchronously with socket timeouts, so a stalled client holds
-// only its own thread and only for io_timeout_s. Generation blocks that
-// thread; its tokens are written as they come (server-sent events, chunked),
-// and a failed write cancels the generation.
+// connection gets a thread of its own (at most max_connections) with its own
+// io_context, on which every read and write runs as one asynchronous
+// operation under a deadline (beast::tcp_stream::expires_after): a client
+// that stalls or trickles bytes loses its connection after io_timeout_s for
+// the whole request, and holds only its own thread meanwhile. Generation
+// blocks that thread; streamed tokens are written from the engine's thread
+// with a short deadline, and a failed write cancels the generation.
 #include "http_server.h"
 
 #include <sys/socket.h>
-#include <sys/time.h>
 
 #include <atomic>
+#include <chrono>
 #include <list>
 #include <mutex>
 #include <thread>
@@ -30,45 +32,63 @@ using tcp = net::ip::tcp;
 
 namespace {
 
-// Server-sent events over a chunked response on a blocking socket.
+// A connection: its socket on an io_context of its own, so one operation at
+// a time can run to completion (or its deadline) on the calling thread.
+struct Conn {
+  net::io_context ioc;
+  beast::tcp_stream stream{ioc};
+  int fd = -1;
+
+  Conn(const tcp::socket::protocol_type& proto, tcp::socket::native_handle_type handle) : fd(handle) {
+    stream.socket().assign(proto, handle);
+  }
+  template <class Start>
+  beast::error_code run(int seconds, Start&& start) {
+    beast::error_code result = net::error::would_block;
+    stream.expires_after(std::chrono::seconds(seconds));
+    start([&result](beast::error_code ec, std::size_t) { result = ec; });
+    ioc.restart();
+    ioc.run();
+    return result;
+  }
+  // From any thread: whatever the connection is doing ends with an error.
+  void abort() { ::shutdown(fd, SHUT_RDWR); }
+};
+
+// Writes to the stream of SSE events need this long at most: a client that
+// stops reading a stream is dropped instead of holding the engine's thread.
+constexpr int kEventWriteTimeoutS = 5;
+
+// Server-sent events; chunked on HTTP/1.1, raw until close on HTTP/1.0.
 class SseStream final : public EventStream {
  public:
-  SseStream(tcp::socket& s, unsigned version, const std::string& cors) : s_(s) {
+  SseStream(Conn& c, unsigned version, const std::string& cors) : c_(c), chunked_(version >= 11) {
     bhttp::response<bhttp::empty_body> res{bhttp::status::ok, version};
     res.set(bhttp::field::server, "moelsp");
     res.set(bhttp::field::content_type, "text/event-stream");
     res.set(bhttp::field::cache_control, "no-cache");
     if (!cors.empty()) res.set(bhttp::field::access_control_allow_origin, cors);
-    res.chunked(true);
+    res.keep_alive(false);  // the stream ends with the connection
+    res.chunked(chunked_);
     bhttp::response_serializer<bhttp::empty_body> sr{res};
-    beast::error_code ec;
-    bhttp::write_header(s_, sr, ec);
-    ok_ = !ec;
+    ok_ = !c_.run(kEventWriteTimeoutS, [&](auto h) { bhttp::async_write_header(c_.stream, sr, h); });
   }
   bool send(const std::string& data) override {
     if (!ok_) return false;
     const std::string event = "data: " + data + "\n\n";
-    beast::error_code ec;
-    net::write(s_, bhttp::make_chunk(net::buffer(event)), ec);
-    ok_ = !ec;
+    if (chunked_) ok_ = !c_.run(kEventWriteTimeoutS, [&](auto h) { net::async_write(c_.stream, bhttp::make_chunk(net::buffer(event)), h); });
+    else ok_ = !c_.run(kEventWriteTimeoutS, [&](auto h) { net::async_write(c_.stream, net::buffer(event), h); });
     return ok_;
   }
   void finish() {
-    if (!ok_) return;
-    beast::error_code ec;
-    net::write(s_, bhttp::make_chunk_last(), ec);
+    if (ok_ && chunked_) c_.run(kEventWriteTimeoutS, [&](auto h) { net::async_write(c_.stream, bhttp::make_chunk_last(), h); });
   }
 
  private:
-  tcp::socket& s_;
+  Conn& c_;
+  bool chunked_;
   bool ok_ = false;
 };
-
-void set_timeouts(tcp::socket& s, int seconds) {
-  timeval tv{seconds, 0};
-  setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(s.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-}
 
 }  // namespace
 
@@ -79,7 +99,11 @@ struct HttpServer::Impl {
   tcp::acceptor acceptor{io};
   std::atomic<bool> stopping{false};
   std::mutex mu;
-  std::list<std::pair<std::thread, std::shared_ptr<tcp::socket>>> conns;
+  struct Slot {
+    std::thread thread;
+    std::shared_ptr<Conn> conn;  // null once the thread has finished
+  };
+  std::list<Slot> conns;
   std::atomic<int> live{0};
 
   Impl(Api& a, ServerOptions o) : api(a), opt(std::move(o)) {}
@@ -88,73 +112,90 @@ struct HttpServer::Impl {
     acceptor.async_accept([this](beast::error_code ec, tcp::socket s) {
       if (stopping) return;
       if (!ec) start(std::move(s));
+      else std::this_thread::sleep_for(std::chrono::milliseconds(50));  // e.g. out of file descriptors: no busy loop
       accept();
     });
   }
 
   void start(tcp::socket s) {
-    auto sock = std::make_shared<tcp::socket>(std::move(s));
+    const auto proto = s.local_endpoint().protocol();
+    auto conn = std::make_shared<Conn>(proto, s.release());
     std::lock_guard lock(mu);
-    // Reap finished connections' threads.
-    for (auto it = conns.begin(); it != conns.end();) {
-      if (!it->second) {
-        it->first.join();
+    for (auto it = conns.begin(); it != conns.end();) {  // reap finished connections' threads
+      if (!it->conn) {
+        it->thread.join();
         it = conns.erase(it);
       } else {
         ++it;
       }
     }
     if (live >= opt.max_connections) {
-      bhttp::response<bhttp::string_body> res{bhttp::status::service_unavailable, 11};
-      res.set(bhttp::field::retry_after, "1");
-      res.set(bhttp::field::content_type, "application/json");
-      res.body() = R"({"error":{"message":"too many connections","type":"server_error","code":"busy"}})";
-      res.prepare_payload();
-      beast::error_code ignored;
-      set_timeouts(*sock, 2);
-      bhttp::write(*sock, res, ignored);
+      write_error(*conn, 503, "too many connections", 11, {{"Retry-After", "1"}});
+      close(*conn);
       return;
     }
     ++live;
     conns.emplace_back();
     auto slot = std::prev(conns.end());
-    slot->second = sock;
-    slot->first = std::thread([this, sock, slot] {
-      serve(*sock);
-      beast::error_code ignored;
-      sock->shutdown(tcp::socket::shutdown_both, ignored);
-      sock->close(ignored);
+    slot->conn = conn;
+    try {
+      slot->thread = std::thread([this, conn, slot] {
+        try {
+          serve(*conn);
+        } catch (const std::exception& e) {
+          spdlog::error("http connection: {}", e.what());
+        }
+        --live;
+        std::lock_guard done(mu);  // (abort() reads the socket under it: close it here too)
+        close(*conn);
+        slot->conn.reset();  // the next accept joins this thread
+      });
+    } catch (const std::system_error& e) {  // no thread to be had: refuse this one
       --live;
-      std::lock_guard done(mu);
-      slot->second.reset();  // done: the next accept joins this thread
-    });
+      slot->conn.reset();
+      conns.erase(slot);
+      spdlog::warn("http: cannot start a connection thread: {}", e.what());
+      close(*conn);
+    }
   }
 
-  void serve(tcp::socket& s) {
-    set_timeouts(s, opt.io_timeout_s);
+  static void close(Conn& c) {
+    beast::error_code ignored;
+    c.stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    c.stream.socket().close(ignored);
+  }
+
+  void serve(Conn& c) {
     beast::flat_buffer buf;
     while (!stopping) {
       bhttp::request_parser<bhttp::string_body> parser;
       parser.header_limit(std::uint32_t(opt.max_header));
       parser.body_limit(opt.max_body);
-      beast::error_code ec;
-      bhttp::read(s, buf, parser, ec);
-      if (ec == bhttp::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset) return;
-      if (ec) {
-        // Oversized or malformed: a clear answer, then close.
-        const bool too_big = ec == bhttp::error::body_limit;
-        const bool header_big = ec == bhttp::error::header_limit;
-        if (ec == net::error::would_block || ec == net::error::timed_out || ec == net::error::try_again) return;
-        write_simple(s, too_big ? 413 : header_big ? 431 : 400,
-                     too_big     ? "the request body is larger than the limit"
-                     : header_big ? "the request header is larger than the limit"
-                                 : "malformed HTTP request: " + ec.message(),
-                     11, false);
+      // The whole request — header and body — within the deadline.
+      c.stream.expires_after(std::chrono::seconds(opt.io_timeout_s));
+      beast::error_code ec = c.run(opt.io_timeout_s, [&](auto h) { bhttp::async_read_header(c.stream, buf, parser, h); });
+      if (!ec && parser.get()[bhttp::field::expect] == "100-continue") {
+        static const std::string cont = "HTTP/1.1 100 Continue\r\n\r\n";
+        ec = c.run(opt.io_timeout_s, [&](auto h) { net::async_write(c.stream, net::buffer(cont), h); });
+      }
+      if (!ec && !parser.is_done()) ec = c.run(opt.io_timeout_s, [&](auto h) { bhttp::async_read(c.stream, buf, parser, h); });
+      if (ec == bhttp::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset ||
+          ec == beast::error::timeout || ec == net::error::operation_aborted || ec == net::error::broken_pipe)
+        return;
+      if (ec) {  // oversized or malformed: a clear answer, then close
+        const bool too_big = ec == bhttp::error::body_limit, header_big = ec == bhttp::error::header_limit;
+        write_error(c, too_big ? 413 : header_big ? 431 : 400,
+                    too_big     ? "the request body is larger than the limit"
+                    : header_big ? "the request header is larger than the limit"
+                                : "malformed HTTP request: " + ec.message(),
+                    11, {});
         return;
       }
       auto& req = parser.get();
       HttpRequest r;
       r.method = std::string(req.method_string());
+      const bool head = r.method == "HEAD";
+      if (head) r.method = "GET";
       r.target = std::string(req.target());
       r.body = std::move(req.body());
       r.authorization = std::string(req[bhttp::field::authorization]);
@@ -162,20 +203,19 @@ struct HttpServer::Impl {
       if (r.method == "OPTIONS" && !opt.cors_origin.empty()) {
         bhttp::response<bhttp::string_body> res{bhttp::status::no_content, req.version()};
         res.set(bhttp::field::access_control_allow_origin, opt.cors_origin);
-        res.set(bhttp::field::access_control_allow_headers, "Authorization, Content-Type");
+        res.set(bhttp::field::access_control_allow_headers, "*");
         res.set(bhttp::field::access_control_allow_methods, "GET, POST, OPTIONS");
         res.keep_alive(keep);
         res.prepare_payload();
-        bhttp::write(s, res, ec);
-        if (ec || !keep) return;
+        if (c.run(opt.io_timeout_s, [&](auto h) { bhttp::async_write(c.stream, res, h); }) || !keep) return;
         continue;
       }
       std::unique_ptr<SseStream> sse;
       const HttpResponse out = api.handle(r, [&]() -> EventStream* {
-        sse = std::make_unique<SseStream>(s, req.version(), opt.cors_origin);
+        sse = std::make_unique<SseStream>(c, req.version(), opt.cors_origin);
         return sse.get();
       });
-      if (sse) {  // streamed: end the chunked body; the connection closes (simplest for SSE clients)
+      if (sse) {
         sse->finish();
         return;
       }
@@ -186,20 +226,28 @@ struct HttpServer::Impl {
       for (const auto& [k, v] : out.headers) res.set(k, v);
       res.body() = out.body;
       res.keep_alive(keep);
-      res.prepare_payload();
-      bhttp::write(s, res, ec);
+      res.prepare_payload();  // HEAD: the GET's Content-Length, no body
+      if (head) {
+        bhttp::response_serializer<bhttp::string_body> sr{res};
+        ec = c.run(opt.io_timeout_s, [&](auto h) { bhttp::async_write_header(c.stream, sr, h); });
+      } else {
+        ec = c.run(opt.io_timeout_s, [&](auto h) { bhttp::async_write(c.stream, res, h); });
+      }
       if (ec || !keep) return;
     }
   }
 
-  void write_simple(tcp::socket& s, int status, const std::string& message, unsigned version, bool keep) {
+  void write_error(Conn& c, int status, const std::string& message, unsigned version,
+                   const std::vector<std::pair<std::string, std::string>>& headers) {
     bhttp::response<bhttp::string_body> res{bhttp::status(status), version};
     res.set(bhttp::field::content_type, "application/json");
-    res.body() = R"({"error":{"message":")" + message + R"(","type":"invalid_request_error","code":null}})";
-    res.keep_alive(keep);
+    for (const auto& [k, v] : headers) res.set(k, v);
+    std::string safe;  // the message may quote the client's bytes: keep it valid JSON text
+    for (char ch : message) safe += (ch == '"' || ch == '\\' || (unsigned char)ch < 0x20 || (unsigned char)ch >= 0x80) ? '?' : ch;
+    res.body() = R"({"error":{"message":")" + safe + R"(","type":"invalid_request_error","code":null}})";
+    res.keep_alive(false);
     res.prepare_payload();
-    beast::error_code ignored;
-    bhttp::write(s, res, ignored);
+    c.run(2, [&](auto h) { bhttp::async_write(c.stream, res, h); });
   }
 };
 
@@ -209,11 +257,11 @@ HttpServer::HttpServer(Api& api, ServerOptions opt) : impl_(std::make_unique<Imp
   const auto addr = net::ip::make_address(m.opt.host, ec);
   if (ec) throw std::runtime_error("--host " + m.opt.host + ": not an IP address (" + ec.message() + ")");
   const tcp::endpoint ep{addr, static_cast<unsigned short>(m.opt.port)};
-  m.acceptor.open(ep.protocol());
-  m.acceptor.set_option(net::socket_base::reuse_address(true));
-  m.acceptor.bind(ep, ec);
+  m.acceptor.open(ep.protocol(), ec);
+  if (!ec) m.acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) m.acceptor.bind(ep, ec);
+  if (!ec) m.acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) throw std::runtime_error("cannot listen on " + m.opt.host + ":" + std::to_string(m.opt.port) + ": " + ec.message());
-  m.acceptor.listen(net::socket_base::max_listen_connections);
 }
 
 HttpServer::~HttpServer() { stop(); }
@@ -225,16 +273,14 @@ void HttpServer::run() {
   impl_->io.run();
   // Stopped: end the generations in flight, close the connections, join.
   impl_->api.cancel_all();
-  std::list<std::pair<std::thread, std::shared_ptr<tcp::socket>>> conns;
+  std::list<Impl::Slot> conns;
   {
     std::lock_guard lock(impl_->mu);
-    for (auto& c : impl_->conns) {
-      beast::error_code ignored;
-      if (c.second) c.second->shutdown(tcp::socket::shutdown_both, ignored);
-    }
+    for (auto& c : impl_->conns)
+      if (c.conn) c.conn->abort();
     conns.splice(conns.end(), impl_->conns);
   }
-  for (auto& c : conns) c.first.join();
+  for (auto& c : conns) c.thread.join();
 }
 
 void HttpServer::stop() {

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""`moelsp lsp` with the remote backend pointed at a `moelsp serve` this test
+starts: greedy completions and chat are byte-identical to the embedded
+backend's; a server that is down is an error named in moelsp/status, and the
+LSP recovers by itself when the server is back.
+
+    python3 tests/test_remote_backend.py MOELSP_BINARY
+
+Exits 0 when every check passes, 1 with a message at the first failure.
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "demo"))
+from lsp_demo import Client  # noqa: E402  (the README demo's stdlib LSP client)
+
+BINARY = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("MOELSP_BINARY", "")
+TEXTS = [
+    'import os\n\n\ndef list_files(path):\n    """Return the files."""\n    ',
+    "def area(w, h):\n    return ",
+    "class Point:\n    def __init__(self, x, y):\n        self.x = x\n        ",
+]
+
+
+def fail(msg):
+    print(f"remote backend test FAILED: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def serve(port=0):
+    p = subprocess.Popen([BINARY, "serve", "--port", str(port)], stderr=subprocess.PIPE, text=True)
+    m = re.search(r"listening on http://[\d.]+:(\d+)", p.stderr.readline())
+    if not m:
+        fail("moelsp serve did not start")
+    return p, int(m.group(1))
+
+
+def lsp(options):
+    c = Client([BINARY, "lsp"])
+    c.request("initialize", {"capabilities": {"textDocument": {"inlineCompletion": {}}}, "initializationOptions": options})
+    c.notify("initialized", {})
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        n = c.notes.get(timeout=60)
+        if n.get("method") == "moelsp/status" and n["params"]["state"] in ("ready", "error"):
+            if n["params"]["state"] == "error":
+                fail(f"the LSP failed to start: {n['params'].get('message')}")
+            return c
+    fail("the LSP was not ready within 60 s")
+
+
+def answers(c):
+    out = []
+    for i, t in enumerate(TEXTS):
+        uri = f"file:///tmp/remote{i}.py"
+        c.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": t}})
+        lines = t.split("\n")
+        r, _ = c.request("textDocument/inlineCompletion", {"textDocument": {"uri": uri},
+                         "position": {"line": len(lines) - 1, "character": len(lines[-1])}, "context": {"triggerKind": 2}})
+        out.append([it["insertText"] for it in r["items"]])
+    r, _ = c.request("moelsp/chat", {"messages": [{"role": "user", "content": "What is a list?"}]})
+    out.append(r["text"])
+    return out
+
+
+def main():
+    if not BINARY or not os.access(BINARY, os.X_OK):
+        fail("give the moelsp binary as the first argument")
+    server, port = serve()
+    try:
+        deadline = time.time() + 60
+        import urllib.request
+        while time.time() < deadline:
+            try:
+                if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).status == 200:
+                    break
+            except Exception:
+                time.sleep(0.2)
+        # A generous budget: the embedded engine's is counted from its first
+        # token; the remote's the same way, but a busy machine still varies.
+        budget = {"completion": {"timeBudgetMs": 20000}}
+        embedded = answers(lsp(budget))
+        remote_lsp = lsp({**budget, "backend": {"url": f"http://127.0.0.1:{port}", "fimTemplate": "suffix"}})
+        remote = answers(remote_lsp)
+        if embedded != remote:
+            fail(f"remote answers differ from embedded ones:\n  embedded {embedded!r}\n  remote   {remote!r}")
+        if not any(embedded[:-1]) or not embedded[-1]:
+            fail(f"nothing to compare: {embedded!r}")
+        st, _ = remote_lsp.request("moelsp/status", {})
+        if st.get("backend", {}).get("url") != f"http://127.0.0.1:{port}" or st["backend"]["lastError"]:
+            fail(f"moelsp/status does not show a healthy backend: {st.get('backend')}")
+        print(f"remote backend: {len(TEXTS)} completions and a chat byte-identical to the embedded backend")
+
+        # The server goes away: a clear error, named in the status; back: answers again.
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=10)
+        r = None
+        try:
+            remote_lsp.request("moelsp/chat", {"messages": [{"role": "user", "content": "Hi"}]})
+        except RuntimeError as e:
+            r = str(e)
+        if not r or "cannot connect" not in r:
+            fail(f"a chat with the server down: {r!r}")
+        st, _ = remote_lsp.request("moelsp/status", {})
+        if "cannot connect" not in st["backend"]["lastError"]:
+            fail(f"the status does not name the failure: {st['backend']}")
+        server, _ = serve(port)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                r, _ = remote_lsp.request("moelsp/chat", {"messages": [{"role": "user", "content": "What is a list?"}]})
+                break
+            except RuntimeError:
+                time.sleep(0.5)
+        else:
+            fail("the LSP did not recover when the server came back")
+        st, _ = remote_lsp.request("moelsp/status", {})
+        if st["backend"]["lastError"]:
+            fail(f"the error stays after recovery: {st['backend']}")
+        print("remote backend: down → a clear error; back → answers again")
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=10)
+    print("remote backend test passed")
+
+
+if __name__ == "__main__":
+    main()
