@@ -86,6 +86,10 @@ case "$mode" in
     if [ ! -d editor-clients/tests/node_modules/vscode-jsonrpc ]; then
       (cd editor-clients/tests && npm ci --no-audit --no-fund)
     fi
+    # The HTTP test through the openai npm package (pinned by its package-lock.json).
+    if [ ! -d tests/http-clients/node_modules/openai ]; then
+      (cd tests/http-clients && npm ci --no-audit --no-fund)
+    fi
     targets=()
     configure_and_build "$build"
     (cd "$build" && ctest -j "$jobs" --output-on-failure)
