@@ -259,6 +259,16 @@ struct Collector {
   }
 };
 
+// /v1/completions' stream events into the collector.
+std::function<bool(const std::string&)> completion_events(Collector& c) {
+  return [&c](const std::string& data) {
+    const json e = json::parse(data, nullptr, false);
+    if (!e.is_object() || !e.contains("choices") || e["choices"].empty()) return true;
+    const json& ch = e["choices"][0];
+    return c.add(ch.value("text", std::string()), ch.value("finish_reason", json()));
+  };
+}
+
 }  // namespace
 
 Generation RemoteBackend::fim(const FimInput& in, Ticket& ticket) {
@@ -289,12 +299,7 @@ Generation RemoteBackend::fim(const FimInput& in, Ticket& ticket) {
       body["prompt"] = fim_template_prompt(o.fim_template, in.context.prefix, in.context.suffix);
     }
     if (in.context.single_line) body["stop"] = {"\n"};
-    err = impl_->post("/v1/completions", body, [&](const std::string& data) {
-      const json e = json::parse(data, nullptr, false);
-      if (!e.is_object() || !e.contains("choices") || e["choices"].empty()) return true;
-      const json& ch = e["choices"][0];
-      return c.add(ch.value("text", std::string()), ch.value("finish_reason", json()));
-    }, ticket);
+    err = impl_->post("/v1/completions", body, completion_events(c), ticket);
   }
   return c.finish(err, ticket);
 }
@@ -342,12 +347,7 @@ Generation RemoteBackend::text(const TextInput& in, const std::function<void(con
   c.on_text = on_text;
   c.stop = in.stop;
   c.budget_ms = in.t_max_predict_ms;
-  const std::string err = impl_->post("/v1/completions", body, [&](const std::string& data) {
-    const json e = json::parse(data, nullptr, false);
-    if (!e.is_object() || !e.contains("choices") || e["choices"].empty()) return true;
-    const json& ch = e["choices"][0];
-    return c.add(ch.value("text", std::string()), ch.value("finish_reason", json()));
-  }, ticket);
+  const std::string err = impl_->post("/v1/completions", body, completion_events(c), ticket);
   return c.finish(err, ticket);
 }
 
