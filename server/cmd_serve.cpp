@@ -52,6 +52,16 @@ int serve(const ServeOptions& o) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  // The plan's overrides: the user's config file, then the flags over it.
+  PlanOverrides over;
+  try {
+    over = read_config_files();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "moelsp serve: %s\n", e.what());
+    return 1;
+  }
+  merge_overrides(over, o.plan);
+
   const bool loopback = o.host == "127.0.0.1" || o.host == "::1" || o.host == "localhost";
   if (!loopback && o.api_key.empty())
     spdlog::warn("serving on {} without --api-key: anyone who can reach this address can use the model", o.host);
@@ -80,7 +90,7 @@ int serve(const ServeOptions& o) {
   std::thread loader([&] {
     try {
       PlanRequest req;
-      req.over = o.plan;
+      req.over = over;
       PlannedModel pm = load_planned(o.model, req);
       auto b = std::make_shared<assist::EngineBackend>(std::make_unique<Engine>(pm.model, pm.plan.engine_options()));
       backend = b;
