@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -81,6 +84,60 @@ int max_tokens(const json& j, const char* name, int fallback) {
 }
 
 const char* openai_reason(FinishReason r) { return r == FinishReason::Length || r == FinishReason::Timeout ? "length" : "stop"; }
+
+// Streams without making the engine wait on a client: `generate` runs on a
+// thread of its own and hands its text over through a queue; this thread
+// (the connection's) writes it, and a failed write cancels the request. So a
+// client that stops reading holds only its own connection, never the
+// engine's scheduler thread that every other request shares.
+using OnText = std::function<void(const std::string&)>;
+template <class Result>
+Result pump(EventStream* es, assist::Ticket& t, const std::function<std::string(const std::string&)>& event,
+            const std::function<Result(const OnText&)>& generate) {
+  if (!es) return generate(nullptr);
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<std::string> queue;
+  bool finished = false;
+  Result result;
+  std::thread worker([&] {
+    Result out;
+    try {
+      out = generate([&](const std::string& s) {
+        {
+          std::lock_guard lock(m);
+          queue.push_back(s);
+        }
+        cv.notify_one();
+      });
+    } catch (const std::exception& e) {
+      out.reason = FinishReason::Error;
+      out.error = e.what();
+    }
+    {
+      std::lock_guard lock(m);
+      result = std::move(out);
+      finished = true;
+    }
+    cv.notify_one();
+  });
+  bool open = true;
+  for (;;) {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return finished || !queue.empty(); });
+    if (queue.empty() && finished) break;
+    std::deque<std::string> batch;
+    batch.swap(queue);
+    lock.unlock();
+    for (const auto& s : batch)
+      if (open && !es->send(event(s))) {
+        open = false;
+        t.cancel();  // the client left: stop generating
+      }
+  }
+  worker.join();
+  return result;
+}
 
 // What handle() returns once a response went out as a stream.
 HttpResponse streamed() {
@@ -277,9 +334,9 @@ HttpResponse Api::completions(const std::string& body, const std::function<Event
                 {"choices", {{{"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", reason}}}}}
         .dump(-1, ' ', false, json::error_handler_t::replace);
   };
-  const assist::Generation g = service_.text(in, es ? std::function<void(const std::string&)>([&](const std::string& s) {
-    if (!es->send(chunk(s, nullptr))) t->cancel();  // the client left: stop generating
-  }) : nullptr, *t);
+  const assist::Generation g = pump<assist::Generation>(
+      es, *t, [&](const std::string& s) { return chunk(s, nullptr); },
+      [&](const OnText& on_text) { return service_.text(in, on_text, *t); });
   done(t);
   count("/v1/completions", g.timings.n_prompt, g.timings.n_generated);
   if (g.reason == FinishReason::Error) {
@@ -337,9 +394,9 @@ HttpResponse Api::chat_completions(const std::string& body, const std::function<
     es = open_stream();
     es->send(chunk({{"role", "assistant"}, {"content", ""}}, nullptr));
   }
-  const assist::ChatAnswer a = service_.chat(q, es ? std::function<void(const std::string&)>([&](const std::string& s) {
-    if (!es->send(chunk({{"content", s}}, nullptr))) t->cancel();
-  }) : nullptr, *t);
+  const assist::ChatAnswer a = pump<assist::ChatAnswer>(
+      es, *t, [&](const std::string& s) { return chunk({{"content", s}}, nullptr); },
+      [&](const OnText& on_text) { return service_.chat(q, on_text, *t); });
   done(t);
   count("/v1/chat/completions", a.timings.n_prompt, a.timings.n_generated);
   if (a.reason == FinishReason::Error) {
@@ -415,9 +472,12 @@ HttpResponse Api::llama_completion(const std::string& body, const std::function<
   const bool stream = field<bool>(j, "stream", false);
   auto t = ticket();
   EventStream* es = stream ? open_stream() : nullptr;
-  const assist::Generation g = service_.text(in, es ? std::function<void(const std::string&)>([&](const std::string& s) {
-    if (!es->send(json{{"content", s}, {"stop", false}}.dump(-1, ' ', false, json::error_handler_t::replace))) t->cancel();
-  }) : nullptr, *t);
+  const assist::Generation g = pump<assist::Generation>(
+      es, *t,
+      [&](const std::string& s) {
+        return json{{"content", s}, {"stop", false}}.dump(-1, ' ', false, json::error_handler_t::replace);
+      },
+      [&](const OnText& on_text) { return service_.text(in, on_text, *t); });
   done(t);
   count("/completion", g.timings.n_prompt, g.timings.n_generated);
   if (g.reason == FinishReason::Error) {

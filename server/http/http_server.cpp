@@ -4,8 +4,9 @@
 // operation under a deadline (beast::tcp_stream::expires_after): a client
 // that stalls or trickles bytes loses its connection after io_timeout_s for
 // the whole request, and holds only its own thread meanwhile. Generation
-// blocks that thread; streamed tokens are written from the engine's thread
-// with a short deadline, and a failed write cancels the generation.
+// runs on a thread of its own while the connection's thread writes the
+// streamed tokens (api.cpp's pump), so a slow reader never holds the
+// engine; a failed write cancels the generation.
 #include "http_server.h"
 
 // GCC 12 with sanitizers warns that Beast's parser (boost::optional in
@@ -61,7 +62,7 @@ struct Conn {
 };
 
 // Writes to the stream of SSE events need this long at most: a client that
-// stops reading a stream is dropped instead of holding the engine's thread.
+// stops reading a stream is dropped (and its generation cancelled).
 constexpr int kEventWriteTimeoutS = 5;
 
 // Server-sent events; chunked on HTTP/1.1, raw until close on HTTP/1.0.
