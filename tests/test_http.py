@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 BINARY = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("MOELSP_BINARY", "")
@@ -84,6 +85,46 @@ def sse(url, body, headers=()):
         args += ["-H", h]
     out = subprocess.run(args, capture_output=True, text=True, timeout=120).stdout
     return [line[6:] for line in out.split("\n") if line.startswith("data: ")]
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def load(s, clients=8, seconds=15):
+    """`clients` threads stream completions for `seconds`: every response must
+    end in [DONE] with one id throughout (nothing dropped, cut or mixed up)."""
+    done, problems = [0] * clients, []
+
+    def worker(k):
+        end = time.time() + seconds
+        while time.time() < end and not problems:
+            c = http.client.HTTPConnection(s.host, s.port, timeout=60)
+            body = json.dumps({"prompt": f"# client {k}\ndef f{k}(x):", "max_tokens": 24, "stream": True,
+                               "temperature": 0.7, "seed": k})
+            c.request("POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            events = [ln[6:] for ln in r.read().decode().split("\n") if ln.startswith("data: ")]
+            c.close()
+            if r.status != 200 or not events or events[-1] != "[DONE]":
+                problems.append(f"client {k}: status {r.status}, last event {events[-1:] if events else None}")
+                return
+            ids = {json.loads(e)["id"] for e in events[:-1]}
+            if len(ids) != 1:
+                problems.append(f"client {k}: a response mixed ids {ids}")
+                return
+            done[k] += 1
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return done, problems
 
 
 def main():
@@ -205,6 +246,17 @@ def main():
         c.close()
         status, _, _ = s.request("GET", "/health")
         check(status == 200, "the server stopped serving after bad input")
+
+        # Load: 8 streaming clients at once; memory comes back near where it was.
+        load(s, clients=8, seconds=3)  # warm-up: the KV pool and the threads are now in use
+        baseline = rss_kib(s.proc.pid)
+        done, problems = load(s, clients=8, seconds=15)
+        check(not problems, f"under load: {problems[:3]}")
+        check(all(n > 0 for n in done), f"a client got no answer under load: {done}")
+        time.sleep(1)
+        after = rss_kib(s.proc.pid)
+        check(after <= baseline * 1.25 + 32 * 1024, f"RSS grew under load: {baseline} KiB -> {after} KiB")
+        print(f"load: 8 streaming clients for 15 s, {sum(done)} responses, RSS {baseline // 1024} -> {after // 1024} MiB")
     finally:
         code = s.stop()
     check(code == 0, f"moelsp serve exited {code} on SIGTERM")
