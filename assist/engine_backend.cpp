@@ -36,24 +36,34 @@ Generation cancelled() {
   g.reason = FinishReason::Cancelled;
   return g;
 }
+
+// FIM prompt tokens that leave room in the context for the answer.
+std::vector<TokenId> fim_tokens(const Engine& eng, const CompletionContext& ctx, int max_tokens) {
+  const int room = eng.n_ctx() - max_tokens;
+  return fim_prompt(eng.model().tokenizer(), ctx, size_t(std::max(room, eng.n_ctx() / 2)));
+}
+
+// Submits through the ticket and waits; the text streams to on_text.
+Generation run(Engine& eng, Request req, const std::function<void(const std::string&)>& on_text,
+               std::function<bool(const std::string&)> should_stop, Ticket& ticket) {
+  Callbacks cb;
+  if (on_text) cb.on_token = [on_text](TokenId, const std::string& text) { on_text(text); };
+  cb.should_stop = std::move(should_stop);
+  auto h = ticket.submit(eng, std::move(req), std::move(cb));
+  return h ? from_result(h->wait()) : cancelled();
+}
 }  // namespace
 
 Generation EngineBackend::fim(const FimInput& in, Ticket& ticket) {
-  Engine& eng = *engine_;
   Request req;
-  // The prompt leaves room in the context for the answer.
-  const int room = eng.n_ctx() - in.max_tokens;
-  req.prompt_tokens = fim_prompt(eng.model().tokenizer(), in.context, size_t(std::max(room, eng.n_ctx() / 2)));
+  req.prompt_tokens = fim_tokens(*engine_, in.context, in.max_tokens);
   req.max_tokens = in.max_tokens;
   req.t_max_predict_ms = in.t_max_predict_ms;
   req.t_max_prompt_ms = in.t_max_prompt_ms;
   req.sampling = in.sampling;
   req.priority = Priority::kCompletion;  // before chat
   if (in.context.single_line) req.stop = {"\n"};
-  Callbacks cb;
-  cb.should_stop = in.should_stop;
-  auto h = ticket.submit(eng, std::move(req), std::move(cb));
-  return h ? from_result(h->wait()) : cancelled();
+  return run(*engine_, std::move(req), nullptr, in.should_stop, ticket);
 }
 
 Generation EngineBackend::chat(const ChatInput& in, const std::function<void(const std::string&)>& on_text,
@@ -99,10 +109,7 @@ Generation EngineBackend::chat(const ChatInput& in, const std::function<void(con
   req.sampling = in.sampling;
   req.stop = in.stop;
   req.priority = in.priority;
-  Callbacks cb;
-  if (on_text) cb.on_token = [on_text](TokenId, const std::string& text) { on_text(text); };
-  auto h = ticket.submit(eng, std::move(req), std::move(cb));
-  return h ? from_result(h->wait()) : cancelled();
+  return run(eng, std::move(req), on_text, nullptr, ticket);
 }
 
 Generation EngineBackend::text(const TextInput& in, const std::function<void(const std::string&)>& on_text,
@@ -119,23 +126,14 @@ Generation EngineBackend::text(const TextInput& in, const std::function<void(con
   Request req;
   req.prompt = in.prompt;
   req.prompt_tokens = in.prompt_tokens;
-  if (in.suffix) {
-    CompletionContext ctx;
-    ctx.prefix = in.prompt;
-    ctx.suffix = *in.suffix;
-    const int room = engine_->n_ctx() - in.max_tokens;
-    req.prompt_tokens = fim_prompt(engine_->model().tokenizer(), ctx, size_t(std::max(room, engine_->n_ctx() / 2)));
-  }
+  if (in.suffix) req.prompt_tokens = fim_tokens(*engine_, {.prefix = in.prompt, .suffix = *in.suffix}, in.max_tokens);
   req.max_tokens = in.max_tokens;
   req.sampling = in.sampling;
   req.stop = in.stop;
   req.t_max_prompt_ms = in.t_max_prompt_ms;
   req.t_max_predict_ms = in.t_max_predict_ms;
   req.priority = in.priority;
-  Callbacks cb;
-  if (on_text) cb.on_token = [on_text](TokenId, const std::string& text) { on_text(text); };
-  auto h = ticket.submit(*engine_, std::move(req), std::move(cb));
-  return h ? from_result(h->wait()) : cancelled();
+  return run(*engine_, std::move(req), on_text, nullptr, ticket);
 }
 
 }  // namespace moelsp::assist

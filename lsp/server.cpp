@@ -239,13 +239,18 @@ void Server::Impl::untrack(const json& id) {
   pending.erase(id.dump());
 }
 
+// The model a setting names, or the embedded default when it names none.
+static std::optional<std::string> model_or_default(std::optional<std::string> m) {
+  if (!m || m->empty())
+    if (std::string def = default_model_path(); !def.empty()) m = def;
+  return m;
+}
+
 void Server::Impl::start_loading() {
   Settings s = effective();
   loaded_backend_url = s.backend_url;
   if (s.backend_url && !s.backend_url->empty()) return start_remote(s);
-  if (!s.model || s.model->empty()) {
-    if (std::string def = default_model_path(); !def.empty()) s.model = def;
-  }
+  s.model = model_or_default(s.model);
   loaded_model = s.model;
   loaded_plan = s.plan;
   if (!s.model || s.model->empty()) {
@@ -467,11 +472,7 @@ void Server::Impl::on_did_change_configuration(const json& params) {
   // Editors (Helix, Neovim) often repeat their initial settings right after
   // `initialized`: only a real change to what the engine was built with counts.
   const Settings now = effective();
-  const auto resolved = [](std::optional<std::string> m) {  // as start_loading reads it
-    if (!m || m->empty()) m = default_model_path();
-    return m;
-  };
-  const bool engine_level = (in.model && resolved(now.model) != loaded_model) ||
+  const bool engine_level = (in.model && model_or_default(now.model) != loaded_model) ||
                             (in.backend_url && now.backend_url != loaded_backend_url) ||
                             (!(in.plan == PlanOverrides{}) && !(now.plan == loaded_plan));
   if (engine_level)

@@ -15,15 +15,11 @@ using json = nlohmann::json;
 
 namespace {
 
-// OpenAI's error shape: {"error": {"message", "type", "code"}}.
 HttpResponse error(int status, const std::string& message, const std::string& type = "invalid_request_error",
                    const std::string& code = "") {
   HttpResponse r;
   r.status = status;
-  // The message may quote the client's bytes (a path, a parse error): never
-  // let invalid UTF-8 make the answer itself fail.
-  r.body = json{{"error", {{"message", message}, {"type", type}, {"code", code.empty() ? json() : json(code)}}}}
-               .dump(-1, ' ', false, json::error_handler_t::replace);
+  r.body = error_json(message, type, code);
   return r;
 }
 
@@ -163,7 +159,17 @@ bool same_secret(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+std::string error_json(const std::string& message, const std::string& type, const std::string& code) {
+  return json{{"error", {{"message", message}, {"type", type}, {"code", code.empty() ? json() : json(code)}}}}
+      .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 Api::Api(assist::Service& service, ApiOptions opt) : service_(service), opt_(std::move(opt)) {}
+
+std::string Api::model_id() const {
+  std::lock_guard lock(mu_);
+  return model_.id;
+}
 
 void Api::set_model(ModelState m) {
   std::lock_guard lock(mu_);
@@ -322,11 +328,7 @@ HttpResponse Api::completions(const std::string& body, const std::function<Event
   in.stop = stops(j);
   const bool stream = field<bool>(j, "stream", false);
   const std::string id = "cmpl-" + std::to_string(next_id_++);
-  std::string model_id;
-  {
-    std::lock_guard lock(mu_);
-    model_id = model_.id;
-  }
+  const std::string model_id = this->model_id();
   auto t = ticket();
   EventStream* es = stream ? open_stream() : nullptr;
   const auto chunk = [&](const std::string& text, const json& reason) {
@@ -340,7 +342,7 @@ HttpResponse Api::completions(const std::string& body, const std::function<Event
   done(t);
   count("/v1/completions", g.timings.n_prompt, g.timings.n_generated);
   if (g.reason == FinishReason::Error) {
-    if (es) return es->send(json{{"error", {{"message", g.error}, {"type", "server_error"}}}}.dump()), streamed();
+    if (es) return es->send(error_json(g.error, "server_error")), streamed();
     const bool client = g.error.find("outside the vocabulary") != std::string::npos;
     return error(client ? 400 : 500, g.error, client ? "invalid_request_error" : "server_error");
   }
@@ -378,11 +380,7 @@ HttpResponse Api::chat_completions(const std::string& body, const std::function<
   q.template_override = opt_.chat_template;
   const bool stream = field<bool>(j, "stream", false);
   const std::string id = "chatcmpl-" + std::to_string(next_id_++);
-  std::string model_id;
-  {
-    std::lock_guard lock(mu_);
-    model_id = model_.id;
-  }
+  const std::string model_id = this->model_id();
   const auto chunk = [&](const json& delta, const json& reason) {
     return json{{"id", id}, {"object", "chat.completion.chunk"}, {"created", now_s()}, {"model", model_id},
                 {"choices", {{{"index", 0}, {"delta", delta}, {"finish_reason", reason}}}}}
@@ -400,7 +398,7 @@ HttpResponse Api::chat_completions(const std::string& body, const std::function<
   done(t);
   count("/v1/chat/completions", a.timings.n_prompt, a.timings.n_generated);
   if (a.reason == FinishReason::Error) {
-    if (es) return es->send(json{{"error", {{"message", a.error}, {"type", "server_error"}}}}.dump()), streamed();
+    if (es) return es->send(error_json(a.error, "server_error")), streamed();
     return error(a.error.find("chat.template") != std::string::npos ? 400 : 500, a.error, "server_error");
   }
   if (es) {
@@ -481,7 +479,7 @@ HttpResponse Api::llama_completion(const std::string& body, const std::function<
   done(t);
   count("/completion", g.timings.n_prompt, g.timings.n_generated);
   if (g.reason == FinishReason::Error) {
-    if (es) return es->send(json{{"error", {{"message", g.error}, {"type", "server_error"}}}}.dump(-1, ' ', false, json::error_handler_t::replace)), streamed();
+    if (es) return es->send(error_json(g.error, "server_error")), streamed();
     return error(500, g.error, "server_error");
   }
   const json timings = {{"prompt_n", g.timings.n_prompt}, {"prompt_ms", g.timings.prompt_ms},

@@ -41,6 +41,11 @@ class EventStream {
   virtual bool send(const std::string& data) = 0;
 };
 
+// OpenAI's error body, {"error": {"message", "type", "code"}}; safe for any
+// bytes in `message` (a client's path or a parse error may quote them).
+std::string error_json(const std::string& message, const std::string& type = "invalid_request_error",
+                       const std::string& code = "");
+
 struct ApiOptions {
   std::string api_key;           // empty: no key needed (loopback by default)
   std::string chat_template;     // when the model's own is missing or unknown
@@ -68,6 +73,7 @@ class Api {
   void cancel_all();
 
  private:
+  std::string model_id() const;
   HttpResponse route(const HttpRequest& req, const std::function<EventStream*()>& open_stream);
   HttpResponse models();
   HttpResponse completions(const std::string& body, const std::function<EventStream*()>& open_stream);

@@ -248,9 +248,7 @@ struct HttpServer::Impl {
     bhttp::response<bhttp::string_body> res{bhttp::status(status), version};
     res.set(bhttp::field::content_type, "application/json");
     for (const auto& [k, v] : headers) res.set(k, v);
-    std::string safe;  // the message may quote the client's bytes: keep it valid JSON text
-    for (char ch : message) safe += (ch == '"' || ch == '\\' || (unsigned char)ch < 0x20 || (unsigned char)ch >= 0x80) ? '?' : ch;
-    res.body() = R"({"error":{"message":")" + safe + R"(","type":"invalid_request_error","code":null}})";
+    res.body() = error_json(message, status == 503 ? "server_error" : "invalid_request_error");
     res.keep_alive(false);
     res.prepare_payload();
     c.run(2, [&](auto h) { bhttp::async_write(c.stream, res, h); });
