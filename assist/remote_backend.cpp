@@ -1,57 +1,21 @@
-// The remote backend over HTTP/1.1 (Boost.Beast, synchronous): one
-// connection per request, a streamed response read as it arrives, and the
-// ticket's cancel closing the socket so a blocked read returns at once.
+// The remote backend: requests in each API's shape, answers streamed as
+// server-sent events into the pipeline (HTTP itself is http_client.cpp).
 #include "assist/remote_backend.h"
 
-// GCC 12 with sanitizers warns that Beast's parser (boost::optional in
-// basic_parser::content_length) "may be used uninitialized": a false positive
-// inside the library, which -Werror would turn into a failed build.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
-#include <sys/socket.h>
-#include <sys/time.h>
-
 #include <chrono>
+#include <mutex>
 
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "assist/http_client.h"
+
 namespace moelsp::assist {
 
-namespace net = boost::asio;
-namespace beast = boost::beast;
-namespace bhttp = boost::beast::http;
-using tcp = net::ip::tcp;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-struct Url {
-  std::string host, port, base;
-};
-
-Url parse_url(const std::string& u) {
-  if (u.rfind("https://", 0) == 0)
-    throw std::runtime_error("backend.url " + u + ": https is not supported yet; use http:// (e.g. through a local TLS proxy)");
-  if (u.rfind("http://", 0) != 0) throw std::runtime_error("backend.url " + u + ": must start with http://");
-  std::string rest = u.substr(7);
-  Url url;
-  const size_t slash = rest.find('/');
-  if (slash != std::string::npos) {
-    url.base = rest.substr(slash);
-    rest.resize(slash);
-    while (!url.base.empty() && url.base.back() == '/') url.base.pop_back();
-  }
-  const size_t colon = rest.rfind(':');
-  url.host = colon == std::string::npos ? rest : rest.substr(0, colon);
-  url.port = colon == std::string::npos ? "80" : rest.substr(colon + 1);
-  if (url.host.empty()) throw std::runtime_error("backend.url " + u + ": no host");
-  return url;
-}
 
 json sampling_json(const SamplingParams& p) {
   return {{"temperature", p.temperature}, {"top_p", p.top_p}, {"top_k", p.top_k}, {"min_p", p.min_p},
@@ -92,7 +56,7 @@ std::string fim_template_prompt(const std::string& tmpl, const std::string& pref
 
 struct RemoteBackend::Impl {
   RemoteOptions opt;
-  Url url;
+  std::unique_ptr<HttpClient> http;
   mutable std::mutex mu;
   std::string last_error;
 
@@ -115,70 +79,36 @@ struct RemoteBackend::Impl {
 
   std::string post_once(const std::string& path, const json& body,
                         const std::function<bool(const std::string&)>& on_event, Ticket& ticket) {
-    net::io_context io;
-    tcp::resolver resolver(io);
-    beast::error_code ec;
-    const auto endpoints = resolver.resolve(url.host, url.port, ec);
-    if (ec) return "cannot resolve " + url.host + ": " + ec.message();
-    tcp::socket sock(io);
-    net::connect(sock, endpoints, ec);
-    if (ec) return "cannot connect to " + url.host + ":" + url.port + ": " + ec.message();
-    timeval tv{opt.timeout_s, 0};
-    setsockopt(sock.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(sock.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    ticket.on_cancel([&sock] {
-      beast::error_code ignored;
-      sock.shutdown(tcp::socket::shutdown_both, ignored);
-    });
-    struct Unhook {
-      Ticket& t;
-      ~Unhook() { t.on_cancel(nullptr); }
-    } unhook{ticket};
-    bhttp::request<bhttp::string_body> req{bhttp::verb::post, url.base + path, 11};
-    req.set(bhttp::field::host, url.host);
-    req.set(bhttp::field::user_agent, "moelsp");
-    req.set(bhttp::field::content_type, "application/json");
-    req.set(bhttp::field::accept, "text/event-stream, application/json");
-    if (!opt.api_key.empty()) req.set(bhttp::field::authorization, "Bearer " + opt.api_key);
-    req.body() = body.dump(-1, ' ', false, json::error_handler_t::replace);
-    req.prepare_payload();
-    bhttp::write(sock, req, ec);
-    if (ec) return ticket.cancelled() ? "" : "sending the request: " + ec.message();
-    beast::flat_buffer buf;
-    bhttp::response_parser<bhttp::buffer_body> parser;
-    parser.body_limit(boost::none);
-    bhttp::read_header(sock, buf, parser, ec);
-    if (ec) return ticket.cancelled() ? "" : "reading the answer: " + ec.message();
-    const int status = parser.get().result_int();
-    const bool sse = parser.get()[bhttp::field::content_type].find("event-stream") != beast::string_view::npos;
+    int status = 0;
+    bool sse = false, go_on = true;
     std::string pending, whole;
-    char chunk[8192];
-    bool go_on = true;
-    while (!parser.is_done() && go_on) {
-      parser.get().body().data = chunk;
-      parser.get().body().size = sizeof chunk;
-      bhttp::read(sock, buf, parser, ec);
-      if (ec == bhttp::error::need_buffer) ec = {};
-      if (ec) break;
-      const std::string_view got(chunk, sizeof chunk - parser.get().body().size);
-      if (!sse || status != 200) {
-        whole += got;
-        continue;
-      }
-      pending += got;
-      // Events end at a blank line; each `data: ` line is one payload.
-      for (size_t nl; go_on && (nl = pending.find('\n')) != std::string::npos;) {
-        std::string line = pending.substr(0, nl);
-        pending.erase(0, nl + 1);
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        if (line.rfind("data:", 0) != 0) continue;
-        std::string data = line.substr(line.size() > 5 && line[5] == ' ' ? 6 : 5);
-        if (data == "[DONE]") go_on = false;
-        else go_on = on_event(data);
-      }
-    }
+    std::string err = http->post(
+        path, body.dump(-1, ' ', false, json::error_handler_t::replace),
+        [&](const HttpClient::Head& h) {
+          status = h.status;
+          sse = h.content_type.find("event-stream") != std::string::npos;
+        },
+        [&](std::string_view got) {
+          if (!sse || status != 200) {
+            whole += got;
+            return true;
+          }
+          pending += got;
+          // Events end at a blank line; each `data: ` line is one payload.
+          for (size_t nl; go_on && (nl = pending.find('\n')) != std::string::npos;) {
+            std::string line = pending.substr(0, nl);
+            pending.erase(0, nl + 1);
+            if (!line.empty() && line.back() == '\r') line.pop_back();
+            if (line.rfind("data:", 0) != 0) continue;
+            std::string data = line.substr(line.size() > 5 && line[5] == ' ' ? 6 : 5);
+            if (data == "[DONE]") go_on = false;
+            else go_on = on_event(data);
+          }
+          return go_on;
+        },
+        ticket);
     if (ticket.cancelled()) return "";
-    if (status != 200) {
+    if (status != 0 && status != 200) {
       const json e = json::parse(whole, nullptr, false);
       std::string msg = whole.substr(0, 300);
       if (e.is_object() && e.contains("error")) {
@@ -187,14 +117,16 @@ struct RemoteBackend::Impl {
       }
       return "HTTP " + std::to_string(status) + " from " + path + ": " + msg;
     }
-    if (ec && go_on) return "reading the answer: " + ec.message();
+    if (!err.empty()) return err;
     if (!sse && !whole.empty()) on_event(whole);
     return "";
   }
 };
 
 RemoteBackend::RemoteBackend(RemoteOptions opt) : impl_(std::make_unique<Impl>()) {
-  impl_->url = parse_url(opt.url);
+  impl_->http = std::make_unique<HttpClient>(HttpClientOptions{.url = opt.url, .api_key = opt.api_key,
+                                                                 .timeout_s = opt.timeout_s, .ca_file = opt.ca_file,
+                                                                 .verify_tls = opt.verify_tls});
   if (opt.api != "openai" && opt.api != "llama.cpp")
     throw std::runtime_error("backend.api '" + opt.api + "': openai or llama.cpp");
   (void)fim_template_prompt(opt.fim_template, "", "");  // an unknown template is an error now, not per keystroke

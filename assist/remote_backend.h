@@ -14,7 +14,7 @@
 namespace moelsp::assist {
 
 struct RemoteOptions {
-  std::string url;      // http://host:port (a path prefix is kept; https is not supported yet)
+  std::string url;      // http://host:port or https://host:port (a path prefix is kept)
   std::string api_key;  // sent as Authorization: Bearer
   std::string model;    // the "model" field of OpenAI requests
   std::string api = "openai";  // openai (/v1/completions, /v1/chat/completions) or llama.cpp (/infill)
@@ -26,6 +26,10 @@ struct RemoteOptions {
   // template with {prefix} and {suffix}.
   std::string fim_template = "qwen";
   int timeout_s = 30;   // connect, and each read or write
+  // https: the system's trusted CAs, or those of ca_file (PEM); verify_tls
+  // off accepts any certificate (a test server, never across a network).
+  std::string ca_file;
+  bool verify_tls = true;
 };
 
 // The prompt for `fim_template` (empty for "suffix"); throws on an unknown name.

@@ -13,10 +13,10 @@ namespace moelsp::lsp {
 
 namespace {
 
-std::string selection(const Document& d, const json& range) {
-  if (!range.is_object()) return d.text;
-  const size_t a = offset_of(d.text, {range.at("start").at("line"), range.at("start").at("character")});
-  const size_t b = offset_of(d.text, {range.at("end").at("line"), range.at("end").at("character")});
+std::string selection(const Document& d, const std::optional<Range>& range) {
+  if (!range) return d.text;
+  const size_t a = offset_of(d.text, range->start);
+  const size_t b = offset_of(d.text, range->end);
   return a < b ? d.text.substr(a, b - a) : d.text;
 }
 
@@ -28,61 +28,57 @@ const std::vector<std::string>& Server::Impl::commands() {
   return list;
 }
 
-void Server::Impl::on_execute_command(const json& id, const json& params) {
-  const std::string command = params.at("command");
-  if (std::find(commands().begin(), commands().end(), command) == commands().end())
-    return reply_error(id, kInvalidParams, "unknown command " + command);
-  if (command == "moelsp.accepted") {  // the inline item's command: the user took the suggestion
-    on_did_accept(params);
-    return reply(id, nullptr);
+void Server::Impl::on_execute_command(const ExecuteCommandParams& p, Reply reply) {
+  if (std::find(commands().begin(), commands().end(), p.command) == commands().end())
+    return reply.error(kInvalidParams, "unknown command " + p.command);
+  if (p.command == "moelsp.accepted") {  // the inline item's command: the user took the suggestion
+    service.count_accepted();
+    return reply(nullptr);
   }
-  const json args = params.contains("arguments") && params["arguments"].is_array() && !params["arguments"].empty()
-                        ? params["arguments"][0]
-                        : json::object();
-  chat(id, command, args, params.value("workDoneToken", json()), json());
+  ChatParams args = p.chat;
+  args.work_done_token = p.work_done_token;
+  args.partial_result_token = nullptr;
+  chat(p.command, args, std::move(reply));
 }
 
-void Server::Impl::on_chat(const json& id, const json& params) {
-  chat(id, "moelsp.chat", params, params.value("workDoneToken", json()), params.value("partialResultToken", json()));
-}
+void Server::Impl::on_chat(const ChatParams& p, Reply reply) { chat("moelsp.chat", p, std::move(reply)); }
 
-void Server::Impl::chat(const json& id, const std::string& command, const json& args, const json& work_token,
-                        const json& partial_token) {
+void Server::Impl::chat(const std::string& command, const ChatParams& args, Reply reply) {
   // The question (validation errors are answered here, as invalid params).
   assist::ChatQuery q;
   q.kind = command == "moelsp.explain" ? assist::ChatKind::Explain
            : command == "moelsp.fix"   ? assist::ChatKind::Fix
            : command == "moelsp.document" ? assist::ChatKind::Document
                                           : assist::ChatKind::Chat;
-  if (args.contains("uri")) {
-    const auto doc = docs.get(args.at("uri"));
-    if (!doc) return reply_error(id, kInvalidParams, "document not open: " + args.at("uri").get<std::string>());
-    q.code = selection(*doc, args.value("range", json()));
+  if (args.uri) {
+    const auto doc = docs.get(*args.uri);
+    if (!doc) return reply.error(kInvalidParams, "document not open: " + *args.uri);
+    q.code = selection(*doc, args.range);
     q.language = doc->language;
   }
   if (q.kind == assist::ChatKind::Chat) {
-    if (!args.contains("messages") || !args["messages"].is_array() || args["messages"].empty())
-      return reply_error(id, kInvalidParams, "moelsp.chat needs messages: [{role, content}, ...]");
-    for (const auto& m : args["messages"]) q.messages.push_back({m.at("role"), m.at("content")});
+    if (args.messages.empty()) return reply.error(kInvalidParams, "moelsp.chat needs messages: [{role, content}, ...]");
+    for (const auto& m : args.messages) q.messages.push_back({m.role, m.content});
   } else if (q.code.empty()) {
-    return reply_error(id, kInvalidParams, command + " needs uri (and range) of the code");
+    return reply.error(kInvalidParams, command + " needs uri (and range) of the code");
   }
-  auto p = track(id);
+  auto ticket = track(reply.id());
   const Settings s = effective();
   q.max_tokens = *s.chat_max_tokens;
   q.template_override = s.chat_template.value_or("");
-  enqueue([this, id, p, q, work_token, partial_token] {
+  const json work_token = args.work_done_token, partial_token = args.partial_result_token;
+  enqueue(Lane::Chat, reply, [this, reply, ticket, q, work_token, partial_token] {
     progress(work_token, {{"kind", "begin"}, {"title", "moelsp chat"}, {"cancellable", true}});
     const auto on_text = [this, work_token, partial_token](const std::string& text) {
       progress(work_token, {{"kind", "report"}, {"message", text}});
       progress(partial_token, {{"text", text}});
     };
-    const assist::ChatAnswer a = service.chat(q, on_text, *p);
+    const assist::ChatAnswer a = service.chat(q, on_text, *ticket);
     progress(work_token, {{"kind", "end"}});
-    untrack(id);
-    if (p->cancelled() || a.reason == FinishReason::Cancelled) return reply_error(id, kRequestCancelled, "request cancelled");
-    if (a.reason == FinishReason::Error) return reply_error(id, kInternalError, a.error);
-    reply(id, {{"text", a.text}, {"finishReason", to_string(a.reason)}, {"tokensPerSecond", a.tokens_per_second}});
+    untrack(reply.id());
+    if (ticket->cancelled() || a.reason == FinishReason::Cancelled) return reply.error(kRequestCancelled, "request cancelled");
+    if (a.reason == FinishReason::Error) return reply.error(kInternalError, a.error);
+    reply({{"text", a.text}, {"finishReason", to_string(a.reason)}, {"tokensPerSecond", a.tokens_per_second}});
   });
 }
 

@@ -38,30 +38,20 @@ std::string word_before(const std::string& text, size_t cursor) {
 
 }  // namespace
 
-void Server::Impl::on_completion(const json& id, const json& params) { complete(id, params, false); }
-void Server::Impl::on_inline_completion(const json& id, const json& params) { complete(id, params, true); }
+void Server::Impl::on_completion(const CompletionParams& p, Reply reply) { complete(p, std::move(reply), false); }
+void Server::Impl::on_inline_completion(const CompletionParams& p, Reply reply) { complete(p, std::move(reply), true); }
 
-void Server::Impl::complete(const json& id, const json& params, bool inline_kind) {
-  const std::string uri = params.at("textDocument").at("uri");
-  const Position pos{params.at("position").at("line"), params.at("position").at("character")};
-  // InlineCompletionTriggerKind: 1 = Invoked (the user asked: offer alternatives), 2 = Automatic.
-  const json context = params.value("context", json::object());
-  const bool invoked = inline_kind && context.value("triggerKind", 2) == 1;
+void Server::Impl::complete(const CompletionParams& params, Reply reply, bool inline_kind) {
+  const bool invoked = inline_kind && params.trigger_kind == 1;
   // The item selected in the client's completion popup: the suggestion must
-  // start with it and replace its range (LSP 3.18 selectedCompletionInfo).
-  std::optional<Range> selected_range;
-  std::string selected_text;
-  if (inline_kind && context.contains("selectedCompletionInfo") && context["selectedCompletionInfo"].is_object()) {
-    const json& sel = context["selectedCompletionInfo"];
-    const json& r = sel.at("range");
-    selected_range = Range{{r.at("start").at("line"), r.at("start").at("character")},
-                           {r.at("end").at("line"), r.at("end").at("character")}};
-    selected_text = sel.at("text");
-  }
-  auto p = track(id);
-  service.claim(uri, p);  // a newer completion for the same document makes this one moot
+  // start with it and replace its range.
+  const std::optional<SelectedCompletionInfo> selected = inline_kind ? params.selected : std::nullopt;
+  auto ticket = track(reply.id());
+  service.claim(params.uri, ticket);  // a newer completion for the same document makes this one moot
   const Settings s = effective();
-  enqueue([this, id, uri, pos, p, s, inline_kind, invoked, selected_range, selected_text] {
+  enqueue(Lane::Completion, reply, [this, params, reply, ticket, s, inline_kind, invoked, selected] {
+    const std::string& uri = params.uri;
+    const Position pos = params.position;
     assist::CompletionAnswer answer;
     std::string word;  // classic items replace it
     try {
@@ -70,33 +60,31 @@ void Server::Impl::complete(const json& id, const json& params, bool inline_kind
       assist::CompletionQuery q;
       q.text = doc->text;
       q.cursor = offset_of(q.text, pos);
-      if (selected_range) {  // complete as if the selected item were already inserted
-        const size_t a = offset_of(q.text, selected_range->start), b = offset_of(q.text, selected_range->end);
+      if (selected) {  // complete as if the selected item were already inserted
+        const size_t a = offset_of(q.text, selected->range.start), b = offset_of(q.text, selected->range.end);
         if (a <= b && b <= q.text.size()) {
-          q.text.replace(a, b - a, selected_text);
-          q.cursor = a + selected_text.size();
+          q.text.replace(a, b - a, selected->text);
+          q.cursor = a + selected->text.size();
         }
       }
       q.extra = extra_context(docs, uri);
       q.invoked = invoked;
       q.settings = {*s.completion_max_tokens, *s.completion_time_budget_ms, *s.completion_debounce_ms};
       word = word_before(q.text, q.cursor);
-      answer = service.complete(q, *p);
+      answer = service.complete(q, *ticket);
     } catch (const std::exception& e) {
       answer.error = e.what();
     }
-    untrack(id);
-    service.release(uri, p);
-    if (answer.cancelled || p->cancelled()) return reply_error(id, kRequestCancelled, "request cancelled");
-    if (!answer.error.empty()) return reply_error(id, kInternalError, answer.error);
-    const Position from = selected_range ? selected_range->start : pos;
-    const Position to = selected_range ? selected_range->end : pos;
-    const json range = {{"start", {{"line", from.line}, {"character", from.character}}},
-                        {"end", {{"line", to.line}, {"character", to.character}}}};
+    untrack(reply.id());
+    service.release(uri, ticket);
+    if (answer.cancelled || ticket->cancelled()) return reply.error(kRequestCancelled, "request cancelled");
+    if (!answer.error.empty()) return reply.error(kInternalError, answer.error);
+    const Range range = selected ? selected->range : Range{pos, pos};
+    const std::string selected_text = selected ? selected->text : "";
     json items = json::array();
     for (const auto& text : answer.texts) {
       if (inline_kind) {
-        items.push_back({{"insertText", selected_text + text}, {"range", range},
+        items.push_back({{"insertText", selected_text + text}, {"range", to_json(range)},
                          {"command", {{"title", "accepted"}, {"command", "moelsp.accepted"}}}});
       } else {
         // Clients filter the list by the word before the cursor (Helix,
@@ -107,14 +95,13 @@ void Server::Impl::complete(const json& id, const json& params, bool inline_kind
         const std::string full = word.substr(word.size() - w) + text;
         std::string label = full.substr(0, full.find('\n'));
         if (label.empty()) label = full;
-        const json word_range = {{"start", {{"line", pos.line}, {"character", pos.character - int(w)}}},
-                                 {"end", range["end"]}};
+        const Range word_range{{pos.line, pos.character - int(w)}, range.end};
         items.push_back({{"label", label}, {"kind", 1}, {"detail", "moelsp"}, {"filterText", full},
-                         {"insertText", full}, {"textEdit", {{"range", word_range}, {"newText", full}}}});
+                         {"insertText", full}, {"textEdit", {{"range", to_json(word_range)}, {"newText", full}}}});
       }
     }
     // Incomplete: the next keystroke changes the continuation, so clients ask again.
-    reply(id, inline_kind ? json{{"items", items}} : json{{"isIncomplete", true}, {"items", items}});
+    reply(inline_kind ? json{{"items", items}} : json{{"isIncomplete", true}, {"items", items}});
   });
 }
 

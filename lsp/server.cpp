@@ -10,69 +10,72 @@
 
 namespace moelsp::lsp {
 
-// ---- settings ------------------------------------------------------------------
+// ---- replies ------------------------------------------------------------------------
 
-void Settings::merge_from(const Settings& o) {
-  if (o.model) model = o.model;
-  if (o.completion_max_tokens) completion_max_tokens = o.completion_max_tokens;
-  if (o.completion_time_budget_ms) completion_time_budget_ms = o.completion_time_budget_ms;
-  if (o.completion_debounce_ms) completion_debounce_ms = o.completion_debounce_ms;
-  if (o.chat_max_tokens) chat_max_tokens = o.chat_max_tokens;
-  if (o.chat_template) chat_template = o.chat_template;
-  if (o.backend_url) backend_url = o.backend_url;
-  if (o.backend_api_key) backend_api_key = o.backend_api_key;
-  if (o.backend_model) backend_model = o.backend_model;
-  if (o.backend_api) backend_api = o.backend_api;
-  if (o.backend_fim_template) backend_fim_template = o.backend_fim_template;
-  merge_overrides(plan, o.plan);
+struct Reply::State {
+  json id;
+  Send send;
+  std::string method;
+  std::atomic<bool> sent{false};
+  ~State() {
+    if (sent.exchange(true)) return;
+    spdlog::error("{} (id {}) ended without an answer", method, id.dump());
+    send({{"jsonrpc", "2.0"}, {"id", id},
+          {"error", {{"code", kInternalError}, {"message", "internal error: " + method + " ended without an answer"}}}});
+  }
+};
+
+Reply::Reply(json id, Send send, std::string method)
+    : s_(std::make_shared<State>(std::move(id), std::move(send), std::move(method))) {}
+
+void Reply::operator()(json result) const {
+  if (s_->sent.exchange(true)) return spdlog::warn("{} (id {}): a second answer was dropped", s_->method, s_->id.dump());
+  s_->send({{"jsonrpc", "2.0"}, {"id", s_->id}, {"result", std::move(result)}});
 }
 
-Settings settings_from(const json& j) {
-  Settings s;
-  if (!j.is_object()) return s;
-  // "completion": {"maxTokens": 8} and "completion.maxTokens": 8 are the same setting.
-  const auto get = [&](const char* group, const char* key) -> const json* {
-    if (group) {
-      if (auto g = j.find(group); g != j.end() && g->is_object())
-        if (auto v = g->find(key); v != g->end()) return &*v;
-      if (auto v = j.find(std::string(group) + "." + key); v != j.end()) return &*v;
-      return nullptr;
-    }
-    auto v = j.find(key);
-    return v == j.end() ? nullptr : &*v;
-  };
-  const auto name = [](const char* group, const char* key) { return (group ? std::string(group) + "." : "") + key; };
-  const auto num = [&](const char* group, const char* key, std::optional<int>& out) {
-    if (const json* v = get(group, key)) {
-      if (!v->is_number_integer()) throw std::runtime_error("setting " + name(group, key) + " must be an integer");
-      out = v->get<int>();
-    }
-  };
-  const auto str = [&](const char* group, const char* key, std::optional<std::string>& out) {
-    if (const json* v = get(group, key)) {
-      if (!v->is_string()) throw std::runtime_error("setting " + name(group, key) + " must be a string");
-      out = v->get<std::string>();
-    }
-  };
-  str(nullptr, "model", s.model);
-  num("completion", "maxTokens", s.completion_max_tokens);
-  num("completion", "timeBudgetMs", s.completion_time_budget_ms);
-  num("completion", "debounceMs", s.completion_debounce_ms);
-  num("chat", "maxTokens", s.chat_max_tokens);
-  str("chat", "template", s.chat_template);
-  str("backend", "url", s.backend_url);
-  str("backend", "apiKey", s.backend_api_key);
-  str("backend", "model", s.backend_model);
-  str("backend", "api", s.backend_api);
-  str("backend", "fimTemplate", s.backend_fim_template);
-  s.plan = overrides_from_json(j.dump());
-  return s;
+void Reply::error(int code, const std::string& message) const {
+  if (s_->sent.exchange(true)) return spdlog::warn("{} (id {}): a second answer was dropped", s_->method, s_->id.dump());
+  s_->send({{"jsonrpc", "2.0"}, {"id", s_->id}, {"error", {{"code", code}, {"message", message}}}});
 }
 
-Settings Settings::from_json_text(const std::string& text) {
-  const json j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) throw std::runtime_error("settings must be a JSON object");
-  return settings_from(j);
+const json& Reply::id() const { return s_->id; }
+bool Reply::sent() const { return s_->sent; }
+
+const char* to_string(ModelState s) {
+  switch (s) {
+    case ModelState::Loading: return "loading";
+    case ModelState::Ready: return "ready";
+    case ModelState::Error: return "error";
+  }
+  return "error";
+}
+
+template <class P>
+void Server::Impl::on_request(const std::string& method, void (Impl::*handler)(const P&, Reply)) {
+  requests[method] = [this, method, handler](const json& params, Reply reply) {
+    P p;
+    try {
+      p = parse_params<P>(params);
+    } catch (const ParamError& e) {
+      return reply.error(kInvalidParams, "invalid params for " + method + ": " + e.what());
+    }
+    try {
+      (this->*handler)(p, reply);
+    } catch (const std::exception& e) {
+      reply.error(kInternalError, method + ": " + e.what());
+    }
+  };
+}
+
+template <class P>
+void Server::Impl::on_notification(const std::string& method, void (Impl::*handler)(const P&)) {
+  notifications[method] = [this, method, handler](const json& params) {
+    try {
+      (this->*handler)(parse_params<P>(params));
+    } catch (const std::exception& e) {
+      spdlog::warn("{}: {}", method, e.what());
+    }
+  };
 }
 
 // ---- server ----------------------------------------------------------------------
@@ -80,43 +83,43 @@ Settings Settings::from_json_text(const std::string& text) {
 Server::Impl::Impl(Transport& tr, ServerOptions o) : t(tr), opt(std::move(o)) {
   // Editors show busy / ready (and the last tokens/s) from these.
   service.on_busy_change = [this] { send_status(); };
-  requests = {
-      {"initialize", &Impl::on_initialize},
-      {"shutdown", &Impl::on_shutdown},
-      {"moelsp/status", &Impl::on_status},
-      {"textDocument/completion", &Impl::on_completion},
-      {"textDocument/inlineCompletion", &Impl::on_inline_completion},
-      {"workspace/executeCommand", &Impl::on_execute_command},
-      {"moelsp/chat", &Impl::on_chat},
-  };
-  notifications = {
-      {"initialized", &Impl::on_initialized},
-      {"$/cancelRequest", &Impl::on_cancel},
-      {"textDocument/didOpen", &Impl::on_did_open},
-      {"textDocument/didChange", &Impl::on_did_change},
-      {"textDocument/didClose", &Impl::on_did_close},
-      {"textDocument/didSave", &Impl::on_did_save},
-      {"workspace/didChangeConfiguration", &Impl::on_did_change_configuration},
-      {"moelsp/didShowCompletion", &Impl::on_did_show},
-      {"textDocument/didShowCompletion", &Impl::on_did_show},
-      {"moelsp/didAcceptCompletion", &Impl::on_did_accept},
-      {"textDocument/didPartiallyAcceptCompletion", &Impl::on_did_partially_accept},
-  };
+  on_request("initialize", &Impl::on_initialize);
+  on_request("shutdown", &Impl::on_shutdown);
+  on_request("moelsp/status", &Impl::on_status);
+  on_request("textDocument/completion", &Impl::on_completion);
+  on_request("textDocument/inlineCompletion", &Impl::on_inline_completion);
+  on_request("workspace/executeCommand", &Impl::on_execute_command);
+  on_request("moelsp/chat", &Impl::on_chat);
+  on_notification("initialized", &Impl::on_initialized);
+  on_notification("$/cancelRequest", &Impl::on_cancel);
+  on_notification("textDocument/didOpen", &Impl::on_did_open);
+  on_notification("textDocument/didChange", &Impl::on_did_change);
+  on_notification("textDocument/didClose", &Impl::on_did_close);
+  on_notification("textDocument/didSave", &Impl::on_did_save);
+  on_notification("workspace/didChangeConfiguration", &Impl::on_did_change_configuration);
+  on_notification("moelsp/didShowCompletion", &Impl::on_did_show);
+  on_notification("textDocument/didShowCompletion", &Impl::on_did_show);
+  on_notification("moelsp/didAcceptCompletion", &Impl::on_did_accept);
+  on_notification("textDocument/didPartiallyAcceptCompletion", &Impl::on_did_partially_accept);
   // Request handlers that wait on the engine run here, never on the reader.
-  for (int i = 0; i < 4; ++i)
-    workers.emplace_back([this] {
-      for (;;) {
-        std::function<void()> job;
-        {
-          std::unique_lock lock(q_mu);
-          q_cv.wait(lock, [&] { return stopping || !queue.empty(); });
-          if (queue.empty()) return;
-          job = std::move(queue.front());
-          queue.pop_front();
-        }
-        job();
+  // Completions: 2 workers (one running, one for the next keystroke, which
+  // supersedes it); chats: 4 (each holds its worker for the whole answer).
+  const auto worker = [this](Lane lane) {
+    Worklane& w = lanes[int(lane)];
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock lock(q_mu);
+        w.cv.wait(lock, [&] { return stopping || !w.queue.empty(); });
+        if (w.queue.empty()) return;
+        job = std::move(w.queue.front());
+        w.queue.pop_front();
       }
-    });
+      job();
+    }
+  };
+  for (int i = 0; i < 2; ++i) workers.emplace_back(worker, Lane::Completion);
+  for (int i = 0; i < 4; ++i) workers.emplace_back(worker, Lane::Chat);
 }
 
 Server::Impl::~Impl() {
@@ -128,7 +131,7 @@ Server::Impl::~Impl() {
     std::lock_guard lock(q_mu);
     stopping = true;
   }
-  q_cv.notify_all();
+  for (auto& lane : lanes) lane.cv.notify_all();
   for (auto& w : workers) w.join();
   if (loader.joinable()) loader.join();
   service.set_backend(nullptr);
@@ -137,11 +140,7 @@ Server::Impl::~Impl() {
 }
 
 Settings Server::Impl::effective() {
-  Settings s;
-  s.completion_max_tokens = 64;
-  s.completion_time_budget_ms = 1500;
-  s.completion_debounce_ms = 0;
-  s.chat_max_tokens = 1024;
+  Settings s = assist::default_settings();
   s.merge_from(opt.config_file);
   s.merge_from(opt.flags);
   std::lock_guard lock(settings_mu);
@@ -149,13 +148,14 @@ Settings Server::Impl::effective() {
   return s;
 }
 
+Settings Server::Impl::editor_settings(const json& j) {
+  std::vector<std::string> errors;
+  Settings s = assist::settings_from_json_text(j.dump(), &errors);
+  for (const auto& e : errors) show_message(1, "moelsp: " + e + "; the setting is ignored");
+  return s;
+}
+
 void Server::Impl::send(const json& j) { t.write(j.dump(-1, ' ', false, json::error_handler_t::replace)); }
-void Server::Impl::reply(const json& id, json result) {
-  send({{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}});
-}
-void Server::Impl::reply_error(const json& id, int code, const std::string& message) {
-  send({{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", code}, {"message", message}}}});
-}
 void Server::Impl::notify(const std::string& method, json params) {
   send({{"jsonrpc", "2.0"}, {"method", method}, {"params", std::move(params)}});
 }
@@ -163,15 +163,24 @@ void Server::Impl::log_message(int type, const std::string& text) {
   spdlog::info("{}", text);
   notify("window/logMessage", {{"type", type}, {"message", text}});
 }
+void Server::Impl::show_message(int type, const std::string& text) {
+  spdlog::warn("{}", text);
+  notify("window/showMessage", {{"type", type}, {"message", text}});
+}
 void Server::Impl::progress(const json& token, json value) {
   if (!token.is_null()) notify("$/progress", {{"token", token}, {"value", std::move(value)}});
+}
+void Server::Impl::set_state(ModelState st, std::string message) {
+  std::lock_guard lock(model_mu);
+  state = st;
+  state_message = std::move(message);
 }
 
 json Server::Impl::status_json() {
   json s;
   {
     std::lock_guard lock(model_mu);
-    s = {{"state", state == "ready" && service.busy() ? "busy" : state}, {"message", state_message},
+    s = {{"state", state == ModelState::Ready && service.busy() ? "busy" : to_string(state)}, {"message", state_message},
          {"tokensPerSecond", service.last_tokens_per_second()}};
     if (model) {
       s["model"] = model->config().name.empty() ? model->config().arch : model->config().name;
@@ -219,16 +228,22 @@ json Server::Impl::status_json() {
 }
 void Server::Impl::send_status() { notify("moelsp/status", status_json()); }
 
-void Server::Impl::enqueue(std::function<void()> job) {
+void Server::Impl::enqueue(Lane lane, Reply reply, std::function<void()> job) {
   {
     std::lock_guard lock(q_mu);
-    queue.push_back(std::move(job));
+    lanes[int(lane)].queue.push_back([reply, job = std::move(job)] {
+      try {
+        job();
+      } catch (const std::exception& e) {
+        reply.error(kInternalError, e.what());
+      }
+    });
   }
-  q_cv.notify_one();
+  lanes[int(lane)].cv.notify_one();
 }
 
-std::shared_ptr<Pending> Server::Impl::track(const json& id) {
-  auto p = std::make_shared<Pending>();
+std::shared_ptr<assist::Ticket> Server::Impl::track(const json& id) {
+  auto p = std::make_shared<assist::Ticket>();
   std::lock_guard lock(pending_mu);
   pending[id.dump()] = p;
   return p;
@@ -257,23 +272,15 @@ void Server::Impl::start_loading() {
     const std::string msg =
         "no model configured and the default model (models/moelsp-default.gguf) is not found: set "
         "initializationOptions.model, start with --model FILE or set MOELSP_MODEL";
-    {
-      std::lock_guard lock(model_mu);
-      state = "error";
-      state_message = msg;
-    }
+    set_state(ModelState::Error, msg);
     log_message(1, msg);
     send_status();
     return;
   }
-  {
-    std::lock_guard lock(model_mu);
-    state = "loading";
-    state_message = "loading " + *s.model;
-  }
+  set_state(ModelState::Loading, "loading " + *s.model);
   send_status();
   json token;
-  if (client_progress) {
+  if (client.work_done_progress) {
     token = "moelsp/load";
     send({{"jsonrpc", "2.0"}, {"id", "moelsp-" + std::to_string(next_server_request_id++)},
           {"method", "window/workDoneProgress/create"}, {"params", {{"token", token}}}});
@@ -296,21 +303,20 @@ void Server::Impl::start_loading() {
       backend = b;
       plan_json = json::parse(pm.plan.to_json());
       hw_json = json::parse(pm.hw.to_json());
-      state = "ready";
+      state = ModelState::Ready;
       state_message = "model loaded: " + *s.model;
     } catch (const std::exception& ex) {
-      std::lock_guard lock(model_mu);
-      state = "error";
-      state_message = ex.what();
+      set_state(ModelState::Error, ex.what());
     }
-    std::string st, msg;
+    ModelState st;
+    std::string msg;
     {
       std::lock_guard lock(model_mu);
       st = state;
       msg = state_message;
     }
     progress(token, {{"kind", "end"}, {"message", msg}});
-    log_message(st == "ready" ? 3 : 1, msg);
+    log_message(st == ModelState::Ready ? 3 : 1, msg);
     send_status();
   });
 }
@@ -324,99 +330,90 @@ void Server::Impl::start_remote(const Settings& s) {
   o.model = s.backend_model.value_or("");
   if (s.backend_api) o.api = *s.backend_api;
   if (s.backend_fim_template) o.fim_template = *s.backend_fim_template;
+  if (s.backend_ca_file) o.ca_file = *s.backend_ca_file;
+  if (s.backend_verify_tls) o.verify_tls = *s.backend_verify_tls;
+  bool ok = false;
   try {
     auto b = std::make_shared<assist::RemoteBackend>(o);
     service.set_backend(b);
-    std::lock_guard lock(model_mu);
-    remote = b;
-    state = "ready";
-    state_message = "remote backend " + o.url + " (" + o.api + ")";
+    {
+      std::lock_guard lock(model_mu);
+      remote = b;
+    }
+    set_state(ModelState::Ready, "remote backend " + o.url + " (" + o.api + ")");
+    ok = true;
   } catch (const std::exception& e) {
-    std::lock_guard lock(model_mu);
-    state = "error";
-    state_message = e.what();
+    set_state(ModelState::Error, e.what());
   }
   std::string msg;
   {
     std::lock_guard lock(model_mu);
     msg = state_message;
   }
-  log_message(remote ? 3 : 1, msg);
+  log_message(ok ? 3 : 1, msg);
   send_status();
 }
 
 void Server::Impl::handle(const std::string& body) {
   const json msg = json::parse(body, nullptr, false);
-  if (msg.is_discarded()) return reply_error(nullptr, kParseError, "parse error: the body is not valid JSON");
-  if (!msg.is_object()) return reply_error(nullptr, kInvalidRequest, "invalid request: not a JSON object");
+  const auto error_to = [this](const json& id, int code, const std::string& message) {
+    send({{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", code}, {"message", message}}}});
+  };
+  if (msg.is_discarded()) return error_to(nullptr, kParseError, "parse error: the body is not valid JSON");
+  if (!msg.is_object()) return error_to(nullptr, kInvalidRequest, "invalid request: not a JSON object");
   const bool has_id = msg.contains("id");
   const json id = has_id ? msg["id"] : json();
   if (has_id && !id.is_number_integer() && !id.is_string())
-    return reply_error(nullptr, kInvalidRequest, "invalid request: id must be an integer or a string");
+    return error_to(nullptr, kInvalidRequest, "invalid request: id must be an integer or a string");
   if (!msg.contains("method")) {
     if (has_id) return;  // the client's answer to one of our requests
-    return reply_error(nullptr, kInvalidRequest, "invalid request: no method");
+    return error_to(nullptr, kInvalidRequest, "invalid request: no method");
   }
-  if (!msg["method"].is_string()) return reply_error(id, kInvalidRequest, "invalid request: method must be a string");
+  if (!msg["method"].is_string()) return error_to(id, kInvalidRequest, "invalid request: method must be a string");
   const std::string method = msg["method"];
-  const json params = msg.contains("params") ? msg["params"] : json::object();
+  const json params = msg.contains("params") && !msg["params"].is_null() ? msg["params"] : json::object();
 
   if (method == "exit") {
     exiting = true;
     return;
   }
   if (phase == Phase::Uninitialized && method != "initialize") {
-    if (has_id) reply_error(id, kServerNotInitialized, "server not initialized: send initialize first");
+    if (has_id) error_to(id, kServerNotInitialized, "server not initialized: send initialize first");
     return;
   }
   if (phase == Phase::ShutDown) {
-    if (has_id) reply_error(id, kInvalidRequest, "the server is shutting down (shutdown was received)");
+    if (has_id) error_to(id, kInvalidRequest, "the server is shutting down (shutdown was received)");
     return;
   }
-  try {
-    if (has_id) {
-      auto it = requests.find(method);
-      if (it == requests.end()) return reply_error(id, kMethodNotFound, "method not found: " + method);
-      (this->*(it->second))(id, params);
-    } else {
-      auto it = notifications.find(method);
-      if (it != notifications.end()) (this->*(it->second))(params);
-      else if (method.rfind("$/", 0) != 0) spdlog::info("ignoring unknown notification {}", method);
-    }
-  } catch (const std::exception& e) {
-    if (has_id) reply_error(id, kInvalidParams, "invalid params for " + method + ": " + e.what());
-    else spdlog::warn("{}: invalid params: {}", method, e.what());
+  if (has_id) {
+    auto it = requests.find(method);
+    if (it == requests.end()) return error_to(id, kMethodNotFound, "method not found: " + method);
+    it->second(params, Reply(id, [this](const json& j) { send(j); }, method));
+  } else {
+    auto it = notifications.find(method);
+    if (it != notifications.end()) it->second(params);
+    else if (method.rfind("$/", 0) != 0) spdlog::info("ignoring unknown notification {}", method);
   }
 }
 
 // ---- lifecycle -------------------------------------------------------------------
 
-void Server::Impl::on_initialize(const json& id, const json& params) {
-  if (phase != Phase::Uninitialized) return reply_error(id, kInvalidRequest, "initialize was already received");
-  const json caps = params.value("capabilities", json::object());
-  const json td = caps.value("textDocument", json::object());
-  const json ws = caps.value("workspace", json::object());
-  client_completion = td.contains("completion");
-  client_inline = td.contains("inlineCompletion");
-  client_execute = ws.contains("executeCommand");
-  client_dyn_config = ws.value("didChangeConfiguration", json::object()).value("dynamicRegistration", false);
-  client_progress = caps.value("window", json::object()).value("workDoneProgress", false);
-  if (params.contains("initializationOptions") && params["initializationOptions"].is_object()) {
+void Server::Impl::on_initialize(const InitializeParams& p, Reply reply) {
+  if (phase != Phase::Uninitialized) return reply.error(kInvalidRequest, "initialize was already received");
+  client = p.capabilities;
+  if (p.initialization_options.is_object()) {
+    Settings in = editor_settings(p.initialization_options);
     std::lock_guard lock(settings_mu);
-    init_options = settings_from(params["initializationOptions"]);
+    init_options = std::move(in);
   }
   // Declare only what the client can use.
   json sc = {{"textDocumentSync", {{"openClose", true}, {"change", 2}, {"save", {{"includeText", false}}}}}};
   // A capability the client registers dynamically is registered in
   // `initialized` instead of being declared here (LSP: not both).
-  const auto dynamic = [&](const char* cap) { return td.value(cap, json::object()).value("dynamicRegistration", false); };
-  client_dyn_completion = client_completion && dynamic("completion");
-  client_dyn_inline = client_inline && dynamic("inlineCompletion");
-  if (client_completion && !client_dyn_completion) sc["completionProvider"] = completion_options();
-  if (client_inline && !client_dyn_inline) sc["inlineCompletionProvider"] = json::object();
-  if (client_execute)
-    sc["executeCommandProvider"] = {{"commands", commands()}};
-  reply(id, {{"capabilities", sc}, {"serverInfo", {{"name", "moelsp"}, {"version", "0.1.0"}}}});
+  if (client.completion && !client.dynamic_completion) sc["completionProvider"] = completion_options();
+  if (client.inline_completion && !client.dynamic_inline) sc["inlineCompletionProvider"] = json::object();
+  if (client.execute_command) sc["executeCommandProvider"] = {{"commands", commands()}};
+  reply({{"capabilities", sc}, {"serverInfo", {{"name", "moelsp"}, {"version", "0.1.0"}}}});
   phase = Phase::Running;
   start_loading();
 }
@@ -425,15 +422,15 @@ json Server::Impl::completion_options() {
   return {{"resolveProvider", false}, {"triggerCharacters", {".", "(", " "}}};
 }
 
-void Server::Impl::on_initialized(const json&) {
+void Server::Impl::on_initialized(const NoParams&) {
   json regs = json::array();
-  if (client_dyn_config) regs.push_back({{"id", "moelsp-config"}, {"method", "workspace/didChangeConfiguration"}});
-  if (client_dyn_completion) {
+  if (client.dynamic_configuration) regs.push_back({{"id", "moelsp-config"}, {"method", "workspace/didChangeConfiguration"}});
+  if (client.dynamic_completion) {
     json opts = completion_options();
     opts["documentSelector"] = nullptr;
     regs.push_back({{"id", "moelsp-completion"}, {"method", "textDocument/completion"}, {"registerOptions", opts}});
   }
-  if (client_dyn_inline)
+  if (client.dynamic_inline)
     regs.push_back({{"id", "moelsp-inline"}, {"method", "textDocument/inlineCompletion"},
                     {"registerOptions", {{"documentSelector", nullptr}}}});
   if (!regs.empty())
@@ -441,28 +438,25 @@ void Server::Impl::on_initialized(const json&) {
           {"method", "client/registerCapability"}, {"params", {{"registrations", regs}}}});
 }
 
-void Server::Impl::on_shutdown(const json& id, const json&) {
+void Server::Impl::on_shutdown(const NoParams&, Reply reply) {
   phase = Phase::ShutDown;
   shutdown_received = true;
   {
     std::lock_guard lock(pending_mu);
     for (auto& [k, p] : pending) p->cancel();
   }
-  reply(id, nullptr);
+  reply(nullptr);
 }
 
-void Server::Impl::on_status(const json& id, const json&) { reply(id, status_json()); }
+void Server::Impl::on_status(const NoParams&, Reply reply) { reply(status_json()); }
 
-void Server::Impl::on_cancel(const json& params) {
-  const std::string key = params.at("id").dump();
+void Server::Impl::on_cancel(const CancelParams& p) {
   std::lock_guard lock(pending_mu);
-  if (auto it = pending.find(key); it != pending.end()) it->second->cancel();
+  if (auto it = pending.find(p.id.dump()); it != pending.end()) it->second->cancel();
 }
 
-void Server::Impl::on_did_change_configuration(const json& params) {
-  json s = params.value("settings", json::object());
-  if (s.is_object() && s.contains("moelsp")) s = s["moelsp"];
-  const Settings in = settings_from(s);
+void Server::Impl::on_did_change_configuration(const DidChangeConfigurationParams& p) {
+  const Settings in = editor_settings(p.settings);
   {
     std::lock_guard lock(settings_mu);
     init_options.merge_from(in);
@@ -482,33 +476,25 @@ void Server::Impl::on_did_change_configuration(const json& params) {
 
 // ---- documents -------------------------------------------------------------------
 
-void Server::Impl::on_did_open(const json& params) {
-  const json& d = params.at("textDocument");
-  docs.open(d.at("uri"), d.value("languageId", ""), d.value("version", 0), d.at("text"));
+void Server::Impl::on_did_open(const DidOpenParams& p) {
+  const auto& d = p.text_document;
+  docs.open(d.uri, d.language_id, d.version, d.text);
 }
 
-void Server::Impl::on_did_change(const json& params) {
-  const json& d = params.at("textDocument");
-  for (const auto& c : params.at("contentChanges")) {
-    std::optional<Range> r;
-    if (c.contains("range")) {
-      const auto& rr = c.at("range");
-      r = Range{{rr.at("start").at("line"), rr.at("start").at("character")},
-                {rr.at("end").at("line"), rr.at("end").at("character")}};
-    }
-    if (!docs.change(d.at("uri"), d.value("version", 0), r, c.at("text")))
-      spdlog::warn("didChange for a document that is not open: {}", d.at("uri").get<std::string>());
-  }
+void Server::Impl::on_did_change(const DidChangeParams& p) {
+  for (const auto& c : p.changes)
+    if (!docs.change(p.uri, p.version, c.range, c.text))
+      return spdlog::warn("didChange for a document that is not open: {}", p.uri);
 }
 
-void Server::Impl::on_did_close(const json& params) { docs.close(params.at("textDocument").at("uri")); }
-void Server::Impl::on_did_save(const json&) {}
+void Server::Impl::on_did_close(const DocumentParams& p) { docs.close(p.uri); }
+void Server::Impl::on_did_save(const DocumentParams&) {}
 
 // ---- telemetry notifications ------------------------------------------------------
 
-void Server::Impl::on_did_show(const json&) { service.count_shown(); }
-void Server::Impl::on_did_accept(const json&) { service.count_accepted(); }
-void Server::Impl::on_did_partially_accept(const json&) { service.count_partially_accepted(); }
+void Server::Impl::on_did_show(const NoParams&) { service.count_shown(); }
+void Server::Impl::on_did_accept(const NoParams&) { service.count_accepted(); }
+void Server::Impl::on_did_partially_accept(const NoParams&) { service.count_partially_accepted(); }
 
 // ---- public ------------------------------------------------------------------------
 

@@ -8,38 +8,19 @@
 #include <optional>
 #include <string>
 
-#include "engine/plan.h"
+#include "assist/settings.h"
 
 namespace moelsp::lsp {
 
 class Transport;
 
-// Every setting is optional so that the layers can be merged.
-struct Settings {
-  std::optional<std::string> model;
-  std::optional<int> completion_max_tokens;
-  std::optional<int> completion_time_budget_ms;
-  std::optional<int> completion_debounce_ms;
-  std::optional<int> chat_max_tokens;
-  std::optional<std::string> chat_template;  // when the model's is missing or unknown
-  // A remote server instead of the embedded engine (backend.url set):
-  // backend.url, backend.apiKey, backend.model, backend.api, backend.fimTemplate.
-  std::optional<std::string> backend_url, backend_api_key, backend_model, backend_api, backend_fim_template;
-  // What shapes the engine: threads, contextSize, kvCache.*, weights,
-  // experts.*, batch.max, gpu.* — overrides of the automatic plan.
-  PlanOverrides plan;
-
-  // Fields set in `over` replace ours.
-  void merge_from(const Settings& over);
-  // Parses the JSON object (names as in the README: model, threads,
-  // contextSize, completion.maxTokens, …); throws std::runtime_error on a
-  // wrong type. Accepts nested ("completion": {"maxTokens": …}) and dotted keys.
-  static Settings from_json_text(const std::string& json_text);
-};
+// The settings (assist/settings.h: one table for the LSP options, the
+// config file, the flags and the README).
+using Settings = assist::Settings;
 
 struct ServerOptions {
   Settings flags;        // from the command line
-  Settings config_file;  // from --config FILE
+  Settings config_file;  // from ~/.config/moelsp/config.* and --config FILE
 };
 
 class Server {

@@ -1,14 +1,14 @@
-// The server's state, shared by server.cpp (transport loop, lifecycle,
-// documents, settings) and the feature handlers (handlers_completion.cpp,
-// handlers_chat.cpp: thin adapters from the protocol to assist::Service, which
-// holds the completion pipeline and chat). Internal to lsp/.
+// The server's state, shared by server.cpp (transport loop, dispatch,
+// lifecycle, documents, settings) and the feature handlers
+// (handlers_completion.cpp, handlers_chat.cpp: thin adapters from the protocol
+// to assist::Service, which holds the completion pipeline and chat). Internal
+// to lsp/.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -22,6 +22,7 @@
 #include "documents.h"
 #include "engine/engine.h"
 #include "engine/model.h"
+#include "protocol.h"
 #include "server.h"
 #include "transport.h"
 
@@ -40,22 +41,42 @@ enum ErrorCode : int {
   kRequestCancelled = -32800,
 };
 
-Settings settings_from(const json& j);
+// The answer to one request, sent exactly once: the first result or error
+// wins, later ones are dropped (and logged), and a request whose every handle
+// is gone unanswered — a handler that returned or threw without replying —
+// gets -32603 from the last handle's destructor. Copies share the state.
+class Reply {
+ public:
+  using Send = std::function<void(const json&)>;
+  Reply(json id, Send send, std::string method);
+  void operator()(json result) const;
+  void error(int code, const std::string& message) const;
+  const json& id() const;
+  bool sent() const;
 
-// A request in flight: $/cancelRequest (or, for completions, a newer one for
-// the same document) cancels it.
-using Pending = assist::Ticket;
+ private:
+  struct State;
+  std::shared_ptr<State> s_;
+};
+
+// Where the model stands (moelsp/status "state"; "busy" is Ready + work).
+enum class ModelState { Loading, Ready, Error };
+const char* to_string(ModelState s);
+
+// Request work runs on two lanes so that a completion never waits behind
+// chats: chats hold a worker for their whole answer, completions are short
+// and superseded by the next keystroke.
+enum class Lane { Completion, Chat };
 
 struct Server::Impl {
   Transport& t;
   ServerOptions opt;
-  Settings init_options;
+  Settings init_options;  // initializationOptions + didChangeConfiguration
   std::mutex settings_mu;
 
   enum class Phase { Uninitialized, Running, ShutDown } phase = Phase::Uninitialized;
   bool exiting = false, shutdown_received = false;
-  bool client_inline = false, client_completion = false, client_progress = false;
-  bool client_execute = false, client_dyn_config = false, client_dyn_completion = false, client_dyn_inline = false;
+  ClientCapabilities client;
 
   DocumentStore docs;
   assist::Service service;  // the completion pipeline, chat, telemetry
@@ -65,39 +86,49 @@ struct Server::Impl {
   std::shared_ptr<assist::EngineBackend> backend;  // the engine, once loaded (also in `service`)
   std::shared_ptr<assist::RemoteBackend> remote;   // or a remote server (backend.url)
   json plan_json, hw_json;  // the plan the engine runs with, and the machine it was made for
-  std::string state = "loading", state_message;
+  ModelState state = ModelState::Loading;
+  std::string state_message;
   // The model and plan overrides the engine was built with: a configuration
   // change asks for a restart only when it changes one of these.
   std::optional<std::string> loaded_model, loaded_backend_url;
   PlanOverrides loaded_plan;
 
   std::mutex pending_mu;
-  std::unordered_map<std::string, std::shared_ptr<Pending>> pending;  // by id.dump()
+  std::unordered_map<std::string, std::shared_ptr<assist::Ticket>> pending;  // by id.dump()
 
+  struct Worklane {
+    std::deque<std::function<void()>> queue;
+    std::condition_variable cv;
+  };
   std::mutex q_mu;
-  std::condition_variable q_cv;
-  std::deque<std::function<void()>> queue;
+  Worklane lanes[2];
   bool stopping = false;
   std::vector<std::thread> workers;
   std::thread loader;
   std::atomic<int> next_server_request_id{1};
 
-  using Handler = void (Impl::*)(const json& id, const json& params);
-  using NotificationHandler = void (Impl::*)(const json& params);
-  std::unordered_map<std::string, Handler> requests;
-  std::unordered_map<std::string, NotificationHandler> notifications;
+  // The typed method table: each entry parses its params struct once
+  // (-32602 naming the field) and calls a member with it.
+  std::unordered_map<std::string, std::function<void(const json& params, Reply)>> requests;
+  std::unordered_map<std::string, std::function<void(const json& params)>> notifications;
+  template <class P>
+  void on_request(const std::string& method, void (Impl::*handler)(const P&, Reply));
+  template <class P>
+  void on_notification(const std::string& method, void (Impl::*handler)(const P&));
 
   Impl(Transport& tr, ServerOptions o);
   ~Impl();
 
   Settings effective();
+  // Reads a settings object from the editor; bad values are reported to the
+  // user (window/showMessage) and skipped, the others apply.
+  Settings editor_settings(const json& j);
 
   // output
   void send(const json& j);
-  void reply(const json& id, json result);
-  void reply_error(const json& id, int code, const std::string& message);
   void notify(const std::string& method, json params);
   void log_message(int type, const std::string& text);
+  void show_message(int type, const std::string& text);
   json status_json();
   static json completion_options();
   // Every command workspace/executeCommand handles, the inline items'
@@ -106,38 +137,40 @@ struct Server::Impl {
   static const std::vector<std::string>& commands();
   void send_status();
   void progress(const json& token, json value);
+  void set_state(ModelState s, std::string message);
 
   // requests and notifications
   void handle(const std::string& body);
-  void enqueue(std::function<void()> job);
-  std::shared_ptr<Pending> track(const json& id);
+  // Runs `job` on a worker of `lane`; an exception it throws answers `reply`
+  // with -32603 and its message.
+  void enqueue(Lane lane, Reply reply, std::function<void()> job);
+  std::shared_ptr<assist::Ticket> track(const json& id);
   void untrack(const json& id);
   void start_loading();
   void start_remote(const Settings& s);
 
-  void on_initialize(const json& id, const json& params);
-  void on_shutdown(const json& id, const json& params);
-  void on_status(const json& id, const json& params);
-  void on_completion(const json& id, const json& params);
-  void on_inline_completion(const json& id, const json& params);
-  void on_execute_command(const json& id, const json& params);
-  void on_chat(const json& id, const json& params);
+  void on_initialize(const InitializeParams& p, Reply reply);
+  void on_shutdown(const NoParams& p, Reply reply);
+  void on_status(const NoParams& p, Reply reply);
+  void on_completion(const CompletionParams& p, Reply reply);
+  void on_inline_completion(const CompletionParams& p, Reply reply);
+  void on_execute_command(const ExecuteCommandParams& p, Reply reply);
+  void on_chat(const ChatParams& p, Reply reply);
 
-  void on_initialized(const json& params);
-  void on_cancel(const json& params);
-  void on_did_open(const json& params);
-  void on_did_change(const json& params);
-  void on_did_close(const json& params);
-  void on_did_save(const json& params);
-  void on_did_change_configuration(const json& params);
-  void on_did_show(const json& params);
-  void on_did_accept(const json& params);
-  void on_did_partially_accept(const json& params);
+  void on_initialized(const NoParams& p);
+  void on_cancel(const CancelParams& p);
+  void on_did_open(const DidOpenParams& p);
+  void on_did_change(const DidChangeParams& p);
+  void on_did_close(const DocumentParams& p);
+  void on_did_save(const DocumentParams& p);
+  void on_did_change_configuration(const DidChangeConfigurationParams& p);
+  void on_did_show(const NoParams& p);
+  void on_did_accept(const NoParams& p);
+  void on_did_partially_accept(const NoParams& p);
 
   // features
-  void complete(const json& id, const json& params, bool inline_kind);
-  void chat(const json& id, const std::string& command, const json& args, const json& work_token,
-            const json& partial_token);
+  void complete(const CompletionParams& p, Reply reply, bool inline_kind);
+  void chat(const std::string& command, const ChatParams& p, Reply reply);
 };
 
 }  // namespace moelsp::lsp

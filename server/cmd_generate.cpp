@@ -29,8 +29,11 @@ std::shared_ptr<Model> load_model(const ModelOptions& o) {
 PlannedModel load_planned_model(const ModelOptions& o) {
   PlanRequest req;
   req.concurrency = 1;
-  req.over = read_config_files();
-  merge_overrides(req.over, o.plan);
+  assist::Settings s = assist::read_config_files();
+  assist::Settings flags;
+  flags.plan = o.plan;
+  s.merge_from(flags);
+  req.over = s.plan;
   if (o.threads > 0) req.over.threads = o.threads;
   req.over.n_ctx = o.ctx;
   req.over.kv_type = o.kv_type;

@@ -17,13 +17,12 @@ namespace moelsp::cli {
 int lsp(const LspOptions& o) {
   lsp::ServerOptions so;
   // ~/.config/moelsp/config.{toml,json} first, then --config FILE over it.
-  for (const std::string& path : {user_config_path(), o.config}) {
+  for (const std::string& path : {assist::user_config_path(), o.config}) {
     if (path.empty()) continue;
     try {
-      const std::string text = read_text(path);
-      so.config_file.merge_from(lsp::Settings::from_json_text(path.ends_with(".toml") ? toml_to_json(text) : text));
+      so.config_file.merge_from(assist::read_config_file(path));
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "moelsp lsp: config file %s: %s\n", path.c_str(), e.what());
+      std::fprintf(stderr, "moelsp lsp: config file %s\n", e.what());
       return 1;
     }
   }
@@ -31,6 +30,28 @@ int lsp(const LspOptions& o) {
   lsp::Transport t(STDIN_FILENO, STDOUT_FILENO);
   lsp::Server server(t, so);
   return server.run();
+}
+
+}  // namespace moelsp::cli
+
+namespace moelsp::cli {
+
+int settings(const std::string& format) {
+  if (format == "markdown") {
+    std::fputs(assist::settings_markdown().c_str(), stdout);
+  } else if (format == "json") {
+    std::printf("%s\n", assist::settings_json().c_str());
+  } else {
+    for (const auto& s : assist::setting_specs()) {
+      std::string flag(s.flag.empty() ? "" : s.flag);
+      std::printf("%-26s %-28s default: %s\n", std::string(s.key).c_str(), flag.c_str(), std::string(s.default_text).c_str());
+      std::printf("%-26s %s\n", "", std::string(s.help).c_str());
+    }
+    std::printf("\nSet them in initializationOptions / workspace settings (nested or dotted names), in\n"
+                "~/.config/moelsp/config.toml or config.json, or with the flags; later layers win: defaults, config\n"
+                "file, --config FILE, flags, the editor.\n");
+  }
+  return 0;
 }
 
 }  // namespace moelsp::cli

@@ -12,8 +12,11 @@ namespace moelsp::cli {
 
 int profile(const ProfileOptions& o) {
   try {
-    PlanOverrides over = read_config_files(o.config);
-    merge_overrides(over, o.over);
+    assist::Settings settings = assist::read_config_files(o.config);
+    assist::Settings flags;  // the command line's, over the files
+    flags.plan = o.over;
+    settings.merge_from(flags);
+    const PlanOverrides over = settings.plan;
     moelsp::ProfileOptions po;
     po.model_path = o.model;
     po.recalibrate = o.recalibrate;
@@ -31,7 +34,7 @@ int profile(const ProfileOptions& o) {
                                      {"moeLayers", ms.n_moe_layers}, {"activeBytesPerToken", ms.active_bytes()},
                                      {"kvBytesPerTokenF16", ms.kv_bytes_per_token_f16}}},
                           {"plan", nlohmann::json::parse(plan.to_json())}};
-      for (const std::string& cfg : {user_config_path(), o.config})
+      for (const std::string& cfg : {assist::user_config_path(), o.config})
         if (!cfg.empty()) j["config"].push_back(cfg);  // the files read, later over earlier
       std::printf("%s\n", j.dump(1).c_str());
     } else {
@@ -41,7 +44,7 @@ int profile(const ProfileOptions& o) {
                   o.model.c_str(), ms.arch.c_str(), double(ms.file_bytes) / (1 << 30), double(ms.dense_bytes) / (1 << 30),
                   ms.n_expert, ms.n_moe_layers, double(ms.expert_bytes) / (1 << 20), ms.n_expert_used,
                   double(ms.active_bytes()) / (1 << 20), (unsigned long long)ms.kv_bytes_per_token_f16);
-      for (const std::string& cfg : {user_config_path(), o.config})
+      for (const std::string& cfg : {assist::user_config_path(), o.config})
         if (!cfg.empty()) std::printf("config  %s\n\n", cfg.c_str());
       std::printf("plan\n%s", plan.to_text().c_str());
     }

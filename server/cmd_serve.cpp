@@ -52,21 +52,22 @@ int serve(const ServeOptions& o) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  // The plan's overrides: the user's config file, then the flags over it.
-  PlanOverrides over;
+  // The settings: the user's config file, --config FILE, then the flags.
+  assist::Settings settings;
   try {
-    over = read_config_files();
+    settings = assist::read_config_files(o.config);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moelsp serve: %s\n", e.what());
     return 1;
   }
-  merge_overrides(over, o.plan);
+  settings.merge_from(o.settings);
+  const PlanOverrides over = settings.plan;
 
   const bool loopback = o.host == "127.0.0.1" || o.host == "::1" || o.host == "localhost";
   if (!loopback && o.api_key.empty())
     spdlog::warn("serving on {} without --api-key: anyone who can reach this address can use the model", o.host);
   assist::Service service;
-  http::Api api(service, {.api_key = o.api_key, .chat_template = o.chat_template});
+  http::Api api(service, {.api_key = o.api_key, .chat_template = settings.chat_template.value_or("")});
   http::ServerOptions so;
   so.host = o.host == "localhost" ? "127.0.0.1" : o.host;
   so.port = o.port;

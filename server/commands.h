@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "assist/settings.h"
 #include "engine/plan.h"
 #include "lsp/server.h"
 
@@ -97,6 +98,9 @@ int chat(const ChatOptions& o);
 
 namespace moelsp::cli {
 
+// moelsp settings: the settings table as text, markdown or json.
+int settings(const std::string& format);
+
 struct LspOptions {
   lsp::Settings flags;
   std::string config;
@@ -143,15 +147,16 @@ struct ProfileOptions {
 int profile(const ProfileOptions& o);
 
 struct ServeOptions {
-  std::string model;
+  std::string model;          // settings.model, or the embedded default
+  assist::Settings settings;  // from the flags (serve() reads the config files under them)
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string api_key;
   std::string cors;
   int max_body_mb = 8;
   int timeout_s = 30;
-  std::string chat_template;
-  PlanOverrides plan;
+  int max_queue = 64;  // requests waiting for the engine beyond this get 429
+  std::string config;  // --config FILE, over ~/.config/moelsp/config.*
 };
 int serve(const ServeOptions& o);
 

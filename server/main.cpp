@@ -10,54 +10,7 @@
 #include "engine/default_model.h"
 #include "engine/hw.h"
 #include "kernels/cuda.h"
-
-namespace {
-
-// Overrides of the plan's choices; the same names are config-file keys and LSP settings.
-struct PlanFlags {
-  int threads = 0, block = 0, dist = 0, batch = 0, gpu = 0, gpu_e = 0;
-  int64_t kv_tokens = 0, cache_mb = 0;
-  std::string weights, kv_type, prefetch;
-  bool contiguous = false;
-  std::vector<CLI::Option*> o = std::vector<CLI::Option*>(12, nullptr);
-
-  // with_basic: also -t, --kv-type, --kv-tokens (the lsp command has those as settings of its own).
-  void add(CLI::App* c, bool with_basic) {
-    if (with_basic) {
-      o[0] = c->add_option("-t,--threads", threads, "Threads (setting: threads)");
-      o[2] = c->add_option("--kv-type", kv_type, "KV rows: f16, bf16, f32, q8_0 (setting: kvCache.type)");
-      o[3] = c->add_option("--kv-tokens", kv_tokens, "KV capacity in tokens, all sequences (setting: kvCache.tokens)");
-    }
-    o[1] = c->add_option("--weights", weights, "ram (all resident) or stream (experts read from the file on demand) (setting: weights)")
-               ->check(CLI::IsMember({"ram", "stream"}));
-    o[4] = c->add_option("--block-size", block, "KV block size in tokens (setting: kvCache.blockSize)");
-    o[5] = c->add_flag("--contiguous-kv", contiguous, "One KV block per sequence, no paging (setting: kvCache.paged = false)");
-    o[6] = c->add_option("--expert-cache-mb", cache_mb, "RAM for copies of the most-routed experts (setting: experts.cacheMb)");
-    o[7] = c->add_option("--prefetch", prefetch, "Expert prediction + prefetch: on or off (setting: experts.prefetch)")
-               ->check(CLI::IsMember({"on", "off"}));
-    o[8] = c->add_option("--prefetch-distance", dist, "Layers ahead to predict and prefetch (setting: experts.prefetchDistance)");
-    o[9] = c->add_option("--max-batch", batch, "Sequences per step (setting: batch.max)");
-    o[10] = c->add_option("--gpu", gpu, "GPU index; -1: CPU only (setting: gpu.device)");
-    o[11] = c->add_option("--gpu-experts", gpu_e, "Routed experts per layer kept in VRAM (setting: gpu.expertsPerLayer)");
-  }
-  void apply(moelsp::PlanOverrides& v) const {
-    const auto set = [&](int i) { return o[size_t(i)] && o[size_t(i)]->count() > 0; };
-    if (set(0) && threads > 0) v.threads = threads;  // 0: automatic
-    if (set(1)) v.weights = weights;
-    if (set(2)) v.kv_type = kv_type;
-    if (set(3)) v.kv_tokens = kv_tokens;
-    if (set(4)) v.block_size = block;
-    if (set(5)) v.paged = false;
-    if (set(6)) v.expert_cache_mb = cache_mb;
-    if (set(7)) v.prefetch = prefetch == "on";
-    if (set(8)) v.prefetch_distance = dist;
-    if (set(9)) v.max_batch = batch;
-    if (set(10)) v.gpu = gpu;
-    if (set(11)) v.gpu_experts_per_layer = gpu_e;
-  }
-};
-
-}  // namespace
+#include "settings_flags.h"
 
 int main(int argc, char** argv) {
   moelsp::keep_freed_memory();  // before any thread allocates (engine/hw.h says why)
@@ -124,8 +77,7 @@ int main(int argc, char** argv) {
   c_gen->add_flag("--ignore-eos", gen.ignore_eos, "Do not stop at end-of-generation tokens");
   c_gen->add_option("--stop", gen.stop, "Stop before this string (repeatable)");
 
-  PlanFlags gen_flags;
-  gen_flags.add(c_gen, false);
+  moelsp::cli::SettingFlags gen_flags(c_gen, moelsp::assist::kPlanFlag);
 
   moelsp::cli::LogitsOptions lg;
   lg.m.kv_type = "f32";  // for comparisons with other implementations: exact attention inputs
@@ -153,8 +105,7 @@ int main(int argc, char** argv) {
   c_ch->add_option("-n,--n-predict", ch.n_predict, "Tokens per answer at most")->capture_default_str();
   c_ch->add_option("--temp", ch.temp, "Temperature")->capture_default_str();
   c_ch->add_option("-s,--seed", ch.seed, "Random seed (-1: random)")->capture_default_str();
-  PlanFlags ch_flags;
-  ch_flags.add(c_ch, false);
+  moelsp::cli::SettingFlags ch_flags(c_ch, moelsp::assist::kPlanFlag);
 
   moelsp::cli::BenchOptions bo;
   auto* c_bo = app.add_subcommand("bench", "Prompt-processing and decode tokens/s, memory, bandwidth roofline; optionally vs llama-bench");
@@ -180,23 +131,19 @@ int main(int argc, char** argv) {
   c_pf->add_flag("--recalibrate", pf.recalibrate, "Measure again instead of reading ~/.cache/moelsp/profile.json");
   c_pf->add_flag("--no-calibrate", pf.no_calibrate, "Detection only, no measurements");
   c_pf->add_option("--config", pf.config, "Config file (JSON, or TOML when it ends in .toml), read over ~/.config/moelsp/config.toml or config.json");
-  PlanFlags pf_flags;
-  pf_flags.add(c_pf, true);
+  moelsp::cli::SettingFlags pf_flags(c_pf, moelsp::assist::kProfileFlag);
+
+  std::string settings_format = "text";
+  auto* c_set = app.add_subcommand("settings", "List every setting: its name (LSP initializationOptions and config file key), "
+                                               "flag, default and meaning");
+  c_set->add_flag_callback("--markdown", [&] { settings_format = "markdown"; }, "As the README's Markdown table");
+  c_set->add_flag_callback("--json", [&] { settings_format = "json"; }, "As JSON (key, type, flag, default, range, choices)");
 
   moelsp::cli::LspOptions ls;
   auto* c_ls = app.add_subcommand("lsp", "Language server over stdin/stdout (the default when stdin is not a terminal)");
-  std::string ls_model;
-  int ls_ctx = 0, ls_max_tokens = 0, ls_budget = 0, ls_debounce = 0, ls_chat_tokens = 0;
-  auto* o_model = c_ls->add_option("-m,--model", ls_model, "GGUF model file (setting: model)");
-  auto* o_ctx = c_ls->add_option("-c,--context-size", ls_ctx, "Context size (setting: contextSize)");
-  auto* o_mt = c_ls->add_option("--completion-max-tokens", ls_max_tokens, "Setting: completion.maxTokens");
-  auto* o_tb = c_ls->add_option("--completion-time-budget-ms", ls_budget, "Setting: completion.timeBudgetMs");
-  auto* o_db = c_ls->add_option("--completion-debounce-ms", ls_debounce, "Setting: completion.debounceMs");
-  auto* o_ct = c_ls->add_option("--chat-max-tokens", ls_chat_tokens, "Setting: chat.maxTokens");
+  moelsp::cli::SettingFlags ls_flags(c_ls, moelsp::assist::kLspFlag);
   c_ls->add_option("--config", ls.config, "Config file (JSON, or TOML when it ends in .toml) with the same setting names; "
                    "read after ~/.config/moelsp/config.toml or config.json");
-  PlanFlags ls_flags;
-  ls_flags.add(c_ls, true);
   c_ls->footer("Editors start it through the clients in the sources' editor-clients/ folder: a VS Code extension,\n"
                "Neovim and Vim 9 plugins, an Emacs package, a Helix languages.toml (README: Use it in your editor).\n"
                "More log on stderr: moelsp --log-level debug lsp");
@@ -204,7 +151,6 @@ int main(int argc, char** argv) {
   moelsp::cli::ServeOptions sv;
   auto* c_sv = app.add_subcommand("serve", "HTTP server on 127.0.0.1: OpenAI-compatible /v1/completions and "
                                            "/v1/chat/completions, llama.cpp's /infill and /completion, /health, /metrics");
-  c_sv->add_option("-m,--model", sv.model, "GGUF model file (default: the embedded model)");
   c_sv->add_option("--host", sv.host, "Address to listen on; anything but loopback wants --api-key")->capture_default_str();
   c_sv->add_option("--port", sv.port, "Port (0: any free one, printed at start)")->capture_default_str()->check(CLI::Range(0, 65535));
   c_sv->add_option("--api-key", sv.api_key, "Require 'Authorization: Bearer KEY' (not for /health)");
@@ -212,30 +158,33 @@ int main(int argc, char** argv) {
   c_sv->add_option("--max-body-mb", sv.max_body_mb, "Largest request body in MiB (413 beyond)")->capture_default_str()->check(CLI::Range(1, 1024));
   c_sv->add_option("--timeout", sv.timeout_s, "Seconds a client may take to send a request or read an answer")
       ->capture_default_str()->check(CLI::Range(1, 3600));
-  c_sv->add_option("--chat-template", sv.chat_template, "Chat template when the model's own is missing or unknown (chatml, deepseek2, ...)");
-  int sv_ctx = 0;
-  auto* o_sv_ctx = c_sv->add_option("-c,--context-size", sv_ctx, "Tokens per sequence (default: min(4096, training context))");
-  PlanFlags sv_flags;
-  sv_flags.add(c_sv, true);
+  c_sv->add_option("--max-queue", sv.max_queue, "Requests waiting for the engine at most (429 with Retry-After beyond)")
+      ->capture_default_str()->check(CLI::Range(1, 100000));
+  c_sv->add_option("--config", sv.config, "Config file (JSON, or TOML when it ends in .toml) with the setting names of "
+                   "`moelsp settings`; read after ~/.config/moelsp/config.toml or config.json");
+  moelsp::cli::SettingFlags sv_flags(c_sv, moelsp::assist::kServeFlag);
   c_sv->footer("Examples:\n"
                "  curl http://127.0.0.1:8080/v1/chat/completions -H 'Content-Type: application/json' \\\n"
                "       -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Write fizzbuzz\"}], \"stream\": true}'\n"
                "  llama.vim / llama.vscode: point their endpoint at http://127.0.0.1:8080/infill");
 
   CLI11_PARSE(app, argc, argv);
-  sv_flags.apply(sv.plan);
-  if (o_sv_ctx->count()) sv.plan.n_ctx = sv_ctx;
-  if (o_model->count()) ls.flags.model = ls_model;
-  if (o_ctx->count()) ls.flags.plan.n_ctx = ls_ctx;
-  if (o_mt->count()) ls.flags.completion_max_tokens = ls_max_tokens;
-  if (o_tb->count()) ls.flags.completion_time_budget_ms = ls_budget;
-  if (o_db->count()) ls.flags.completion_debounce_ms = ls_debounce;
-  if (o_ct->count()) ls.flags.chat_max_tokens = ls_chat_tokens;
   spdlog::set_level(spdlog::level::from_str(log_level));
-  pf_flags.apply(pf.over);
-  gen_flags.apply(gen.m.plan);
-  ch_flags.apply(ch.m.plan);
-  ls_flags.apply(ls.flags.plan);
+  try {  // values were checked while parsing; this stores them
+    moelsp::assist::Settings gen_s, ch_s, pf_s;
+    gen_flags.apply(gen_s);
+    gen.m.plan = gen_s.plan;
+    ch_flags.apply(ch_s);
+    ch.m.plan = ch_s.plan;
+    pf_flags.apply(pf_s);
+    pf.over = pf_s.plan;
+    ls_flags.apply(ls.flags);
+    sv_flags.apply(sv.settings);
+    sv.model = sv.settings.model.value_or("");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "moelsp: %s\n", e.what());
+    return 2;
+  }
 
   // Commands that read a model use the embedded default when none is given.
   for (auto [cmd, model] : {std::pair{c_tk, &tk.model}, {c_dt, &dt.model}, {c_gen, &gen.m.model}, {c_lg, &lg.m.model},
@@ -265,6 +214,7 @@ int main(int argc, char** argv) {
     std::fputs(app.help().c_str(), stderr);
     return 2;
   }
+  if (c_set->parsed()) return moelsp::cli::settings(settings_format);
   if (c_ins->parsed()) return moelsp::cli::inspect(ins);
   if (c_sv->parsed()) return moelsp::cli::serve(sv);
   if (c_bo->parsed()) return moelsp::cli::bench(bo);

@@ -391,19 +391,6 @@ TEST_CASE("FIM prompt fits the token budget, keeping the text nearest the cursor
   CHECK(fim_prompt(*tok, small, 64) == fim_prompt(*tok, small));
 }
 
-TEST_CASE("settings: precedence and names") {
-  Settings defaults = Settings::from_json_text(R"({"threads": 1, "completion": {"maxTokens": 10}})");
-  Settings flags = Settings::from_json_text(R"({"threads": 2, "completion.timeBudgetMs": 300})");
-  Settings init = Settings::from_json_text(R"({"model": "/m.gguf", "completion": {"maxTokens": 20}})");
-  defaults.merge_from(flags);
-  defaults.merge_from(init);
-  CHECK(*defaults.plan.threads == 2);
-  CHECK(*defaults.completion_max_tokens == 20);
-  CHECK(*defaults.completion_time_budget_ms == 300);
-  CHECK(*defaults.model == "/m.gguf");
-  CHECK_THROWS_WITH(Settings::from_json_text(R"({"threads": "many"})"), Catch::Contains("threads"));
-}
-
 TEST_CASE("inline and classic completions on a reference model; capabilities follow the client") {
   Client c;
   c.initialize(model_options());
@@ -534,7 +521,7 @@ TEST_CASE("$/cancelRequest answers RequestCancelled promptly; a newer request ca
   // Requests that would run for minutes: a long debounce holds them (a
   // generation of 100000 tokens no longer does: the random model's text turns
   // into a loop, which ends decoding early).
-  opts["completion"] = {{"maxTokens", 100000}, {"timeBudgetMs", 600000}, {"debounceMs", 600000}};
+  opts["completion"] = {{"maxTokens", 65536}, {"timeBudgetMs", 600000}, {"debounceMs", 600000}};
   c.initialize(opts);
   wait_ready(c);
   const std::string uri = "file:///t/b.py";
@@ -761,4 +748,64 @@ TEST_CASE("dynamic registration is honoured; selectedCompletionInfo shapes the i
     CHECK(it["insertText"].get<std::string>().rfind("path", 0) == 0);
     CHECK(it["range"] == range);
   }
+}
+
+TEST_CASE("typed params: a wrong field is -32602 naming it, and a bad setting is reported while the others apply") {
+  Client c;
+  json opts = model_options();
+  opts["threads"] = 5000;  // out of range: reported, the plan decides instead
+  c.request(1, "initialize", {{"capabilities", json::object()}, {"initializationOptions", opts}});
+  bool warned = false;
+  for (;;) {
+    const json m = c.next();
+    if (m.value("method", "") == "window/showMessage")
+      warned |= m["params"]["message"].get<std::string>().find("threads") != std::string::npos;
+    if (m.value("method", "") == "moelsp/status" && m["params"]["state"] == "ready") break;
+    if (m.value("method", "") == "moelsp/status") REQUIRE(m["params"]["state"] != "error");
+  }
+  CHECK(warned);
+  const auto error_of = [&](int id, const std::string& method, const json& params) {
+    c.request(id, method, params);
+    const json r = c.response();
+    CHECK(r["id"] == id);
+    CHECK(r["error"]["code"] == -32602);
+    return r["error"]["message"].get<std::string>();
+  };
+  CHECK_THAT(error_of(2, "textDocument/inlineCompletion",
+                      {{"textDocument", {{"uri", "file:///a.py"}}}, {"position", {{"line", "one"}, {"character", 0}}}}),
+             Catch::Contains("position.line") && Catch::Contains("integer"));
+  CHECK_THAT(error_of(3, "textDocument/completion", {{"position", {{"line", 0}, {"character", 0}}}}),
+             Catch::Contains("textDocument: missing"));
+  CHECK_THAT(error_of(4, "moelsp/chat", {{"messages", {{{"role", "user"}, {"content", 5}}}}}),
+             Catch::Contains("messages[0].content"));
+  CHECK_THAT(error_of(5, "workspace/executeCommand", {{"command", 7}}), Catch::Contains("command"));
+  CHECK_THAT(error_of(6, "textDocument/inlineCompletion", json::array({1, 2})), Catch::Contains("expected an object"));
+  // A malformed notification is logged and dropped; the server goes on.
+  c.notify("textDocument/didChange", {{"textDocument", {{"uri", 5}}}, {"contentChanges", "x"}});
+  c.request(7, "moelsp/status");
+  CHECK(c.response()["result"]["state"] == "ready");
+}
+
+TEST_CASE("a completion is answered while four long chats run (completions have their own lane)") {
+  Client c;
+  json opts = model_options();
+  opts["contextSize"] = 4096;
+  opts["chat"] = {{"maxTokens", 2000}, {"template", "chatml"}};
+  c.initialize(opts);
+  wait_ready(c);
+  const std::string uri = "file:///t/lanes.py";
+  c.notify("textDocument/didOpen",
+           {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", "def add(a, b):\n    "}}}});
+  for (int i = 0; i < 4; ++i)
+    c.request(100 + i, "moelsp/chat", {{"messages", {{{"role", "user"}, {"content", "Tell a long story " + std::to_string(i)}}}}});
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the chats hold their workers
+  c.request(200, "textDocument/inlineCompletion", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 4}}}});
+  // The completion's answer comes first: with one shared pool of four
+  // workers it waited for a chat to end.
+  const json first = c.response(60000);
+  CHECK(first["id"] == 200);
+  CHECK(first.contains("result"));
+  for (int i = 0; i < 4; ++i) c.notify("$/cancelRequest", {{"id", 100 + i}});
+  // Each chat was still running then: it ends cancelled.
+  for (int i = 0; i < 4; ++i) CHECK(c.response(60000)["error"]["code"] == -32800);
 }

@@ -252,44 +252,6 @@ TEST_CASE("plan: overrides replace choices and say so") {
   CHECK(eo.max_batch == 2);
 }
 
-TEST_CASE("config: TOML subset and JSON give the same overrides; errors name the line") {
-  const std::string toml = R"(# moelsp config
-threads = 6
-weights = "stream"   # a comment
-[kvCache]
-type = "q8_0"
-tokens = 32_768
-[experts]
-prefetch = true
-prefetchDistance = 2
-cacheMb = 4096
-)";
-  const PlanOverrides a = overrides_from_config(toml, true);
-  const PlanOverrides b = overrides_from_config(
-      R"({"threads": 6, "weights": "stream", "kvCache": {"type": "q8_0", "tokens": 32768},
-          "experts.prefetch": true, "experts": {"prefetchDistance": 2, "cacheMb": 4096}})",
-      false);
-  for (const PlanOverrides* o : {&a, &b}) {
-    CHECK(o->threads == 6);
-    CHECK(o->weights == "stream");
-    CHECK(o->kv_type == "q8_0");
-    CHECK(o->kv_tokens == 32768);
-    CHECK(o->prefetch == true);
-    CHECK(o->prefetch_distance == 2);
-    CHECK(o->expert_cache_mb == 4096);
-    CHECK_FALSE(o->gpu.has_value());
-  }
-  CHECK_THROWS_WITH(overrides_from_config("threads = 2\nthis is not toml\n", true), Catch::Contains("line 2"));
-  CHECK_THROWS_WITH(overrides_from_config("weights = \"disk\"", true), Catch::Contains("weights"));
-  CHECK_THROWS_WITH(overrides_from_config("[kvCache]\ntype = \"q3\"", true), Catch::Contains("q3"));
-  CHECK_THROWS_WITH(overrides_from_config("{\"threads\": \"two\"}", false), Catch::Contains("threads"));
-  PlanOverrides base = a, top;
-  top.threads = 1;
-  merge_overrides(base, top);
-  CHECK(base.threads == 1);
-  CHECK(base.weights == "stream");
-}
-
 TEST_CASE("profile: this machine is detected, and measurements are cached by hardware key") {
   const std::string dir = "test_plan_cache";
   std::filesystem::remove_all(dir);

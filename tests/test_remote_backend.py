@@ -2,17 +2,26 @@
 """`moelsp lsp` with the remote backend pointed at a `moelsp serve` this test
 starts: greedy completions and chat are byte-identical to the embedded
 backend's; a server that is down is an error named in moelsp/status, and the
-LSP recovers by itself when the server is back.
+LSP recovers by itself when the server is back. Over https (a TLS proxy in
+front of the same server, its certificate from a throwaway CA made with the
+openssl command): the same answers with backend.caFile, on reused keep-alive
+connections; refused without the CA or for a name the certificate lacks;
+accepted with backend.verifyTls off.
 
     python3 tests/test_remote_backend.py MOELSP_BINARY
 
 Exits 0 when every check passes, 1 with a message at the first failure.
 """
+import http.client
+import http.server
 import os
 import re
 import signal
+import ssl
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "demo"))
@@ -67,6 +76,101 @@ def answers(c):
     return out
 
 
+def make_certs(d):
+    """A CA and a server certificate for the name localhost only."""
+    def run(*args):
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+        "-subj", "/CN=moelsp test CA")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "srv.key", "-out", "srv.csr", "-subj", "/CN=localhost")
+    with open(os.path.join(d, "ext.cnf"), "w") as f:
+        f.write("subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
+    run("x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "srv.pem",
+        "-days", "2", "-extfile", "ext.cnf")
+    return os.path.join(d, "ca.pem"), os.path.join(d, "srv.pem"), os.path.join(d, "srv.key")
+
+
+class TlsProxy:
+    """HTTPS in front of an http server; counts connections and requests."""
+
+    def __init__(self, upstream_port, cert, key):
+        proxy = self
+        self.connections = 0
+        self.requests = 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive
+
+            def setup(self):
+                super().setup()
+                proxy.connections += 1
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                proxy.requests += 1
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                up = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=120)
+                headers = {k: v for k, v in self.headers.items() if k.lower() in ("content-type", "authorization", "accept")}
+                up.request("POST", self.path, body=body, headers=headers)
+                r = up.getresponse()
+                data = r.read()
+                self.send_response(r.status)
+                self.send_header("Content-Type", r.getheader("Content-Type", "application/json"))
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                up.close()
+
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+
+
+def check_https(port, embedded, budget):
+    with tempfile.TemporaryDirectory() as d:
+        ca, cert, key = make_certs(d)
+        proxy = TlsProxy(port, cert, key)
+        try:
+            url = f"https://localhost:{proxy.port}"
+            c = lsp({**budget, "backend": {"url": url, "fimTemplate": "suffix", "caFile": ca}})
+            got = answers(c)
+            if got != embedded:
+                fail(f"https answers differ from embedded ones:\n  embedded {embedded!r}\n  https    {got!r}")
+            if proxy.connections >= proxy.requests:
+                fail(f"no keep-alive reuse: {proxy.connections} connections for {proxy.requests} requests")
+            print(f"https: the same answers with backend.caFile; {proxy.requests} requests on {proxy.connections} "
+                  "connection(s)")
+
+            def chat_error(options):
+                c = lsp({**budget, "backend": options})
+                try:
+                    c.request("moelsp/chat", {"messages": [{"role": "user", "content": "Hi"}]})
+                except RuntimeError as e:
+                    return str(e)
+                return None
+
+            e = chat_error({"url": url})  # the system's CAs do not know ours
+            if not e or "certificate verify failed" not in e:
+                fail(f"an unknown CA was not refused: {e!r}")
+            e = chat_error({"url": f"https://127.0.0.1:{proxy.port}", "caFile": ca})  # the name is not in the cert
+            if not e or "TLS handshake" not in e:
+                fail(f"a name the certificate lacks was not refused: {e!r}")
+            if chat_error({"url": url, "verifyTls": False}) is not None:
+                fail("backend.verifyTls false did not accept the certificate")
+            print("https: an unknown CA and a wrong name are refused with the reason; verifyTls off accepts")
+        finally:
+            proxy.close()
+
+
 def main():
     if not BINARY or not os.access(BINARY, os.X_OK):
         fail("give the moelsp binary as the first argument")
@@ -94,6 +198,7 @@ def main():
         if st.get("backend", {}).get("url") != f"http://127.0.0.1:{port}" or st["backend"]["lastError"]:
             fail(f"moelsp/status does not show a healthy backend: {st.get('backend')}")
         print(f"remote backend: {len(TEXTS)} completions and a chat byte-identical to the embedded backend")
+        check_https(port, embedded, budget)
 
         # The server goes away: a clear error, named in the status; back: answers again.
         server.send_signal(signal.SIGTERM)

@@ -24,7 +24,8 @@ jobs=${JOBS:-$(nproc)}
 #   libspdlog-dev libfmt-dev   logging and formatting (GCC 12 has no <format>)
 #   libcli11-dev           command line
 #   libhwloc-dev           CPU topology for the hardware profile: cores, sockets, NUMA nodes, cache sizes
-#   libboost1.81-dev       Boost.Beast/Asio for `moelsp serve` (not libboost-dev: 1.74, conflicts)
+#   libboost1.81-dev       Boost.Beast/Asio for `moelsp serve` and the remote backend (not libboost-dev: 1.74, conflicts)
+#   libssl-dev             OpenSSL: https:// to a remote backend (through Boost.Asio's ssl)
 #   curl                   the HTTP test's streaming client (test mode only)
 #   catch2                 tests (v2)
 #   python3                the demo's LSP client (standard library only)
@@ -33,8 +34,8 @@ jobs=${JOBS:-$(nproc)}
 #                          Chromium drives code-server, whose native modules build here (test mode only)
 #   nodejs npm             the vscode-jsonrpc client test (test mode only; skipped when node is already on PATH)
 packages=(cmake ninja-build ccache pkg-config g++ libsentencepiece-dev libpcre2-dev nlohmann-json3-dev
-          libhwloc-dev libspdlog-dev libfmt-dev libcli11-dev catch2 python3 libboost1.81-dev)
-test_packages=(neovim emacs-nox elpa-eglot vim chromium libkrb5-dev build-essential curl)
+          libhwloc-dev libspdlog-dev libfmt-dev libcli11-dev catch2 python3 libboost1.81-dev libssl-dev)
+test_packages=(neovim emacs-nox elpa-eglot vim chromium libkrb5-dev build-essential curl openssl)
 command -v node >/dev/null && command -v npm >/dev/null || test_packages+=(nodejs npm)
 
 install_deps() {

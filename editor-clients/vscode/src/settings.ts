@@ -6,7 +6,8 @@ import * as fs from 'fs';
 import * as path from 'path';
 import * as vscode from 'vscode';
 
-// Settings the server reads (README "Settings"); the extension's own
+// Settings the server reads (`moelsp settings`; tests/test_settings.cpp checks
+// this list against the server's table); the extension's own
 // (path, enable, suggestWidget, configFile, trace) stay out.
 export const SERVER_KEYS = [
   'model',
@@ -33,6 +34,8 @@ export const SERVER_KEYS = [
   'backend.model',
   'backend.api',
   'backend.fimTemplate',
+  'backend.caFile',
+  'backend.verifyTls',
 ] as const;
 
 // Read at start only: changing them needs a restart (the server says so too).
@@ -40,6 +43,7 @@ export const RESTART_KEYS = new Set<string>([
   'model', 'threads', 'contextSize', 'kvCache.type', 'kvCache.tokens', 'kvCache.blockSize', 'kvCache.paged',
   'weights', 'experts.prefetch', 'experts.prefetchDistance', 'experts.cacheMb', 'batch.max', 'gpu.device',
   'gpu.expertsPerLayer', 'backend.url', 'backend.apiKey', 'backend.model', 'backend.api', 'backend.fimTemplate',
+  'backend.caFile', 'backend.verifyTls',
 ]);
 
 // Nested objects, e.g. {"completion": {"maxTokens": 32}}, with `~` expanded in the model path.

@@ -128,24 +128,5 @@ struct PlannedModel {
 };
 PlannedModel load_planned(const std::string& path, const PlanRequest& req, ProfileOptions po = {});
 
-// Overrides from a config file: JSON, or the TOML subset of `key = value`
-// lines under [section] headers (strings, integers, booleans; # comments).
-// Names as the LSP settings: threads, contextSize, weights, kvCache.type,
-// kvCache.tokens, kvCache.blockSize, kvCache.paged, experts.cacheMb,
-// experts.prefetch, experts.prefetchDistance, batch.max, gpu.device,
-// gpu.expertsPerLayer. Throws std::runtime_error naming the line or key.
-PlanOverrides overrides_from_config(const std::string& text, bool toml);
-// The same names from a JSON text (the LSP passes its settings object this way).
-PlanOverrides overrides_from_json(const std::string& json_text);
-// TOML subset → JSON text (so the LSP reads its settings from either file).
-std::string toml_to_json(const std::string& toml);
-// ~/.config/moelsp/config.toml, else config.json (XDG_CONFIG_HOME honoured); empty when neither exists.
-std::string user_config_path();
-// Reads `path` (TOML when it ends in .toml, else JSON); throws naming the file.
-PlanOverrides read_config_file(const std::string& path);
-// The user's config file (user_config_path()), then `extra` (a --config FILE) over it.
-PlanOverrides read_config_files(const std::string& extra = "");
-// Fields set in `over` replace those in `base`.
-void merge_overrides(PlanOverrides& base, const PlanOverrides& over);
 
 }  // namespace moelsp

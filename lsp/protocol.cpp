@@ -1,0 +1,221 @@
+// Parsing the LSP messages moelsp reads: each field is looked up through a
+// Fields view that knows its path, so an error names exactly what is wrong.
+#include "protocol.h"
+
+namespace moelsp::lsp {
+
+namespace {
+
+const char* type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::object: return "an object";
+    case json::value_t::array: return "an array";
+    case json::value_t::string: return "a string";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "an integer";
+    case json::value_t::number_float: return "a number";
+    default: return "something else";
+  }
+}
+
+// An object and the path that led to it ("" at the params' root).
+class Fields {
+ public:
+  Fields(const json& j, std::string path) : j_(j), path_(std::move(path)) {
+    if (!j_.is_object()) throw ParamError(where() + "expected an object, got " + type_name(j_));
+  }
+
+  const json* find(const char* key) const {
+    auto it = j_.find(key);
+    return it == j_.end() || it->is_null() ? nullptr : &*it;
+  }
+  bool has(const char* key) const { return find(key) != nullptr; }
+
+  std::string str(const char* key) const { return as_string(need(key), key); }
+  std::string str_or(const char* key, std::string fallback) const {
+    const json* v = find(key);
+    return v ? as_string(*v, key) : fallback;
+  }
+  int integer(const char* key) const { return as_int(need(key), key); }
+  int int_or(const char* key, int fallback) const {
+    const json* v = find(key);
+    return v ? as_int(*v, key) : fallback;
+  }
+  bool boolean_or(const char* key, bool fallback) const {
+    const json* v = find(key);
+    if (!v) return fallback;
+    if (!v->is_boolean()) throw ParamError(path(key) + ": expected a boolean, got " + type_name(*v));
+    return v->get<bool>();
+  }
+  Fields object(const char* key) const { return Fields(need(key), path(key)); }
+  std::optional<Fields> object_or_none(const char* key) const {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    return Fields(*v, path(key));
+  }
+  const json& array(const char* key) const {
+    const json& v = need(key);
+    if (!v.is_array()) throw ParamError(path(key) + ": expected an array, got " + type_name(v));
+    return v;
+  }
+  json raw_or_null(const char* key) const {
+    const json* v = find(key);
+    return v ? *v : json();
+  }
+  std::string path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+
+ private:
+  std::string where() const { return path_.empty() ? "params: " : path_ + ": "; }
+  const json& need(const char* key) const {
+    const json* v = find(key);
+    if (!v) throw ParamError(path(key) + ": missing");
+    return *v;
+  }
+  std::string as_string(const json& v, const char* key) const {
+    if (!v.is_string()) throw ParamError(path(key) + ": expected a string, got " + type_name(v));
+    return v.get<std::string>();
+  }
+  int as_int(const json& v, const char* key) const {
+    if (!v.is_number_integer() || v.get<int64_t>() < INT32_MIN || v.get<int64_t>() > INT32_MAX)
+      throw ParamError(path(key) + ": expected an integer, got " + type_name(v));
+    return v.get<int>();
+  }
+
+  const json& j_;
+  std::string path_;
+};
+
+Position read_position(const Fields& f) {
+  Position p{f.integer("line"), f.integer("character")};
+  if (p.line < 0 || p.character < 0) throw ParamError(f.path("line") + ": positions are not negative");
+  return p;
+}
+
+Range read_range(const Fields& f) { return {read_position(f.object("start")), read_position(f.object("end"))}; }
+
+bool has_path(const json& j, std::initializer_list<const char*> keys) {
+  const json* cur = &j;
+  for (const char* k : keys) {
+    if (!cur->is_object()) return false;
+    auto it = cur->find(k);
+    if (it == cur->end()) return false;
+    cur = &*it;
+  }
+  return true;
+}
+
+bool flag_at(const json& j, std::initializer_list<const char*> keys) {
+  const json* cur = &j;
+  for (const char* k : keys) {
+    if (!cur->is_object()) return false;
+    auto it = cur->find(k);
+    if (it == cur->end()) return false;
+    cur = &*it;
+  }
+  return cur->is_boolean() && cur->get<bool>();
+}
+
+// The chat fields of an object: messages, and the code (uri, range).
+ChatParams read_chat(const Fields& f) {
+  ChatParams p;
+  if (f.has("messages")) {
+    const json& list = f.array("messages");
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Fields m(list[i], f.path("messages[" + std::to_string(i) + "]"));
+      p.messages.push_back({m.str("role"), m.str("content")});
+    }
+  }
+  if (f.has("uri")) p.uri = f.str("uri");
+  if (auto r = f.object_or_none("range")) p.range = read_range(*r);
+  p.work_done_token = f.raw_or_null("workDoneToken");
+  p.partial_result_token = f.raw_or_null("partialResultToken");
+  return p;
+}
+
+}  // namespace
+
+void from_json(const json&, NoParams&) {}
+
+void from_json(const json& j, InitializeParams& p) {
+  const Fields f(j, "");
+  // Capabilities are read leniently: a client that omits or misshapes one
+  // simply does not get the feature.
+  const json caps = f.raw_or_null("capabilities");
+  auto& c = p.capabilities;
+  c.completion = has_path(caps, {"textDocument", "completion"});
+  c.inline_completion = has_path(caps, {"textDocument", "inlineCompletion"});
+  c.execute_command = has_path(caps, {"workspace", "executeCommand"});
+  c.dynamic_configuration = flag_at(caps, {"workspace", "didChangeConfiguration", "dynamicRegistration"});
+  c.work_done_progress = flag_at(caps, {"window", "workDoneProgress"});
+  c.dynamic_completion = c.completion && flag_at(caps, {"textDocument", "completion", "dynamicRegistration"});
+  c.dynamic_inline = c.inline_completion && flag_at(caps, {"textDocument", "inlineCompletion", "dynamicRegistration"});
+  p.initialization_options = f.raw_or_null("initializationOptions");
+  if (!p.initialization_options.is_null() && !p.initialization_options.is_object())
+    throw ParamError("initializationOptions: expected an object, got " + std::string(type_name(p.initialization_options)));
+}
+
+void from_json(const json& j, DidOpenParams& p) {
+  const Fields d = Fields(j, "").object("textDocument");
+  p.text_document = {d.str("uri"), d.str_or("languageId", ""), d.str("text"), d.int_or("version", 0)};
+}
+
+void from_json(const json& j, DidChangeParams& p) {
+  const Fields f(j, "");
+  const Fields d = f.object("textDocument");
+  p.uri = d.str("uri");
+  p.version = d.int_or("version", 0);
+  const json& list = f.array("contentChanges");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Fields c(list[i], "contentChanges[" + std::to_string(i) + "]");
+    ContentChange change;
+    if (auto r = c.object_or_none("range")) change.range = read_range(*r);
+    change.text = c.str("text");
+    p.changes.push_back(std::move(change));
+  }
+}
+
+void from_json(const json& j, DocumentParams& p) { p.uri = Fields(j, "").object("textDocument").str("uri"); }
+
+void from_json(const json& j, DidChangeConfigurationParams& p) {
+  const Fields f(j, "");
+  p.settings = f.raw_or_null("settings");
+  if (p.settings.is_object() && p.settings.contains("moelsp")) p.settings = p.settings["moelsp"];
+  if (p.settings.is_null()) p.settings = json::object();
+  if (!p.settings.is_object()) throw ParamError("settings: expected an object, got " + std::string(type_name(p.settings)));
+}
+
+void from_json(const json& j, CancelParams& p) {
+  const Fields f(j, "");
+  p.id = f.raw_or_null("id");
+  if (!p.id.is_number_integer() && !p.id.is_string()) throw ParamError("id: expected an integer or a string");
+}
+
+void from_json(const json& j, CompletionParams& p) {
+  const Fields f(j, "");
+  p.uri = f.object("textDocument").str("uri");
+  p.position = read_position(f.object("position"));
+  if (auto ctx = f.object_or_none("context")) {
+    p.trigger_kind = ctx->int_or("triggerKind", 2);
+    if (auto sel = ctx->object_or_none("selectedCompletionInfo"))
+      p.selected = SelectedCompletionInfo{read_range(sel->object("range")), sel->str("text")};
+  }
+}
+
+void from_json(const json& j, ChatParams& p) { p = read_chat(Fields(j, "")); }
+
+void from_json(const json& j, ExecuteCommandParams& p) {
+  const Fields f(j, "");
+  p.command = f.str("command");
+  p.work_done_token = f.raw_or_null("workDoneToken");
+  if (f.has("arguments")) {
+    const json& args = f.array("arguments");
+    if (!args.empty() && !args[0].is_null()) p.chat = read_chat(Fields(args[0], "arguments[0]"));
+  }
+}
+
+json to_json(const Position& p) { return {{"line", p.line}, {"character", p.character}}; }
+json to_json(const Range& r) { return {{"start", to_json(r.start)}, {"end", to_json(r.end)}}; }
+
+}  // namespace moelsp::lsp
