@@ -43,6 +43,15 @@ struct Generation {
   FinishReason reason = FinishReason::Length;
   std::string error;  // FinishReason::Error
   Timings timings;
+  std::vector<TokenLogprob> logprobs;  // when asked for (logprobs ≥ 0; the embedded engine only)
+};
+
+// Asking for token log-probabilities (HTTP clients' `logprobs`): −1 none,
+// N ≥ 0 each token's and its N most likely alternatives. on_logprob streams
+// them, each just before on_text gives the text its token completes.
+struct LogprobRequest {
+  int top = -1;
+  std::function<void(const TokenLogprob&)> on_logprob;
 };
 
 // A fill-in-the-middle generation: the cursor's context (extra files already
@@ -66,6 +75,7 @@ struct ChatInput {
   std::string template_override;  // when the model's own is missing or unknown
   SamplingParams sampling = chat_sampling();
   std::vector<std::string> stop;
+  LogprobRequest logprobs;
   int priority = Priority::kChat;  // completions go first for prompt budget and KV blocks
   static SamplingParams chat_sampling() {
     SamplingParams p;
@@ -85,6 +95,7 @@ struct TextInput {
   SamplingParams sampling;
   std::vector<std::string> stop;
   int64_t t_max_prompt_ms = 0, t_max_predict_ms = 0;
+  LogprobRequest logprobs;
   int priority = Priority::kChat;
 };
 

@@ -30,7 +30,7 @@ std::optional<Handle> Ticket::submit(Engine& e, Request req, Callbacks cb) {
 }
 
 namespace {
-Generation from_result(const Result& r) { return {r.text, r.reason, r.error, r.timings}; }
+Generation from_result(const Result& r) { return {r.text, r.reason, r.error, r.timings, r.logprobs}; }
 Generation cancelled() {
   Generation g;
   g.reason = FinishReason::Cancelled;
@@ -45,8 +45,10 @@ std::vector<TokenId> fim_tokens(const Engine& eng, const CompletionContext& ctx,
 
 // Submits through the ticket and waits; the text streams to on_text.
 Generation run(Engine& eng, Request req, const std::function<void(const std::string&)>& on_text,
-               std::function<bool(const std::string&)> should_stop, Ticket& ticket) {
+               std::function<bool(const std::string&)> should_stop, Ticket& ticket, const LogprobRequest& lp = {}) {
   Callbacks cb;
+  req.logprobs = lp.top;
+  cb.on_logprob = lp.on_logprob;
   if (on_text) cb.on_token = [on_text](TokenId, const std::string& text) { on_text(text); };
   cb.should_stop = std::move(should_stop);
   auto h = ticket.submit(eng, std::move(req), std::move(cb));
@@ -109,7 +111,7 @@ Generation EngineBackend::chat(const ChatInput& in, const std::function<void(con
   req.sampling = in.sampling;
   req.stop = in.stop;
   req.priority = in.priority;
-  return run(eng, std::move(req), on_text, nullptr, ticket);
+  return run(eng, std::move(req), on_text, nullptr, ticket, in.logprobs);
 }
 
 Generation EngineBackend::text(const TextInput& in, const std::function<void(const std::string&)>& on_text,
@@ -133,7 +135,7 @@ Generation EngineBackend::text(const TextInput& in, const std::function<void(con
   req.t_max_prompt_ms = in.t_max_prompt_ms;
   req.t_max_predict_ms = in.t_max_predict_ms;
   req.priority = in.priority;
-  return run(*engine_, std::move(req), on_text, nullptr, ticket);
+  return run(*engine_, std::move(req), on_text, nullptr, ticket, in.logprobs);
 }
 
 }  // namespace moelsp::assist

@@ -167,6 +167,7 @@ ChatAnswer Service::chat(const ChatQuery& q, const std::function<void(const std:
   in.code = q.code;
   in.max_tokens = q.max_tokens;
   in.template_override = q.template_override;
+  in.logprobs = q.logprobs;
   const bool has_code = !q.code.empty() && !asked.empty();
   if (has_code) {
     const std::string fence = "```" + q.language + "\n";
@@ -186,6 +187,7 @@ ChatAnswer Service::chat(const ChatQuery& q, const std::function<void(const std:
   out.error = g.error;
   out.tokens_per_second = g.timings.generate_tps();
   out.timings = g.timings;
+  out.logprobs = g.logprobs;
   return out;
 }
 

@@ -59,6 +59,7 @@ struct ChatQuery {
   bool as_given = false;
   SamplingParams sampling = ChatInput::chat_sampling();
   std::vector<std::string> stop;
+  LogprobRequest logprobs;
 };
 
 struct ChatAnswer {
@@ -67,6 +68,7 @@ struct ChatAnswer {
   double tokens_per_second = 0;
   std::string error;  // reason == Error
   Timings timings;
+  std::vector<TokenLogprob> logprobs;  // ChatQuery::logprobs.top ≥ 0
 };
 
 struct TelemetrySnapshot {

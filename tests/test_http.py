@@ -11,6 +11,7 @@ Standard library only (plus the curl binary).
 """
 import http.client
 import json
+import math
 import os
 import re
 import shutil
@@ -174,6 +175,33 @@ def main():
         check(deltas[0].get("role") == "assistant", "the first chat chunk does not carry the role")
         check("".join(d.get("content", "") for d in deltas) == c["choices"][0]["message"]["content"],
               "the streamed chat differs from the non-streamed one")
+
+        # logprobs: the chosen tokens spell the text; greedy takes the most likely
+        status, lp, _ = s.request("POST", "/v1/completions", {**req, "logprobs": 3})
+        check(status == 200 and lp["choices"][0]["text"] == a["choices"][0]["text"], f"logprobs changed the text: {lp}")
+        L = lp["choices"][0]["logprobs"]
+        check("".join(L["tokens"]) == a["choices"][0]["text"], f"logprobs tokens do not spell the text: {L['tokens']}")
+        check(len(L["token_logprobs"]) == len(L["tokens"]) == len(L["top_logprobs"]) == len(L["text_offset"]), "logprobs arrays")
+        check(all(v <= 0 for v in L["token_logprobs"]), f"a log-probability above 0: {L['token_logprobs']}")
+        for tok, v, top in zip(L["tokens"], L["token_logprobs"], L["top_logprobs"]):
+            check(len(top) <= 3 and abs(max(top.values()) - v) < 1e-4, f"greedy token {tok!r} ({v}) is not the top one: {top}")
+            check(sum(math.exp(x) for x in top.values()) <= 1.0001, f"top probabilities sum above 1: {top}")
+        events = sse(s.url + "/v1/completions", {**req, "stream": True, "logprobs": 2})
+        streamed = [json.loads(e)["choices"][0] for e in events[:-1]]
+        toks = [t for c in streamed if c["logprobs"] for t in c["logprobs"]["tokens"]]
+        offs = [o for c in streamed if c["logprobs"] for o in c["logprobs"]["text_offset"]]
+        check("".join(toks) == a["choices"][0]["text"], f"streamed logprobs tokens: {toks}")
+        check(offs == L["text_offset"], "streamed text offsets differ from the whole answer's")
+        status, cl, _ = s.request("POST", "/v1/chat/completions",
+                                  {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 6, "temperature": 0,
+                                   "logprobs": True, "top_logprobs": 2})
+        content = cl["choices"][0]["logprobs"]["content"] if status == 200 else []
+        check(status == 200 and content and all(len(c["top_logprobs"]) == 2 and c["logprob"] <= 0 for c in content),
+              f"chat logprobs: {status} {cl}")
+        check(bytes(b for c in content for b in c["bytes"]).decode() == cl["choices"][0]["message"]["content"],
+              "chat logprobs bytes do not spell the answer")
+        status, e, _ = s.request("POST", "/v1/completions", {**req, "logprobs": 50})
+        check(status == 400 and "logprobs" in e["error"]["message"], f"logprobs 50: {status} {e}")
 
         # /infill as llama.vim sends it, and /completion as llama.cpp clients do
         infill = {"input_prefix": "import os\n\ndef list_files(path):\n", "prompt": "    ", "input_suffix": "\n",

@@ -14,6 +14,8 @@
 // k decodes costs far less than k steps; prompt chunks riding in a decode
 // step make that step longer, which the chunk budget bounds.
 #include <algorithm>
+#include <cmath>
+#include <numeric>
 #include <climits>
 
 #include <fmt/format.h>
@@ -297,6 +299,25 @@ void Engine::schedule_step(std::vector<std::unique_ptr<Live>>& running, std::vec
   std::erase_if(running, [](const auto& l) { return l->ended; });
 }
 
+TokenLogprob Engine::logprob_of(const float* logits, TokenId tok, int top_n) const {
+  const Tokenizer& t = model_->tokenizer();
+  const int nv = int(t.n_vocab());
+  // log-softmax: x − max − log Σ exp(x − max), in double for the sum.
+  const float mx = *std::max_element(logits, logits + nv);
+  double sum = 0;
+  for (int i = 0; i < nv; ++i) sum += std::exp(double(logits[i] - mx));
+  const float log_z = mx + float(std::log(sum));
+  TokenLogprob out{tok, t.piece(tok, true), logits[tok] - log_z, {}};
+  if (top_n > 0) {
+    std::vector<TokenId> ids(static_cast<size_t>(nv));
+    std::iota(ids.begin(), ids.end(), 0);
+    std::partial_sort(ids.begin(), ids.begin() + top_n, ids.end(),
+                      [&](TokenId a, TokenId b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+    for (int i = 0; i < top_n; ++i) out.top.push_back({ids[size_t(i)], t.piece(ids[size_t(i)], true), logits[ids[size_t(i)]] - log_z});
+  }
+  return out;
+}
+
 bool Engine::after_logits(Live& l, const float* logits) {
   const Request& req = l.job->req;
   const Callbacks& cb = l.job->cb;
@@ -315,6 +336,10 @@ bool Engine::after_logits(Live& l, const float* logits) {
   if (req.t_max_predict_ms > 0 && ms_since(l.t1) > double(req.t_max_predict_ms)) return done(FinishReason::Timeout);
   const TokenId tok = l.sampler->sample(logits, l.history);
   if (!req.ignore_eos && model_->tokenizer().is_eog(tok)) return done(FinishReason::Eos);
+  if (req.logprobs >= 0) {
+    l.res.logprobs.push_back(logprob_of(logits, tok, std::min(req.logprobs, kMaxTopLogprobs)));
+    if (cb.on_logprob) cb.on_logprob(l.res.logprobs.back());
+  }
   l.res.tokens.push_back(tok);
   l.history.push_back(tok);
   ++l.res.timings.n_generated;

@@ -79,6 +79,60 @@ int max_tokens(const json& j, const char* name, int fallback) {
   return n;
 }
 
+// `logprobs` of /v1/completions: an integer 0..20 (OpenAI allows 5, vLLM 20),
+// the alternatives per token; absent or null: none.
+int completion_logprobs_field(const json& j) {
+  if (!j.contains("logprobs") || j["logprobs"].is_null()) return -1;
+  if (j["logprobs"].is_boolean()) return j["logprobs"].get<bool>() ? 0 : -1;
+  const int n = field<int>(j, "logprobs", -1);
+  if (n < 0 || n > kMaxTopLogprobs) throw BadField("field 'logprobs' must be within [0, 20]");
+  return n;
+}
+
+// `logprobs: true` and `top_logprobs` of /v1/chat/completions.
+int chat_logprobs_field(const json& j) {
+  if (!field<bool>(j, "logprobs", false)) {
+    if (j.contains("top_logprobs") && !j["top_logprobs"].is_null())
+      throw BadField("field 'top_logprobs' needs 'logprobs': true");
+    return -1;
+  }
+  const int n = field<int>(j, "top_logprobs", 0);
+  if (n < 0 || n > kMaxTopLogprobs) throw BadField("field 'top_logprobs' must be within [0, 20]");
+  return n;
+}
+
+// The legacy completions shape: parallel arrays; text_offset counts bytes
+// from the start of the generated text, continuing across stream chunks.
+json completion_logprobs(const std::vector<TokenLogprob>& lps, size_t& offset) {
+  json tokens = json::array(), values = json::array(), top = json::array(), offsets = json::array();
+  for (const auto& lp : lps) {
+    tokens.push_back(lp.text);
+    values.push_back(lp.logprob);
+    json alts = json::object();
+    for (const auto& a : lp.top) alts[a.text] = a.logprob;
+    top.push_back(alts);
+    offsets.push_back(offset);
+    offset += lp.text.size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
+// The chat shape: {"content": [{token, logprob, bytes, top_logprobs: [...]}]}.
+json chat_logprobs(const std::vector<TokenLogprob>& lps) {
+  const auto bytes = [](const std::string& s) {
+    json b = json::array();
+    for (unsigned char c : s) b.push_back(int(c));
+    return b;
+  };
+  json content = json::array();
+  for (const auto& lp : lps) {
+    json alts = json::array();
+    for (const auto& a : lp.top) alts.push_back({{"token", a.text}, {"logprob", a.logprob}, {"bytes", bytes(a.text)}});
+    content.push_back({{"token", lp.text}, {"logprob", lp.logprob}, {"bytes", bytes(lp.text)}, {"top_logprobs", alts}});
+  }
+  return {{"content", content}};
+}
+
 const char* openai_reason(FinishReason r) { return r == FinishReason::Length || r == FinishReason::Timeout ? "length" : "stop"; }
 
 // Streams without making the engine wait on a client: `generate` runs on a
@@ -326,19 +380,33 @@ HttpResponse Api::completions(const std::string& body, const std::function<Event
   in.max_tokens = max_tokens(j, "max_tokens", 16);
   in.sampling = sampling(j, 1.0f);
   in.stop = stops(j);
+  in.logprobs.top = completion_logprobs_field(j);
   const bool stream = field<bool>(j, "stream", false);
   const std::string id = "cmpl-" + std::to_string(next_id_++);
   const std::string model_id = this->model_id();
   auto t = ticket();
   EventStream* es = stream ? open_stream() : nullptr;
-  const auto chunk = [&](const std::string& text, const json& reason) {
+  const auto chunk = [&](const std::string& text, const json& reason, const json& logprobs = nullptr) {
     return json{{"id", id}, {"object", "text_completion"}, {"created", now_s()}, {"model", model_id},
-                {"choices", {{{"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", reason}}}}}
+                {"choices", {{{"text", text}, {"index", 0}, {"logprobs", logprobs}, {"finish_reason", reason}}}}}
         .dump(-1, ' ', false, json::error_handler_t::replace);
   };
+  // Streamed with logprobs: each chunk carries its tokens' logprobs, so it
+  // is formatted where both are known (the generating thread), in order.
+  const bool stream_lp = es && in.logprobs.top >= 0;
+  std::vector<TokenLogprob> pending;
+  size_t offset = 0;
+  if (stream_lp) in.logprobs.on_logprob = [&](const TokenLogprob& lp) { pending.push_back(lp); };
   const assist::Generation g = pump<assist::Generation>(
-      es, *t, [&](const std::string& s) { return chunk(s, nullptr); },
-      [&](const OnText& on_text) { return service_.text(in, on_text, *t); });
+      es, *t, [&](const std::string& s) { return stream_lp ? s : chunk(s, nullptr); },
+      [&](const OnText& on_text) {
+        if (!stream_lp) return service_.text(in, on_text, *t);
+        return service_.text(in, [&](const std::string& s) {
+          const json lp = completion_logprobs(pending, offset);
+          pending.clear();
+          on_text(chunk(s, nullptr, lp));
+        }, *t);
+      });
   done(t);
   count("/v1/completions", g.timings.n_prompt, g.timings.n_generated);
   if (g.reason == FinishReason::Error) {
@@ -351,8 +419,10 @@ HttpResponse Api::completions(const std::string& body, const std::function<Event
     es->send("[DONE]");
     return streamed();
   }
+  size_t offset0 = 0;
+  const json logprobs = in.logprobs.top >= 0 ? completion_logprobs(g.logprobs, offset0) : json();
   return ok({{"id", id}, {"object", "text_completion"}, {"created", now_s()}, {"model", model_id},
-             {"choices", {{{"text", g.text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", openai_reason(g.reason)}}}},
+             {"choices", {{{"text", g.text}, {"index", 0}, {"logprobs", logprobs}, {"finish_reason", openai_reason(g.reason)}}}},
              {"usage", usage(g.timings)}});
 }
 
@@ -378,12 +448,15 @@ HttpResponse Api::chat_completions(const std::string& body, const std::function<
   q.sampling = sampling(j, 1.0f);
   q.stop = stops(j);
   q.template_override = opt_.chat_template;
+  q.logprobs.top = chat_logprobs_field(j);
   const bool stream = field<bool>(j, "stream", false);
   const std::string id = "chatcmpl-" + std::to_string(next_id_++);
   const std::string model_id = this->model_id();
-  const auto chunk = [&](const json& delta, const json& reason) {
+  const auto chunk = [&](const json& delta, const json& reason, const json& logprobs = nullptr) {
+    json choice = {{"index", 0}, {"delta", delta}, {"finish_reason", reason}};
+    if (!logprobs.is_null()) choice["logprobs"] = logprobs;
     return json{{"id", id}, {"object", "chat.completion.chunk"}, {"created", now_s()}, {"model", model_id},
-                {"choices", {{{"index", 0}, {"delta", delta}, {"finish_reason", reason}}}}}
+                {"choices", {choice}}}
         .dump(-1, ' ', false, json::error_handler_t::replace);
   };
   auto t = ticket();
@@ -392,9 +465,19 @@ HttpResponse Api::chat_completions(const std::string& body, const std::function<
     es = open_stream();
     es->send(chunk({{"role", "assistant"}, {"content", ""}}, nullptr));
   }
+  const bool stream_lp = es && q.logprobs.top >= 0;  // as in completions()
+  std::vector<TokenLogprob> pending;
+  if (stream_lp) q.logprobs.on_logprob = [&](const TokenLogprob& lp) { pending.push_back(lp); };
   const assist::ChatAnswer a = pump<assist::ChatAnswer>(
-      es, *t, [&](const std::string& s) { return chunk({{"content", s}}, nullptr); },
-      [&](const OnText& on_text) { return service_.chat(q, on_text, *t); });
+      es, *t, [&](const std::string& s) { return stream_lp ? s : chunk({{"content", s}}, nullptr); },
+      [&](const OnText& on_text) {
+        if (!stream_lp) return service_.chat(q, on_text, *t);
+        return service_.chat(q, [&](const std::string& s) {
+          const json lp = chat_logprobs(pending);
+          pending.clear();
+          on_text(chunk({{"content", s}}, nullptr, lp));
+        }, *t);
+      });
   done(t);
   count("/v1/chat/completions", a.timings.n_prompt, a.timings.n_generated);
   if (a.reason == FinishReason::Error) {
@@ -408,6 +491,7 @@ HttpResponse Api::chat_completions(const std::string& body, const std::function<
   }
   return ok({{"id", id}, {"object", "chat.completion"}, {"created", now_s()}, {"model", model_id},
              {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", a.text}}},
+                           {"logprobs", q.logprobs.top >= 0 ? chat_logprobs(a.logprobs) : json()},
                            {"finish_reason", openai_reason(a.reason)}}}},
              {"usage", usage(a.timings)}});
 }

@@ -45,7 +45,27 @@ struct Request {
   // min(max_tokens, n_ctx / 4) generated tokens.
   enum class Fit { Error, KeepEnd } fit = Fit::Error;
   int keep_start = 0;
+  // −1: none; N ≥ 0: each generated token's log-probability and its N most
+  // likely alternatives (at most kMaxTopLogprobs), in Result::logprobs and
+  // Callbacks::on_logprob.
+  int logprobs = -1;
 };
+
+// A generated token's log-probability under the model: the log-softmax of the
+// raw logits (before temperature and the other samplers, as vLLM reports
+// them by default), with the most likely tokens at that step.
+struct TokenLogprob {
+  struct Alt {
+    TokenId id;
+    std::string text;  // the token's bytes as text (may be part of a UTF-8 character)
+    float logprob;
+  };
+  TokenId id;
+  std::string text;
+  float logprob;
+  std::vector<Alt> top;
+};
+constexpr int kMaxTopLogprobs = 20;
 
 // Request::priority values used by the servers.
 struct Priority {
@@ -72,6 +92,7 @@ struct Timings {
 struct Result {
   std::string text;
   std::vector<TokenId> tokens;
+  std::vector<TokenLogprob> logprobs;  // Request::logprobs ≥ 0
   FinishReason reason = FinishReason::Length;
   std::string error;
   Timings timings;
@@ -87,6 +108,9 @@ struct Callbacks {
   // pipeline stops a repetition loop here instead of decoding it to the
   // token limit. Called on the scheduler thread: keep it cheap.
   std::function<bool(const std::string& text)> should_stop = nullptr;
+  // With Request::logprobs ≥ 0: each token's, right after it is sampled
+  // (before on_token gives the text it completes). Scheduler thread.
+  std::function<void(const TokenLogprob&)> on_logprob = nullptr;
 };
 
 class Handle {
@@ -154,6 +178,7 @@ class Engine {
   bool admit(Live& l);     // tokenizes, fits, maps the cached prefix; false when the job ended
   void schedule_step(std::vector<std::unique_ptr<Live>>& running, std::vector<std::unique_ptr<Live>>& waiting);
   bool after_logits(Live& l, const float* logits);  // samples and emits one token; false when the job ended
+  TokenLogprob logprob_of(const float* logits, TokenId tok, int top_n) const;
   void preempt(Live& l);
   void publish_metrics(int running, int waiting);  // then delivers the finished requests' results
   void deliver();
