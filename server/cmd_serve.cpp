@@ -67,7 +67,8 @@ int serve(const ServeOptions& o) {
   if (!loopback && o.api_key.empty())
     spdlog::warn("serving on {} without --api-key: anyone who can reach this address can use the model", o.host);
   assist::Service service;
-  http::Api api(service, {.api_key = o.api_key, .chat_template = settings.chat_template.value_or("")});
+  http::Api api(service, {.api_key = o.api_key, .chat_template = settings.chat_template.value_or(""),
+                            .max_queue = size_t(o.max_queue)});
   http::ServerOptions so;
   so.host = o.host == "localhost" ? "127.0.0.1" : o.host;
   so.port = o.port;

@@ -278,13 +278,13 @@ def main():
         # Load: 8 streaming clients at once; memory comes back near where it was.
         load(s, clients=8, seconds=3)  # warm-up: the KV pool and the threads are now in use
         baseline = rss_kib(s.proc.pid)
-        done, problems = load(s, clients=8, seconds=15)
+        done, problems = load(s, clients=8, seconds=60)
         check(not problems, f"under load: {problems[:3]}")
         check(all(n > 0 for n in done), f"a client got no answer under load: {done}")
         time.sleep(1)
         after = rss_kib(s.proc.pid)
         check(after <= baseline * 1.25 + 32 * 1024, f"RSS grew under load: {baseline} KiB -> {after} KiB")
-        print(f"load: 8 streaming clients for 15 s, {sum(done)} responses, RSS {baseline // 1024} -> {after // 1024} MiB")
+        print(f"load: 8 streaming clients for 60 s, {sum(done)} responses, RSS {baseline // 1024} -> {after // 1024} MiB")
     finally:
         code = s.stop()
     check(code == 0, f"moelsp serve exited {code} on SIGTERM")
@@ -302,6 +302,30 @@ def main():
         check(status == 200, "the server stopped serving after a stalled client")
     finally:
         check(t.stop() == 0, "moelsp serve --timeout did not exit 0")
+
+    # --max-queue: a request beyond it is refused at once with 429 and Retry-After.
+    q = Server("--max-queue", "1")
+    try:
+        q.wait_ready()
+        body = json.dumps({"prompt": "def f(x):", "max_tokens": 3000, "stream": True, "temperature": 0.8, "seed": 1})
+        with socket.create_connection((q.host, q.port), timeout=30) as raw:
+            raw.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
+            got = b""
+            while b"data: " not in got:
+                more = raw.recv(65536)
+                check(more, f"the long request ended before its first event: {got[:200]!r}")
+                got += more
+            status, e, headers = q.request("POST", "/v1/completions", {"prompt": "x", "max_tokens": 2})
+            check(status == 429 and e["error"]["code"] == "queue_full", f"beyond --max-queue: {status} {e}")
+            check(int(headers.get("Retry-After", "0")) >= 1, f"429 without Retry-After: {headers}")
+        time.sleep(0.5)  # the long request's client left: its generation is cancelled
+        status, _, _ = q.request("POST", "/v1/completions", {"prompt": "x", "max_tokens": 2})
+        check(status == 200, f"after the queue emptied: {status}")
+        _, m, _ = q.request("GET", "/metrics")
+        check("moelsp_requests_rejected_total 1" in m, "the 429 is not counted in /metrics")
+    finally:
+        check(q.stop() == 0, "moelsp serve --max-queue did not exit 0")
 
     # The API key: required everywhere but /health.
     k = Server("--api-key", "s3cret")

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <thread>
@@ -30,6 +31,12 @@ HttpResponse ok(const json& j) {
 }
 
 // A request field of the expected type, or a 400 that names it.
+// More generations in flight than --max-queue.
+struct Busy {
+  int retry_after_s;
+  size_t queued;
+};
+
 struct BadField : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -233,20 +240,28 @@ void Api::set_model(ModelState m) {
 std::shared_ptr<assist::Ticket> Api::ticket() {
   auto t = std::make_shared<assist::Ticket>();
   std::lock_guard lock(mu_);
+  if (in_flight_.size() >= opt_.max_queue) {
+    ++rejected_;
+    throw Busy{std::clamp(int(std::ceil(mean_request_s_)), 1, 60), in_flight_.size()};
+  }
   if (stopping_) t->cancel();  // shutting down: nothing new starts
-  in_flight_.push_back(t);
+  in_flight_.push_back({t, std::chrono::steady_clock::now()});
   return t;
 }
 
 void Api::done(const std::shared_ptr<assist::Ticket>& t) {
   std::lock_guard lock(mu_);
-  std::erase(in_flight_, t);
+  const auto it = std::find_if(in_flight_.begin(), in_flight_.end(), [&](const InFlight& f) { return f.ticket == t; });
+  if (it == in_flight_.end()) return;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->start).count();
+  mean_request_s_ = 0.8 * mean_request_s_ + 0.2 * s;
+  in_flight_.erase(it);
 }
 
 void Api::cancel_all() {
   std::lock_guard lock(mu_);
   stopping_ = true;
-  for (auto& t : in_flight_) t->cancel();
+  for (auto& f : in_flight_) f.ticket->cancel();
 }
 
 void Api::count(const std::string& endpoint, int64_t prompt_tokens, int64_t generated) {
@@ -311,6 +326,11 @@ HttpResponse Api::route(const HttpRequest& req, const std::function<EventStream*
     return error(400, e.what());
   } catch (const json::exception& e) {
     return error(400, std::string("invalid JSON: ") + e.what());
+  } catch (const Busy& b) {
+    HttpResponse r = error(429, "too many requests: " + std::to_string(b.queued) + " are generating or waiting; retry later",
+                           "rate_limit_error", "queue_full");
+    r.headers.push_back({"Retry-After", std::to_string(b.retry_after_s)});
+    return r;
   }
 }
 
@@ -350,6 +370,9 @@ HttpResponse Api::metrics() {
     m = model_;
     out += "# HELP moelsp_requests_in_flight Generations running or waiting.\n# TYPE moelsp_requests_in_flight gauge\n";
     out += "moelsp_requests_in_flight " + std::to_string(in_flight_.size()) + "\n";
+    out += "# HELP moelsp_requests_rejected_total Requests answered 429 because --max-queue were in flight.\n"
+           "# TYPE moelsp_requests_rejected_total counter\n";
+    out += "moelsp_requests_rejected_total " + std::to_string(rejected_) + "\n";
   }
   out += prompts + tokens;
   out += "# HELP moelsp_completion_latency_ms Completion latency percentiles (service).\n"

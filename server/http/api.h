@@ -7,6 +7,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -49,6 +50,9 @@ std::string error_json(const std::string& message, const std::string& type = "in
 struct ApiOptions {
   std::string api_key;           // empty: no key needed (loopback by default)
   std::string chat_template;     // when the model's own is missing or unknown
+  // Generations running or waiting for the engine at most; beyond, 429 with
+  // Retry-After (the mean duration of recent requests, in whole seconds).
+  size_t max_queue = 64;
 };
 
 // What the loader tells the API about the model.
@@ -90,7 +94,13 @@ class Api {
   ApiOptions opt_;
   mutable std::mutex mu_;
   ModelState model_;
-  std::vector<std::shared_ptr<assist::Ticket>> in_flight_;
+  struct InFlight {
+    std::shared_ptr<assist::Ticket> ticket;
+    std::chrono::steady_clock::time_point start;
+  };
+  std::vector<InFlight> in_flight_;
+  double mean_request_s_ = 1.0;  // moving average, for Retry-After
+  uint64_t rejected_ = 0;        // 429s
   bool stopping_ = false;
   std::map<std::string, std::array<int64_t, 3>> counts_;  // endpoint → requests, prompt tokens, generated tokens
   std::atomic<uint64_t> next_id_{1};
