@@ -95,6 +95,7 @@ struct TextInput {
   SamplingParams sampling;
   std::vector<std::string> stop;
   int64_t t_max_prompt_ms = 0, t_max_predict_ms = 0;
+  bool ignore_eos = false;  // generate max_tokens (benchmarks; llama.cpp's field)
   LogprobRequest logprobs;
   int priority = Priority::kChat;
 };

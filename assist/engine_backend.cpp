@@ -134,6 +134,7 @@ Generation EngineBackend::text(const TextInput& in, const std::function<void(con
   req.stop = in.stop;
   req.t_max_prompt_ms = in.t_max_prompt_ms;
   req.t_max_predict_ms = in.t_max_predict_ms;
+  req.ignore_eos = in.ignore_eos;
   req.priority = in.priority;
   return run(*engine_, std::move(req), on_text, nullptr, ticket, in.logprobs);
 }

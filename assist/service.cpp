@@ -96,7 +96,7 @@ CompletionAnswer Service::complete(const CompletionQuery& q, Ticket& ticket) {
     // A repetition loop ends decoding as soon as a line of it is complete:
     // the post-processing would cut it anyway.
     in.should_stop = [](const std::string& t) { return degenerate_at(t, true) != std::string::npos; };
-    const int alternatives = q.invoked ? 3 : 1;
+    const int alternatives = q.alternatives > 0 ? q.alternatives : q.invoked ? 3 : 1;
     begin_busy();
     double tps = 0;
     for (int k = 0; k < alternatives && !ticket.cancelled(); ++k) {
@@ -116,6 +116,7 @@ CompletionAnswer Service::complete(const CompletionQuery& q, Ticket& ticket) {
         break;
       }
       if (g.reason == FinishReason::Cancelled) break;
+      if (k == 0) out.timings = g.timings;
       if (g.timings.generate_tps() > 0) tps = g.timings.generate_tps();
       // Out of time or tokens in the middle of a line: that line is
       // unfinished, the ones before it are not.

@@ -35,11 +35,13 @@ struct CompletionQuery {
   size_t cursor = 0;        // byte offset of the cursor in `text`
   std::string extra;        // other files' text, ahead of the prefix, in a stable order
   bool invoked = false;     // the user asked: up to three alternatives, not from the cache
+  int alternatives = 0;     // > 0: this many tries (the first greedy, the others sampled); 0: 3 if invoked, else 1
   CompletionSettings settings;
 };
 
 struct CompletionAnswer {
   std::vector<std::string> texts;  // best first; may be empty (nothing sensible to offer)
+  Timings timings;                 // the first generation's (none from the cache)
   bool from_cache = false;
   bool cancelled = false;
   std::string error;

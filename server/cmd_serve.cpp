@@ -100,7 +100,7 @@ int serve(const ServeOptions& o) {
       const std::string id = pm.model->config().name.empty() ? pm.model->config().arch : pm.model->config().name;
       const std::string plan = pm.plan.to_json(), hw = pm.hw.to_json();
       auto model = pm.model;
-      api.set_model({.phase = http::ModelState::Phase::Ready, .id = id, .message = "ready",
+      api.set_model({.phase = http::ModelState::Phase::Ready, .id = id, .n_ctx = pm.plan.n_ctx, .message = "ready",
                      .status_json = [b, plan, hw] {
                        const EngineMetrics m = b->engine().metrics();
                        return nlohmann::json{{"plan", nlohmann::json::parse(plan)}, {"hardware", nlohmann::json::parse(hw)},

@@ -404,6 +404,7 @@ HttpResponse Api::completions(const std::string& body, const std::function<Event
   in.sampling = sampling(j, 1.0f);
   in.stop = stops(j);
   in.logprobs.top = completion_logprobs_field(j);
+  in.ignore_eos = field<bool>(j, "ignore_eos", false);  // llama.cpp's extension
   const bool stream = field<bool>(j, "stream", false);
   const std::string id = "cmpl-" + std::to_string(next_id_++);
   const std::string model_id = this->model_id();
@@ -525,6 +526,9 @@ HttpResponse Api::chat_completions(const std::string& body, const std::function<
 HttpResponse Api::infill(const std::string& body, const std::function<EventStream*()>& open_stream) {
   const json j = json::parse(body);
   if (!j.is_object()) throw BadField("the body must be a JSON object");
+  // Fields llama.vim and llama.vscode send that change nothing here: model
+  // (llama.vscode sends its chat model's name), id_slot, samplers, n_indent,
+  // cache_prompt (the prefix cache is always on), time of input_extra chunks.
   const std::string prefix = field<std::string>(j, "input_prefix", ""), suffix = field<std::string>(j, "input_suffix", "");
   const std::string typed = field<std::string>(j, "prompt", "");  // the cursor line's text before the cursor
   assist::CompletionQuery q;
@@ -536,30 +540,78 @@ HttpResponse Api::infill(const std::string& body, const std::function<EventStrea
       q.extra += "// " + chunk.value("filename", std::string("(unnamed)")) + "\n" + chunk.value("text", std::string());
       if (!q.extra.empty() && q.extra.back() != '\n') q.extra += '\n';
     }
-  q.settings.max_tokens = max_tokens(j, "n_predict", 64);
+  // n_predict 0 is the plugins' warm-up: the context is processed (its KV
+  // stays in the prefix cache for the next keystroke) and nothing is returned.
+  const int n_predict = field<int>(j, "n_predict", 64);
+  if (n_predict < 0 || n_predict > 1 << 20) throw BadField("field 'n_predict' must be within [0, 1048576]");
+  const bool warm_up = n_predict == 0;
+  q.settings.max_tokens = warm_up ? 1 : n_predict;
   q.settings.time_budget_ms = field<int>(j, "t_max_predict_ms", 1500);
   if (q.settings.time_budget_ms <= 0) q.settings.time_budget_ms = 1500;
+  // n_cmpl (llama.vscode): that many suggestions, the first greedy; an array is returned when > 1.
+  const int n_cmpl = field<int>(j, "n_cmpl", 1);
+  if (n_cmpl < 1 || n_cmpl > 8) throw BadField("Field 'n_cmpl': Value must be between 1 and 8");
+  q.alternatives = n_cmpl;
   auto t = ticket();
   const auto t0 = std::chrono::steady_clock::now();
   const assist::CompletionAnswer a = service_.complete(q, *t);
   done(t);
-  count("/infill", 0, 0);
+  const Timings& tm = a.timings;
+  count("/infill", tm.n_prompt, tm.n_generated);
   if (!a.error.empty()) return error(500, a.error, "server_error");
-  const std::string content = a.texts.empty() ? "" : a.texts.front();
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  const json result = {{"content", content}, {"stop", true}, {"truncated", false}, {"tokens_cached", 0},
-                       {"timings", {{"predicted_ms", ms}}}, {"cached", a.from_cache}};
+  int n_ctx = 0;
+  {
+    std::lock_guard lock(mu_);
+    n_ctx = model_.n_ctx;
+  }
+  // What llama.cpp's server answers and the plugins read: content, the
+  // cache, and timings (llama.vscode's status bar reads them as numbers).
+  const int prompt_n = tm.n_prompt - tm.n_prompt_cached;
+  const double predict_ms = a.from_cache ? ms : tm.generate_ms;
+  const auto result = [&](const std::string& content) {
+    return json{{"content", warm_up ? "" : content}, {"stop", true}, {"truncated", tm.n_prompt_cut > 0},
+                {"tokens_cached", tm.n_prompt_cached}, {"tokens_evaluated", tm.n_prompt}, {"model", model_id()},
+                {"cached", a.from_cache}, {"generation_settings", {{"n_ctx", n_ctx}, {"n_predict", n_predict}}},
+                {"timings", {{"prompt_n", prompt_n}, {"prompt_ms", tm.prompt_ms},
+                             {"prompt_per_token_ms", prompt_n > 0 ? tm.prompt_ms / prompt_n : 0.0},
+                             {"prompt_per_second", tm.prompt_tps()}, {"predicted_n", tm.n_generated},
+                             {"predicted_ms", predict_ms},
+                             {"predicted_per_token_ms", tm.n_generated > 0 ? predict_ms / tm.n_generated : 0.0},
+                             {"predicted_per_second", tm.generate_tps()}}}};
+  };
+  // response_fields (llama.vim): a flat object of the paths asked for, "timings/prompt_n" → value.
+  const auto shaped = [&](const json& r) {
+    if (!j.contains("response_fields") || !j["response_fields"].is_array()) return r;
+    json flat = json::object();
+    for (const auto& f : j["response_fields"]) {
+      if (!f.is_string() || f.get<std::string>().empty()) continue;
+      const std::string path = f;
+      const json* cur = &r;
+      for (size_t at = 0; cur && at <= path.size();) {
+        const size_t slash = std::min(path.find('/', at), path.size());
+        const std::string key = path.substr(at, slash - at);
+        cur = cur->is_object() && cur->contains(key) ? &(*cur)[key] : nullptr;
+        at = slash + 1;
+      }
+      if (cur) flat[path] = *cur;
+    }
+    return flat;
+  };
+  std::vector<std::string> texts = a.texts;
+  if (texts.empty()) texts.push_back("");
   if (field<bool>(j, "stream", false)) {
     EventStream* es = open_stream();
-    es->send(json{{"content", content}, {"stop", false}}.dump(-1, ' ', false, json::error_handler_t::replace));
-    json last = result;
-    last["content"] = "";  // as llama.cpp ends a stream
-    es->send(last.dump());
+    es->send(json{{"content", warm_up ? "" : texts.front()}, {"stop", false}}.dump(-1, ' ', false, json::error_handler_t::replace));
+    json last = result("");  // as llama.cpp ends a stream
+    es->send(shaped(last).dump(-1, ' ', false, json::error_handler_t::replace));
     return streamed();
   }
-  return ok(result);
+  if (n_cmpl == 1) return ok(shaped(result(texts.front())));
+  json all = json::array();
+  for (int k = 0; k < n_cmpl && k < int(texts.size()); ++k) all.push_back(shaped(result(texts[size_t(k)])));
+  return ok(all);
 }
-
 
 // POST /completion (llama.cpp's): prompt, n_predict, samplers, stream.
 HttpResponse Api::llama_completion(const std::string& body, const std::function<EventStream*()>& open_stream) {

@@ -59,6 +59,7 @@ struct ApiOptions {
 struct ModelState {
   enum class Phase { Loading, Ready, Error } phase = Phase::Loading;
   std::string id;        // the model's name, for /v1/models and responses
+  int n_ctx = 0;         // tokens per sequence (llama.cpp clients read generation_settings.n_ctx)
   std::string message;   // loading progress or the error
   std::function<std::string()> status_json;  // the plan, hardware and engine metrics (/v1/status)
   std::function<std::string()> metrics_text;  // engine metrics as Prometheus lines (/metrics)
