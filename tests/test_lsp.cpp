@@ -20,6 +20,7 @@
 #include "assist/completion.h"
 #include "lsp/documents.h"
 #include "lsp/server.h"
+#include "lsp/server_impl.h"
 #include "lsp/transport.h"
 #include "test_data.h"
 
@@ -808,4 +809,27 @@ TEST_CASE("a completion is answered while four long chats run (completions have 
   for (int i = 0; i < 4; ++i) c.notify("$/cancelRequest", {{"id", 100 + i}});
   // Each chat was still running then: it ends cancelled.
   for (int i = 0; i < 4; ++i) CHECK(c.response(60000)["error"]["code"] == -32800);
+}
+
+TEST_CASE("a request is answered exactly once: a second answer is dropped, none becomes -32603") {
+  std::vector<json> sent;
+  const auto capture = [&](const json& j) { sent.push_back(j); };
+  {
+    Reply r(7, capture, "moelsp/chat");
+    Reply copy = r;  // handlers pass it on to workers
+    r({{"text", "a"}});
+    copy.error(-32800, "request cancelled");  // too late: dropped
+  }
+  REQUIRE(sent.size() == 1);
+  CHECK(sent[0]["id"] == 7);
+  CHECK(sent[0]["result"]["text"] == "a");
+  sent.clear();
+  {
+    Reply r("x", capture, "textDocument/inlineCompletion");
+    Reply worker_copy = r;
+  }  // every handle gone unanswered (a handler that returned or threw without replying)
+  REQUIRE(sent.size() == 1);
+  CHECK(sent[0]["id"] == "x");
+  CHECK(sent[0]["error"]["code"] == -32603);
+  CHECK_THAT(sent[0]["error"]["message"].get<std::string>(), Catch::Contains("textDocument/inlineCompletion"));
 }
