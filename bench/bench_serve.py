@@ -97,7 +97,8 @@ def one_request(port, prompt, max_tokens):
             if data == b"[DONE]":
                 continue
             e = json.loads(data)
-            text = e["choices"][0].get("text") or ""
+            choices = e.get("choices") or [{}]  # llama-server may end with a usage/timings event
+            text = choices[0].get("text") or ""
             if text:
                 now = time.perf_counter()
                 t_first = t_first or now

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <cmath>
 #include <cstdio>
 #include <thread>
 
@@ -38,7 +39,28 @@ std::string engine_metrics(const Engine& e, const Model& m) {
   gauge("moelsp_expert_cache_hit_rate", "Hot-expert cache hit rate.", x.cache_hit_rate());
   gauge("moelsp_expert_prediction_accuracy", "Experts predicted layers ahead that were routed.", x.accuracy());
   gauge("moelsp_major_page_faults", "Major page faults during forward passes.", double(x.major_faults));
-  return out;
+  // Per MoE layer: how evenly the router spreads tokens over experts
+  // (normalised entropy, 1 = uniform) and how evenly the expert work was
+  // split over threads ((max − min) / max). Read without a lock from the
+  // scheduler's counters: they only grow, so a scrape is at worst a step old.
+  std::string entropy = "# HELP moelsp_expert_activation_entropy Routed-token entropy per MoE layer (1 = uniform).\n"
+                        "# TYPE moelsp_expert_activation_entropy gauge\n";
+  std::string imbalance = "# HELP moelsp_thread_load_imbalance Expert work (max - min) / max over threads per MoE layer.\n"
+                          "# TYPE moelsp_thread_load_imbalance gauge\n";
+  const auto& stats = m.moe_stats();
+  for (size_t layer = 0; layer < stats.size(); ++layer) {
+    const MoeLayerStats& st = stats[layer];
+    if (st.calls == 0 || st.expert_tokens.size() < 2) continue;
+    double total = 0, h = 0;
+    for (auto t : st.expert_tokens) total += double(t);
+    for (auto t : st.expert_tokens)
+      if (t > 0) h -= double(t) / total * std::log(double(t) / total);
+    const std::string label = "{layer=\"" + std::to_string(layer) + "\"} ";
+    entropy += "moelsp_expert_activation_entropy" + label + std::to_string(h / std::log(double(st.expert_tokens.size()))) + "\n";
+    const double imb = st.thread_load_max > 0 ? (st.thread_load_max - st.thread_load_min) / st.thread_load_max : 0;
+    imbalance += "moelsp_thread_load_imbalance" + label + std::to_string(imb) + "\n";
+  }
+  return out + entropy + imbalance;
 }
 
 }  // namespace

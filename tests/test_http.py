@@ -271,6 +271,10 @@ def main():
         status, m, _ = s.request("GET", "/metrics")
         check(status == 200 and 'moelsp_http_requests_total{endpoint="/v1/completions"}' in m, "/metrics")
         check("moelsp_kv_blocks_in_use" in m, "/metrics has no KV gauges")
+        check('moelsp_time_to_first_token_ms_bucket{le="+Inf"}' in m and "moelsp_time_per_output_token_ms_count" in m,
+              "/metrics has no latency histograms")
+        check('moelsp_expert_activation_entropy{layer="' in m and 'moelsp_thread_load_imbalance{layer="' in m,
+              "/metrics has no per-layer routing figures")
         status, st, _ = s.request("GET", "/v1/status")
         check(status == 200 and st["state"] == "ready" and "plan" in st["engine"], f"/v1/status: {st}")
 

@@ -8,6 +8,7 @@
 #include <deque>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace moelsp::http {
@@ -264,10 +265,34 @@ void Api::cancel_all() {
   for (auto& f : in_flight_) f.ticket->cancel();
 }
 
-void Api::count(const std::string& endpoint, int64_t prompt_tokens, int64_t generated) {
+void Api::count(const std::string& endpoint, const Timings& t) {
   std::lock_guard lock(mu_);
   auto& c = counts_[endpoint];
-  c[0] += 1, c[1] += prompt_tokens, c[2] += generated;
+  c[0] += 1, c[1] += t.n_prompt, c[2] += t.n_generated;
+  if (t.n_generated > 0) {  // a generation ran (not a cache hit, not an error before it)
+    ttft_ms_.add(t.queue_ms + t.prompt_ms);
+    token_ms_.add(t.generate_ms / t.n_generated);
+  }
+}
+
+void Api::Histogram::add(double v) {
+  size_t i = 0;
+  while (i < bounds.size() && v > bounds[i]) ++i;
+  ++counts[i];
+  sum += v;
+  ++n;
+}
+
+std::string Api::Histogram::render(const std::string& name, const std::string& help) const {
+  std::string out = "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+  int64_t cumulative = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    cumulative += counts[i];
+    const std::string le = i < bounds.size() ? fmt::format("{}", bounds[i]) : "+Inf";
+    out += name + "_bucket{le=\"" + le + "\"} " + std::to_string(cumulative) + "\n";
+  }
+  out += name + "_sum " + fmt::format("{:.3f}", sum) + "\n" + name + "_count " + std::to_string(n) + "\n";
+  return out;
 }
 
 HttpResponse Api::handle(const HttpRequest& req, const std::function<EventStream*()>& open_stream) {
@@ -373,6 +398,8 @@ HttpResponse Api::metrics() {
     out += "# HELP moelsp_requests_rejected_total Requests answered 429 because --max-queue were in flight.\n"
            "# TYPE moelsp_requests_rejected_total counter\n";
     out += "moelsp_requests_rejected_total " + std::to_string(rejected_) + "\n";
+    out += ttft_ms_.render("moelsp_time_to_first_token_ms", "Queue and prompt time of each generation, in ms.");
+    out += token_ms_.render("moelsp_time_per_output_token_ms", "Generation time per token of each generation, in ms.");
   }
   out += prompts + tokens;
   out += "# HELP moelsp_completion_latency_ms Completion latency percentiles (service).\n"
@@ -432,7 +459,7 @@ HttpResponse Api::completions(const std::string& body, const std::function<Event
         }, *t);
       });
   done(t);
-  count("/v1/completions", g.timings.n_prompt, g.timings.n_generated);
+  count("/v1/completions", g.timings);
   if (g.reason == FinishReason::Error) {
     if (es) return es->send(error_json(g.error, "server_error")), streamed();
     const bool client = g.error.find("outside the vocabulary") != std::string::npos;
@@ -503,7 +530,7 @@ HttpResponse Api::chat_completions(const std::string& body, const std::function<
         }, *t);
       });
   done(t);
-  count("/v1/chat/completions", a.timings.n_prompt, a.timings.n_generated);
+  count("/v1/chat/completions", a.timings);
   if (a.reason == FinishReason::Error) {
     if (es) return es->send(error_json(a.error, "server_error")), streamed();
     return error(a.error.find("chat.template") != std::string::npos ? 400 : 500, a.error, "server_error");
@@ -557,7 +584,7 @@ HttpResponse Api::infill(const std::string& body, const std::function<EventStrea
   const assist::CompletionAnswer a = service_.complete(q, *t);
   done(t);
   const Timings& tm = a.timings;
-  count("/infill", tm.n_prompt, tm.n_generated);
+  count("/infill", tm);
   if (!a.error.empty()) return error(500, a.error, "server_error");
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   int n_ctx = 0;
@@ -636,7 +663,7 @@ HttpResponse Api::llama_completion(const std::string& body, const std::function<
       },
       [&](const OnText& on_text) { return service_.text(in, on_text, *t); });
   done(t);
-  count("/completion", g.timings.n_prompt, g.timings.n_generated);
+  count("/completion", g.timings);
   if (g.reason == FinishReason::Error) {
     if (es) return es->send(error_json(g.error, "server_error")), streamed();
     return error(500, g.error, "server_error");

@@ -89,7 +89,7 @@ class Api {
   HttpResponse metrics();
   std::shared_ptr<assist::Ticket> ticket();
   void done(const std::shared_ptr<assist::Ticket>& t);
-  void count(const std::string& endpoint, int64_t prompt_tokens, int64_t generated);
+  void count(const std::string& endpoint, const Timings& t);
 
   assist::Service& service_;
   ApiOptions opt_;
@@ -104,6 +104,19 @@ class Api {
   uint64_t rejected_ = 0;        // 429s
   bool stopping_ = false;
   std::map<std::string, std::array<int64_t, 3>> counts_;  // endpoint → requests, prompt tokens, generated tokens
+  // Prometheus histograms (cumulative at render time): time to first token
+  // (queue + prompt, server side) and time per generated token, in ms.
+  struct Histogram {
+    std::vector<double> bounds;
+    std::vector<int64_t> counts;  // per bucket, the last one +Inf
+    double sum = 0;
+    int64_t n = 0;
+    explicit Histogram(std::vector<double> b) : bounds(std::move(b)), counts(bounds.size() + 1, 0) {}
+    void add(double v);
+    std::string render(const std::string& name, const std::string& help) const;
+  };
+  Histogram ttft_ms_{{10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}};
+  Histogram token_ms_{{1, 2, 5, 10, 20, 50, 100, 250, 1000}};
   std::atomic<uint64_t> next_id_{1};
 };
 
