@@ -90,7 +90,7 @@ int serve(const ServeOptions& o) {
     spdlog::warn("serving on {} without --api-key: anyone who can reach this address can use the model", o.host);
   assist::Service service;
   http::Api api(service, {.api_key = o.api_key, .chat_template = settings.chat_template.value_or(""),
-                            .max_queue = size_t(o.max_queue)});
+                            .max_queue = size_t(o.max_queue), .served_names = o.served_names});
   http::ServerOptions so;
   so.host = o.host == "localhost" ? "127.0.0.1" : o.host;
   so.port = o.port;
@@ -108,7 +108,7 @@ int serve(const ServeOptions& o) {
                o.model.c_str());
   std::fflush(stderr);
 
-  api.set_model({.phase = http::ModelState::Phase::Loading, .id = "", .message = "loading " + o.model,
+  api.set_model({.phase = http::ModelState::Phase::Loading, .id = "", .file = o.model, .message = "loading " + o.model,
                  .status_json = nullptr, .metrics_text = nullptr});
   std::shared_ptr<assist::EngineBackend> backend;
   std::thread loader([&] {
@@ -122,7 +122,7 @@ int serve(const ServeOptions& o) {
       const std::string id = pm.model->config().name.empty() ? pm.model->config().arch : pm.model->config().name;
       const std::string plan = pm.plan.to_json(), hw = pm.hw.to_json();
       auto model = pm.model;
-      api.set_model({.phase = http::ModelState::Phase::Ready, .id = id, .n_ctx = pm.plan.n_ctx, .message = "ready",
+      api.set_model({.phase = http::ModelState::Phase::Ready, .id = id, .n_ctx = pm.plan.n_ctx, .file = o.model, .message = "ready",
                      .status_json = [b, plan, hw] {
                        const EngineMetrics m = b->engine().metrics();
                        return nlohmann::json{{"plan", nlohmann::json::parse(plan)}, {"hardware", nlohmann::json::parse(hw)},
@@ -137,7 +137,7 @@ int serve(const ServeOptions& o) {
       spdlog::info("model loaded: {}", o.model);
     } catch (const std::exception& e) {
       spdlog::error("the model failed to load: {}", e.what());
-      api.set_model({.phase = http::ModelState::Phase::Error, .id = "", .message = e.what(), .status_json = nullptr,
+      api.set_model({.phase = http::ModelState::Phase::Error, .id = "", .file = o.model, .message = e.what(), .status_json = nullptr,
                      .metrics_text = nullptr});
     }
   });

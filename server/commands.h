@@ -156,6 +156,7 @@ struct ServeOptions {
   int max_body_mb = 8;
   int timeout_s = 30;
   int max_queue = 64;  // requests waiting for the engine beyond this get 429
+  std::vector<std::string> served_names;  // --served-model-name
   std::string config;  // --config FILE, over ~/.config/moelsp/config.*
 };
 int serve(const ServeOptions& o);

@@ -160,6 +160,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(1, 3600));
   c_sv->add_option("--max-queue", sv.max_queue, "Requests waiting for the engine at most (429 with Retry-After beyond)")
       ->capture_default_str()->check(CLI::Range(1, 100000));
+  c_sv->add_option("--served-model-name", sv.served_names,
+                   "Another name the model answers to in OpenAI requests' \"model\" (repeatable; its id, file name "
+                   "and \"\" always work; other names get 404)");
   c_sv->add_option("--config", sv.config, "Config file (JSON, or TOML when it ends in .toml) with the setting names of "
                    "`moelsp settings`; read after ~/.config/moelsp/config.toml or config.json");
   moelsp::cli::SettingFlags sv_flags(c_sv, moelsp::assist::kServeFlag);

@@ -183,7 +183,8 @@ def main():
         fail("give the moelsp binary as the first argument")
     if not shutil.which("curl"):
         fail("curl is not installed (tools/setup.sh installs it)")
-    s = Server()
+    # llama.vscode's chat requests name its own model setting (default "google/gemini-2.5-flash").
+    s = Server("--served-model-name", "google/gemini-2.5-flash")
     try:
         s.wait_ready()
         status, body, _ = s.request("GET", "/v1/models")
@@ -291,6 +292,9 @@ def main():
         check(status == 400 and "messages" in e["error"]["message"], f"empty messages: {status} {e}")
         status, e, _ = s.request("POST", "/v1/completions", {"prompt": "x", "temperature": -1})
         check(status == 400 and "temperature" in e["error"]["message"], f"bad temperature: {status} {e}")
+        status, e, _ = s.request("POST", "/v1/chat/completions", {**chat, "model": "no-such-model"})
+        check(status == 404 and e["error"]["code"] == "model_not_found" and model in e["error"]["message"],
+              f"an unknown model: {status} {e}")
         with socket.create_connection((s.host, s.port), timeout=10) as raw:  # refused on its Content-Length
             raw.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {9 << 20}\r\n\r\n".encode()
                         + b"x" * 65536)

@@ -32,6 +32,11 @@ HttpResponse ok(const json& j) {
 }
 
 // A request field of the expected type, or a 400 that names it.
+// A "model" this server does not serve.
+struct UnknownModel {
+  std::string requested, served;
+};
+
 // More generations in flight than --max-queue.
 struct Busy {
   int retry_after_s;
@@ -233,6 +238,16 @@ std::string Api::model_id() const {
   return model_.id;
 }
 
+void Api::check_model(const std::string& requested) const {
+  if (requested.empty()) return;
+  std::lock_guard lock(mu_);
+  const std::string base = model_.file.substr(model_.file.find_last_of('/') + 1);
+  const std::string stem = base.ends_with(".gguf") ? base.substr(0, base.size() - 5) : base;
+  if (requested == model_.id || requested == base || requested == stem || requested == model_.file) return;
+  if (std::find(opt_.served_names.begin(), opt_.served_names.end(), requested) != opt_.served_names.end()) return;
+  throw UnknownModel{requested, model_.id};
+}
+
 void Api::set_model(ModelState m) {
   std::lock_guard lock(mu_);
   model_ = std::move(m);
@@ -351,6 +366,10 @@ HttpResponse Api::route(const HttpRequest& req, const std::function<EventStream*
     return error(400, e.what());
   } catch (const json::exception& e) {
     return error(400, std::string("invalid JSON: ") + e.what());
+  } catch (const UnknownModel& u) {
+    return error(404, "the model '" + u.requested + "' is not served here; this server serves '" + u.served +
+                          "' (GET /v1/models; --served-model-name adds names)",
+                 "invalid_request_error", "model_not_found");
   } catch (const Busy& b) {
     HttpResponse r = error(429, "too many requests: " + std::to_string(b.queued) + " are generating or waiting; retry later",
                            "rate_limit_error", "queue_full");
@@ -420,6 +439,7 @@ HttpResponse Api::metrics() {
 HttpResponse Api::completions(const std::string& body, const std::function<EventStream*()>& open_stream) {
   const json j = json::parse(body);
   if (!j.is_object()) throw BadField("the body must be a JSON object");
+  check_model(field<std::string>(j, "model", ""));
   assist::TextInput in;
   const json prompt = j.value("prompt", json(""));
   if (prompt.is_string()) in.prompt = prompt;
@@ -481,6 +501,7 @@ HttpResponse Api::completions(const std::string& body, const std::function<Event
 HttpResponse Api::chat_completions(const std::string& body, const std::function<EventStream*()>& open_stream) {
   const json j = json::parse(body);
   if (!j.is_object()) throw BadField("the body must be a JSON object");
+  check_model(field<std::string>(j, "model", ""));
   if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty())
     throw BadField("field 'messages' must be a non-empty array of {role, content}");
   assist::ChatQuery q;

@@ -53,6 +53,10 @@ struct ApiOptions {
   // Generations running or waiting for the engine at most; beyond, 429 with
   // Retry-After (the mean duration of recent requests, in whole seconds).
   size_t max_queue = 64;
+  // Other names the model answers to in the OpenAI endpoints' "model" field
+  // (besides its id, the file name and "", which always work); any other
+  // name is a 404 there. llama.cpp's endpoints ignore the field, as it does.
+  std::vector<std::string> served_names;
 };
 
 // What the loader tells the API about the model.
@@ -60,6 +64,7 @@ struct ModelState {
   enum class Phase { Loading, Ready, Error } phase = Phase::Loading;
   std::string id;        // the model's name, for /v1/models and responses
   int n_ctx = 0;         // tokens per sequence (llama.cpp clients read generation_settings.n_ctx)
+  std::string file;      // the GGUF path: its name and stem are accepted as the model's name
   std::string message;   // loading progress or the error
   std::function<std::string()> status_json;  // the plan, hardware and engine metrics (/v1/status)
   std::function<std::string()> metrics_text;  // engine metrics as Prometheus lines (/metrics)
@@ -79,6 +84,8 @@ class Api {
 
  private:
   std::string model_id() const;
+  // Throws (404 model_not_found) when a request names a model not served here.
+  void check_model(const std::string& requested) const;
   HttpResponse route(const HttpRequest& req, const std::function<EventStream*()>& open_stream);
   HttpResponse models();
   HttpResponse completions(const std::string& body, const std::function<EventStream*()>& open_stream);

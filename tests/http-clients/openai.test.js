@@ -37,13 +37,20 @@ before(async () => {
 
 after(() => server && server.kill('SIGTERM'));
 
+let model = '';
 test('models.list names the loaded model', async () => {
   const page = await client.models.list();
   assert.ok(page.data.length === 1 && page.data[0].id);
+  model = page.data[0].id;
+});
+
+test('a model the server does not serve is a 404 naming the one it does', async () => {
+  await assert.rejects(client.completions.create({ model: 'no-such-model', prompt: 'x', max_tokens: 1 }),
+    (e) => e.status === 404 && e.code === 'model_not_found' && e.message.includes(model));
 });
 
 test('completions: plain and streamed give the same greedy text', async () => {
-  const req = { model: 'any', prompt: 'def fibonacci(n):', max_tokens: 12, temperature: 0 };
+  const req = { model, prompt: 'def fibonacci(n):', max_tokens: 12, temperature: 0 };
   const plain = await client.completions.create(req);
   assert.ok(plain.choices[0].text.length > 0);
   assert.ok(plain.usage.completion_tokens > 0);
@@ -53,7 +60,7 @@ test('completions: plain and streamed give the same greedy text', async () => {
 });
 
 test('chat: plain and streamed give the same greedy answer', async () => {
-  const req = { model: 'any', messages: [{ role: 'user', content: 'What is a tuple?' }], max_tokens: 16, temperature: 0 };
+  const req = { model, messages: [{ role: 'user', content: 'What is a tuple?' }], max_tokens: 16, temperature: 0 };
   const plain = await client.chat.completions.create(req);
   assert.strictEqual(plain.choices[0].message.role, 'assistant');
   let streamed = '';
