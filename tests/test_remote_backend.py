@@ -14,10 +14,13 @@ Exits 0 when every check passes, 1 with a message at the first failure.
 """
 import http.client
 import http.server
+import json
 import os
 import re
 import signal
+import socket
 import ssl
+import struct
 import subprocess
 import sys
 import tempfile
@@ -135,6 +138,83 @@ class TlsProxy:
         self.httpd.shutdown()
 
 
+class DyingServer:
+    """A remote that starts an answer and dies in the middle of it: streams
+    two events of a chat, then, when told, resets the connection and stops
+    listening (as a killed process would)."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.port = self.sock.getsockname()[1]
+        self.streaming = threading.Event()
+        self.die = threading.Event()
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        conn, _ = self.sock.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+        for word in ("Once", " upon"):
+            event = {"choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}]}
+            conn.sendall(f"data: {json.dumps(event)}\n\n".encode())
+        self.streaming.set()
+        self.die.wait(60)
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST, as a crash does
+        conn.close()
+        self.sock.close()
+
+
+def check_killed_mid_stream(budget):
+    """The remote dies in the middle of a streamed chat: the chat ends with an
+    error at once (no hang, no half answer as a success); a server started
+    again on the same address is used by the next request."""
+    dying = DyingServer()
+    c = lsp({**budget, "backend": {"url": f"http://127.0.0.1:{dying.port}", "fimTemplate": "suffix"}})
+    outcome = {}
+
+    def chat():
+        try:
+            c.request("moelsp/chat", {"messages": [{"role": "user", "content": "Tell a story."}]})
+            outcome["result"] = "answered"
+        except RuntimeError as e:
+            outcome["result"] = str(e)
+
+    t = threading.Thread(target=chat, daemon=True)
+    t.start()
+    if not dying.streaming.wait(30):
+        fail("the chat never reached the remote")
+    time.sleep(0.3)
+    if "result" in outcome:
+        fail(f"the chat ended while its answer was still streaming: {outcome}")
+    t0 = time.time()
+    dying.die.set()
+    t.join(timeout=30)
+    if t.is_alive():
+        fail("a chat whose server died mid-stream did not end within 30 s")
+    if outcome["result"] == "answered":
+        fail("a chat whose server died mid-stream reported success")
+    took = time.time() - t0
+    restarted, _ = serve(dying.port)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                r, _ = c.request("moelsp/chat", {"messages": [{"role": "user", "content": "What is a list?"}]})
+                break
+            except RuntimeError:
+                time.sleep(0.5)
+        else:
+            fail("the LSP did not recover when a server came back on the address")
+    finally:
+        restarted.send_signal(signal.SIGTERM)
+        restarted.wait(timeout=10)
+    print(f"remote backend: killed mid-stream → the chat ends with an error after {took:.2f} s "
+          f"({outcome['result'][:50]!r}); a server back on the address → answers again")
+
+
 def check_https(port, embedded, budget):
     with tempfile.TemporaryDirectory() as d:
         ca, cert, key = make_certs(d)
@@ -199,6 +279,8 @@ def main():
             fail(f"moelsp/status does not show a healthy backend: {st.get('backend')}")
         print(f"remote backend: {len(TEXTS)} completions and a chat byte-identical to the embedded backend")
         check_https(port, embedded, budget)
+
+        check_killed_mid_stream(budget)
 
         # The server goes away: a clear error, named in the status; back: answers again.
         server.send_signal(signal.SIGTERM)
