@@ -24,13 +24,17 @@ std::string selection(const Document& d, const std::optional<Range>& range) {
 
 const std::vector<std::string>& Server::Impl::commands() {
   static const std::vector<std::string> list{"moelsp.accepted", "moelsp.chat", "moelsp.explain", "moelsp.fix",
-                                             "moelsp.document"};
+                                             "moelsp.document", "moelsp.reload"};
   return list;
 }
 
 void Server::Impl::on_execute_command(const ExecuteCommandParams& p, Reply reply) {
   if (std::find(commands().begin(), commands().end(), p.command) == commands().end())
     return reply.error(kInvalidParams, "unknown command " + p.command);
+  if (p.command == "moelsp.reload") {  // reload the model (and its plan) without restarting the process
+    reload();
+    return reply(nullptr);
+  }
   if (p.command == "moelsp.accepted") {  // the inline item's command: the user took the suggestion
     service.count_accepted();
     return reply(nullptr);

@@ -151,6 +151,7 @@ void from_json(const json& j, InitializeParams& p) {
   c.work_done_progress = flag_at(caps, {"window", "workDoneProgress"});
   c.dynamic_completion = c.completion && flag_at(caps, {"textDocument", "completion", "dynamicRegistration"});
   c.dynamic_inline = c.inline_completion && flag_at(caps, {"textDocument", "inlineCompletion", "dynamicRegistration"});
+  p.trace = f.str_or("trace", "off");
   p.initialization_options = f.raw_or_null("initializationOptions");
   if (!p.initialization_options.is_null() && !p.initialization_options.is_object())
     throw ParamError("initializationOptions: expected an object, got " + std::string(type_name(p.initialization_options)));
@@ -192,6 +193,12 @@ void from_json(const json& j, CancelParams& p) {
   if (!p.id.is_number_integer() && !p.id.is_string()) throw ParamError("id: expected an integer or a string");
 }
 
+void from_json(const json& j, SetTraceParams& p) {
+  p.value = Fields(j, "").str("value");
+  if (p.value != "off" && p.value != "messages" && p.value != "verbose")
+    throw ParamError("value: expected off, messages or verbose, got \"" + p.value + "\"");
+}
+
 void from_json(const json& j, CompletionParams& p) {
   const Fields f(j, "");
   p.uri = f.object("textDocument").str("uri");
@@ -213,6 +220,65 @@ void from_json(const json& j, ExecuteCommandParams& p) {
     const json& args = f.array("arguments");
     if (!args.empty() && !args[0].is_null()) p.chat = read_chat(Fields(args[0], "arguments[0]"));
   }
+}
+
+std::string repair_json_text(std::string_view in) {
+  static constexpr char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD in UTF-8
+  std::string out;
+  out.reserve(in.size());
+  const auto hex4 = [&](size_t at, unsigned& v) {
+    if (at + 4 > in.size()) return false;
+    v = 0;
+    for (size_t k = at; k < at + 4; ++k) {
+      const char c = in[k];
+      v <<= 4;
+      if (c >= '0' && c <= '9') v |= unsigned(c - '0');
+      else if (c >= 'a' && c <= 'f') v |= unsigned(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F') v |= unsigned(c - 'A' + 10);
+      else return false;
+    }
+    return true;
+  };
+  for (size_t i = 0; i < in.size();) {
+    const auto c = static_cast<unsigned char>(in[i]);
+    if (c == '\\' && i + 1 < in.size()) {
+      unsigned v = 0, lo = 0;
+      if (in[i + 1] == 'u' && hex4(i + 2, v) && v >= 0xD800 && v <= 0xDFFF) {
+        const bool pair = v <= 0xDBFF && i + 12 <= in.size() && in.substr(i + 6, 2) == "\\u" && hex4(i + 8, lo) &&
+                          lo >= 0xDC00 && lo <= 0xDFFF;
+        if (pair) {
+          out.append(in.substr(i, 12));
+          i += 12;
+        } else {
+          out += "\\ufffd";
+          i += 6;
+        }
+        continue;
+      }
+      out.append(in.substr(i, 2));  // any other escape, kept as it is
+      i += 2;
+      continue;
+    }
+    // UTF-8: the length the lead byte announces, every continuation byte
+    // 10xxxxxx, no overlong or surrogate forms, at most U+10FFFF.
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = n > 0 && i + n <= in.size();
+    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(in[i + k]) & 0xC0) == 0x80;
+    if (ok && n > 1) {
+      uint32_t cp = c & (0xFF >> (n + 1));
+      for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(in[i + k]) & 0x3F);
+      const uint32_t min = n == 2 ? 0x80 : n == 3 ? 0x800 : 0x10000;
+      ok = cp >= min && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    }
+    if (ok) {
+      out.append(in.substr(i, n));
+      i += n;
+    } else {
+      out += kReplacement;
+      ++i;
+    }
+  }
+  return out;
 }
 
 json to_json(const Position& p) { return {{"line", p.line}, {"character", p.character}}; }

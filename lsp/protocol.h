@@ -31,6 +31,7 @@ struct ClientCapabilities {
 
 struct InitializeParams {
   ClientCapabilities capabilities;
+  std::string trace = "off";    // off, messages, verbose
   json initialization_options;  // settings, read through the settings table
 };
 
@@ -58,6 +59,10 @@ struct DocumentParams {  // didClose, didSave
 
 struct DidChangeConfigurationParams {
   json settings;  // the "moelsp" section when the client nests it
+};
+
+struct SetTraceParams {
+  std::string value;  // off, messages, verbose
 };
 
 struct CancelParams {
@@ -101,9 +106,15 @@ void from_json(const json& j, DidChangeParams& p);
 void from_json(const json& j, DocumentParams& p);
 void from_json(const json& j, DidChangeConfigurationParams& p);
 void from_json(const json& j, CancelParams& p);
+void from_json(const json& j, SetTraceParams& p);
 void from_json(const json& j, CompletionParams& p);
 void from_json(const json& j, ChatParams& p);
 void from_json(const json& j, ExecuteCommandParams& p);
+
+// JSON text a client may send that nlohmann::json refuses: invalid UTF-8
+// bytes and lone UTF-16 surrogate escapes ("\ud800", which JavaScript strings
+// can hold) become U+FFFD, so a document with one bad character still opens.
+std::string repair_json_text(std::string_view text);
 
 template <class T>
 T parse_params(const json& j) {

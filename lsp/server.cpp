@@ -92,6 +92,7 @@ Server::Impl::Impl(Transport& tr, ServerOptions o) : t(tr), opt(std::move(o)) {
   on_request("moelsp/chat", &Impl::on_chat);
   on_notification("initialized", &Impl::on_initialized);
   on_notification("$/cancelRequest", &Impl::on_cancel);
+  on_notification("$/setTrace", &Impl::on_set_trace);
   on_notification("textDocument/didOpen", &Impl::on_did_open);
   on_notification("textDocument/didChange", &Impl::on_did_change);
   on_notification("textDocument/didClose", &Impl::on_did_close);
@@ -155,13 +156,21 @@ Settings Server::Impl::editor_settings(const json& j) {
   return s;
 }
 
-void Server::Impl::send(const json& j) { t.write(j.dump(-1, ' ', false, json::error_handler_t::replace)); }
+void Server::Impl::send(const json& j) {
+  if (!t.write(j.dump(-1, ' ', false, json::error_handler_t::replace)) && !output_closed.exchange(true))
+    spdlog::error("the client closed moelsp's output (stdout): nothing more can be answered; exiting");
+}
 void Server::Impl::notify(const std::string& method, json params) {
   send({{"jsonrpc", "2.0"}, {"method", method}, {"params", std::move(params)}});
 }
 void Server::Impl::log_message(int type, const std::string& text) {
-  spdlog::info("{}", text);
+  // MessageType 1 Error, 2 Warning, 3 Info, 4 Log: the same level on stderr / --log-file.
+  const auto level = type == 1 ? spdlog::level::err : type == 2 ? spdlog::level::warn
+                     : type == 3                    ? spdlog::level::info
+                                                    : spdlog::level::debug;
+  spdlog::log(level, "{}", text);
   notify("window/logMessage", {{"type", type}, {"message", text}});
+  if (trace != "off") notify("$/logTrace", {{"message", text}});
 }
 void Server::Impl::show_message(int type, const std::string& text) {
   spdlog::warn("{}", text);
@@ -274,6 +283,7 @@ void Server::Impl::start_loading() {
         "initializationOptions.model, start with --model FILE or set MOELSP_MODEL";
     set_state(ModelState::Error, msg);
     log_message(1, msg);
+    show_message(1, "moelsp: " + msg);
     send_status();
     return;
   }
@@ -317,8 +327,34 @@ void Server::Impl::start_loading() {
     }
     progress(token, {{"kind", "end"}, {"message", msg}});
     log_message(st == ModelState::Ready ? 3 : 1, msg);
+    // Once per failed load, with the fix: completions then answer an empty
+    // (incomplete) list rather than an error per keystroke, which Neovim and
+    // Emacs would echo on every key while VS Code only logs it.
+    if (st == ModelState::Error)
+      show_message(1, "moelsp: the model could not be loaded: " + msg +
+                          ". Set moelsp.model (or --model) to a GGUF file; the server reloads when the setting changes.");
     send_status();
   });
+}
+
+void Server::Impl::reload() {
+  // A load still running finishes first (it owns `loader`); requests on the
+  // old engine are cancelled, and it is freed when the last of them lets go.
+  if (loader.joinable()) loader.join();
+  {
+    std::lock_guard lock(pending_mu);
+    for (auto& [id, p] : pending) p->cancel();
+  }
+  service.set_backend(nullptr);
+  {
+    std::lock_guard lock(model_mu);
+    model.reset();
+    backend.reset();
+    remote.reset();
+    plan_json = hw_json = json();
+  }
+  log_message(3, "moelsp: reloading with the new settings");
+  start_loading();
 }
 
 // A remote server generates: nothing to load here. Its health shows in
@@ -355,7 +391,8 @@ void Server::Impl::start_remote(const Settings& s) {
 }
 
 void Server::Impl::handle(const std::string& body) {
-  const json msg = json::parse(body, nullptr, false);
+  json msg = json::parse(body, nullptr, false);
+  if (msg.is_discarded()) msg = json::parse(repair_json_text(body), nullptr, false);  // bad UTF-8, lone surrogates
   const auto error_to = [this](const json& id, int code, const std::string& message) {
     send({{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", code}, {"message", message}}}});
   };
@@ -401,6 +438,7 @@ void Server::Impl::handle(const std::string& body) {
 void Server::Impl::on_initialize(const InitializeParams& p, Reply reply) {
   if (phase != Phase::Uninitialized) return reply.error(kInvalidRequest, "initialize was already received");
   client = p.capabilities;
+  trace = p.trace;
   if (p.initialization_options.is_object()) {
     Settings in = editor_settings(p.initialization_options);
     std::lock_guard lock(settings_mu);
@@ -455,6 +493,8 @@ void Server::Impl::on_cancel(const CancelParams& p) {
   if (auto it = pending.find(p.id.dump()); it != pending.end()) it->second->cancel();
 }
 
+void Server::Impl::on_set_trace(const SetTraceParams& p) { trace = p.value; }
+
 void Server::Impl::on_did_change_configuration(const DidChangeConfigurationParams& p) {
   const Settings in = editor_settings(p.settings);
   {
@@ -469,9 +509,15 @@ void Server::Impl::on_did_change_configuration(const DidChangeConfigurationParam
   const bool engine_level = (in.model && model_or_default(now.model) != loaded_model) ||
                             (in.backend_url && now.backend_url != loaded_backend_url) ||
                             (!(in.plan == PlanOverrides{}) && !(now.plan == loaded_plan));
-  if (engine_level)
-    log_message(2, "moelsp: model, backend.*, threads, contextSize, kvCache.*, weights, experts.*, batch.* and gpu.* are read when "
-                   "the server starts; restart it to apply the new values (the other settings apply now)");
+  // The model, the backend and the plan are what the engine is built from: a
+  // change to them (or a model that failed to load) reloads it in place.
+  bool failed;
+  {
+    std::lock_guard lock(model_mu);
+    failed = state == ModelState::Error;
+  }
+  const bool touched = in.model || in.backend_url || !(in.plan == PlanOverrides{});
+  if (engine_level || (failed && touched)) reload();
 }
 
 // ---- documents -------------------------------------------------------------------
@@ -502,7 +548,7 @@ Server::Server(Transport& t, ServerOptions opt) : impl_(std::make_unique<Impl>(t
 Server::~Server() = default;
 
 int Server::run() {
-  while (!impl_->exiting) {
+  while (!impl_->exiting && !impl_->output_closed) {
     auto m = impl_->t.read();
     if (!m) break;  // end of input without exit
     if (!m->error.empty()) {

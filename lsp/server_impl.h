@@ -76,6 +76,8 @@ struct Server::Impl {
 
   enum class Phase { Uninitialized, Running, ShutDown } phase = Phase::Uninitialized;
   bool exiting = false, shutdown_received = false;
+  std::atomic<bool> output_closed{false};  // the client closed our stdout: stop reading, exit 1
+  std::string trace = "off";               // $/setTrace: off, messages, verbose ($/logTrace mirrors the log)
   ClientCapabilities client;
 
   DocumentStore docs;
@@ -148,6 +150,9 @@ struct Server::Impl {
   void untrack(const json& id);
   void start_loading();
   void start_remote(const Settings& s);
+  // Drops the engine (or remote) and loads again from the current settings:
+  // a changed model, backend or plan, a failed load fixed, the moelsp.reload command.
+  void reload();
 
   void on_initialize(const InitializeParams& p, Reply reply);
   void on_shutdown(const NoParams& p, Reply reply);
@@ -159,6 +164,7 @@ struct Server::Impl {
 
   void on_initialized(const NoParams& p);
   void on_cancel(const CancelParams& p);
+  void on_set_trace(const SetTraceParams& p);
   void on_did_open(const DidOpenParams& p);
   void on_did_change(const DidChangeParams& p);
   void on_did_close(const DocumentParams& p);

@@ -11,10 +11,14 @@ namespace moelsp::lsp {
 
 bool Transport::fill() {
   if (eof_) return false;
-  if (pos_ > 0 && pos_ == buf_.size()) {
-    buf_.clear();
+  // Drop what was consumed once it is half the buffer (each byte moves at
+  // most once more), and give memory back after a burst: 300 MiB of
+  // back-to-back messages must not keep 300 MiB resident afterwards.
+  if (pos_ > 0 && pos_ >= buf_.size() / 2) {
+    buf_.erase(0, pos_);
     pos_ = 0;
   }
+  if (buf_.capacity() > (size_t(8) << 20) && buf_.size() < buf_.capacity() / 4) buf_.shrink_to_fit();
   char tmp[65536];
   for (;;) {
     const ssize_t n = ::read(in_, tmp, sizeof tmp);

@@ -2,6 +2,7 @@
 // go to stdout; logs go to stderr (and window/logMessage).
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -15,6 +16,9 @@
 namespace moelsp::cli {
 
 int lsp(const LspOptions& o) {
+  // A client that closes our stdout must not kill us with SIGPIPE before we
+  // can say so: a failed write is reported and the server exits.
+  std::signal(SIGPIPE, SIG_IGN);
   lsp::ServerOptions so;
   // ~/.config/moelsp/config.{toml,json} first, then --config FILE over it.
   for (const std::string& path : {assist::user_config_path(), o.config}) {

@@ -9,6 +9,7 @@
 // blocks falls back: Q4_K → Q5_0, Q5_K and Q6_K → Q8_0.
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <thread>
@@ -84,6 +85,10 @@ int quantize(const QuantizeOptions& o) {
     if (!target || !kernels::quantize_supports(*target))
       throw std::runtime_error(fmt::format(
           "cannot quantize to '{}' (supported: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K, Q4_K_M)", o.type));
+    std::error_code ec;
+    if (std::filesystem::exists(o.output, ec) && std::filesystem::equivalent(o.input, o.output, ec))
+      throw std::runtime_error(fmt::format("{} is the input file: give another output name (the input is never overwritten)",
+                                           o.output));
     const auto in = gguf::File::open(o.input);
     const std::string arch = in.get_or<std::string>("general.architecture", "");
     Recipe recipe{*target, q4_k_m};

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -21,8 +22,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("moelsp 0.1.0") +
                                         (moelsp::kernels::cuda::compiled_in() ? " (CUDA)" : " (CPU only)"));
   app.require_subcommand(0, 1);
-  std::string log_level = "warn";
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")->capture_default_str();
+  std::string log_level = "warn", log_file;
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  app.add_option("--log-file", log_file, "Also write the log to this file (appended)");
 
   moelsp::cli::InspectOptions ins;
   auto* c_ins = app.add_subcommand("inspect", "Print a GGUF file's metadata, tensors and whether moelsp supports it");
@@ -172,6 +176,14 @@ int main(int argc, char** argv) {
                "  llama.vim / llama.vscode: point their endpoint at http://127.0.0.1:8080/infill");
 
   CLI11_PARSE(app, argc, argv);
+  if (!log_file.empty()) {
+    try {
+      spdlog::default_logger()->sinks().push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_file));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "moelsp: --log-file %s: %s\n", log_file.c_str(), e.what());
+      return 2;
+    }
+  }
   spdlog::set_level(spdlog::level::from_str(log_level));
   try {  // values were checked while parsing; this stores them
     moelsp::assist::Settings gen_s, ch_s, pf_s;

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -201,6 +203,42 @@ TEST_CASE("quantize writes loadable files whose logits track the original") {
   const auto bad = run("quantize " + moelsp::test::data_path("reference/mixtral-ref.gguf") + " /tmp/x.gguf Q3_K", true);
   CHECK(bad.code == 1);  // no Q3_K quantizer: a clear error naming what is supported
   CHECK_THAT(bad.out, Catch::Contains("Q4_K_M"));
+}
+
+TEST_CASE("more threads than logical CPUs are refused with the allowed range") {
+  const auto r = run("generate -t 100000 -n 2 -p x -m " + moelsp::test::data_path("reference/qwen3moe-ref.gguf"), true);
+  CHECK(r.code != 0);
+  CHECK_THAT(r.out, Catch::Contains("setting threads") && Catch::Contains("logical CPUs"));
+}
+
+TEST_CASE("quantize never writes onto its input, and a failed write leaves no partial output") {
+  namespace fs = std::filesystem;
+  const std::string dir = "test_cli_quantize";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string model = dir + "/m.gguf";
+  fs::copy_file(moelsp::test::data_path("reference/qwen3moe-ref.gguf"), model);
+  const auto size = fs::file_size(model);
+  auto r = run("quantize " + model + " " + model + " F32", true);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("is the input file"));
+  CHECK(fs::file_size(model) == size);
+  // The same file by another path.
+  r = run("quantize " + model + " " + dir + "/../" + dir + "/m.gguf F16", true);
+  CHECK(r.code == 1);
+  CHECK(fs::file_size(model) == size);
+  // Into a directory that does not exist: an error, and nothing left behind.
+  r = run("quantize " + model + " " + dir + "/missing/out.gguf Q8_0", true);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("cannot open for writing"));
+  // A good run replaces an existing output whole, with no temporary file left.
+  { std::ofstream(dir + "/out.gguf") << "old"; }
+  REQUIRE(run("quantize " + model + " " + dir + "/out.gguf Q8_0").code == 0);
+  CHECK(fs::file_size(dir + "/out.gguf") > 1000);
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) files += e.is_regular_file();
+  CHECK(files == 2);
+  fs::remove_all(dir);
 }
 
 TEST_CASE("profile prints the machine and the plan with reasons; overrides and config files apply") {

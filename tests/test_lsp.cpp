@@ -479,20 +479,57 @@ TEST_CASE("every command the server attaches or handles is advertised, and accep
   CHECK(c.response()["result"]["completions"]["accepted"] == before + 1);
 }
 
-TEST_CASE("a configuration change to engine-level settings asks for a restart") {
+TEST_CASE("a configuration change to engine-level settings reloads the engine in place") {
   Client c;
   c.initialize(model_options());
   wait_ready(c);
-  c.notify("workspace/didChangeConfiguration", {{"settings", {{"moelsp", {{"experts", {{"prefetch", true}}}}}}}});
+  c.notify("workspace/didChangeConfiguration", {{"settings", {{"moelsp", {{"kvCache", {{"tokens", 2048}}}}}}}});
+  bool reloading = false;
+  for (;;) {  // loading, then ready again, with the new plan
+    const json m = c.next();
+    if (m.value("method", "") == "window/logMessage" &&
+        m["params"]["message"].get<std::string>().find("reloading") != std::string::npos)
+      reloading = true;
+    if (m.value("method", "") == "moelsp/status" && reloading && m["params"]["state"] == "ready") break;
+  }
+  c.request(2, "moelsp/status");
+  const json st = c.response()["result"];
+  CHECK(st["plan"]["kvCache"]["tokens"] == 2048);
+  // The same settings again (editors echo them): no reload.
+  c.notify("workspace/didChangeConfiguration", {{"settings", {{"moelsp", {{"kvCache", {{"tokens", 2048}}}}}}}});
+  c.request(3, "moelsp/status");
+  CHECK(c.response()["result"]["state"] == "ready");
+}
+
+TEST_CASE("a model that fails to load is shown once, and fixing the setting loads it without a restart") {
+  Client c;
+  json opts = model_options();
+  opts["model"] = "/no/such/model.gguf";
+  c.initialize(opts);
+  bool shown = false;
   for (;;) {
     const json m = c.next();
-    if (m.value("method", "") != "window/logMessage") continue;
-    const std::string text = m["params"]["message"];
-    if (text.find("restart") == std::string::npos) continue;
-    CHECK(m["params"]["type"] == 2);
-    CHECK_THAT(text, Catch::Contains("experts.*"));
-    break;
+    if (m.value("method", "") == "window/showMessage") {
+      CHECK(m["params"]["type"] == 1);
+      CHECK_THAT(m["params"]["message"].get<std::string>(),
+                 Catch::Contains("/no/such/model.gguf") && Catch::Contains("moelsp.model"));
+      shown = true;
+    }
+    if (m.value("method", "") == "moelsp/status" && m["params"]["state"] == "error") break;
   }
+  CHECK(shown);
+  const std::string uri = "file:///t/fix.py";
+  c.notify("textDocument/didOpen", {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", "def f(x):\n    "}}}});
+  // Completions answer an empty list (not an error per keystroke); the status says why.
+  c.request(2, "textDocument/completion", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 4}}}});
+  json r = c.response();
+  CHECK(r["result"]["items"].empty());
+  CHECK(r["result"]["isIncomplete"] == true);
+  c.notify("workspace/didChangeConfiguration", {{"settings", {{"moelsp", {{"model", model_options()["model"]}}}}}});
+  wait_ready(c);
+  c.request(3, "textDocument/inlineCompletion", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 4}}}});
+  r = c.response();
+  CHECK(r.contains("result"));
 }
 
 TEST_CASE("plan overrides arrive as LSP settings and the plan says so") {
@@ -702,11 +739,25 @@ TEST_CASE("bad input: invalid UTF-8 in a document, a truncated body at the end")
   Client c;
   c.initialize(model_options());
   wait_ready(c);
-  // invalid UTF-8 inside a JSON string (raw bytes): the JSON parser rejects it → parse error, server goes on
+  // invalid UTF-8 inside a JSON string (raw bytes): repaired to U+FFFD, the request is answered
   const std::string bad = "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"moelsp/status\",\"x\":\"\xff\xfe\"}";
   c.raw("Content-Length: " + std::to_string(bad.size()) + "\r\n\r\n" + bad);
   json r = c.response();
-  CHECK(r["error"]["code"] == -32700);
+  CHECK(r["id"] == 7);
+  CHECK(r.contains("result"));
+  // a didOpen whose text holds a lone surrogate (JavaScript strings can) and a
+  // stray byte: the document opens, those characters become U+FFFD
+  const std::string open = "{\"jsonrpc\":\"2.0\",\"method\":\"textDocument/didOpen\",\"params\":{\"textDocument\":"
+                           "{\"uri\":\"file:///t/s.py\",\"languageId\":\"python\",\"version\":1,"
+                           "\"text\":\"x = '\\ud800'\xc3 # \\ud83e\\udd99\\n\"}}}";
+  c.raw("Content-Length: " + std::to_string(open.size()) + "\r\n\r\n" + open);
+  c.request(8, "textDocument/inlineCompletion", {{"textDocument", {{"uri", "file:///t/s.py"}}}, {"position", {{"line", 1}, {"character", 0}}}});
+  r = c.response();
+  CHECK(r["id"] == 8);
+  CHECK(r.contains("result"));  // not "document not open"
+  // garbage that is not JSON at all is still a parse error
+  c.raw("Content-Length: 5\r\n\r\n{{{{{");
+  CHECK(c.response()["error"]["code"] == -32700);
   // a document with unusual but valid text (NUL, BOM, astral characters, lone CR)
   c.notify("textDocument/didOpen", {{"textDocument", {{"uri", "file:///t/f.py"}, {"languageId", "python"}, {"version", 1},
                                                       {"text", std::string("\xef\xbb\xbfx = '\0\xf0\x9f\xa6\x99'\r", 16) + "\n"}}}});
@@ -832,4 +883,15 @@ TEST_CASE("a request is answered exactly once: a second answer is dropped, none 
   CHECK(sent[0]["id"] == "x");
   CHECK(sent[0]["error"]["code"] == -32603);
   CHECK_THAT(sent[0]["error"]["message"].get<std::string>(), Catch::Contains("textDocument/inlineCompletion"));
+}
+
+TEST_CASE("JSON text repair: bad UTF-8 and lone surrogates become U+FFFD, valid text is untouched") {
+  const std::string good = R"({"t":"a\u00e9\ud83e\udd99\\ud800"})";  // a pair, and an escaped backslash before "ud800"
+  CHECK(repair_json_text(good) == good);
+  CHECK(repair_json_text("\"\xf0\x9f\xa6\x99\"") == "\"\xf0\x9f\xa6\x99\"");
+  CHECK(repair_json_text(R"("\ud800x")") == R"("\ufffdx")");
+  CHECK(repair_json_text(R"("\udc00\ud800")") == R"("\ufffd\ufffd")");
+  CHECK(repair_json_text("\"\xff\xc3(\xe2\x82\"") == "\"\xef\xbf\xbd\xef\xbf\xbd(\xef\xbf\xbd\xef\xbf\xbd\"");
+  CHECK(repair_json_text("\"\xc0\xaf\"") == "\"\xef\xbf\xbd\xef\xbf\xbd\"");  // overlong
+  CHECK(!json::parse(repair_json_text("{\"t\":\"\xed\xa0\x80\"}"), nullptr, false).is_discarded());  // UTF-8 surrogate
 }

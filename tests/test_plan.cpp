@@ -303,3 +303,17 @@ TEST_CASE("plan: for a real model file on this machine") {
   CHECK(p.ok);
   CHECK(p.n_ctx <= m->config().n_ctx_train);
 }
+
+TEST_CASE("threads beyond the machine's logical CPUs are refused, naming the setting and the range") {
+  HwProfile hw;
+  hw.cpu.physical = 2;
+  hw.cpu.logical = 4;
+  PlanOverrides over;
+  over.threads = 4;
+  CHECK(plan_threads(hw, over) == 4);
+  over.threads = 1000;
+  CHECK_THROWS_WITH(plan_threads(hw, over), Catch::Contains("setting threads") && Catch::Contains("1000") &&
+                                                Catch::Contains("1..4"));
+  over.threads.reset();
+  CHECK(plan_threads(hw, over) == 2);  // automatic: the physical cores
+}

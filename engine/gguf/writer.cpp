@@ -1,4 +1,7 @@
+#include <unistd.h>
+
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -121,16 +124,33 @@ std::vector<uint8_t> Writer::to_bytes() const {
 
 // Streams tensor by tensor: a multi-GB model is not copied into one buffer first.
 void Writer::write(const std::string& path) const {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw std::runtime_error(fmt::format("{}: cannot open for writing", path));
-  const auto head = header_bytes();
-  f.write(reinterpret_cast<const char*>(head.data()), std::streamsize(head.size()));
-  const std::vector<char> zeros(alignment_, 0);
-  for (const auto& t : tensors_) {
-    f.write(reinterpret_cast<const char*>(t.data.data()), std::streamsize(t.data.size()));
-    f.write(zeros.data(), std::streamsize(align(t.data.size()) - t.data.size()));
+  // Written beside the target under a temporary name and renamed over it at
+  // the end: a failed or interrupted write (a full disk) leaves the target as
+  // it was and no partial file under its name, and a reader that has the old
+  // file mapped keeps its pages.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  try {
+    {
+      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+      if (!f) throw std::runtime_error(fmt::format("{}: cannot open for writing", tmp));
+      const auto head = header_bytes();
+      f.write(reinterpret_cast<const char*>(head.data()), std::streamsize(head.size()));
+      const std::vector<char> zeros(alignment_, 0);
+      for (const auto& t : tensors_) {
+        f.write(reinterpret_cast<const char*>(t.data.data()), std::streamsize(t.data.size()));
+        f.write(zeros.data(), std::streamsize(align(t.data.size()) - t.data.size()));
+      }
+      f.flush();
+      if (!f) throw std::runtime_error(fmt::format("{}: write failed (disk full?)", path));
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) throw std::runtime_error(fmt::format("{}: cannot replace it: {}", path, ec.message()));
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    throw;
   }
-  if (!f) throw std::runtime_error(fmt::format("{}: write failed", path));
 }
 
 }  // namespace moelsp::gguf

@@ -6,6 +6,7 @@
 // the KV cache for the requested context, then experts.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -74,7 +75,18 @@ ModelFootprint footprint(const Model& m) {
 }
 
 int plan_threads(const HwProfile& hw, const PlanOverrides& over) {
-  if (over.threads && *over.threads > 0) return *over.threads;
+  if (over.threads && *over.threads > 0) {
+    // More threads than CPUs: every step waits for the threads the kernel
+    // preempted (-t 64 on 2 cores took 15.7 s for 4 tokens). Refused unless forced.
+    const int logical = std::max(1, hw.cpu.logical);
+    const char* force = std::getenv("MOELSP_FORCE_THREADS");
+    if (*over.threads > logical && !(force && std::string(force) == "1"))
+      throw std::runtime_error(fmt::format(
+          "setting threads: {} is more than the {} logical CPUs of this machine (allowed: 1..{}, or 0 for automatic; "
+          "MOELSP_FORCE_THREADS=1 allows more)",
+          *over.threads, logical, logical));
+    return *over.threads;
+  }
   return std::max(1, hw.cpu.physical > 0 ? hw.cpu.physical : hw.cpu.logical);
 }
 

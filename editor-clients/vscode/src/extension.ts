@@ -12,7 +12,7 @@ import {
 } from 'vscode-languageclient/node';
 
 import { ChatViewProvider, editorContext } from './chat';
-import { findBinary, RESTART_KEYS, SERVER_KEYS, serverSettings } from './settings';
+import { findBinary, SERVER_KEYS, serverSettings } from './settings';
 import { ServerStatus, StatusBar } from './status';
 
 let client: LanguageClient | undefined;
@@ -239,13 +239,8 @@ async function onConfigurationChanged(e: vscode.ConfigurationChangeEvent) {
   }
   const changed = SERVER_KEYS.filter((k) => e.affectsConfiguration(`moelsp.${k}`));
   if (changed.length === 0 || !client?.isRunning()) return;
+  // The server applies every setting itself: the model, backend and plan
+  // settings reload its engine in place (status: loading, then ready).
   await client.sendNotification('workspace/didChangeConfiguration', { settings: { moelsp: serverSettings() } });
-  const needRestart = changed.filter((k) => RESTART_KEYS.has(k));
-  if (needRestart.length > 0) {
-    const pick = await vscode.window.showInformationMessage(
-      `moelsp: ${needRestart.join(', ')} take effect when the server restarts.`,
-      'Restart now',
-    );
-    if (pick) await restart();
-  }
+}
 }

@@ -38,14 +38,6 @@ export const SERVER_KEYS = [
   'backend.verifyTls',
 ] as const;
 
-// Read at start only: changing them needs a restart (the server says so too).
-export const RESTART_KEYS = new Set<string>([
-  'model', 'threads', 'contextSize', 'kvCache.type', 'kvCache.tokens', 'kvCache.blockSize', 'kvCache.paged',
-  'weights', 'experts.prefetch', 'experts.prefetchDistance', 'experts.cacheMb', 'batch.max', 'gpu.device',
-  'gpu.expertsPerLayer', 'backend.url', 'backend.apiKey', 'backend.model', 'backend.api', 'backend.fimTemplate',
-  'backend.caFile', 'backend.verifyTls',
-]);
-
 // Nested objects, e.g. {"completion": {"maxTokens": 32}}, with `~` expanded in the model path.
 export function serverSettings(): Record<string, unknown> {
   const cfg = vscode.workspace.getConfiguration('moelsp');
