@@ -159,7 +159,11 @@ void from_json(const json& j, InitializeParams& p) {
 
 void from_json(const json& j, DidOpenParams& p) {
   const Fields d = Fields(j, "").object("textDocument");
-  p.text_document = {d.str("uri"), d.str_or("languageId", ""), d.str("text"), d.int_or("version", 0)};
+  // languageId and version only label the document: a client that sends them
+  // mistyped still gets its document opened (the text and uri are what count).
+  const json lang = d.raw_or_null("languageId"), version = d.raw_or_null("version");
+  p.text_document = {d.str("uri"), lang.is_string() ? lang.get<std::string>() : "", d.str("text"),
+                     version.is_number_integer() ? version.get<int>() : 0};
 }
 
 void from_json(const json& j, DidChangeParams& p) {
@@ -171,7 +175,12 @@ void from_json(const json& j, DidChangeParams& p) {
   for (size_t i = 0; i < list.size(); ++i) {
     const Fields c(list[i], "contentChanges[" + std::to_string(i) + "]");
     ContentChange change;
-    if (auto r = c.object_or_none("range")) change.range = read_range(*r);
+    if (auto r = c.object_or_none("range")) {
+      change.range = read_range(*r);
+      const Position a = change.range->start, b = change.range->end;
+      if (b.line < a.line || (b.line == a.line && b.character < a.character))
+        throw ParamError(c.path("range") + ": its end is before its start");
+    }
     change.text = c.str("text");
     p.changes.push_back(std::move(change));
   }

@@ -76,6 +76,10 @@ int bench(const BenchOptions& o) {
   try {
     auto model = Model::load(o.model, {.threads = o.threads});
     const auto& c = model->config();
+    if (c.n_ctx_train > 0 && std::max(o.n_prompt, o.n_gen) >= c.n_ctx_train)
+      throw std::runtime_error(fmt::format("-p {} / -n {}: each must stay below the model's training context of {} tokens",
+                                           o.n_prompt, o.n_gen, c.n_ctx_train));
+    if (o.n_prompt == 0 && o.n_gen == 0) throw std::runtime_error("-p 0 and -n 0: nothing to measure");
     const int threads = model->threads();
     std::mt19937 rng(1);
     std::vector<TokenId> prompt(size_t(o.n_prompt));

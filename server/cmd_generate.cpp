@@ -120,6 +120,11 @@ int logits(const LogitsOptions& o) {
 int perplexity(const PerplexityOptions& o) {
   try {
     auto model = load_model(o.m);
+    // Beyond the training context the positions are ones the model never saw:
+    // the number would be meaningless, so it is refused.
+    if (const int train = model->config().n_ctx_train; train > 0 && o.ctx > train)
+      throw std::runtime_error(fmt::format("-c {} is beyond the model's training context of {} tokens (allowed: 2..{})",
+                                           o.ctx, train, train));
     const auto tokens = model->tokenizer().encode(read_text(o.file));
     const PerplexityParams p{.ctx = o.ctx, .stride = o.stride, .max_windows = o.max_chunks};
     const auto r = moelsp::perplexity(*model, tokens, p, [](const PerplexityResult& run) {

@@ -1,8 +1,11 @@
-// moelsp: one executable, several subcommands (DESIGN.md §1). Logs go to
+// moelsp: one executable, several subcommands (README: Commands). Logs go to
 // stderr; stdout carries only each command's output.
 #include <unistd.h>
 
+#include <filesystem>
+
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -12,6 +15,40 @@
 #include "engine/hw.h"
 #include "kernels/cuda.h"
 #include "settings_flags.h"
+
+namespace {
+
+// A number within [lo, hi] (NaN is outside every range; CLI::Range lets it through).
+CLI::Validator within(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || !(v >= lo && v <= hi))
+          return fmt::format("'{}' is not a number in [{}, {}]", text, lo, hi);
+        return "";
+      },
+      fmt::format("[{} - {}]", lo, hi));
+}
+
+// An existing regular file (a directory would read as empty).
+const CLI::Validator kFile = CLI::Validator(
+    [](std::string& path) -> std::string {
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(path, ec)) return path + ": not a readable file";
+      return "";
+    },
+    "FILE");
+
+// An executable file (a missing --peer must not read as "exit 32512").
+const CLI::Validator kExecutable = CLI::Validator(
+    [](std::string& path) -> std::string {
+      if (access(path.c_str(), X_OK) != 0) return path + ": not an executable file";
+      return "";
+    },
+    "PATH");
+
+}  // namespace
 
 int main(int argc, char** argv) {
   moelsp::keep_freed_memory();  // before any thread allocates (engine/hw.h says why)
@@ -38,7 +75,7 @@ int main(int argc, char** argv) {
   auto* c_tk = app.add_subcommand("tokenize", "Print the tokens of a text");
   c_tk->add_option("-m,--model", tk.model, "GGUF file with a tokenizer (default: the embedded model)");
   auto* p = c_tk->add_option("-p,--prompt", tk.prompt, "Text to tokenize");
-  auto* fo = c_tk->add_option("-f,--file", tk.file, "File whose contents to tokenize");
+  auto* fo = c_tk->add_option("-f,--file", tk.file, "File whose contents to tokenize")->check(kFile);
   p->excludes(fo);
   c_tk->add_flag("--ids", tk.ids_only, "Print only the ids, space-separated, on one line");
   c_tk->add_flag("--add-special", tk.add_special, "Add BOS/EOS where the model asks for them");
@@ -63,18 +100,18 @@ int main(int argc, char** argv) {
   auto* c_gen = app.add_subcommand("generate", "Generate text from a prompt, streamed to stdout (timings to stderr)");
   add_model_opts(c_gen, gen.m);
   auto* gp = c_gen->add_option("-p,--prompt", gen.prompt, "Prompt text (BOS added as the model asks; special tokens parsed)");
-  auto* gf = c_gen->add_option("-f,--file", gen.file, "Read the prompt from a file");
+  auto* gf = c_gen->add_option("-f,--file", gen.file, "Read the prompt from a file")->check(kFile);
   auto* gt = c_gen->add_option("--tokens", gen.tokens, "Prompt as token ids (\"ID ID ...\"), used as given");
   gp->excludes(gf)->excludes(gt);
   gf->excludes(gt);
-  c_gen->add_option("-n,--n-predict", gen.n_predict, "Tokens to generate at most")->capture_default_str();
-  c_gen->add_option("--temp", gen.temp, "Temperature (0: greedy)")->capture_default_str();
-  c_gen->add_option("--top-k", gen.top_k, "Top-k (0: off)")->capture_default_str();
-  c_gen->add_option("--top-p", gen.top_p, "Top-p (1: off)")->capture_default_str();
-  c_gen->add_option("--min-p", gen.min_p, "Min-p (0: off)")->capture_default_str();
-  c_gen->add_option("--repeat-penalty", gen.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
-  c_gen->add_option("--presence-penalty", gen.presence_penalty, "Presence penalty")->capture_default_str();
-  c_gen->add_option("--frequency-penalty", gen.frequency_penalty, "Frequency penalty")->capture_default_str();
+  c_gen->add_option("-n,--n-predict", gen.n_predict, "Tokens to generate at most")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  c_gen->add_option("--temp", gen.temp, "Temperature (0: greedy)")->capture_default_str()->check(within(0, 10));
+  c_gen->add_option("--top-k", gen.top_k, "Top-k (0: off)")->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  c_gen->add_option("--top-p", gen.top_p, "Top-p (1: off)")->capture_default_str()->check(within(1e-6, 1));
+  c_gen->add_option("--min-p", gen.min_p, "Min-p (0: off)")->capture_default_str()->check(within(0, 1));
+  c_gen->add_option("--repeat-penalty", gen.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str()->check(within(0.01, 10));
+  c_gen->add_option("--presence-penalty", gen.presence_penalty, "Presence penalty")->capture_default_str()->check(within(-10, 10));
+  c_gen->add_option("--frequency-penalty", gen.frequency_penalty, "Frequency penalty")->capture_default_str()->check(within(-10, 10));
   c_gen->add_option("-s,--seed", gen.seed, "Random seed (-1: random)")->capture_default_str();
   c_gen->add_flag("--greedy", gen.greedy, "Greedy decoding (same as --temp 0)");
   c_gen->add_flag("--ids", gen.ids, "Print the generated token ids on one line instead of the text");
@@ -95,10 +132,11 @@ int main(int argc, char** argv) {
   auto* c_px = app.add_subcommand("perplexity", "Perplexity of a model on a text file");
   c_px->add_option("-m,--model", px.m.model, "GGUF model file (default: the embedded model, models/moelsp-default.gguf)");
   c_px->add_option("-t,--threads", px.m.threads, "Threads (default: physical cores)");
-  c_px->add_option("-f,--file", px.file, "Text file")->required();
-  c_px->add_option("-c,--ctx-size", px.ctx, "Window in tokens")->capture_default_str();
-  c_px->add_option("--stride", px.stride, "Tokens scored per window after the first (default: ctx/2)");
-  c_px->add_option("--chunks", px.max_chunks, "Stop after this many windows (0: whole file)");
+  c_px->add_option("-f,--file", px.file, "Text file")->required()->check(kFile);
+  c_px->add_option("-c,--ctx-size", px.ctx, "Window in tokens (at most the model's training context)")
+      ->capture_default_str()->check(CLI::Range(2, 1 << 22));
+  c_px->add_option("--stride", px.stride, "Tokens scored per window after the first (default: ctx/2)")->check(CLI::Range(0, 1 << 22));
+  c_px->add_option("--chunks", px.max_chunks, "Stop after this many windows (0: whole file)")->check(CLI::Range(0, 1 << 30));
 
   moelsp::cli::ChatOptions ch;
   auto* c_ch = app.add_subcommand("chat", "Interactive chat in the terminal, using the model's chat template");
@@ -106,8 +144,8 @@ int main(int argc, char** argv) {
   c_ch->add_option("--chat-template", ch.chat_template,
                    "Template name when the model's is missing or unknown: chatml, deepseek2, deepseek3, mistral, llama2, chatglm4");
   c_ch->add_option("--system", ch.system, "System message");
-  c_ch->add_option("-n,--n-predict", ch.n_predict, "Tokens per answer at most")->capture_default_str();
-  c_ch->add_option("--temp", ch.temp, "Temperature")->capture_default_str();
+  c_ch->add_option("-n,--n-predict", ch.n_predict, "Tokens per answer at most")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  c_ch->add_option("--temp", ch.temp, "Temperature")->capture_default_str()->check(within(0, 10));
   c_ch->add_option("-s,--seed", ch.seed, "Random seed (-1: random)")->capture_default_str();
   moelsp::cli::SettingFlags ch_flags(c_ch, moelsp::assist::kPlanFlag);
 
@@ -115,10 +153,12 @@ int main(int argc, char** argv) {
   auto* c_bo = app.add_subcommand("bench", "Prompt-processing and decode tokens/s, memory, bandwidth roofline; optionally vs llama-bench");
   c_bo->add_option("-m,--model", bo.model, "GGUF model file (default: the embedded model, models/moelsp-default.gguf)");
   c_bo->add_option("-t,--threads", bo.threads, "Threads (default: physical cores)");
-  c_bo->add_option("-p,--n-prompt", bo.n_prompt, "Prompt tokens (0: skip)")->capture_default_str();
-  c_bo->add_option("-n,--n-gen", bo.n_gen, "Generated tokens (0: skip)")->capture_default_str();
-  c_bo->add_option("-r,--repetitions", bo.reps, "Repetitions (the median is reported)")->capture_default_str();
-  c_bo->add_option("--peer", bo.peer, "Path to llama.cpp's llama-bench: run it with the same settings and print ratios");
+  c_bo->add_option("-p,--n-prompt", bo.n_prompt, "Prompt tokens (0: skip; with -n, within the model's context)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 22));
+  c_bo->add_option("-n,--n-gen", bo.n_gen, "Generated tokens (0: skip)")->capture_default_str()->check(CLI::Range(0, 1 << 22));
+  c_bo->add_option("-r,--repetitions", bo.reps, "Repetitions (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000));
+  c_bo->add_option("--peer", bo.peer, "Path to llama.cpp's llama-bench: run it with the same settings and print ratios")
+      ->check(kExecutable);
 
   moelsp::cli::QuantizeOptions qo;
   auto* c_qo = app.add_subcommand("quantize", "Rewrite a model's weight matrices in another type (F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K) or the Q4_K_M mix");

@@ -279,3 +279,31 @@ TEST_CASE("profile prints the machine and the plan with reasons; overrides and c
   std::remove(cfg.c_str());
   std::remove(bad.c_str());
 }
+
+TEST_CASE("command-line values outside their range are refused naming the option") {
+  const std::string model = moelsp::test::data_path("reference/qwen3moe-ref.gguf");
+  const struct {
+    std::string args, says;
+  } cases[] = {
+      {"bench -r 0 -m " + model, "--repetitions"},
+      {"bench -p -1 -m " + model, "--n-prompt"},
+      {"bench -p 100000 -n 0 -m " + model, "training context"},
+      {"bench --peer /no/such/llama-bench -m " + model, "not an executable"},
+      {"perplexity -c 100000 -f " + moelsp::test::data_path("README.md") + " -m " + model, "training context"},
+      {"tokenize -f " + moelsp::test::data_path("reference") + " -m " + model, "not a readable file"},
+      {"generate -n -1 -p x -m " + model, "--n-predict"},
+      {"generate --temp nan -p x -m " + model, "--temp"},
+      {"generate --top-p nan -p x -m " + model, "--top-p"},
+      {"generate --repeat-penalty 0 -p x -m " + model, "--repeat-penalty"},
+      {"generate --min-p 2 -p x -m " + model, "--min-p"},
+      {"--log-level bogus inspect " + model, "--log-level"},
+      {"lsp --threads 5000", "threads"},
+      {"lsp --completion-max-tokens 0", "completion.maxTokens"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.args);
+    const auto r = run(c.args, true);
+    CHECK(r.code != 0);
+    CHECK_THAT(r.out, Catch::Contains(c.says));
+  }
+}

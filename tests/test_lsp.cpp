@@ -895,3 +895,22 @@ TEST_CASE("JSON text repair: bad UTF-8 and lone surrogates become U+FFFD, valid 
   CHECK(repair_json_text("\"\xc0\xaf\"") == "\"\xef\xbf\xbd\xef\xbf\xbd\"");  // overlong
   CHECK(!json::parse(repair_json_text("{\"t\":\"\xed\xa0\x80\"}"), nullptr, false).is_discarded());  // UTF-8 surrogate
 }
+
+TEST_CASE("didOpen with a mistyped version or languageId still opens; a reversed edit range is refused") {
+  const auto open = parse_params<DidOpenParams>(
+      json{{"textDocument", {{"uri", "file:///a.py"}, {"languageId", 7}, {"version", "one"}, {"text", "x = 1\n"}}}});
+  CHECK(open.text_document.uri == "file:///a.py");
+  CHECK(open.text_document.language_id.empty());
+  CHECK(open.text_document.version == 0);
+  CHECK_THROWS_WITH(parse_params<DidOpenParams>(json{{"textDocument", {{"uri", "file:///a.py"}}}}),
+                    Catch::Contains("textDocument.text: missing"));
+  const json reversed = {{"textDocument", {{"uri", "file:///a.py"}, {"version", 2}}},
+                         {"contentChanges", {{{"range", {{"start", {{"line", 0}, {"character", 4}}},
+                                                         {"end", {{"line", 0}, {"character", 1}}}}},
+                                              {"text", "y"}}}}};
+  CHECK_THROWS_WITH(parse_params<DidChangeParams>(reversed), Catch::Contains("contentChanges[0].range") &&
+                                                                 Catch::Contains("before its start"));
+  CHECK_THROWS_WITH(parse_params<CompletionParams>(json{{"textDocument", {{"uri", "u"}}},
+                                                        {"position", {{"line", 4294967297LL}, {"character", 0}}}}),
+                    Catch::Contains("position.line"));
+}
