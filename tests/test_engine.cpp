@@ -1,6 +1,8 @@
 // The engine API on a real (tiny, random-weight) model: streaming, stop
 // strings, limits, cancellation, prefix reuse, determinism; and sampling.
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <catch2/catch.hpp>
@@ -8,6 +10,7 @@
 
 #include "engine/chat.h"
 #include "engine/engine.h"
+#include "engine/gguf.h"
 #include "engine/sampling.h"
 #include "test_data.h"
 
@@ -259,4 +262,44 @@ TEST_CASE("a higher-priority request overtakes a running one between tokens") {
   CHECK(!hs.done());  // the long request is still going
   hs.cancel();
   CHECK(hs.wait().reason == FinishReason::Cancelled);
+}
+
+namespace {
+
+// A copy of a reference model with 0xFF bytes (NaN in F32, F16 and BF16, and
+// in a quantized block's scale) at the start of one tensor's data.
+std::string with_nan_in(const std::string& name, const std::string& tensor) {
+  const std::string src = test::data_path("reference/" + name + ".gguf");
+  const std::string out = "test_engine_nan_" + tensor + ".gguf";
+  std::filesystem::copy_file(src, out, std::filesystem::copy_options::overwrite_existing);
+  const auto f = gguf::File::open(src);
+  const auto* t = f.tensor(tensor);
+  REQUIRE(t);
+  std::fstream io(out, std::ios::binary | std::ios::in | std::ios::out);
+  io.seekp(std::streamoff(f.data_offset() + t->offset));
+  const char nan[4] = {'\xff', '\xff', '\xff', '\xff'};
+  io.write(nan, 4);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("non-finite weights: the loader names a damaged norm, and damage it cannot see ends the request with an error") {
+  const std::string norm = with_nan_in("qwen3moe-ref", "output_norm.weight");
+  CHECK_THROWS_WITH(Model::load(norm), Catch::Contains("output_norm.weight") && Catch::Contains("NaN"));
+  const std::string embd = with_nan_in("qwen3moe-ref", "token_embd.weight");
+  CHECK_THROWS_WITH(Model::load(embd), Catch::Contains("token_embd.weight"));
+  // A layer weight is not checked at load (too large to read whole): the
+  // forward pass's logits show it, and the request ends with an error, not token 0.
+  const std::string layer = with_nan_in("qwen3moe-ref", "blk.0.attn_q.weight");
+  Engine engine(std::shared_ptr<Model>(Model::load(layer, {.threads = 2})));
+  Request req;
+  req.prompt_tokens = prompt_ids("qwen3moe-ref");
+  req.sampling = SamplingParams::greedy();
+  req.max_tokens = 4;
+  const Result r = engine.submit(req).wait();
+  CHECK(r.reason == FinishReason::Error);
+  CHECK_THAT(r.error, Catch::Contains("non-finite"));
+  CHECK(r.tokens.empty());
+  for (const auto& f : {norm, embd, layer}) std::filesystem::remove(f);
 }

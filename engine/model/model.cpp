@@ -2,12 +2,15 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 #include <fmt/format.h>
 
 #include "../arch/arch.h"
 #include "../cpu/thread_pool.h"
 #include "experts.h"
 #include "engine/gguf.h"
+#include "kernels/matmul.h"
+#include "kernels/types.h"
 
 namespace moelsp {
 
@@ -151,6 +154,38 @@ void Model::forward(const Batch& batch, float* logits, const CancelCheck& cancel
   }
 }
 
+namespace {
+
+// NaN or Inf in a norm, the embeddings or the output matrix turns every
+// logit into NaN, and greedy decoding then prints token 0 forever. Norms are
+// checked whole (one row each); the two vocabulary-sized matrices on 64 rows
+// spread over them plus the first and last (a few hundred µs for any size).
+void check_finite(const gguf::File& f) {
+  std::vector<float> row;
+  for (const auto& t : f.tensors()) {
+    const bool norm = t.name.ends_with("norm.weight");
+    const bool vocab = t.name == "token_embd.weight" || t.name == "output.weight";
+    if ((!norm && !vocab) || t.shape.empty()) continue;
+    const int64_t cols = int64_t(t.shape[0]), rows = int64_t(t.n_elements) / std::max<int64_t>(1, cols);
+    const auto row_bytes = kernels::row_bytes(t.type, t.shape[0]);
+    if (!row_bytes || rows <= 0) continue;  // the architecture file reports what it cannot read
+    const auto data = f.tensor_data(t);
+    row.resize(size_t(cols));
+    const int64_t step = norm ? 1 : std::max<int64_t>(1, rows / 64);
+    for (int64_t r = 0; r < rows; r = (r + step < rows || r == rows - 1) ? r + step : rows - 1) {
+      kernels::dequantize_row(t.type, data.data() + size_t(r) * *row_bytes, row.data(), cols);
+      for (int64_t c = 0; c < cols; ++c)
+        if (!std::isfinite(row[size_t(c)]))
+          throw ModelError(fmt::format("{}: tensor '{}' holds NaN or Inf (row {}, column {}): the file is damaged or "
+                                       "was converted wrongly",
+                                       f.path(), t.name, r, c));
+      if (r == rows - 1) break;
+    }
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& opt) {
   std::unique_ptr<gguf::File> f;
   try {
@@ -159,12 +194,21 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     throw ModelError(e.what());
   }
   const std::string arch = f->get_or<std::string>("general.architecture", "");
-  if (arch == "llama") return arch::make_llama(std::move(f), opt);
-  if (arch == "qwen3moe") return arch::make_qwen3moe(std::move(f), opt);
-  if (arch == "deepseek2") return arch::make_deepseek2(std::move(f), opt);
   if (arch.empty()) throw ModelError(fmt::format("{}: no general.architecture key", path));
-  throw ModelError(fmt::format("{}: architecture '{}' is not supported (supported: deepseek2, qwen3moe, llama)",
-                               path, arch));
+  if (arch != "llama" && arch != "qwen3moe" && arch != "deepseek2")
+    throw ModelError(fmt::format("{}: architecture '{}' is not supported (supported: deepseek2, qwen3moe, llama)",
+                                 path, arch));
+  check_finite(*f);
+  try {
+    if (arch == "llama") return arch::make_llama(std::move(f), opt);
+    if (arch == "qwen3moe") return arch::make_qwen3moe(std::move(f), opt);
+    return arch::make_deepseek2(std::move(f), opt);
+  } catch (const std::bad_alloc&) {
+    // Absurd sizes in the metadata (block_count 2^31 - 1) end here rather than in the allocator's words.
+    throw ModelError(fmt::format("{}: its hyperparameters ask for more memory than exists (check block_count, "
+                                 "embedding_length, expert_count and the vocabulary size)",
+                                 path));
+  }
 }
 
 namespace arch {

@@ -14,9 +14,9 @@
 // k decodes costs far less than k steps; prompt chunks riding in a decode
 // step make that step longer, which the chunk budget bounds.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <numeric>
-#include <climits>
 
 #include <fmt/format.h>
 
@@ -334,6 +334,16 @@ bool Engine::after_logits(Live& l, const float* logits) {
   };
   if (l.job->state->cancel) return done(FinishReason::Cancelled);
   if (req.t_max_predict_ms > 0 && ms_since(l.t1) > double(req.t_max_predict_ms)) return done(FinishReason::Timeout);
+  // Damaged weights (NaN/Inf somewhere the loader's sampling missed) show
+  // here: an error, not a stream of token 0. ~20 µs for a 150k vocabulary.
+  const int nv = int(model_->tokenizer().n_vocab());
+  for (int i = 0; i < nv; ++i)
+    if (!std::isfinite(logits[i])) {
+      l.res.error = fmt::format("the model computed a non-finite logit (token {}): its weights are damaged or "
+                                "their type is computed wrongly",
+                                i);
+      return done(FinishReason::Error);
+    }
   const TokenId tok = l.sampler->sample(logits, l.history);
   if (!req.ignore_eos && model_->tokenizer().is_eog(tok)) return done(FinishReason::Eos);
   if (req.logprobs >= 0) {
