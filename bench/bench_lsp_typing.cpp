@@ -5,7 +5,10 @@
 // suggestion, and cache hits. The server runs in-process over pipes, the same
 // code as `moelsp lsp`.
 //
-//   moelsp_bench_lsp_typing [--model FILE] [--file SRC] [--keys N] [--interval-ms MS]
+//   moelsp_bench_lsp_typing [--model FILE] [--file SRC] [--keys N] [--interval-ms MS] [--chats N]
+//
+// With --chats N, N chat requests run the whole time (each one that ends is
+// sent again): completions must not wait behind them.
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,13 +35,14 @@ int main(int argc, char** argv) {
   CLI::App app{"LSP typing simulation"};
   std::string model = std::string(MOELSP_SOURCE_DIR) + "/tests/data/reference/qwen3moe-ref.gguf";
   std::string file = std::string(MOELSP_SOURCE_DIR) + "/engine/arch/deepseek2.cpp";
-  int keys = 300, interval_ms = 80, max_tokens = 16, threads = 0;
+  int keys = 300, interval_ms = 80, max_tokens = 16, threads = 0, chats = 0;
   app.add_option("--model", model, "GGUF model")->capture_default_str();
   app.add_option("--file", file, "Source file to type (its second half is typed)")->capture_default_str();
   app.add_option("--keys", keys, "Keystrokes to simulate")->capture_default_str();
   app.add_option("--interval-ms", interval_ms, "Milliseconds between keystrokes")->capture_default_str();
   app.add_option("--max-tokens", max_tokens, "completion.maxTokens")->capture_default_str();
   app.add_option("-t,--threads", threads, "Engine threads (0: physical cores)");
+  app.add_option("--chats", chats, "Chat requests kept running meanwhile")->capture_default_str()->check(CLI::Range(0, 64));
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
 
@@ -65,8 +69,12 @@ int main(int argc, char** argv) {
   std::mutex mu;
   std::map<int, Clock::time_point> sent;
   std::vector<double> latency;
-  int cancelled = 0, with_items = 0, answered = 0, errors = 0;
-  bool ready = false;
+  int cancelled = 0, with_items = 0, answered = 0, errors = 0, chats_done = 0;
+  bool ready = false, typing = true;
+  const auto chat_request = [](int id) {
+    return json{{"jsonrpc", "2.0"}, {"id", id}, {"method", "moelsp/chat"},
+                {"params", {{"messages", {{{"role", "user"}, {"content", "Tell a long story, number " + std::to_string(id)}}}}}}};
+  };
   std::thread reader([&] {
     while (auto m = ct.read()) {
       if (!m->error.empty()) continue;
@@ -75,6 +83,11 @@ int main(int argc, char** argv) {
       if (j.value("method", "") == "moelsp/status" && j["params"]["state"] == "ready") ready = true;
       if (!j.contains("id") || j.contains("method") || !j["id"].is_number_integer()) continue;
       const int id = j["id"];
+      if (id >= 50 && id < 100) {  // a chat ended: keep N running while typing
+        ++chats_done;
+        if (typing) ct.write(chat_request(id).dump());
+        continue;
+      }
       if (id < 100) continue;
       ++answered;
       if (j.contains("error")) {
@@ -91,7 +104,8 @@ int main(int argc, char** argv) {
   send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"},
         {"params", {{"capabilities", {{"textDocument", {{"inlineCompletion", json::object()}}}}},
                     {"initializationOptions", {{"model", model}, {"threads", threads}, {"contextSize", 4096},
-                                               {"completion", {{"maxTokens", max_tokens}, {"timeBudgetMs", 1000}}}}}}}});
+                                               {"completion", {{"maxTokens", max_tokens}, {"timeBudgetMs", 1000}}},
+                                               {"chat", {{"maxTokens", 2000}, {"template", "chatml"}}}}}}}});
   for (int i = 0; i < 600; ++i) {
     {
       std::lock_guard lock(mu);
@@ -99,6 +113,7 @@ int main(int argc, char** argv) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  for (int k = 0; k < chats; ++k) send(chat_request(50 + k));
   const std::string uri = "file:///bench/typed.cpp";
   while (cursor > 0 && cursor < src.size() && (static_cast<unsigned char>(src[cursor]) & 0xC0) == 0x80) --cursor;
   std::string doc = src.substr(0, cursor);
@@ -130,6 +145,11 @@ int main(int argc, char** argv) {
                       {"context", {{"triggerKind", 2}}}}}});
     std::this_thread::sleep_until(t_start + std::chrono::milliseconds(int64_t(interval_ms) * (n + 1)));
   }
+  {
+    std::lock_guard lock(mu);
+    typing = false;
+  }
+  for (int k = 0; k < chats; ++k) send({{"jsonrpc", "2.0"}, {"method", "$/cancelRequest"}, {"params", {{"id", 50 + k}}}});
   // let the last answers arrive
   for (int i = 0; i < 200; ++i) {
     {
@@ -148,7 +168,8 @@ int main(int argc, char** argv) {
 
   std::sort(latency.begin(), latency.end());
   const auto pct = [&](double p) { return latency.empty() ? 0.0 : latency[std::min(latency.size() - 1, size_t(p * latency.size()))]; };
-  fmt::print("typing simulation: {} keystrokes every {} ms into {} (model {})\n", n, interval_ms, file, model);
+  fmt::print("typing simulation: {} keystrokes every {} ms into {} (model {}), {} chats running ({} chat answers ended meanwhile)\n",
+             n, interval_ms, file, model, chats, chats_done);
   fmt::print("answered {} of {} requests: {} with a suggestion, {} cancelled by a newer keystroke ({:.1f}%), {} errors\n",
              answered, n, with_items, cancelled, 100.0 * cancelled / std::max(1, n), errors);
   fmt::print("latency to the answer (ms), answered requests: p50 {:.1f}, p95 {:.1f}, max {:.1f}\n", pct(0.5), pct(0.95),
