@@ -7,6 +7,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace moelsp::lsp {
 
@@ -37,7 +39,10 @@ class DocumentStore {
   bool change(const std::string& uri, int version, const std::optional<Range>& range, const std::string& text);
   void close(const std::string& uri);
   std::optional<Document> get(const std::string& uri) const;
-  std::map<std::string, Document> all() const;
+  // Each open document's uri and its first `max_bytes` bytes (in uri order),
+  // copied under the lock: never whole documents (a 20 MB file would be
+  // copied on every keystroke's completion otherwise).
+  std::vector<std::pair<std::string, std::string>> heads(size_t max_bytes) const;
 
  private:
   mutable std::mutex mu_;

@@ -18,10 +18,13 @@ constexpr size_t kExtraContextBytes = 2000;
 // same files give the same bytes, so the engine reuses their KV prefix.
 std::string extra_context(const DocumentStore& docs, const std::string& uri) {
   std::string out;
-  for (const auto& [u, d] : docs.all()) {
+  for (const auto& [u, head] : docs.heads(kExtraContextBytes)) {
     if (u == uri || out.size() >= kExtraContextBytes) continue;
-    std::string chunk = d.text.substr(0, std::min(d.text.size(), kExtraContextBytes - out.size()));
-    if (const size_t nl = chunk.rfind('\n'); nl != std::string::npos && chunk.size() < d.text.size()) chunk.resize(nl + 1);
+    std::string chunk = head.substr(0, std::min(head.size(), kExtraContextBytes - out.size()));
+    // Whole lines only where the budget cut the document (the same files then
+    // give the same bytes, so the engine reuses their KV prefix).
+    const bool cut = chunk.size() < head.size() || head.size() == kExtraContextBytes;
+    if (const size_t nl = chunk.rfind('\n'); nl != std::string::npos && cut) chunk.resize(nl + 1);
     if (chunk.empty()) continue;
     out += "// " + u + "\n" + chunk;
     if (out.back() != '\n') out += '\n';
