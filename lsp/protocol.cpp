@@ -95,26 +95,23 @@ Position read_position(const Fields& f) {
 
 Range read_range(const Fields& f) { return {read_position(f.object("start")), read_position(f.object("end"))}; }
 
-bool has_path(const json& j, std::initializer_list<const char*> keys) {
+// The value at a path of object keys, or nullptr.
+const json* at_path(const json& j, std::initializer_list<const char*> keys) {
   const json* cur = &j;
   for (const char* k : keys) {
-    if (!cur->is_object()) return false;
+    if (!cur->is_object()) return nullptr;
     auto it = cur->find(k);
-    if (it == cur->end()) return false;
+    if (it == cur->end()) return nullptr;
     cur = &*it;
   }
-  return true;
+  return cur;
 }
 
+bool has_path(const json& j, std::initializer_list<const char*> keys) { return at_path(j, keys) != nullptr; }
+
 bool flag_at(const json& j, std::initializer_list<const char*> keys) {
-  const json* cur = &j;
-  for (const char* k : keys) {
-    if (!cur->is_object()) return false;
-    auto it = cur->find(k);
-    if (it == cur->end()) return false;
-    cur = &*it;
-  }
-  return cur->is_boolean() && cur->get<bool>();
+  const json* v = at_path(j, keys);
+  return v && v->is_boolean() && v->get<bool>();
 }
 
 // The chat fields of an object: messages, and the code (uri, range).

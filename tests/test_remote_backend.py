@@ -138,6 +138,17 @@ class TlsProxy:
         self.httpd.shutdown()
 
 
+def chat_until_answered(c, failure, seconds=60):
+    """Asks a chat again until it is answered (the server is coming back)."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            return c.request("moelsp/chat", {"messages": [{"role": "user", "content": "What is a list?"}]})
+        except RuntimeError:
+            time.sleep(0.5)
+    fail(failure)
+
+
 class DyingServer:
     """A remote that starts an answer and dies in the middle of it: streams
     two events of a chat, then, when told, resets the connection and stops
@@ -199,15 +210,7 @@ def check_killed_mid_stream(budget):
     took = time.time() - t0
     restarted, _ = serve(dying.port)
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                r, _ = c.request("moelsp/chat", {"messages": [{"role": "user", "content": "What is a list?"}]})
-                break
-            except RuntimeError:
-                time.sleep(0.5)
-        else:
-            fail("the LSP did not recover when a server came back on the address")
+        chat_until_answered(c, "the LSP did not recover when a server came back on the address")
     finally:
         restarted.send_signal(signal.SIGTERM)
         restarted.wait(timeout=10)
@@ -296,15 +299,7 @@ def main():
         if "cannot connect" not in st["backend"]["lastError"]:
             fail(f"the status does not name the failure: {st['backend']}")
         server, _ = serve(port)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                r, _ = remote_lsp.request("moelsp/chat", {"messages": [{"role": "user", "content": "What is a list?"}]})
-                break
-            except RuntimeError:
-                time.sleep(0.5)
-        else:
-            fail("the LSP did not recover when the server came back")
+        chat_until_answered(remote_lsp, "the LSP did not recover when the server came back")
         st, _ = remote_lsp.request("moelsp/status", {})
         if st["backend"]["lastError"]:
             fail(f"the error stays after recovery: {st['backend']}")
