@@ -243,4 +243,3 @@ async function onConfigurationChanged(e: vscode.ConfigurationChangeEvent) {
   // settings reload its engine in place (status: loading, then ready).
   await client.sendNotification('workspace/didChangeConfiguration', { settings: { moelsp: serverSettings() } });
 }
-}
