@@ -13,6 +13,7 @@ namespace moelsp::lsp {
 // ---- replies ------------------------------------------------------------------------
 
 struct Reply::State {
+  State(json i, Send s, std::string m) : id(std::move(i)), send(std::move(s)), method(std::move(m)) {}
   json id;
   Send send;
   std::string method;

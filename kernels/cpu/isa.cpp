@@ -1,5 +1,7 @@
 #include "kernels/isa.h"
 
+#include <cpuid.h>
+
 #include <atomic>
 #include <cstdlib>
 
@@ -8,8 +10,10 @@ namespace {
 
 Isa detect() {
   __builtin_cpu_init();
-  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
-    return Isa::Generic;
+  // F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports has no "f16c".
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c)) return Isa::Generic;
   // 256-bit vpdpbusd needs AVX512VL on top of VNNI (AVX-VNNI alone, the
   // VEX-encoded form on some client CPUs, is not used yet).
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (tests/fuzz, clang with ASan + UBSan) and runs
+# each for SECONDS (default 60) on a copy of its seed corpus, printing the
+# executions, coverage and any finding (a crash leaves crash-* in build-fuzz/).
+#
+#   tools/fuzz.sh [SECONDS] [TARGET...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-60}
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_gguf fuzz_transport fuzz_documents fuzz_tokenizer)
+build=build-fuzz
+CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOELSP_FUZZ=ON \
+  -DMOELSP_TESTS=OFF -DMOELSP_BENCH=OFF -DMOELSP_CUDA=OFF >/dev/null
+cmake --build "$build" --target "${targets[@]}"
+# The GGUF target's seeds: the head of each reference model (header, metadata
+# and the tensor table) and one whole small vocabulary file.
+mkdir -p "$build/corpus/fuzz_gguf"
+for f in tests/data/reference/*.gguf; do head -c 16384 "$f" >"$build/corpus/fuzz_gguf/$(basename "$f").head"; done
+status=0
+for t in "${targets[@]}"; do
+  mkdir -p "$build/corpus/$t"
+  [ -d "tests/fuzz/corpus/$t" ] && cp -n tests/fuzz/corpus/$t/* "$build/corpus/$t/" 2>/dev/null || true
+  echo "== $t: ${seconds}s"
+  if ! (cd "$build" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        "./tests/fuzz/$t" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=4096 \
+        -print_final_stats=1 "corpus/$t" 2>"$t.log"); then
+    echo "$t: FINDING (see $build/$t.log and $build/crash-*)"
+    tail -40 "$build/$t.log"
+    status=1
+  fi
+  grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|cov: " "$build/$t.log" | tail -3
+done
+exit $status
