@@ -10,15 +10,23 @@
 #include "engine/tokenizer.h"
 
 namespace {
+std::unique_ptr<moelsp::Tokenizer> bpe, spm;
+
 std::unique_ptr<moelsp::Tokenizer> load(const char* name) {
   const auto f = moelsp::gguf::File::open(std::string(MOELSP_TEST_DATA) + "/vocab/" + name);
   return moelsp::Tokenizer::from_gguf(f);
 }
 }  // namespace
 
+// Loading the vocabularies takes seconds under ASan: here, outside the
+// per-input timeout (the first input would otherwise time out).
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  bpe = load("ggml-vocab-deepseek-coder.gguf");
+  spm = load("ggml-vocab-llama-spm.gguf");
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const auto bpe = load("ggml-vocab-deepseek-coder.gguf");
-  static const auto spm = load("ggml-vocab-llama-spm.gguf");
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   for (const auto* t : {bpe.get(), spm.get()}) {
     for (bool special : {false, true}) {
