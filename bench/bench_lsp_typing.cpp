@@ -6,9 +6,13 @@
 // code as `moelsp lsp`.
 //
 //   moelsp_bench_lsp_typing [--model FILE] [--file SRC] [--keys N] [--interval-ms MS] [--chats N]
+//                           [--minutes M] [--report-s S]
 //
 // With --chats N, N chat requests run the whole time (each one that ends is
-// sent again): completions must not wait behind them.
+// sent again): completions must not wait behind them. --minutes M types
+// for M minutes (a soak) and --report-s S prints, every S seconds, the
+// process's RSS and thread count and the latency percentiles of that window
+// (the server runs in this process), so growth over time shows.
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,14 +40,18 @@ int main(int argc, char** argv) {
   std::string model = std::string(MOELSP_SOURCE_DIR) + "/tests/data/reference/qwen3moe-ref.gguf";
   std::string file = std::string(MOELSP_SOURCE_DIR) + "/engine/arch/deepseek2.cpp";
   int keys = 300, interval_ms = 80, max_tokens = 16, threads = 0, chats = 0;
+  double minutes = 0, report_s = 0;
   app.add_option("--model", model, "GGUF model")->capture_default_str();
   app.add_option("--file", file, "Source file to type (its second half is typed)")->capture_default_str();
   app.add_option("--keys", keys, "Keystrokes to simulate")->capture_default_str();
   app.add_option("--interval-ms", interval_ms, "Milliseconds between keystrokes")->capture_default_str();
   app.add_option("--max-tokens", max_tokens, "completion.maxTokens")->capture_default_str();
   app.add_option("-t,--threads", threads, "Engine threads (0: physical cores)");
+  app.add_option("--minutes", minutes, "Type for this long instead of --keys (a soak)");
+  app.add_option("--report-s", report_s, "Print RSS, threads and latency every this many seconds");
   app.add_option("--chats", chats, "Chat requests kept running meanwhile")->capture_default_str()->check(CLI::Range(0, 64));
   CLI11_PARSE(app, argc, argv);
+  if (minutes > 0) keys = int(minutes * 60000 / interval_ms);
   spdlog::set_level(spdlog::level::warn);
 
   std::ifstream in(file);
@@ -123,7 +131,36 @@ int main(int argc, char** argv) {
   int col = 0;
   const auto t_start = Clock::now();
   int n = 0;
-  for (; n < keys && cursor < src.size(); ++n) {
+  const auto proc_status = [] {  // (VmRSS MiB, threads)
+    std::ifstream status("/proc/self/status");
+    double rss = 0;
+    int threads_now = 0;
+    for (std::string l; std::getline(status, l);) {
+      if (l.rfind("VmRSS:", 0) == 0) rss = std::stod(l.substr(6)) / 1024;
+      if (l.rfind("Threads:", 0) == 0) threads_now = std::stoi(l.substr(8));
+    }
+    return std::pair{rss, threads_now};
+  };
+  auto next_report = t_start + std::chrono::duration<double>(report_s);
+  size_t reported = 0;
+  for (; n < keys; ++n) {
+    if (cursor >= src.size()) break;
+    if (report_s > 0 && Clock::now() >= next_report) {
+      std::vector<double> window;
+      {
+        std::lock_guard lock(mu);
+        window.assign(latency.begin() + long(reported), latency.end());
+        reported = latency.size();
+      }
+      std::sort(window.begin(), window.end());
+      const auto at = [&](double p) { return window.empty() ? 0.0 : window[std::min(window.size() - 1, size_t(p * window.size()))]; };
+      const auto [rss, nthreads] = proc_status();
+      fmt::print("t={:.0f}s keys={} rss={:.1f} MiB threads={} latency p50 {:.1f} p95 {:.1f} ms ({} answers)\n",
+                 std::chrono::duration<double>(Clock::now() - t_start).count(), n, rss, nthreads, at(0.5), at(0.95),
+                 window.size());
+      std::fflush(stdout);
+      next_report += std::chrono::duration<double>(report_s);
+    }
     // One key is one character: a whole UTF-8 sequence (positions count UTF-16 units).
     const auto lead = static_cast<unsigned char>(src[cursor]);
     const size_t len = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
