@@ -8,16 +8,12 @@
 #include <chrono>
 #include <fstream>
 #include <future>
-#include <random>
 #include <set>
 #include <thread>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "engine/gguf.h"
-#include "engine/tokenizer.h"
-#include "assist/completion.h"
 #include "lsp/documents.h"
 #include "lsp/server.h"
 #include "lsp/server_impl.h"
@@ -227,169 +223,6 @@ TEST_CASE("UTF-16 positions, CRLF and incremental edits") {
   REQUIRE(d.change("file:///x.py", 4, std::nullopt, "new"));
   CHECK(d.get("file:///x.py")->text == "new");
   CHECK(!d.change("file:///other.py", 1, std::nullopt, ""));
-}
-
-TEST_CASE("completion post-processing") {
-  CompletionContext ctx = make_context("x = foo(\n", 8, 1000, 1000);
-  CHECK(!ctx.single_line);
-  CHECK(postprocess("a, b)\n\n\n", ctx) == "a, b)");
-  ctx = make_context("x = foo()\n", 8, 1000, 1000);  // cursor between ( and )
-  CHECK(ctx.single_line);
-  CHECK(postprocess("a, b)\nmore", ctx) == "a, b");  // the ) already follows the cursor
-  ctx = make_context("def f():\n    \n    return 1\n", 13, 1000, 1000);
-  CHECK(postprocess("x = 2\n    return 1\n", ctx) == "x = 2");  // stops where it repeats the next line
-  CHECK(postprocess("    x = 2", ctx) == "x = 2");                // no doubled indentation
-  // the prefix window starts at a stable line (a multiple of 32) while typing
-  std::string big;
-  for (int i = 0; i < 200; ++i) big += "line " + std::to_string(i) + " of some code\n";
-  const auto a = make_context(big, big.size() - 10, 2000, 100), b = make_context(big, big.size() - 5, 2000, 100);
-  CHECK(a.prefix.substr(0, 40) == b.prefix.substr(0, 40));
-  CHECK(a.prefix.size() <= 2000);
-}
-
-TEST_CASE("degenerate suggestions are cut back to their last sensible line or dropped") {
-  const CompletionContext body = make_context("def area(width, height):\n    ", 29, 1000, 1000);
-  REQUIRE(!body.single_line);
-  std::string lens = "self.assertEqual(";
-  for (int i = 0; i < 29; ++i) lens += "len(";
-  CHECK(postprocess(lens, body).empty());  // what a real VS Code showed: 29 unclosed len(
-  CHECK(postprocess("area = width * height\nprint(" + lens, body) == "area = width * height");
-  // the same line again and again: the first copy stays
-  CHECK(postprocess("return width * height\nreturn width * height\nreturn width * height\nreturn width", body) ==
-        "return width * height");
-  // a long line written twice (what the default model did in a real VS Code)
-  CHECK(postprocess("x = 1\nthe file, and return the file, or None,\nthe file, and return the file, or None,", body) ==
-        "x = 1\nthe file, and return the file, or None,");
-  CHECK(postprocess("i += 1\ni += 1", body) == "i += 1\ni += 1");  // short lines may repeat
-  // a block of two lines written three times
-  CHECK(postprocess("a = 1\nb = 2\na = 1\nb = 2\na = 1\nb = 2\n", body) == "a = 1\nb = 2");
-  // alternating tokens
-  CHECK(postprocess("foo bar foo bar foo bar foo bar foo bar", body).empty());
-  CHECK(postprocess("x = 1\ny = foo bar foo bar foo bar foo bar foo bar", body) == "x = 1");
-  // runaway openers on one line
-  CHECK(postprocess("x = f(g(h(i(j", body).empty());
-  // closers: as many as the text before the cursor opened, no more
-  const CompletionContext call = make_context("print(foo(x", 11, 1000, 1000);
-  CHECK(postprocess("))))))", call) == "))");
-  CHECK(postprocess("))))))))\nmore", body).empty());
-  // nothing but whitespace or punctuation
-  CHECK(postprocess("   \n\t\n  ", body).empty());
-  CHECK(postprocess("?? !! @@ ^^ &&", body).empty());
-  CHECK(postprocess("... ;; ,, :", body) == "... ;; ,, :");  // rulers, separators: not noise
-  // sensible code survives
-  CHECK(postprocess("# " + std::string(60, '-'), body) == "# " + std::string(60, '-'));
-  CHECK(postprocess("x = [0, 0, 0, 0]", body) == "x = [0, 0, 0, 0]");
-  CHECK(postprocess("return area(f(g(x)))", body) == "return area(f(g(x)))");
-  CHECK(postprocess("if x:\n        y = 1\n    return y", body) == "if x:\n        y = 1\n    return y");
-  CHECK(postprocess("| --- | --- | --- | --- |", body) == "| --- | --- | --- | --- |");
-  const CompletionContext after_open = make_context("print(", 6, 100, 100);
-  CHECK(postprocess("x)", after_open) == "x)");
-  CHECK(postprocess(")", make_context("f(a, b", 6, 100, 100)) == ")");
-
-  // the first copy of a looping line starts at the cursor, after indentation
-  CHECK(postprocess("self.check(x)\n        self.check(x)\n        self.check(x)\n", body) == "self.check(x)");
-  // a short unit repeated: `_to` five times
-  CHECK(postprocess("x = _format_from_to_to_to_to_to", body).empty());
-  // a table of numbers may run on for a while, not forever
-  CHECK(postprocess("x = [0, 0, 0, 0, 0, 0, 0]", body) == "x = [0, 0, 0, 0, 0, 0, 0]");
-  CHECK(postprocess("x = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0", body).empty());
-
-  // ordinary code that looks like the rules' targets
-  const std::string js = "a(function () {\n  b(function () {\n    c();\n";
-  CHECK(postprocess("  });\n});", make_context(js, js.size(), 1000, 1000)) == "  });\n});");  // closers at three depths
-  const std::string nested = "if (a) {\n  if (b) {\n    if (c) {\n      f();\n";
-  CHECK(postprocess("    }\n  }\n}", make_context(nested, nested.size(), 1000, 1000)) == "    }\n  }\n}");
-  CHECK(postprocess("const int MOD = 1000000007;", body) == "const int MOD = 1000000007;");
-  CHECK(postprocess("mask = 0xFFFFFFFF", body) == "mask = 0xFFFFFFFF");
-  const std::string rust = "fn greet(name: &'static str) {\n    println!(\"hi\");\n";
-  CHECK(postprocess("}", make_context(rust, rust.size(), 1000, 1000)) == "}");
-  std::string cpp = "namespace foo {\n";
-  for (int i = 0; i < 40; ++i) cpp += "int x" + std::to_string(i) + ";\n";
-  const CompletionContext cut = make_context(cpp, cpp.size(), 100, 100);
-  REQUIRE(!cut.prefix_whole);  // the opener is above the window: the closer stays
-  CHECK(postprocess("}  // namespace foo", cut) == "}  // namespace foo");
-
-  // During generation only settled lines are judged, but a loop is a loop
-  // however its line goes on: decoding can stop inside it.
-  CHECK(degenerate_at("x = 1\nlen(len(len(len(len(", true) == 6);
-  CHECK(degenerate_at("x = f(g(h(i(", true) == std::string::npos);  // may still close
-  CHECK(degenerate_at("x = f(g(h(i(", false) == 0);
-  CHECK(degenerate_at("y\ny\ny", true) == std::string::npos);  // the third y may go on
-  CHECK(degenerate_at("y\ny\ny\n", true) == 2);
-  CHECK(degenerate_at("return x\n", true) == std::string::npos);
-}
-
-TEST_CASE("a suggestion that starts the cursor's line over continues it instead") {
-  const CompletionContext ret = make_context("def f(x):\n    return ", 21, 1000, 1000);
-  CHECK(postprocess("    return 0", ret) == "0");
-  CHECK(postprocess("return x + 1", ret) == "x + 1");
-  CHECK(postprocess("x + 1", ret) == "x + 1");
-  const CompletionContext call = make_context("def f(items):\n    return len(", 29, 1000, 1000);
-  CHECK(postprocess("    return len(items)", call) == "items)");
-  // continuations that begin like the text before the cursor
-  CHECK(postprocess("_init__(self):", make_context("class A:\n    def _", 19, 1000, 1000)) == "_init__(self):");
-  CHECK(postprocess("/ TODO", make_context("x = 1\n/", 7, 1000, 1000)) == "/ TODO");
-  CHECK(postprocess("      4096", make_context("#define BUF_SIZE", 16, 1000, 1000)) == "      4096");
-  // a new line's content without the new line: nothing sensible to insert here
-  const CompletionContext header = make_context("def f(x):", 9, 1000, 1000);
-  CHECK(postprocess("    return x", header).empty());
-  CHECK(postprocess("  # the identity", header) == "  # the identity");  // an inline comment keeps its spaces
-}
-
-TEST_CASE("post-processing never lengthens or reorders a suggestion (property)") {
-  const std::vector<std::string> pieces = {"len(", ")", "]", "}", "(", "[", "{", "x", "foo", " ", "  ", "\t", "\n",
-                                           "    ", "return ", "=", "0, ", ":", "#", "-", ".", "\"", "'", "\r\n",
-                                           "def f", "width", ";"};
-  const std::vector<std::pair<std::string, size_t>> docs = {
-      {"def area(width, height):\n    \n    return 1\n", 29}, {"x = foo()\n", 8}, {"print(foo(x", 11},
-      {"", 0}, {"  ", 2}, {"a = [\n", 6}, {"if (x) {\n  \n}\n", 11}};
-  std::mt19937 rng(1234);
-  for (int iter = 0; iter < 20000; ++iter) {
-    std::string raw;
-    const int n = int(rng() % 40);
-    for (int i = 0; i < n; ++i) raw += pieces[rng() % pieces.size()];
-    const auto& [doc, cursor] = docs[rng() % docs.size()];
-    const CompletionContext ctx = make_context(doc, cursor, 1000, 1000);
-    const std::string out = postprocess(raw, ctx);
-    // `out` is raw with some leading whitespace dropped and a tail cut.
-    const size_t lead = raw.find_first_not_of(" \t");
-    bool ok = out.empty() || raw.compare(0, out.size(), out) == 0;
-    if (!ok && lead != std::string::npos) ok = raw.compare(lead, out.size(), out) == 0;
-    INFO("raw: " << nlohmann::json(raw).dump() << " out: " << nlohmann::json(out).dump());
-    REQUIRE(ok);
-    REQUIRE(out.size() <= raw.size());
-    // and what is left is not itself degenerate
-    REQUIRE(degenerate_at(out) == std::string::npos);
-  }
-}
-
-TEST_CASE("FIM prompt fits the token budget, keeping the text nearest the cursor") {
-  const auto file = moelsp::gguf::File::open(moelsp::test::data_path("reference/deepseek2-lite-ref.gguf"));
-  const auto tok = moelsp::Tokenizer::from_gguf(file);
-  const auto& sp = tok->special();
-  std::string prefix, suffix;
-  for (int i = 0; i < 300; ++i) prefix += "value_" + std::to_string(i) + " = compute(" + std::to_string(i) + ")\n";
-  for (int i = 0; i < 100; ++i) suffix += "after_" + std::to_string(i) + " = 1\n";
-  const CompletionContext ctx{prefix + "result = ", suffix, false};
-  const auto full = fim_prompt(*tok, ctx);
-  REQUIRE(full.size() > 1000);
-  for (size_t budget : {64, 200, 500}) {
-    const auto p = fim_prompt(*tok, ctx, budget);
-    CHECK(p.size() == budget);  // both sides are longer than their share: the budget is used exactly
-    const auto suf = std::find(p.begin(), p.end(), sp.fim_suf);
-    const auto mid = std::find(p.begin(), p.end(), sp.fim_mid);
-    REQUIRE(suf != p.end());
-    REQUIRE(mid == p.end() - 1);
-    CHECK(size_t(mid - suf - 1) <= budget / 4);  // the suffix keeps at most a quarter
-    // The prefix keeps its end: the tokens just before the cursor are those of the full prompt.
-    const auto full_suf = std::find(full.begin(), full.end(), sp.fim_suf);
-    CHECK(std::equal(suf - 10, suf, full_suf - 10));
-    // The suffix keeps its start.
-    CHECK(std::equal(suf + 1, suf + 6, full_suf + 1));
-  }
-  // Short text: nothing is cut, whatever the budget.
-  const CompletionContext small{"x = ", "\n", false};
-  CHECK(fim_prompt(*tok, small, 64) == fim_prompt(*tok, small));
 }
 
 TEST_CASE("inline and classic completions on a reference model; capabilities follow the client") {
