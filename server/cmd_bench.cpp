@@ -111,12 +111,8 @@ int bench(const BenchOptions& o) {
     int moe_layers = 0;
     for (const auto& st : model->moe_stats()) {
       if (st.calls == 0 || st.expert_tokens.empty()) continue;
-      double total = 0, h = 0;
-      for (auto t : st.expert_tokens) total += double(t);
-      for (auto t : st.expert_tokens)
-        if (t > 0) h -= double(t) / total * std::log(double(t) / total);
-      entropy_sum += h / std::log(double(st.expert_tokens.size()));
-      const double imb = st.thread_load_max > 0 ? (st.thread_load_max - st.thread_load_min) / st.thread_load_max : 0;
+      entropy_sum += st.entropy();
+      const double imb = st.thread_imbalance();
       imbalance_sum += imb;
       imbalance_max = std::max(imbalance_max, imb);
       ++moe_layers;

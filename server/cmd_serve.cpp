@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <signal.h>
 
-#include <cmath>
 #include <cstdio>
 #include <thread>
 
@@ -51,14 +50,9 @@ std::string engine_metrics(const Engine& e, const Model& m) {
   for (size_t layer = 0; layer < stats.size(); ++layer) {
     const MoeLayerStats& st = stats[layer];
     if (st.calls == 0 || st.expert_tokens.size() < 2) continue;
-    double total = 0, h = 0;
-    for (auto t : st.expert_tokens) total += double(t);
-    for (auto t : st.expert_tokens)
-      if (t > 0) h -= double(t) / total * std::log(double(t) / total);
     const std::string label = "{layer=\"" + std::to_string(layer) + "\"} ";
-    entropy += "moelsp_expert_activation_entropy" + label + std::to_string(h / std::log(double(st.expert_tokens.size()))) + "\n";
-    const double imb = st.thread_load_max > 0 ? (st.thread_load_max - st.thread_load_min) / st.thread_load_max : 0;
-    imbalance += "moelsp_thread_load_imbalance" + label + std::to_string(imb) + "\n";
+    entropy += "moelsp_expert_activation_entropy" + label + std::to_string(st.entropy()) + "\n";
+    imbalance += "moelsp_thread_load_imbalance" + label + std::to_string(st.thread_imbalance()) + "\n";
   }
   return out + entropy + imbalance;
 }

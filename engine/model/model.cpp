@@ -186,6 +186,19 @@ void check_finite(const gguf::File& f) {
 
 }  // namespace
 
+double MoeLayerStats::entropy() const {
+  double total = 0, h = 0;
+  for (auto t : expert_tokens) total += double(t);
+  if (total <= 0 || expert_tokens.size() < 2) return 0;
+  for (auto t : expert_tokens)
+    if (t > 0) h -= double(t) / total * std::log(double(t) / total);
+  return h / std::log(double(expert_tokens.size()));
+}
+
+double MoeLayerStats::thread_imbalance() const {
+  return thread_load_max > 0 ? (thread_load_max - thread_load_min) / thread_load_max : 0;
+}
+
 std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& opt) {
   std::unique_ptr<gguf::File> f;
   try {

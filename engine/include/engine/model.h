@@ -106,6 +106,11 @@ struct MoeLayerStats {
   std::vector<int64_t> expert_tokens;  // tokens routed to each expert
   double thread_load_max = 0, thread_load_min = 0;  // planned work of the busiest / idlest thread, summed
   int64_t calls = 0;
+  // How evenly the router spreads tokens over experts: the entropy of the
+  // distribution over log(experts), 1 = uniform (0 with no tokens).
+  double entropy() const;
+  // How evenly the expert work was split over threads: (max − min) / max.
+  double thread_imbalance() const;
 };
 
 // How routed experts' bytes are managed (engine/model/experts.cpp). Set from
