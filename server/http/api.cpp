@@ -31,7 +31,6 @@ HttpResponse ok(const json& j) {
   return r;
 }
 
-// A request field of the expected type, or a 400 that names it.
 // A "model" this server does not serve.
 struct UnknownModel {
   std::string requested, served;
@@ -46,6 +45,8 @@ struct Busy {
 struct BadField : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// A request field of the expected type, or a 400 that names it.
 template <class T>
 T field(const json& j, const char* name, T fallback) {
   if (!j.contains(name) || j[name].is_null()) return fallback;
