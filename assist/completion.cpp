@@ -164,37 +164,56 @@ size_t degenerate_at(const std::string& text, bool complete_lines_only) {
   return cut;
 }
 
-CompletionContext make_context(const std::string& text, size_t cursor, size_t max_prefix, size_t max_suffix) {
-  cursor = std::min(cursor, text.size());
-  CompletionContext c;
-  // The prefix starts at a line whose number is a multiple of kAnchorLines:
-  // while the user types, the start stays put (it moves only when the budget
-  // forces a jump of kAnchorLines lines), so the prompt grows only at its end
-  // and the engine reuses the KV cache of everything before the cursor.
-  constexpr size_t kAnchorLines = 32;
-  std::vector<size_t> anchors{0};  // byte offsets of lines 0, 32, 64, ... before the cursor
-  size_t line = 0;
-  for (size_t i = 0; i < cursor; ++i)
-    if (text[i] == '\n' && ++line % kAnchorLines == 0 && i + 1 <= cursor) anchors.push_back(i + 1);
-  size_t begin = anchors.back();
-  for (size_t a : anchors)
-    if (cursor - a <= max_prefix) {
-      begin = a;
-      break;
-    }
-  if (cursor - begin > max_prefix) {  // one huge line: fall back to a byte cut at a line start
-    begin = cursor - max_prefix;
-    const size_t nl = text.find('\n', begin);
-    if (nl != std::string::npos && nl < cursor) begin = nl + 1;
+namespace {
+
+// The anchor line the prefix starts at: the earliest line whose number is a
+// multiple of kAnchorLines and that lies within max_prefix bytes of the
+// cursor — or, when none does, the last one before the cursor. While the
+// user types, the start stays put (it moves only when the budget forces a
+// jump of kAnchorLines lines), so the prompt grows only at its end and the
+// engine reuses the KV cache of everything before the cursor.
+size_t anchor_begin(std::string_view text, size_t cursor, size_t max_prefix) {
+  size_t last = 0, line = 0;
+  if (cursor <= max_prefix) return 0;
+  for (size_t i = text.find('\n'); i != std::string_view::npos && i < cursor; i = text.find('\n', i + 1)) {
+    if (++line % kAnchorLines != 0) continue;
+    last = i + 1;
+    if (cursor - last <= max_prefix) return last;
   }
-  c.prefix = text.substr(begin, cursor - begin);
-  c.prefix_whole = begin == 0;
+  return last;
+}
+
+// The suffix's end: at most max_suffix bytes, cut after a whole line where
+// one ends in them.
+size_t suffix_end(std::string_view text, size_t cursor, size_t max_suffix) {
   size_t end = std::min(text.size(), cursor + max_suffix);
   if (end < text.size()) {
     const size_t nl = text.rfind('\n', end);
-    if (nl != std::string::npos && nl > cursor) end = nl + 1;
+    if (nl != std::string_view::npos && nl > cursor) end = nl + 1;
   }
-  c.suffix = text.substr(cursor, end - cursor);
+  return end;
+}
+
+}  // namespace
+
+Excerpt excerpt_bounds(std::string_view text, size_t cursor, size_t max_prefix, size_t max_suffix) {
+  cursor = std::min(cursor, text.size());
+  return {anchor_begin(text, cursor, max_prefix), suffix_end(text, cursor, max_suffix)};
+}
+
+CompletionContext make_context(std::string_view text, size_t cursor, size_t max_prefix, size_t max_suffix,
+                               bool starts_document) {
+  cursor = std::min(cursor, text.size());
+  CompletionContext c;
+  size_t begin = anchor_begin(text, cursor, max_prefix);
+  if (cursor - begin > max_prefix) {  // one huge line: fall back to a byte cut at a line start
+    begin = cursor - max_prefix;
+    const size_t nl = text.find('\n', begin);
+    if (nl != std::string_view::npos && nl < cursor) begin = nl + 1;
+  }
+  c.prefix = std::string(text.substr(begin, cursor - begin));
+  c.prefix_whole = begin == 0 && starts_document;
+  c.suffix = std::string(text.substr(cursor, suffix_end(text, cursor, max_suffix) - cursor));
   const size_t eol = c.suffix.find('\n');
   c.single_line = !trim(c.suffix.substr(0, eol)).empty();
   return c;

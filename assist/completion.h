@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/tokenizer.h"
@@ -17,8 +18,25 @@ struct CompletionContext {
   bool prefix_whole = true;  // the prefix starts at the start of the document (nothing cut off above)
 };
 
-CompletionContext make_context(const std::string& text, size_t cursor, size_t max_prefix_bytes,
-                               size_t max_suffix_bytes);
+// The prefix starts at a line whose number is a multiple of kAnchorLines
+// (see make_context), so that it stays put while the user types.
+constexpr size_t kAnchorLines = 32;
+
+// `text` may be an excerpt of a document that starts at one of its anchor
+// lines (excerpt_bounds): then `starts_document` says whether the excerpt
+// is the document's start, and the context is the same as the whole
+// document's.
+CompletionContext make_context(std::string_view text, size_t cursor, size_t max_prefix_bytes,
+                               size_t max_suffix_bytes, bool starts_document = true);
+
+// The bytes [begin, end) of a document that make_context reads for a cursor:
+// from the anchor line its prefix starts at to the end of its suffix. A
+// caller holding a large document copies only these (a completion in a
+// 20 MB file copies kilobytes, not the file).
+struct Excerpt {
+  size_t begin = 0, end = 0;
+};
+Excerpt excerpt_bounds(std::string_view text, size_t cursor, size_t max_prefix_bytes, size_t max_suffix_bytes);
 
 // [BOS] <fim_prefix> prefix <fim_suffix> suffix <fim_middle> when the model has
 // FIM tokens; otherwise [BOS] prefix (left-to-right completion). With a budget

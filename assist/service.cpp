@@ -62,6 +62,16 @@ void Service::remember(const CompletionContext& ctx, const std::string& text) {
   if (cache_.size() > kCacheEntries) cache_.pop_back();
 }
 
+CompletionQuery query_at(std::string_view document, size_t cursor) {
+  cursor = std::min(cursor, document.size());
+  const Excerpt e = excerpt_bounds(document, cursor, kMaxPrefixBytes, kMaxSuffixBytes);
+  CompletionQuery q;
+  q.text = std::string(document.substr(e.begin, e.end - e.begin));
+  q.cursor = cursor - e.begin;
+  q.text_offset = e.begin;
+  return q;
+}
+
 CompletionAnswer Service::complete(const CompletionQuery& q, Ticket& ticket) {
   const auto t_start = Clock::now();
   {
@@ -69,7 +79,7 @@ CompletionAnswer Service::complete(const CompletionQuery& q, Ticket& ticket) {
     ++counts_.requests;
   }
   CompletionAnswer out;
-  const CompletionContext ctx = make_context(q.text, q.cursor, kMaxPrefixBytes, kMaxSuffixBytes);
+  const CompletionContext ctx = make_context(q.text, q.cursor, kMaxPrefixBytes, kMaxSuffixBytes, q.text_offset == 0);
   const CompletionSettings& s = q.settings;
   // 1. The cache (not for an explicit request: it wants alternatives).
   if (!q.invoked) {

@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "assist/backend.h"
@@ -31,13 +32,20 @@ struct CompletionSettings {
 };
 
 struct CompletionQuery {
-  std::string text;         // the document
+  std::string text;         // the document, or the excerpt of it a completion reads (query_at)
   size_t cursor = 0;        // byte offset of the cursor in `text`
+  size_t text_offset = 0;   // where `text` starts in the document
   std::string extra;        // other files' text, ahead of the prefix, in a stable order
   bool invoked = false;     // the user asked: up to three alternatives, not from the cache
   int alternatives = 0;     // > 0: this many tries (the first greedy, the others sampled); 0: 3 if invoked, else 1
   CompletionSettings settings;
 };
+
+// The query for `cursor` (a byte offset) in a document of any size: `text`
+// holds only the excerpt the completion reads (excerpt_bounds with the
+// service's prefix and suffix budgets), and the context made from it is the
+// whole document's.
+CompletionQuery query_at(std::string_view document, size_t cursor);
 
 struct CompletionAnswer {
   std::vector<std::string> texts;  // best first; may be empty (nothing sensible to offer)

@@ -51,7 +51,7 @@ Position position_of(const std::string& text, size_t off) {
 
 void DocumentStore::open(const std::string& uri, const std::string& language, int version, std::string text) {
   std::lock_guard lock(mu_);
-  docs_[uri] = Document{uri, language, std::move(text), version};
+  docs_[uri] = Entry{language, std::make_shared<std::string>(std::move(text)), version};
 }
 
 bool DocumentStore::change(const std::string& uri, int version, const std::optional<Range>& range,
@@ -59,34 +59,43 @@ bool DocumentStore::change(const std::string& uri, int version, const std::optio
   std::lock_guard lock(mu_);
   auto it = docs_.find(uri);
   if (it == docs_.end()) return false;
-  Document& d = it->second;
+  Entry& d = it->second;
   if (!range) {
-    d.text = text;
+    d.text = std::make_shared<std::string>(text);
   } else {
-    const size_t a = offset_of(d.text, range->start), b = offset_of(d.text, range->end);
-    d.text.replace(std::min(a, b), (a < b ? b - a : 0), text);
+    // Snapshots are handed out only under mu_, so a count of 1 here means
+    // no one else holds this text (a holder letting go meanwhile only makes
+    // the copy unnecessary).
+    if (d.text.use_count() > 1) d.text = std::make_shared<std::string>(*d.text);
+    const size_t a = offset_of(*d.text, range->start), b = offset_of(*d.text, range->end);
+    d.text->replace(std::min(a, b), (a < b ? b - a : 0), text);
   }
   d.version = version;
   return true;
 }
 
-void DocumentStore::close(const std::string& uri) {
+size_t DocumentStore::close(const std::string& uri) {
   std::lock_guard lock(mu_);
-  docs_.erase(uri);
+  auto it = docs_.find(uri);
+  if (it == docs_.end()) return 0;
+  const size_t bytes = it->second.text->size();
+  docs_.erase(it);
+  return bytes;
 }
 
 std::optional<Document> DocumentStore::get(const std::string& uri) const {
   std::lock_guard lock(mu_);
   auto it = docs_.find(uri);
   if (it == docs_.end()) return std::nullopt;
-  return it->second;
+  const Entry& e = it->second;
+  return Document{uri, e.language, e.text, e.version};
 }
 
 std::vector<std::pair<std::string, std::string>> DocumentStore::heads(size_t max_bytes) const {
   std::lock_guard lock(mu_);
   std::vector<std::pair<std::string, std::string>> out;
   out.reserve(docs_.size());
-  for (const auto& [uri, d] : docs_) out.emplace_back(uri, d.text.substr(0, std::min(d.text.size(), max_bytes)));
+  for (const auto& [uri, d] : docs_) out.emplace_back(uri, d.text->substr(0, std::min(d.text->size(), max_bytes)));
   return out;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -27,8 +28,14 @@ size_t offset_of(const std::string& text, Position pos);
 // The position of byte offset `off` (clamped to the text).
 Position position_of(const std::string& text, size_t off);
 
+// A document as get() saw it. `text` is a snapshot shared with the store:
+// getting it copies nothing, and a later edit does not change it (the store
+// copies the text only when an edit arrives while a snapshot is held —
+// copy-on-write —, so a 20 MB file costs one copy per overlapping
+// completion at most, not one per keystroke or per request).
 struct Document {
-  std::string uri, language, text;
+  std::string uri, language;
+  std::shared_ptr<const std::string> text;
   int version = 0;
 };
 
@@ -37,7 +44,8 @@ class DocumentStore {
   void open(const std::string& uri, const std::string& language, int version, std::string text);
   // A full replacement (no range) or an edit of `range`. False if the document is not open.
   bool change(const std::string& uri, int version, const std::optional<Range>& range, const std::string& text);
-  void close(const std::string& uri);
+  // The size of the text closed (0 if it was not open).
+  size_t close(const std::string& uri);
   std::optional<Document> get(const std::string& uri) const;
   // Each open document's uri and its first `max_bytes` bytes (in uri order),
   // copied under the lock: never whole documents (a 20 MB file would be
@@ -45,8 +53,13 @@ class DocumentStore {
   std::vector<std::pair<std::string, std::string>> heads(size_t max_bytes) const;
 
  private:
+  struct Entry {
+    std::string language;
+    std::shared_ptr<std::string> text;  // never null
+    int version = 0;
+  };
   mutable std::mutex mu_;
-  std::map<std::string, Document> docs_;
+  std::map<std::string, Entry> docs_;
 };
 
 }  // namespace moelsp::lsp

@@ -14,10 +14,11 @@ namespace moelsp::lsp {
 namespace {
 
 std::string selection(const Document& d, const std::optional<Range>& range) {
-  if (!range) return d.text;
-  const size_t a = offset_of(d.text, range->start);
-  const size_t b = offset_of(d.text, range->end);
-  return a < b ? d.text.substr(a, b - a) : d.text;
+  const std::string& text = *d.text;
+  if (!range) return text;
+  const size_t a = offset_of(text, range->start);
+  const size_t b = offset_of(text, range->end);
+  return a < b ? text.substr(a, b - a) : text;
 }
 
 }  // namespace
@@ -79,7 +80,7 @@ void Server::Impl::chat(const std::string& command, const ChatParams& args, Repl
     };
     const assist::ChatAnswer a = service.chat(q, on_text, *ticket);
     progress(work_token, {{"kind", "end"}});
-    untrack(reply.id());
+    untrack(reply.id(), ticket);
     if (ticket->cancelled() || a.reason == FinishReason::Cancelled) return reply.error(kRequestCancelled, "request cancelled");
     if (a.reason == FinishReason::Error) return reply.error(kInternalError, a.error);
     reply({{"text", a.text}, {"finishReason", to_string(a.reason)}, {"tokensPerSecond", a.tokens_per_second}});

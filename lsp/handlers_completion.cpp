@@ -60,14 +60,14 @@ void Server::Impl::complete(const CompletionParams& params, Reply reply, bool in
     try {
       const auto doc = docs.get(uri);
       if (!doc) throw std::runtime_error("document not open: " + uri);
-      assist::CompletionQuery q;
-      q.text = doc->text;
-      q.cursor = offset_of(q.text, pos);
+      const std::string& text = *doc->text;  // a snapshot, not a copy
+      assist::CompletionQuery q = assist::query_at(text, offset_of(text, pos));
       if (selected) {  // complete as if the selected item were already inserted
-        const size_t a = offset_of(q.text, selected->range.start), b = offset_of(q.text, selected->range.end);
-        if (a <= b && b <= q.text.size()) {
-          q.text.replace(a, b - a, selected->text);
-          q.cursor = a + selected->text.size();
+        const size_t a = offset_of(text, selected->range.start), b = offset_of(text, selected->range.end);
+        // (The item's range is on the cursor's line, which the excerpt holds.)
+        if (a <= b && a >= q.text_offset && b - q.text_offset <= q.text.size()) {
+          q.text.replace(a - q.text_offset, b - a, selected->text);
+          q.cursor = a - q.text_offset + selected->text.size();
         }
       }
       q.extra = extra_context(docs, uri);
@@ -78,7 +78,7 @@ void Server::Impl::complete(const CompletionParams& params, Reply reply, bool in
     } catch (const std::exception& e) {
       answer.error = e.what();
     }
-    untrack(reply.id());
+    untrack(reply.id(), ticket);
     service.release(uri, ticket);
     if (answer.cancelled || ticket->cancelled()) return reply.error(kRequestCancelled, "request cancelled");
     if (!answer.error.empty()) return reply.error(kInternalError, answer.error);

@@ -1,6 +1,10 @@
 // Transport loop, dispatch table, lifecycle, documents, settings and status.
 #include "server.h"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <algorithm>
 
 #include <spdlog/spdlog.h>
@@ -9,6 +13,20 @@
 #include "server_impl.h"
 
 namespace moelsp::lsp {
+
+namespace {
+constexpr size_t kLargeMessageBytes = size_t(1) << 20;
+
+// glibc keeps freed heap pages mapped: after a large message (a whole-file
+// didOpen or didChange) or closing a large document, the transient copies —
+// the body, the parsed JSON, the params — or the text would stay in RSS.
+void release_free_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+}  // namespace
+
 
 // ---- replies ------------------------------------------------------------------------
 
@@ -255,13 +273,18 @@ void Server::Impl::enqueue(Lane lane, Reply reply, std::function<void()> job) {
 std::shared_ptr<assist::Ticket> Server::Impl::track(const json& id) {
   auto p = std::make_shared<assist::Ticket>();
   std::lock_guard lock(pending_mu);
-  pending[id.dump()] = p;
+  pending.emplace(id.dump(), p);
   return p;
 }
 
-void Server::Impl::untrack(const json& id) {
+void Server::Impl::untrack(const json& id, const std::shared_ptr<assist::Ticket>& ticket) {
   std::lock_guard lock(pending_mu);
-  pending.erase(id.dump());
+  auto [a, b] = pending.equal_range(id.dump());
+  for (auto it = a; it != b; ++it)
+    if (it->second == ticket) {
+      pending.erase(it);
+      return;
+    }
 }
 
 // The model a setting names, or the embedded default when it names none.
@@ -491,7 +514,8 @@ void Server::Impl::on_status(const NoParams&, Reply reply) { reply(status_json()
 
 void Server::Impl::on_cancel(const CancelParams& p) {
   std::lock_guard lock(pending_mu);
-  if (auto it = pending.find(p.id.dump()); it != pending.end()) it->second->cancel();
+  auto [a, b] = pending.equal_range(p.id.dump());
+  for (auto it = a; it != b; ++it) it->second->cancel();
 }
 
 void Server::Impl::on_set_trace(const SetTraceParams& p) { trace = p.value; }
@@ -534,7 +558,9 @@ void Server::Impl::on_did_change(const DidChangeParams& p) {
       return spdlog::warn("didChange for a document that is not open: {}", p.uri);
 }
 
-void Server::Impl::on_did_close(const DocumentParams& p) { docs.close(p.uri); }
+void Server::Impl::on_did_close(const DocumentParams& p) {
+  if (docs.close(p.uri) >= kLargeMessageBytes) release_free_memory();
+}
 void Server::Impl::on_did_save(const DocumentParams&) {}
 
 // ---- telemetry notifications ------------------------------------------------------
@@ -556,7 +582,12 @@ int Server::run() {
       spdlog::warn("skipping a malformed message: {}", m->error);
       continue;
     }
+    const bool large = m->body.size() >= kLargeMessageBytes;
     impl_->handle(m->body);
+    if (large) {
+      m.reset();
+      release_free_memory();
+    }
   }
   return impl_->exiting && impl_->shutdown_received ? 0 : 1;
 }

@@ -96,7 +96,10 @@ struct Server::Impl {
   PlanOverrides loaded_plan;
 
   std::mutex pending_mu;
-  std::unordered_map<std::string, std::shared_ptr<assist::Ticket>> pending;  // by id.dump()
+  // Requests in flight by id.dump(). A multimap: a client that reuses the id
+  // of a request still running (a protocol error, but seen) can still
+  // cancel both.
+  std::unordered_multimap<std::string, std::shared_ptr<assist::Ticket>> pending;
 
   struct Worklane {
     std::deque<std::function<void()>> queue;
@@ -147,7 +150,7 @@ struct Server::Impl {
   // with -32603 and its message.
   void enqueue(Lane lane, Reply reply, std::function<void()> job);
   std::shared_ptr<assist::Ticket> track(const json& id);
-  void untrack(const json& id);
+  void untrack(const json& id, const std::shared_ptr<assist::Ticket>& ticket);
   void start_loading();
   void start_remote(const Settings& s);
   // Drops the engine (or remote) and loads again from the current settings:

@@ -147,6 +147,39 @@ TEST_CASE("completion post-processing") {
   CHECK(a.prefix.size() <= 2000);
 }
 
+TEST_CASE("a completion reads an excerpt of a large document, and its context is the whole document's") {
+  std::mt19937 rng(7);
+  std::string doc;
+  for (int i = 0; i < 3000; ++i) {
+    const size_t len = rng() % 5 == 0 ? 0 : rng() % 120;
+    doc += std::string(rng() % 200 == 0 ? 9000 : len, char('a' + i % 26));  // now and then one huge line
+    doc += rng() % 7 == 0 ? "\r\n" : "\n";
+  }
+  for (int k = 0; k < 300; ++k) {
+    const size_t cursor = k == 0 ? 0 : k == 1 ? doc.size() : rng() % (doc.size() + 1);
+    for (const auto& [p, x] : {std::pair<size_t, size_t>{2000, 100}, {6000, 400}, {100, 5000}}) {
+      const Excerpt e = excerpt_bounds(doc, cursor, p, x);
+      REQUIRE(e.begin <= cursor);
+      REQUIRE(cursor <= e.end);
+      REQUIRE(e.end <= doc.size());
+      const CompletionContext whole = make_context(doc, cursor, p, x);
+      const CompletionContext part =
+          make_context(std::string_view(doc).substr(e.begin, e.end - e.begin), cursor - e.begin, p, x, e.begin == 0);
+      CHECK(part.prefix == whole.prefix);
+      CHECK(part.suffix == whole.suffix);
+      CHECK(part.single_line == whole.single_line);
+      CHECK(part.prefix_whole == whole.prefix_whole);
+    }
+  }
+  // The service's own budgets: kilobytes of a 20 MB document, not the document.
+  std::string huge;
+  while (huge.size() < (20u << 20)) huge += "    value = compute(value, " + std::to_string(huge.size()) + ")\n";
+  const CompletionQuery q = query_at(huge, huge.size() / 2);
+  CHECK(q.text.size() < 16384);
+  CHECK(q.text_offset + q.cursor == huge.size() / 2);
+  CHECK(huge.compare(q.text_offset, q.text.size(), q.text) == 0);
+}
+
 TEST_CASE("degenerate suggestions are cut back to their last sensible line or dropped") {
   const CompletionContext body = make_context("def area(width, height):\n    ", 29, 1000, 1000);
   REQUIRE(!body.single_line);

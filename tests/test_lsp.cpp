@@ -217,12 +217,28 @@ TEST_CASE("UTF-16 positions, CRLF and incremental edits") {
   DocumentStore d;
   d.open("file:///x.py", "python", 1, text);
   REQUIRE(d.change("file:///x.py", 2, Range{{0, 1}, {0, 3}}, "--"));  // replace 🦙
-  CHECK(d.get("file:///x.py")->text == "a--b\r\n\xc3\xa9x\ny");
+  CHECK(*d.get("file:///x.py")->text == "a--b\r\n\xc3\xa9x\ny");
   REQUIRE(d.change("file:///x.py", 3, Range{{1, 1}, {2, 0}}, ""));  // join lines 1 and 2
-  CHECK(d.get("file:///x.py")->text == "a--b\r\n\xc3\xa9y");
+  CHECK(*d.get("file:///x.py")->text == "a--b\r\n\xc3\xa9y");
   REQUIRE(d.change("file:///x.py", 4, std::nullopt, "new"));
-  CHECK(d.get("file:///x.py")->text == "new");
+  CHECK(*d.get("file:///x.py")->text == "new");
   CHECK(!d.change("file:///other.py", 1, std::nullopt, ""));
+}
+
+TEST_CASE("a document snapshot is shared, not copied, and later edits leave it unchanged") {
+  DocumentStore d;
+  d.open("file:///s.py", "python", 1, "abc\n");
+  const std::string* first = d.get("file:///s.py")->text.get();
+  // No snapshot held: an edit changes the text in place (no copy of a large file per keystroke).
+  REQUIRE(d.change("file:///s.py", 2, Range{{0, 3}, {0, 3}}, "d"));
+  CHECK(d.get("file:///s.py")->text.get() == first);
+  // A snapshot held (a completion reading it): the edit goes to a copy.
+  const auto held = d.get("file:///s.py");
+  CHECK(held->text.get() == first);
+  REQUIRE(d.change("file:///s.py", 3, Range{{0, 0}, {0, 0}}, ">"));
+  CHECK(*held->text == "abcd\n");
+  CHECK(*d.get("file:///s.py")->text == ">abcd\n");
+  CHECK(held->version == 2);
 }
 
 TEST_CASE("inline and classic completions on a reference model; capabilities follow the client") {
@@ -419,6 +435,30 @@ TEST_CASE("$/cancelRequest answers RequestCancelled promptly; a newer request ca
   // and the server still works
   c.request(33, "moelsp/status");
   CHECK(c.response()["id"] == 33);
+}
+
+TEST_CASE("one $/cancelRequest cancels every request in flight under that id") {
+  Client c;
+  json opts = model_options();
+  opts["completion"] = {{"maxTokens", 64}, {"timeBudgetMs", 600000}, {"debounceMs", 600000}};  // held until cancelled
+  c.initialize(opts);
+  wait_ready(c);
+  // Two documents, so that neither request supersedes the other; one id for
+  // both (a protocol error some clients make): the cancel reaches both.
+  for (const char* uri : {"file:///t/d1.py", "file:///t/d2.py"}) {
+    c.notify("textDocument/didOpen",
+             {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", "import os\n"}}}});
+    c.request(40, "textDocument/inlineCompletion", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 0}}}});
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto t0 = std::chrono::steady_clock::now();
+  c.notify("$/cancelRequest", {{"id", 40}});
+  for (int i = 0; i < 2; ++i) {
+    const json r = c.response();
+    CHECK(r["id"] == 40);
+    CHECK(r["error"]["code"] == -32800);
+  }
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
 }
 
 TEST_CASE("chat streams through $/progress; explain works on a selection; templates are required") {

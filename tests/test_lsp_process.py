@@ -2,7 +2,8 @@
 """`moelsp lsp` as a process: a client that closes the server's stdout (but
 keeps stdin open) gets an exit with a message, not a silent death by SIGPIPE;
 a model that fails to load is logged as an error on stderr at the default
-level and in --log-file.
+level and in --log-file; memory taken by a large document (20 MB opened,
+completed in, replaced five times in one write, closed) is given back.
 
     python3 tests/test_lsp_process.py MOELSP_BINARY
 """
@@ -25,6 +26,100 @@ def fail(msg):
 def frame(obj):
     body = json.dumps(obj).encode()
     return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Lsp:
+    def __init__(self, args):
+        self.p = subprocess.Popen([BINARY] + args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL)
+
+    def send(self, obj):
+        self.p.stdin.write(frame(obj))
+        self.p.stdin.flush()
+
+    def read(self):
+        header = b""
+        while not header.endswith(b"\r\n\r\n"):
+            c = self.p.stdout.read(1)
+            if not c:
+                fail("the server ended its output")
+            header += c
+        n = next(int(l.split(b":")[1]) for l in header.split(b"\r\n") if l.lower().startswith(b"content-length"))
+        return json.loads(self.p.stdout.read(n))
+
+    def answer(self, i):
+        while True:
+            m = self.read()
+            if m.get("id") == i and "method" not in m:
+                return m
+
+    def rss_mb(self):
+        with open(f"/proc/{self.p.pid}/status") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith("VmRSS")) / 1024
+
+
+def large_document_memory():
+    model = os.path.join(HERE, "data", "reference", "qwen3moe-ref.gguf")
+    if not os.path.exists(model):
+        fail(f"missing test data {model}")
+    c = Lsp(["lsp"])
+    c.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}, "initializationOptions": {
+        "model": model, "completion": {"debounceMs": 0, "maxTokens": 8}}}})
+    c.answer(1)
+    c.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+    while True:
+        m = c.read()
+        if m.get("method") == "moelsp/status" and m["params"]["state"] in ("ready", "error"):
+            if m["params"]["state"] != "ready":
+                fail(f"the model did not load: {m}")
+            break
+    uri = "file:///big.py"
+
+    def complete(i, line):
+        c.send({"jsonrpc": "2.0", "id": i, "method": "textDocument/inlineCompletion", "params": {
+            "textDocument": {"uri": uri}, "position": {"line": line, "character": 4}, "context": {"triggerKind": 2}}})
+        if "result" not in c.answer(i):
+            fail("a completion in the large document failed")
+
+    # The baseline: the engine has run once (its buffers are allocated).
+    c.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+        "uri": uri, "languageId": "python", "version": 1, "text": "def f(x):\n    \n"}}})
+    complete(2, 1)
+    c.send({"jsonrpc": "2.0", "method": "textDocument/didClose", "params": {"textDocument": {"uri": uri}}})
+    c.send({"jsonrpc": "2.0", "id": 3, "method": "moelsp/status"})
+    c.answer(3)
+    base = c.rss_mb()
+    doc = "".join(f"    value = compute(value, {i})\n" for i in range(600000))  # 20 MB
+    c.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+        "uri": uri, "languageId": "python", "version": 1, "text": doc}}})
+    for k in range(3):
+        complete(10 + k, 300000 + k)
+    # Five whole-text replacements in one write.
+    c.p.stdin.write(b"".join(frame({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+        "textDocument": {"uri": uri, "version": 2 + k}, "contentChanges": [{"text": doc}]}}) for k in range(5)))
+    c.p.stdin.flush()
+    complete(20, 100)
+    opened = c.rss_mb()
+    c.send({"jsonrpc": "2.0", "method": "textDocument/didClose", "params": {"textDocument": {"uri": uri}}})
+    c.send({"jsonrpc": "2.0", "id": 30, "method": "moelsp/status"})
+    c.answer(30)
+    closed = c.rss_mb()
+    c.send({"jsonrpc": "2.0", "id": 31, "method": "shutdown"})
+    c.answer(31)
+    c.send({"jsonrpc": "2.0", "method": "exit"})
+    c.p.wait(timeout=20)
+    mb = len(doc) / 2**20
+    print(f"a {mb:.0f} MB document: RSS {base:.0f} MB before, {opened:.0f} MB open (after 4 completions and 5 "
+          f"replacements), {closed:.0f} MB after closing")
+    # Open: the document and a little; each completion used to copy it (and
+    # glibc kept every transient copy of the messages mapped).
+    if opened - base > 3 * mb:
+        fail(f"RSS grew {opened - base:.0f} MB for a {mb:.0f} MB document")
+    if closed - base > mb:
+        fail(f"closing the document gave back too little: {closed - base:.0f} MB above the baseline")
 
 
 def main():
@@ -73,6 +168,7 @@ def main():
         if b"window/showMessage" not in out:
             fail("the client was not shown the failure")
         print("a failed load: an error on stderr and in --log-file, and window/showMessage to the client")
+    large_document_memory()
     print("lsp process test passed")
 
 

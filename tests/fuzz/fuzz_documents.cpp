@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (ordered) (void)docs.change("file:///f", version++, r, insert);
     i += 5 + n;
     const auto d = docs.get("file:///f");
-    if (d) (void)position_of(d->text, offset_of(d->text, r.start));
+    if (d) (void)position_of(*d->text, offset_of(*d->text, r.start));
   }
   return 0;
 }
