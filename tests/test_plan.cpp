@@ -1,10 +1,13 @@
 // The automatic plan on synthetic machines (this one is none of them): the
 // essential choices per machine, and that no plan exceeds the memory it was
 // given. Also the detection of this machine, config files and overrides.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
 #include <catch2/catch.hpp>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "engine/model.h"
 #include "engine/plan.h"
@@ -113,6 +116,7 @@ TEST_CASE("plan: 2 cores / 24 GB with a model that fits: all in RAM, no prefetch
   CHECK(p.block_size == 16);
   CHECK(p.kv_type == KvType::F16);
   CHECK(reason(p, "backend")->why == "no GPU found");
+  CHECK(p.warnings.empty());  // nothing fell back
 }
 
 TEST_CASE("plan: 16 GB with a model 1.5x larger: experts stream, predicted and prefetched, hot ones cached") {
@@ -129,6 +133,8 @@ TEST_CASE("plan: 16 GB with a model 1.5x larger: experts stream, predicted and p
   // The dense parts are resident: they are part of the planned use.
   CHECK(p.ram_bytes >= m.dense_bytes + p.kv_bytes);
   CHECK(reason(p, "weights")->why.find("exceed") != std::string::npos);
+  REQUIRE(p.warnings.size() == 1);
+  CHECK(p.warnings[0].find("streamed") != std::string::npos);
 }
 
 TEST_CASE("plan: 80 GB H100 with Qwen3-30B-A3B Q4_K_M: everything on the GPU") {
@@ -197,6 +203,7 @@ TEST_CASE("plan: streaming with little memory halves the context before failing"
   check_within_budget(hw, p);
   CHECK(p.ok);
   CHECK(p.n_ctx < 16384);
+  CHECK(std::any_of(p.warnings.begin(), p.warnings.end(), [](const std::string& w) { return w.find("halved") != std::string::npos; }));
 }
 
 TEST_CASE("plan: a GPU driver error is reported and the plan is for the CPU") {
@@ -214,6 +221,8 @@ TEST_CASE("plan: a GPU in a build without CUDA is not used") {
   const Plan p = make_plan(hw, qwen3_30b_q4km(), kGpu);
   CHECK(p.backend == "cpu");
   CHECK(reason(p, "backend")->why.find("no CUDA") != std::string::npos);
+  REQUIRE(p.warnings.size() == 1);
+  CHECK(p.warnings[0].find("RTX 4090") != std::string::npos);
 }
 
 TEST_CASE("plan: without a GPU forward pass the plan is for the CPU, and says so") {
@@ -223,6 +232,27 @@ TEST_CASE("plan: without a GPU forward pass the plan is for the CPU, and says so
   CHECK(p.weights == WeightPlacement::Ram);  // 19 GB fit 64 GB of RAM
   CHECK(reason(p, "backend")->why.find("RTX 4090") != std::string::npos);
   CHECK(reason(p, "backend")->why.find("CPU") != std::string::npos);
+  REQUIRE(p.warnings.size() == 1);
+  CHECK(p.warnings[0].find("unused") != std::string::npos);
+}
+
+TEST_CASE("plan fallbacks are logged as warnings when a model loads") {
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(16);
+  auto logger = std::make_shared<spdlog::logger>("test", sink);
+  const auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(logger);
+  PlanRequest req;
+  req.over.n_ctx = 1 << 20;  // beyond the model's training context
+  const std::string path = test::data_path("reference/qwen3moe-ref.gguf");
+  ProfileOptions po;
+  po.calibrate = false;
+  const PlannedModel r = load_planned(path, req, po);
+  spdlog::set_default_logger(previous);
+  REQUIRE(r.plan.warnings.size() == 1);
+  const std::vector<std::string> lines = sink->last_formatted();
+  REQUIRE(lines.size() == 1);
+  CHECK_THAT(lines[0], Catch::Contains("[warning]") && Catch::Contains(path) &&
+                           Catch::Contains("context 1048576 asked for, but the model was trained for"));
 }
 
 TEST_CASE("plan: overrides replace choices and say so") {

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "engine/gguf.h"
 #include "engine/plan.h"
@@ -119,6 +120,7 @@ PlannedModel load_planned(const std::string& path, const PlanRequest& req, Profi
   r.footprint = footprint(*r.model);
   r.plan = make_plan(r.hw, r.footprint, req);
   if (!r.plan.ok) throw ModelError(path + ": " + r.plan.error);
+  for (const std::string& w : r.plan.warnings) spdlog::warn("plan for {}: {}", path, w);
   r.model->configure_experts(r.plan.expert_options());
   return r;
 }
@@ -129,6 +131,7 @@ Plan make_plan(const HwProfile& hw, const ModelFootprint& m, const PlanRequest& 
   const auto why = [&](std::string key, std::string value, std::string reason) {
     p.reasons.push_back({std::move(key), std::move(value), std::move(reason)});
   };
+  const auto warn = [&](std::string w) { p.warnings.push_back(std::move(w)); };
 
   // ---- threads, context --------------------------------------------------------
   p.threads = plan_threads(hw, ov);
@@ -144,6 +147,8 @@ Plan make_plan(const HwProfile& hw, const ModelFootprint& m, const PlanRequest& 
       ov.n_ctx || req.n_ctx > 0 ? fmt::format("as requested, at most the training context {}", m.n_ctx_train)
       : p.n_ctx < 4096          ? "the model's training context (beyond it a model degrades)"
                                 : "4,096 tokens: an editor's prompt of prefix + suffix + context from other files");
+  if (const int asked = ov.n_ctx ? *ov.n_ctx : req.n_ctx; asked > p.n_ctx)
+    warn(fmt::format("context {} asked for, but the model was trained for {}: using {}", asked, m.n_ctx_train, p.n_ctx));
   const int conc = std::max(1, req.concurrency);
 
   // ---- KV layout ---------------------------------------------------------------
@@ -182,11 +187,14 @@ Plan make_plan(const HwProfile& hw, const ModelFootprint& m, const PlanRequest& 
   if (!(ov.gpu && *ov.gpu < 0) && !hw.gpus.empty()) {
     if (!hw.cuda_build) {
       why("backend", "cpu", "a GPU is present but this build has no CUDA (configure with MOELSP_CUDA=ON)");
+      warn(fmt::format("GPU {} ({}) unused: this build has no CUDA (configure with MOELSP_CUDA=ON)", hw.gpus[0].index,
+                       hw.gpus[0].name));
     } else if (!req.gpu_forward) {
       why("backend", "cpu",
           fmt::format("GPU {} ({}, {}) found, but this version computes on the CPU (the CUDA forward pass is a later "
                       "issue)",
                       hw.gpus[0].index, hw.gpus[0].name, sz(hw.gpus[0].vram_total)));
+      warn(fmt::format("GPU {} ({}) unused: this version computes on the CPU", hw.gpus[0].index, hw.gpus[0].name));
     } else {
       for (const GpuProfile& g : hw.gpus)
         if (ov.gpu ? g.index == *ov.gpu : (!gpu || g.vram_total > gpu->vram_total)) gpu = &g;
@@ -209,6 +217,8 @@ Plan make_plan(const HwProfile& hw, const ModelFootprint& m, const PlanRequest& 
     if (gpu_dense + uint64_t(kv) * bpt > p.vram_budget) {
       why("backend", "cpu", fmt::format("GPU {} ({}): dense weights {} + KV {} exceed its {} budget", gpu->index, gpu->name,
                                         sz(gpu_dense), sz(uint64_t(kv) * bpt), sz(p.vram_budget)));
+      warn(fmt::format("GPU {} ({}) unused: dense weights {} + KV {} exceed its {} budget", gpu->index, gpu->name,
+                       sz(gpu_dense), sz(uint64_t(kv) * bpt), sz(p.vram_budget)));
       gpu = nullptr;
     } else {
       p.backend = "cuda";
@@ -264,11 +274,16 @@ Plan make_plan(const HwProfile& hw, const ModelFootprint& m, const PlanRequest& 
     if (!kv_on_gpu) p.kv_tokens = std::max<int64_t>(kv_min, kv_tokens_fit(p.ram_budget - work - cpu_weights, p.kv_type));
     weights_why = fmt::format("{} of weights fit the {} budget with the KV cache cut to {} tokens", sz(cpu_weights),
                               sz(p.ram_budget), p.kv_tokens);
+    if (p.kv_tokens < kv_want)
+      warn(fmt::format("KV cache cut to {} tokens ({} wanted) to fit {} of weights in the {} memory budget", p.kv_tokens,
+                       kv_want, sz(cpu_weights), sz(p.ram_budget)));
   } else {
     p.weights = WeightPlacement::Stream;
     weights_why = fmt::format("{} of weights exceed the {} this process may use: dense parts stay in RAM, experts are read "
                               "from the file as the router picks them",
                               sz(cpu_weights), sz(p.ram_budget));
+    warn(fmt::format("{} of weights exceed the {} memory budget: experts are streamed from the file (slower decode)",
+                     sz(cpu_weights), sz(p.ram_budget)));
   }
   if (p.weights == WeightPlacement::Stream && !kv_on_gpu) {
     // Memory goes to experts before extra KV: keep one context per expected stream only while it costs ≤ ¼ of the budget.
@@ -277,13 +292,18 @@ Plan make_plan(const HwProfile& hw, const ModelFootprint& m, const PlanRequest& 
     if (!fits(cpu_dense, p.kv_tokens) && !ov.kv_type && m.kv_q8_ok && p.kv_type != KvType::Q8_0) {
       p.kv_type = KvType::Q8_0;
       kv_type_why = "q8_0: f16 rows for the context do not fit beside the dense weights (|Δlogit| ≈ 0.06 against f32)";
+      warn("KV cache stored as q8_0: f16 rows do not fit beside the dense weights");
     }
+    const int n_ctx_before = p.n_ctx;
     while (!fits(cpu_dense, p.kv_tokens) && p.n_ctx > 1024 && !ov.n_ctx && !ov.kv_tokens) {
       p.n_ctx /= 2;
       p.kv_tokens = p.n_ctx;
       for (Plan::Reason& r : p.reasons)
         if (r.key == "context") r = {r.key, std::to_string(p.n_ctx), "halved until the dense weights and one context of KV fit in memory"};
     }
+    if (p.n_ctx < n_ctx_before)
+      warn(fmt::format("context halved from {} to {} tokens to fit the dense weights and one context of KV in memory",
+                       n_ctx_before, p.n_ctx));
     if (!fits(cpu_dense, p.kv_tokens)) {
       p.ok = false;
       p.error = fmt::format("out of memory: the dense weights ({}) + KV for {} tokens ({}) + working buffers ({}) exceed the "

@@ -18,13 +18,16 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "engine/hw.h"
 #include "kernels/cuda.h"
+#include "kernels/isa.h"
 
 namespace moelsp {
 namespace fs = std::filesystem;
@@ -221,6 +224,10 @@ double measure_disk_read_gbs(const std::string& path, size_t max_bytes) {
 }
 
 HwProfile hardware_profile(const ProfileOptions& opt) {
+  static std::once_flag isa_note;
+  std::call_once(isa_note, [] {
+    if (const std::string problem = kernels::isa_override_problem(); !problem.empty()) spdlog::warn("{}", problem);
+  });
   HwProfile p;
   detect_cpu_features(p.cpu);
   detect_topology(p.cpu);

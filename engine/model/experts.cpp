@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
+
+#include <spdlog/spdlog.h>
 
 namespace moelsp {
 
@@ -137,7 +140,11 @@ void ExpertRuntime::configure(const ExpertOptions& o) {
 
 bool ExpertRuntime::alloc_slots(size_t n) {
   void* p = mmap(nullptr, n * slot_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return false;
+  if (p == MAP_FAILED) {
+    spdlog::warn("expert cache: cannot map {} MiB for {} experts ({}): no hot-expert cache, every expert streams",
+                 (n * slot_bytes_) >> 20, n, std::strerror(errno));
+    return false;
+  }
   slots_ = static_cast<uint8_t*>(p);
   return true;
 }
@@ -188,6 +195,9 @@ void ExpertRuntime::copy_in(int il, int e, int slot) {
     if (!lock_pages(il, e, true)) {
       // RLIMIT_MEMLOCK (8 MiB for users by default) or the cgroup refused:
       // copies instead, from now on.
+      spdlog::warn("expert cache: locking an expert's pages was refused ({}; raise RLIMIT_MEMLOCK to pin): "
+                   "copying the hot experts instead",
+                   std::strerror(errno));
       lock_pages(il, e, false);
       for (const auto& [l, x] : owner_)
         if (l >= 0) lock_pages(l, x, false);

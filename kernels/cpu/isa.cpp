@@ -53,6 +53,17 @@ Isa set_isa(Isa l) {
   return use;
 }
 
+std::string isa_override_problem() {
+  const char* env = std::getenv("MOELSP_ISA");
+  if (!env) return {};
+  for (Isa l : {Isa::Generic, Isa::Avx2, Isa::Avx512Vnni})
+    if (isa_name(l) == env)
+      return l <= detected_isa() ? std::string()
+                                 : "MOELSP_ISA=" + std::string(env) + ": this CPU has only " +
+                                       std::string(isa_name(detected_isa())) + ", which is used";
+  return "MOELSP_ISA=" + std::string(env) + " is not a level (generic, avx2, avx512-vnni): ignored";
+}
+
 std::string_view isa_name(Isa l) {
   switch (l) {
     case Isa::Generic: return "generic";

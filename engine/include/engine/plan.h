@@ -106,6 +106,11 @@ struct Plan {
     std::string key, value, why;
   };
   std::vector<Reason> reasons;
+  // Fallbacks: where the plan gives less than was asked for or than the
+  // machine could do with a different build (a GPU unused, weights
+  // streamed, the KV cache or context cut). load_planned() logs each as a
+  // warning; the reasons above say the same in context.
+  std::vector<std::string> warnings;
 
   EngineOptions engine_options() const;
   ExpertOptions expert_options() const;

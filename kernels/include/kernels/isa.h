@@ -3,6 +3,7 @@
 // every variant the machine supports and users can rule out a suspect path.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 namespace moelsp::kernels {
@@ -18,5 +19,9 @@ Isa isa_level();     // the level in use (detected unless set_isa lowered it)
 // Uses min(level, detected_isa()); returns the level now in use.
 Isa set_isa(Isa level);
 std::string_view isa_name(Isa level);
+// What is wrong with the MOELSP_ISA environment variable, if anything: an
+// unknown level (ignored) or one above what this CPU has (capped). Empty when
+// it is unset or applied as given. The kernels do not log; the engine does.
+std::string isa_override_problem();
 
 }  // namespace moelsp::kernels
