@@ -6,18 +6,20 @@
 // code as `moelsp lsp`.
 //
 //   moelsp_bench_lsp_typing [--model FILE] [--file SRC] [--keys N] [--interval-ms MS] [--chats N]
-//                           [--minutes M] [--report-s S]
+//                           [--minutes M] [--report-s S] [--svg FILE]
 //
 // With --chats N, N chat requests run the whole time (each one that ends is
 // sent again): completions must not wait behind them. --minutes M types
 // for M minutes (a soak) and --report-s S prints, every S seconds, the
 // process's RSS and thread count and the latency percentiles of that window
-// (the server runs in this process), so growth over time shows.
+// (the server runs in this process), so growth over time shows; --svg FILE
+// draws those reports (RSS, threads, latency p50/p95 over time).
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -30,6 +32,7 @@
 #include <spdlog/spdlog.h>
 
 #include "lsp/server.h"
+#include "svg_plot.h"
 #include "lsp/transport.h"
 
 using json = nlohmann::json;
@@ -41,6 +44,7 @@ int main(int argc, char** argv) {
   std::string file = std::string(MOELSP_SOURCE_DIR) + "/engine/arch/deepseek2.cpp";
   int keys = 300, interval_ms = 80, max_tokens = 16, threads = 0, chats = 0;
   double minutes = 0, report_s = 0;
+  std::string svg;
   app.add_option("--model", model, "GGUF model")->capture_default_str();
   app.add_option("--file", file, "Source file to type (its second half is typed)")->capture_default_str();
   app.add_option("--keys", keys, "Keystrokes to simulate")->capture_default_str();
@@ -49,9 +53,14 @@ int main(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "Engine threads (0: physical cores)");
   app.add_option("--minutes", minutes, "Type for this long instead of --keys (a soak)");
   app.add_option("--report-s", report_s, "Print RSS, threads and latency every this many seconds");
+  app.add_option("--svg", svg, "Write the --report-s reports as an SVG chart to this file");
   app.add_option("--chats", chats, "Chat requests kept running meanwhile")->capture_default_str()->check(CLI::Range(0, 64));
   CLI11_PARSE(app, argc, argv);
   if (minutes > 0) keys = int(minutes * 60000 / interval_ms);
+  if (!svg.empty() && report_s <= 0) {
+    std::fprintf(stderr, "--svg needs --report-s (the reports are what it draws)\n");
+    return 2;
+  }
   spdlog::set_level(spdlog::level::warn);
 
   std::ifstream in(file);
@@ -143,6 +152,7 @@ int main(int argc, char** argv) {
   };
   auto next_report = t_start + std::chrono::duration<double>(report_s);
   size_t reported = 0;
+  std::vector<double> rep_t, rep_rss, rep_threads, rep_p50, rep_p95;  // for --svg
   for (; n < keys; ++n) {
     if (cursor >= src.size()) break;
     if (report_s > 0 && Clock::now() >= next_report) {
@@ -159,6 +169,11 @@ int main(int argc, char** argv) {
                  std::chrono::duration<double>(Clock::now() - t_start).count(), n, rss, nthreads, at(0.5), at(0.95),
                  window.size());
       std::fflush(stdout);
+      rep_t.push_back(std::chrono::duration<double>(Clock::now() - t_start).count());
+      rep_rss.push_back(rss);
+      rep_threads.push_back(nthreads);
+      rep_p50.push_back(at(0.5));
+      rep_p95.push_back(at(0.95));
       next_report += std::chrono::duration<double>(report_s);
     }
     // One key is one character: a whole UTF-8 sequence (positions count UTF-16 units).
@@ -211,5 +226,17 @@ int main(int argc, char** argv) {
              answered, n, with_items, cancelled, 100.0 * cancelled / std::max(1, n), errors);
   fmt::print("latency to the answer (ms), answered requests: p50 {:.1f}, p95 {:.1f}, max {:.1f}\n", pct(0.5), pct(0.95),
              latency.empty() ? 0.0 : latency.back());
+  if (!svg.empty()) {
+    using moelsp::bench::PlotPanel;
+    const std::string title = fmt::format("typing {} keys/s with {} chats running ({} model)", 1000 / std::max(1, interval_ms),
+                                          chats, std::filesystem::path(model).filename().string());
+    const std::vector<PlotPanel> panels{
+        {"RSS (MiB)", {{"RSS", "#1f77b4", rep_rss}}},
+        {"threads", {{"threads", "#7f7f7f", rep_threads}}},
+        {"latency (ms)", {{"p50", "#2ca02c", rep_p50}, {"p95", "#d62728", rep_p95}}},
+    };
+    std::ofstream(svg) << moelsp::bench::line_chart_svg(title, rep_t, "seconds", panels);
+    fmt::print("wrote {}\n", svg);
+  }
   return 0;
 }

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_gguf fuzz_transport fuzz_documents fuzz_tokenizer)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_gguf fuzz_transport fuzz_documents fuzz_tokenizer fuzz_http)
 build=build-fuzz
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOELSP_FUZZ=ON \
   -DMOELSP_TESTS=OFF -DMOELSP_BENCH=OFF -DMOELSP_CUDA=OFF >/dev/null
@@ -32,4 +32,9 @@ for t in "${targets[@]}"; do
   fi
   grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|cov: " "$build/$t.log" | tail -3
 done
+if [ $status -eq 0 ]; then
+  echo "fuzz: ${#targets[@]} targets, ${seconds}s each: no findings"
+else
+  echo "fuzz: FINDINGS (above)"
+fi
 exit $status

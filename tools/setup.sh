@@ -3,11 +3,12 @@
 #
 #   tools/setup.sh demo   install what is missing, build, run the main job
 #   tools/setup.sh test   install what is missing, build, run every test
-#                         (plus the GGUF/tokenizer tests under ASan + UBSan)
+#                         (plus most tests under ASan + UBSan, the threaded ones
+#                         under TSan, and each libFuzzer target for FUZZ_SECONDS)
 #   tools/setup.sh deps   only install what is missing
 #
 # Environment: BUILD_DIR (default build), MOELSP_CUDA (AUTO/ON/OFF, default AUTO),
-# JOBS (default: number of cores).
+# JOBS (default: number of cores), FUZZ_SECONDS (per fuzz target in `test`, default 20; 0 skips).
 set -euo pipefail
 
 mode=${1:-demo}
@@ -15,6 +16,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 build=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
+# ccache hashes relative paths under the checkout: a fresh clone elsewhere
+# (CI) reuses what an earlier build compiled.
+export CCACHE_BASEDIR="$root"
 
 # Debian packages and why:
 #   cmake ninja-build ccache pkg-config g++   build
@@ -33,9 +37,10 @@ jobs=${JOBS:-$(nproc)}
 #   chromium libkrb5-dev build-essential   the VS Code extension's test in a real VS Code: headless
 #                          Chromium drives code-server, whose native modules build here (test mode only)
 #   nodejs npm             the vscode-jsonrpc client test (test mode only; skipped when node is already on PATH)
+#   clang libclang-rt-14-dev   libFuzzer (clang's -fsanitize=fuzzer) for the fuzz targets (test mode only)
 packages=(cmake ninja-build ccache pkg-config g++ libsentencepiece-dev libpcre2-dev nlohmann-json3-dev
           libhwloc-dev libspdlog-dev libfmt-dev libcli11-dev catch2 python3 libboost1.81-dev libssl-dev)
-test_packages=(neovim emacs-nox elpa-eglot vim chromium libkrb5-dev build-essential curl openssl)
+test_packages=(neovim emacs-nox elpa-eglot vim chromium libkrb5-dev build-essential curl openssl clang libclang-rt-14-dev)
 command -v node >/dev/null && command -v npm >/dev/null || test_packages+=(nodejs npm)
 
 install_deps() {
@@ -103,6 +108,18 @@ case "$mode" in
         -DMOELSP_BENCH=OFF
     (cd "${build}-asan" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
         ctest -j "$jobs" --output-on-failure -L 'test_gguf|test_tokenizer|test_kernels|test_reference_logits|test_engine|test_kv|test_plan|test_experts|test_model_synthetic|test_assist|test_settings|test_lsp')
+    # ThreadSanitizer over what runs threads: the engine's pool and
+    # scheduler, the KV block pool, the assistant service, the LSP server's
+    # reader, worker lanes and loader. (tests/tsan.supp: spdlog's internals.)
+    targets=(--target test_engine test_kv test_assist test_lsp)
+    BUILD_TYPE=RelWithDebInfo configure_and_build "${build}-tsan" -DMOELSP_TSAN=ON -DMOELSP_CUDA=OFF -DMOELSP_BENCH=OFF
+    (cd "${build}-tsan" && TSAN_OPTIONS="halt_on_error=1 suppressions=$root/tests/tsan.supp" \
+        ctest -j "$jobs" --output-on-failure -L 'test_engine|test_kv|test_assist|test_lsp')
+    # Fuzzing: each libFuzzer target (tests/fuzz) for a bounded time on its
+    # seed corpus; a crash, leak, UB or timeout fails the run.
+    if [ "${FUZZ_SECONDS:-20}" -gt 0 ]; then
+      tools/fuzz.sh "${FUZZ_SECONDS:-20}"
+    fi
     ;;
   *)
     echo "usage: tools/setup.sh demo|test|deps" >&2

@@ -255,6 +255,18 @@ struct HttpServer::Impl {
   }
 };
 
+void serve_socket(Api& api, const ServerOptions& opt, int fd) {
+  HttpServer::Impl impl(api, opt);
+  // Any stream socket will do: Beast only reads and writes it.
+  Conn c(tcp::v4(), fd);
+  try {
+    impl.serve(c);
+  } catch (const std::exception& e) {
+    spdlog::error("http connection: {}", e.what());
+  }
+  HttpServer::Impl::close(c);
+}
+
 HttpServer::HttpServer(Api& api, ServerOptions opt) : impl_(std::make_unique<Impl>(api, std::move(opt))) {
   Impl& m = *impl_;
   beast::error_code ec;

@@ -20,6 +20,11 @@ struct ServerOptions {
   std::string cors_origin;                // empty: no CORS headers
 };
 
+// Serves HTTP on one connected stream socket until the peer closes it (or
+// its deadline passes), then closes `fd`: what each accepted connection
+// gets, without listening. For tests and fuzzing through a socketpair.
+void serve_socket(Api& api, const ServerOptions& opt, int fd);
+
 class HttpServer {
  public:
   HttpServer(Api& api, ServerOptions opt);  // binds and listens (throws with the reason)
