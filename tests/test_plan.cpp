@@ -9,6 +9,7 @@
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
+#include "engine/engine.h"
 #include "engine/model.h"
 #include "engine/plan.h"
 #include "engine/profile.h"

@@ -1,4 +1,4 @@
-// The paged KV cache (DESIGN.md §5): a pool of fixed-size blocks, per-sequence
+// The paged KV cache: a pool of fixed-size blocks, per-sequence
 // block tables, and a prefix cache of full blocks.
 //
 // A block holds `block_size` consecutive token positions of one sequence for
@@ -28,14 +28,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/kv_type.h"
 #include "engine/tokenizer.h"
 #include "kernels/types.h"
 
 namespace moelsp {
 
-enum class KvType { F32, F16, BF16, Q8_0 };
-const char* to_string(KvType t);
-KvType kv_type_from_name(const std::string& name);  // "f32", "f16", "bf16", "q8_0"; throws std::invalid_argument
 kernels::DType to_dtype(KvType t);
 
 struct KvLayout {

@@ -16,10 +16,14 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
+#include "engine/kv_type.h"
 #include "engine/profile.h"
 
 namespace moelsp {
+
+class Model;
+struct EngineOptions;  // engine.h
+struct ExpertOptions;  // model.h
 
 // What the planner needs to know of a model (from its file: tensor sizes by
 // role, and its KV row layout).
