@@ -1,5 +1,5 @@
-// Locating test data. Data lives in tests/data (copied from ../shared with a
-// provenance README); a missing file fails the test loudly, never skips it.
+// Locating test data. Data lives in tests/data (copied from the project's
+// shared reference data, with a provenance README); a missing file fails the test loudly, never skips it.
 #pragma once
 
 #include <filesystem>

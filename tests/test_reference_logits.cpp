@@ -1,5 +1,5 @@
 // The forward passes against llama.cpp's logits for the same GGUF files
-// (tests/data/reference, rules in shared/reference/README.md): prefill of the
+// (tests/data/reference; the tolerance rules are in tests/data/README.md): prefill of the
 // whole prompt in one batch, then 16 teacher-forced decode steps through the
 // KV cache; every row must meet the file's tolerance.
 #include <cmath>

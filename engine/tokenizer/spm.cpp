@@ -1,7 +1,9 @@
 // SentencePiece tokenizer: we serialise a ModelProto from the GGUF vocabulary
 // (Debian ships no .proto, so a ~40-line protobuf encoder does it) and let
 // libsentencepiece run BPE. Field numbers are sentencepiece_model.proto's;
-// DESIGN.md §10 records the settings that reproduce llama.cpp's ids.
+// with the settings below, libsentencepiece 0.1.97 reproduces llama.cpp's ids
+// exactly (its test vectors in tests/test_tokenizer_vocab.cpp, and random
+// valid UTF-8 compared against llama.cpp when this was written).
 //
 // Two things libsentencepiece does differently from llama.cpp are handled here:
 // invalid UTF-8 (it maps bad bytes to U+FFFD; llama.cpp emits byte tokens) and

@@ -1,4 +1,4 @@
-// The engine API (DESIGN.md §4): submit a request, receive tokens through a
+// The engine API: submit a request, receive tokens through a
 // callback as they are generated, cancel at any time.
 //
 // One scheduler thread runs continuous batching over a paged KV cache

@@ -45,7 +45,7 @@ struct ModelSummary {
 
 ModelSummary summarize(const gguf::File& f);
 
-// The architectures and weight types moelsp targets (DESIGN.md §2).
+// The architectures and weight types moelsp targets.
 const std::vector<std::string>& supported_architectures();
 const std::vector<std::string>& supported_weight_types();
 
