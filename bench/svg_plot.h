@@ -36,11 +36,12 @@ inline std::string xml_escape(const std::string& s) {
   return o;
 }
 
-// The smallest of 1, 2, 2.5, 5 × 10^k that is ≥ v (axis maxima and steps).
+// The smallest of 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8 × 10^k that is ≥ v: an
+// axis maximum whose quarters and fifths are round numbers.
 inline double nice_ceiling(double v) {
   if (!(v > 0)) return 1;
   const double p = std::pow(10.0, std::floor(std::log10(v)));
-  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+  for (double m : {1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0})
     if (m * p >= v * (1 - 1e-9)) return m * p;
   return 10 * p;
 }

@@ -207,6 +207,22 @@ TEST_CASE("plan: streaming with little memory halves the context before failing"
   CHECK(std::any_of(p.warnings.begin(), p.warnings.end(), [](const std::string& w) { return w.find("halved") != std::string::npos; }));
 }
 
+TEST_CASE("plan: streaming, q8_0 KV rows are tried before the context is halved, and count as q8_0") {
+  // 8 GiB box (6.8 GiB budget), 40 GiB model (3.3 GiB dense), 400 KiB of f16
+  // KV per token: 12,288 tokens of f16 rows (4.7 GiB) do not fit beside the
+  // dense weights, q8_0 rows (2.5 GiB) do.
+  HwProfile hw = cpu_box(4, 8 * GiB);
+  ModelFootprint m = deepseek_like(40 * GiB);
+  m.kv_bytes_per_token_f16 = 400 * 1024;
+  m.kv_q8_ok = true;
+  const Plan p = make_plan(hw, m, {.n_ctx = 12288, .concurrency = 1, .over = {}});
+  check_within_budget(hw, p);
+  CHECK(p.ok);
+  CHECK(p.kv_type == KvType::Q8_0);
+  CHECK(p.n_ctx == 12288);
+  CHECK(p.kv_bytes == uint64_t(p.kv_tokens) * (400 * 1024) * 34 / 64);
+}
+
 TEST_CASE("plan: a GPU driver error is reported and the plan is for the CPU") {
   HwProfile hw = cpu_box(4, 32 * GiB);
   hw.gpu_error = "cudaGetDeviceCount: unknown error";

@@ -252,6 +252,7 @@ void plan_kv_size(PlanState& s) {
     p.kv_tokens = std::max<int64_t>(s.kv_min, std::min<int64_t>(s.kv_want, cap));
     if (!s.fits(s.cpu_dense, p.kv_tokens) && !s.ov.kv_type && s.m.kv_q8_ok && p.kv_type != KvType::Q8_0) {
       p.kv_type = KvType::Q8_0;
+      s.kv_ram_bpt = kv_bytes_per_token(s.m, p.kv_type);  // the fit checks below count q8_0 rows
       s.kv_type_why = "q8_0: f16 rows for the context do not fit beside the dense weights (|Δlogit| ≈ 0.06 against f32)";
       s.warn("KV cache stored as q8_0: f16 rows do not fit beside the dense weights");
     }
