@@ -17,16 +17,18 @@ namespace moelsp::lsp {
 namespace {
 constexpr size_t kLargeMessageBytes = size_t(1) << 20;
 
-// glibc keeps freed heap pages mapped: after a large message (a whole-file
-// didOpen or didChange) or closing a large document, the transient copies —
-// the body, the parsed JSON, the params — or the text would stay in RSS.
+// moelsp tells glibc to keep freed memory (keep_freed_memory(), so that the
+// engine's per-step buffers are reused without page faults). After a large
+// message (a whole-file didOpen or didChange) or closing a large document,
+// the transient copies — the body, the parsed JSON, the params — or the text
+// would then stay in RSS. An explicit trim gives them back (a few ms, only
+// after such messages).
 void release_free_memory() {
 #if defined(__GLIBC__)
   malloc_trim(0);
 #endif
 }
 }  // namespace
-
 
 // ---- replies ------------------------------------------------------------------------
 

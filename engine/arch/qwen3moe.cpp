@@ -32,10 +32,9 @@ class Qwen3Moe final : public Model {
     }
     std::vector<const layers::MoeWeights*> moe;
     std::vector<const float*> norms;
-    for (int il = 0; il < c.n_layer; ++il) {
-      const bool is_moe = true;
-      moe.push_back(is_moe ? &layers_[size_t(il)].moe : nullptr);
-      norms.push_back(is_moe ? layers_[size_t(il)].ffn_norm.data() : nullptr);
+    for (int il = 0; il < c.n_layer; ++il) {  // every qwen3moe layer is MoE
+      moe.push_back(&layers_[size_t(il)].moe);
+      norms.push_back(layers_[size_t(il)].ffn_norm.data());
     }
     init_experts(std::move(moe), std::move(norms));
   }

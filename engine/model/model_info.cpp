@@ -15,7 +15,7 @@ const std::vector<std::string>& supported_architectures() {
   return a;
 }
 
-// What the CPU kernels compute with today (the K-quants through the reference dequantizer).
+// What the CPU kernels compute with today (every quantized type through the int8 kernels).
 const std::vector<std::string>& supported_weight_types() {
   static const std::vector<std::string> t{"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q5_0", "Q4_K", "Q5_K", "Q6_K"};
   return t;

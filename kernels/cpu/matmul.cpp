@@ -5,8 +5,9 @@
 // row against one input needs 2 loads per FMA). Prefill walks the inputs in
 // chunks of kChunkM rows so a chunk stays in L2 while every weight row of the
 // thread's range passes over it; each row is then expanded once per chunk.
-// Weight types with an int8 kernel (matmul_int8.cpp) go there instead unless
-// activations are set to F32; this path serves F16, BF16, F32 and Q5_K.
+// Weight types with an int8 kernel (matmul_int8.cpp: every quantized type)
+// go there instead unless activations are set to F32; this path serves F16,
+// BF16 and F32, and the quantized types with F32 activations.
 #include <immintrin.h>
 
 #include <algorithm>
