@@ -29,88 +29,58 @@ def frame(obj):
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tools", "demo"))
+from lsp_demo import Client  # noqa: E402  (the README demo's stdlib LSP client)
 
 
-class Lsp:
-    def __init__(self, args):
-        self.p = subprocess.Popen([BINARY] + args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL)
-
-    def send(self, obj):
-        self.p.stdin.write(frame(obj))
-        self.p.stdin.flush()
-
-    def read(self):
-        header = b""
-        while not header.endswith(b"\r\n\r\n"):
-            c = self.p.stdout.read(1)
-            if not c:
-                fail("the server ended its output")
-            header += c
-        n = next(int(l.split(b":")[1]) for l in header.split(b"\r\n") if l.lower().startswith(b"content-length"))
-        return json.loads(self.p.stdout.read(n))
-
-    def answer(self, i):
-        while True:
-            m = self.read()
-            if m.get("id") == i and "method" not in m:
-                return m
-
-    def rss_mb(self):
-        with open(f"/proc/{self.p.pid}/status") as f:
-            return next(int(l.split()[1]) for l in f if l.startswith("VmRSS")) / 1024
+def rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS")) / 1024
 
 
 def large_document_memory():
     model = os.path.join(HERE, "data", "reference", "qwen3moe-ref.gguf")
     if not os.path.exists(model):
         fail(f"missing test data {model}")
-    c = Lsp(["lsp"])
-    c.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}, "initializationOptions": {
-        "model": model, "completion": {"debounceMs": 0, "maxTokens": 8}}}})
-    c.answer(1)
-    c.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+    c = Client([BINARY, "lsp"])
+    c.request("initialize", {"capabilities": {}, "initializationOptions": {
+        "model": model, "completion": {"debounceMs": 0, "maxTokens": 8}}})
+    c.notify("initialized", {})
     while True:
-        m = c.read()
+        m = c.notes.get(timeout=60)
         if m.get("method") == "moelsp/status" and m["params"]["state"] in ("ready", "error"):
             if m["params"]["state"] != "ready":
                 fail(f"the model did not load: {m}")
             break
     uri = "file:///big.py"
 
-    def complete(i, line):
-        c.send({"jsonrpc": "2.0", "id": i, "method": "textDocument/inlineCompletion", "params": {
-            "textDocument": {"uri": uri}, "position": {"line": line, "character": 4}, "context": {"triggerKind": 2}}})
-        if "result" not in c.answer(i):
-            fail("a completion in the large document failed")
+    def complete(line):  # raises on an error answer
+        c.request("textDocument/inlineCompletion", {
+            "textDocument": {"uri": uri}, "position": {"line": line, "character": 4}, "context": {"triggerKind": 2}})
 
     # The baseline: the engine has run once (its buffers are allocated).
-    c.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
-        "uri": uri, "languageId": "python", "version": 1, "text": "def f(x):\n    \n"}}})
-    complete(2, 1)
-    c.send({"jsonrpc": "2.0", "method": "textDocument/didClose", "params": {"textDocument": {"uri": uri}}})
-    c.send({"jsonrpc": "2.0", "id": 3, "method": "moelsp/status"})
-    c.answer(3)
-    base = c.rss_mb()
+    c.notify("textDocument/didOpen", {"textDocument": {
+        "uri": uri, "languageId": "python", "version": 1, "text": "def f(x):\n    \n"}})
+    complete(1)
+    c.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+    c.request("moelsp/status")
+    base = rss_mb(c.proc.pid)
     doc = "".join(f"    value = compute(value, {i})\n" for i in range(600000))  # 20 MB
-    c.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
-        "uri": uri, "languageId": "python", "version": 1, "text": doc}}})
+    c.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": doc}})
     for k in range(3):
-        complete(10 + k, 300000 + k)
+        complete(300000 + k)
     # Five whole-text replacements in one write.
-    c.p.stdin.write(b"".join(frame({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+    c.proc.stdin.write(b"".join(frame({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
         "textDocument": {"uri": uri, "version": 2 + k}, "contentChanges": [{"text": doc}]}}) for k in range(5)))
-    c.p.stdin.flush()
-    complete(20, 100)
-    opened = c.rss_mb()
-    c.send({"jsonrpc": "2.0", "method": "textDocument/didClose", "params": {"textDocument": {"uri": uri}}})
-    c.send({"jsonrpc": "2.0", "id": 30, "method": "moelsp/status"})
-    c.answer(30)
-    closed = c.rss_mb()
-    c.send({"jsonrpc": "2.0", "id": 31, "method": "shutdown"})
-    c.answer(31)
-    c.send({"jsonrpc": "2.0", "method": "exit"})
-    c.p.wait(timeout=20)
+    c.proc.stdin.flush()
+    complete(100)
+    opened = rss_mb(c.proc.pid)
+    c.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+    c.request("moelsp/status")
+    closed = rss_mb(c.proc.pid)
+    c.request("shutdown")
+    c.notify("exit", None)
+    c.proc.wait(timeout=20)
     mb = len(doc) / 2**20
     print(f"a {mb:.0f} MB document: RSS {base:.0f} MB before, {opened:.0f} MB open (after 4 completions and 5 "
           f"replacements), {closed:.0f} MB after closing")
