@@ -66,6 +66,7 @@ using K = SettingKind;
 // (GCC 12 warns about designated initializers that skip members regardless).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+// clang-format off: one setting per paragraph reads better than one field per line.
 const std::vector<SettingSpec> kSpecs = {
     {.key = "model", .kind = K::String, .flag = "-m,--model", .commands = kLspFlag | kServeFlag,
      .default_text = "the embedded default model", .help = "GGUF model file", TOP(model)},
@@ -148,6 +149,7 @@ const std::vector<SettingSpec> kSpecs = {
      .default_text = "on", .help = "off: accept any certificate (a test server; never across a network you do not trust)",
      TOP(backend_verify_tls)},
 };
+// clang-format on
 #pragma GCC diagnostic pop
 
 #undef TOP

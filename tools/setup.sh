@@ -38,9 +38,10 @@ export CCACHE_BASEDIR="$root"
 #                          Chromium drives code-server, whose native modules build here (test mode only)
 #   nodejs npm             the vscode-jsonrpc client test (test mode only; skipped when node is already on PATH)
 #   clang libclang-rt-14-dev   libFuzzer (clang's -fsanitize=fuzzer) for the fuzz targets (test mode only)
+#   clang-format-14        the style check (tools/format.sh --check; test mode only)
 packages=(cmake ninja-build ccache pkg-config g++ libsentencepiece-dev libpcre2-dev nlohmann-json3-dev
           libhwloc-dev libspdlog-dev libfmt-dev libcli11-dev catch2 python3 libboost1.81-dev libssl-dev)
-test_packages=(neovim emacs-nox elpa-eglot vim chromium libkrb5-dev build-essential curl openssl clang libclang-rt-14-dev)
+test_packages=(neovim emacs-nox elpa-eglot vim chromium libkrb5-dev build-essential curl openssl clang libclang-rt-14-dev clang-format-14)
 command -v node >/dev/null && command -v npm >/dev/null || test_packages+=(nodejs npm)
 
 install_deps() {
@@ -88,6 +89,8 @@ case "$mode" in
     ;;
   test)
     install_deps
+    # Style first: a mis-formatted file fails in seconds, not after the build.
+    tools/format.sh --check
     # The vscode-jsonrpc client test's packages (versions pinned by package-lock.json).
     if [ ! -d editor-clients/tests/node_modules/vscode-jsonrpc ]; then
       (cd editor-clients/tests && npm ci --no-audit --no-fund)
