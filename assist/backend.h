@@ -116,10 +116,8 @@ class EngineBackend final : public Backend {
  public:
   explicit EngineBackend(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {}
   Generation fim(const FimInput& in, Ticket& ticket) override;
-  Generation chat(const ChatInput& in, const std::function<void(const std::string&)>& on_text,
-                  Ticket& ticket) override;
-  Generation text(const TextInput& in, const std::function<void(const std::string&)>& on_text,
-                  Ticket& ticket) override;
+  Generation chat(const ChatInput& in, const std::function<void(const std::string&)>& on_text, Ticket& ticket) override;
+  Generation text(const TextInput& in, const std::function<void(const std::string&)>& on_text, Ticket& ticket) override;
   Engine& engine() { return *engine_; }
 
  private:

@@ -16,7 +16,9 @@ std::string trim(const std::string& s) {
 bool is_opener(char c) { return c == '(' || c == '[' || c == '{'; }
 bool is_closer(char c) { return c == ')' || c == ']' || c == '}'; }
 char opener_of(char closer) { return closer == ')' ? '(' : closer == ']' ? '[' : '{'; }
-bool is_alnum(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (unsigned char)c >= 0x80; }
+bool is_alnum(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (unsigned char)c >= 0x80;
+}
 // Characters a repeated unit may consist of without being a loop: indentation,
 // comment rulers (`# ------`, `/* ***** */`), Markdown table rules.
 bool is_ruler(char c) { return std::string_view(" \t-=#*~_/+.|:<>").find(c) != std::string_view::npos; }
@@ -91,7 +93,10 @@ std::string open_brackets(const std::string& prefix) {
 
 size_t degenerate_at(const std::string& text, bool complete_lines_only) {
   // Lines: [start, end) without the '\n'; `whole` when ended by '\n'.
-  struct Line { size_t start, end; bool whole; };
+  struct Line {
+    size_t start, end;
+    bool whole;
+  };
   std::vector<Line> lines;
   for (size_t p = 0; p <= text.size();) {
     const size_t nl = text.find('\n', p);
@@ -119,7 +124,8 @@ size_t degenerate_at(const std::string& text, bool complete_lines_only) {
     return v;
   };
   const auto same_line = [&](size_t a, size_t b) {
-    const bool at_cursor = a == 0 && !view(lines[0]).empty() && view(lines[0]).front() != ' ' && view(lines[0]).front() != '\t';
+    const bool at_cursor =
+        a == 0 && !view(lines[0]).empty() && view(lines[0]).front() != ' ' && view(lines[0]).front() != '\t';
     return at_cursor ? rstrip(lines[a]) == lstrip(rstrip(lines[b])) : rstrip(lines[a]) == rstrip(lines[b]);
   };
   // Punctuation noise: no word at all in what should be code. Brackets and
@@ -263,12 +269,14 @@ std::string postprocess(const std::string& raw, const CompletionContext& ctx) {
     // with its indentation: `_` + `_init__` and `/` + `/ TODO` are continuations.
     const size_t first = out.find_first_not_of(" \t");
     const std::string line_t = cur_line.substr(0, cur_line.find_last_not_of(" \t") + 1);
-    const bool retyped = first != std::string::npos && out.compare(first, typed.size(), typed) == 0 &&
-                         (typed.size() >= 3 || (line_t.size() > typed.size() && out.compare(0, line_t.size(), line_t) == 0));
+    const bool retyped =
+        first != std::string::npos && out.compare(first, typed.size(), typed) == 0 &&
+        (typed.size() >= 3 || (line_t.size() > typed.size() && out.compare(0, line_t.size(), line_t) == 0));
     const char last = typed.back();
     if (retyped) {
       out.erase(0, first + typed.size());
-      if (cur_line.back() == ' ' || cur_line.back() == '\t') out.erase(0, std::min(out.size(), out.find_first_not_of(" \t")));
+      if (cur_line.back() == ' ' || cur_line.back() == '\t')
+        out.erase(0, std::min(out.size(), out.find_first_not_of(" \t")));
     } else if (first != std::string::npos && first >= 4 && out[first] != '\n' && (last == ':' || last == '{')) {
       // after a block's header, indented text was meant for the next line
       out.clear();

@@ -12,8 +12,8 @@
 namespace moelsp::assist {
 
 struct CompletionContext {
-  std::string prefix;  // text before the cursor (whole lines kept where cut)
-  std::string suffix;  // text after the cursor
+  std::string prefix;        // text before the cursor (whole lines kept where cut)
+  std::string suffix;        // text after the cursor
   bool single_line = false;  // the cursor's line has code after the cursor: complete only this line
   bool prefix_whole = true;  // the prefix starts at the start of the document (nothing cut off above)
 };
@@ -26,8 +26,8 @@ constexpr size_t kAnchorLines = 32;
 // lines (excerpt_bounds): then `starts_document` says whether the excerpt
 // is the document's start, and the context is the same as the whole
 // document's.
-CompletionContext make_context(std::string_view text, size_t cursor, size_t max_prefix_bytes,
-                               size_t max_suffix_bytes, bool starts_document = true);
+CompletionContext make_context(std::string_view text, size_t cursor, size_t max_prefix_bytes, size_t max_suffix_bytes,
+                               bool starts_document = true);
 
 // The bytes [begin, end) of a document that make_context reads for a cursor:
 // from the anchor line its prefix starts at to the end of its suffix. A

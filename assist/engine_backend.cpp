@@ -87,7 +87,8 @@ Generation EngineBackend::chat(const ChatInput& in, const std::function<void(con
   const int budget = eng.n_ctx() - std::min(in.max_tokens, eng.n_ctx() / 4);
   const auto messages = [&](const std::string& code) { return in.with_code ? in.with_code(code) : in.messages; };
   const auto fits = [&](const std::string& code) {
-    const auto ids = tok.encode(apply_chat_template(tmpl, messages(code)), {.add_special = true, .parse_special = true});
+    const auto ids =
+        tok.encode(apply_chat_template(tmpl, messages(code)), {.add_special = true, .parse_special = true});
     return int(ids.size()) <= budget;
   };
   const std::string& code = in.code;
@@ -122,7 +123,8 @@ Generation EngineBackend::text(const TextInput& in, const std::function<void(con
     if (id < 0 || size_t(id) >= n_vocab) {
       Generation g;
       g.reason = FinishReason::Error;
-      g.error = "token id " + std::to_string(id) + " is outside the vocabulary (0.." + std::to_string(n_vocab - 1) + ")";
+      g.error =
+          "token id " + std::to_string(id) + " is outside the vocabulary (0.." + std::to_string(n_vocab - 1) + ")";
       return g;
     }
   Request req;

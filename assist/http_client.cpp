@@ -174,8 +174,8 @@ struct HttpClient::Impl {
   // One attempt on `c`. Stale: the reused connection was closed before the
   // server answered anything (safe to send again on a new one).
   Outcome exchange(Conn& c, bool reused, const std::string& path, const std::string& body,
-                   const std::function<void(const Head&)>& on_head, const std::function<bool(std::string_view)>& on_data,
-                   Ticket& ticket, std::string& err, bool& keep) {
+                   const std::function<void(const Head&)>& on_head,
+                   const std::function<bool(std::string_view)>& on_data, Ticket& ticket, std::string& err, bool& keep) {
     keep = false;
     ticket.on_cancel([&c] { net::post(c.io, [&c] { c.close(); }); });
     struct Unhook {
@@ -192,7 +192,8 @@ struct HttpClient::Impl {
     req.body() = body;
     req.prepare_payload();
     c.lowest().expires_after(timeout());
-    beast::error_code ec = c.with_stream([&](auto& s) { return c.run([&](auto h) { bhttp::async_write(s, req, std::move(h)); }); });
+    beast::error_code ec =
+        c.with_stream([&](auto& s) { return c.run([&](auto h) { bhttp::async_write(s, req, std::move(h)); }); });
     if (ticket.cancelled()) return Outcome::Done;
     if (ec) {
       err = "sending the request: " + ec.message();
@@ -201,7 +202,8 @@ struct HttpClient::Impl {
     bhttp::response_parser<bhttp::buffer_body> parser;
     parser.body_limit(boost::none);
     c.lowest().expires_after(timeout());
-    ec = c.with_stream([&](auto& s) { return c.run([&](auto h) { bhttp::async_read_header(s, c.buf, parser, std::move(h)); }); });
+    ec = c.with_stream(
+        [&](auto& s) { return c.run([&](auto h) { bhttp::async_read_header(s, c.buf, parser, std::move(h)); }); });
     if (ticket.cancelled()) return Outcome::Done;
     if (ec) {
       err = "reading the answer: " + ec.message();
@@ -216,7 +218,8 @@ struct HttpClient::Impl {
       parser.get().body().data = chunk;
       parser.get().body().size = sizeof chunk;
       c.lowest().expires_after(timeout());
-      ec = c.with_stream([&](auto& s) { return c.run([&](auto h) { bhttp::async_read(s, c.buf, parser, std::move(h)); }); });
+      ec = c.with_stream(
+          [&](auto& s) { return c.run([&](auto h) { bhttp::async_read(s, c.buf, parser, std::move(h)); }); });
       if (ec == bhttp::error::need_buffer) ec = {};
       if (ticket.cancelled()) return Outcome::Done;
       const size_t got = sizeof chunk - parser.get().body().size;

@@ -18,9 +18,14 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 json sampling_json(const SamplingParams& p) {
-  return {{"temperature", p.temperature}, {"top_p", p.top_p}, {"top_k", p.top_k}, {"min_p", p.min_p},
-          {"repeat_penalty", p.repeat_penalty}, {"presence_penalty", p.presence_penalty},
-          {"frequency_penalty", p.frequency_penalty}, {"seed", p.seed}};
+  return {{"temperature", p.temperature},
+          {"top_p", p.top_p},
+          {"top_k", p.top_k},
+          {"min_p", p.min_p},
+          {"repeat_penalty", p.repeat_penalty},
+          {"presence_penalty", p.presence_penalty},
+          {"frequency_penalty", p.frequency_penalty},
+          {"seed", p.seed}};
 }
 
 FinishReason reason_of(const json& r) {
@@ -124,9 +129,11 @@ struct RemoteBackend::Impl {
 };
 
 RemoteBackend::RemoteBackend(RemoteOptions opt) : impl_(std::make_unique<Impl>()) {
-  impl_->http = std::make_unique<HttpClient>(HttpClientOptions{.url = opt.url, .api_key = opt.api_key,
-                                                                 .timeout_s = opt.timeout_s, .ca_file = opt.ca_file,
-                                                                 .verify_tls = opt.verify_tls});
+  impl_->http = std::make_unique<HttpClient>(HttpClientOptions{.url = opt.url,
+                                                               .api_key = opt.api_key,
+                                                               .timeout_s = opt.timeout_s,
+                                                               .ca_file = opt.ca_file,
+                                                               .verify_tls = opt.verify_tls});
   if (opt.api != "openai" && opt.api != "llama.cpp")
     throw std::runtime_error("backend.api '" + opt.api + "': openai or llama.cpp");
   (void)fim_template_prompt(opt.fim_template, "", "");  // an unknown template is an error now, not per keystroke
@@ -179,7 +186,8 @@ struct Collector {
       g.reason = FinishReason::Stop;
       return false;
     }
-    if (budget_ms > 0 && std::chrono::duration<double, std::milli>(Clock::now() - t_first).count() > double(budget_ms)) {
+    if (budget_ms > 0 &&
+        std::chrono::duration<double, std::milli>(Clock::now() - t_first).count() > double(budget_ms)) {
       g.reason = FinishReason::Timeout;
       return false;
     }
@@ -218,15 +226,22 @@ Generation RemoteBackend::fim(const FimInput& in, Ticket& ticket) {
   json body = sampling_json(in.sampling);
   std::string err;
   if (o.api == "llama.cpp") {
-    body.update({{"input_prefix", in.context.prefix}, {"input_suffix", in.context.suffix}, {"n_predict", in.max_tokens},
-                 {"t_max_predict_ms", in.t_max_predict_ms}, {"cache_prompt", true}, {"stream", true}});
+    body.update({{"input_prefix", in.context.prefix},
+                 {"input_suffix", in.context.suffix},
+                 {"n_predict", in.max_tokens},
+                 {"t_max_predict_ms", in.t_max_predict_ms},
+                 {"cache_prompt", true},
+                 {"stream", true}});
     if (in.context.single_line) body["stop"] = {"\n"};
-    err = impl_->post("/infill", body, [&](const std::string& data) {
-      const json e = json::parse(data, nullptr, false);
-      if (!e.is_object()) return true;
-      const bool stop = e.value("stop", false);
-      return c.add(e.value("content", std::string()), stop ? json("stop") : json()) && !stop;
-    }, ticket);
+    err = impl_->post(
+        "/infill", body,
+        [&](const std::string& data) {
+          const json e = json::parse(data, nullptr, false);
+          if (!e.is_object()) return true;
+          const bool stop = e.value("stop", false);
+          return c.add(e.value("content", std::string()), stop ? json("stop") : json()) && !stop;
+        },
+        ticket);
   } else {
     body.update({{"model", o.model}, {"max_tokens", in.max_tokens}, {"stream", true}});
     if (o.fim_template == "suffix") {
@@ -260,15 +275,19 @@ Generation RemoteBackend::chat(const ChatInput& in, const std::function<void(con
   Collector c;
   c.on_text = on_text;
   c.stop = in.stop;
-  const std::string err = impl_->post("/v1/chat/completions", body, [&](const std::string& data) {
-    const json e = json::parse(data, nullptr, false);
-    if (!e.is_object() || !e.contains("choices") || e["choices"].empty()) return true;
-    const json& ch = e["choices"][0];
-    std::string piece;
-    if (ch.contains("delta") && ch["delta"].is_object() && ch["delta"].contains("content") && ch["delta"]["content"].is_string())
-      piece = ch["delta"]["content"];
-    return c.add(piece, ch.value("finish_reason", json()));
-  }, ticket);
+  const std::string err = impl_->post(
+      "/v1/chat/completions", body,
+      [&](const std::string& data) {
+        const json e = json::parse(data, nullptr, false);
+        if (!e.is_object() || !e.contains("choices") || e["choices"].empty()) return true;
+        const json& ch = e["choices"][0];
+        std::string piece;
+        if (ch.contains("delta") && ch["delta"].is_object() && ch["delta"].contains("content") &&
+            ch["delta"]["content"].is_string())
+          piece = ch["delta"]["content"];
+        return c.add(piece, ch.value("finish_reason", json()));
+      },
+      ticket);
   return c.finish(err, ticket);
 }
 

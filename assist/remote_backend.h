@@ -14,9 +14,9 @@
 namespace moelsp::assist {
 
 struct RemoteOptions {
-  std::string url;      // http://host:port or https://host:port (a path prefix is kept)
-  std::string api_key;  // sent as Authorization: Bearer
-  std::string model;    // the "model" field of OpenAI requests
+  std::string url;             // http://host:port or https://host:port (a path prefix is kept)
+  std::string api_key;         // sent as Authorization: Bearer
+  std::string model;           // the "model" field of OpenAI requests
   std::string api = "openai";  // openai (/v1/completions, /v1/chat/completions) or llama.cpp (/infill)
   // How a fill-in-the-middle prompt is sent with api = openai: "suffix" (the
   // request's `suffix` field: the server uses the model's FIM tokens; moelsp
@@ -25,7 +25,7 @@ struct RemoteOptions {
   // (DeepSeek-Coder), codellama, starcoder (StarCoder2), codestral; or a
   // template with {prefix} and {suffix}.
   std::string fim_template = "qwen";
-  int timeout_s = 30;   // connect, and each read or write
+  int timeout_s = 30;  // connect, and each read or write
   // https: the system's trusted CAs, or those of ca_file (PEM); verify_tls
   // off accepts any certificate (a test server, never across a network).
   std::string ca_file;
@@ -40,10 +40,8 @@ class RemoteBackend final : public Backend {
   explicit RemoteBackend(RemoteOptions opt);  // checks the URL and template (throws with the reason)
   ~RemoteBackend() override;
   Generation fim(const FimInput& in, Ticket& ticket) override;
-  Generation chat(const ChatInput& in, const std::function<void(const std::string&)>& on_text,
-                  Ticket& ticket) override;
-  Generation text(const TextInput& in, const std::function<void(const std::string&)>& on_text,
-                  Ticket& ticket) override;
+  Generation chat(const ChatInput& in, const std::function<void(const std::string&)>& on_text, Ticket& ticket) override;
+  Generation text(const TextInput& in, const std::function<void(const std::string&)>& on_text, Ticket& ticket) override;
   const RemoteOptions& options() const;
   // The last failure talking to the server ("" when the last request worked).
   std::string last_error() const;

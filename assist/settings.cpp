@@ -31,22 +31,30 @@ void assign(std::optional<T>& dst, const SettingValue& v) {
 }
 
 template <auto M>
-void set_top(Settings& s, const SettingValue& v) { assign(s.*M, v); }
+void set_top(Settings& s, const SettingValue& v) {
+  assign(s.*M, v);
+}
 template <auto M>
 void merge_top(Settings& d, const Settings& o) {
   if (o.*M) d.*M = o.*M;
 }
 template <auto M>
-bool set_in_top(const Settings& s) { return (s.*M).has_value(); }
+bool set_in_top(const Settings& s) {
+  return (s.*M).has_value();
+}
 
 template <auto M>
-void set_plan(Settings& s, const SettingValue& v) { assign(s.plan.*M, v); }
+void set_plan(Settings& s, const SettingValue& v) {
+  assign(s.plan.*M, v);
+}
 template <auto M>
 void merge_plan(Settings& d, const Settings& o) {
   if (o.plan.*M) d.plan.*M = o.plan.*M;
 }
 template <auto M>
-bool set_in_plan(const Settings& s) { return (s.plan.*M).has_value(); }
+bool set_in_plan(const Settings& s) {
+  return (s.plan.*M).has_value();
+}
 
 // 0 threads means "automatic", as on the command line: nothing overridden.
 void set_threads(Settings& s, const SettingValue& v) {
@@ -55,10 +63,12 @@ void set_threads(Settings& s, const SettingValue& v) {
 }
 
 #define TOP(m) .set = &set_top<&Settings::m>, .merge = &merge_top<&Settings::m>, .is_set = &set_in_top<&Settings::m>
-#define PLAN(m) \
-  .set = &set_plan<&PlanOverrides::m>, .merge = &merge_plan<&PlanOverrides::m>, .is_set = &set_in_plan<&PlanOverrides::m>
+#define PLAN(m)                                                                 \
+  .set = &set_plan<&PlanOverrides::m>, .merge = &merge_plan<&PlanOverrides::m>, \
+  .is_set = &set_in_plan<&PlanOverrides::m>
 
-constexpr unsigned kEngineFlags = kLspFlag | kServeFlag | kPlanFlag | kProfileFlag;  // plan overrides: every engine command
+constexpr unsigned kEngineFlags =
+    kLspFlag | kServeFlag | kPlanFlag | kProfileFlag;  // plan overrides: every engine command
 constexpr int64_t kBig = int64_t(1) << 40;
 using K = SettingKind;
 
@@ -68,85 +78,226 @@ using K = SettingKind;
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 // clang-format off: one setting per paragraph reads better than one field per line.
 const std::vector<SettingSpec> kSpecs = {
-    {.key = "model", .kind = K::String, .flag = "-m,--model", .commands = kLspFlag | kServeFlag,
-     .default_text = "the embedded default model", .help = "GGUF model file", TOP(model)},
-    {.key = "threads", .kind = K::Int, .flag = "-t,--threads", .commands = kLspFlag | kServeFlag | kProfileFlag, .min = 0, .max = 1024,
-     .default_text = "physical cores", .help = "engine threads (0: automatic)", .set = &set_threads,
-     .merge = &merge_plan<&PlanOverrides::threads>, .is_set = &set_in_plan<&PlanOverrides::threads>},
-    {.key = "contextSize", .kind = K::Int, .flag = "-c,--context-size", .commands = kLspFlag | kServeFlag, .min = 32,
-     .max = 1 << 22, .default_text = "min(4096, the model's training context)",
+    {.key = "model",
+     .kind = K::String,
+     .flag = "-m,--model",
+     .commands = kLspFlag | kServeFlag,
+     .default_text = "the embedded default model",
+     .help = "GGUF model file",
+     TOP(model)},
+    {.key = "threads",
+     .kind = K::Int,
+     .flag = "-t,--threads",
+     .commands = kLspFlag | kServeFlag | kProfileFlag,
+     .min = 0,
+     .max = 1024,
+     .default_text = "physical cores",
+     .help = "engine threads (0: automatic)",
+     .set = &set_threads,
+     .merge = &merge_plan<&PlanOverrides::threads>,
+     .is_set = &set_in_plan<&PlanOverrides::threads>},
+    {.key = "contextSize",
+     .kind = K::Int,
+     .flag = "-c,--context-size",
+     .commands = kLspFlag | kServeFlag,
+     .min = 32,
+     .max = 1 << 22,
+     .default_text = "min(4096, the model's training context)",
      .help = "tokens per sequence (never more than the training context); completion prompts are fitted to it",
      PLAN(n_ctx)},
-    {.key = "kvCache.type", .kind = K::String, .flag = "--kv-type", .commands = kLspFlag | kServeFlag | kProfileFlag,
-     .choices = {"f16", "bf16", "f32", "q8_0"}, .default_text = "`f16`",
-     .help = "KV cache rows (Q8_0 needs head sizes that are multiples of 32)", PLAN(kv_type)},
-    {.key = "kvCache.tokens", .kind = K::Int, .flag = "--kv-tokens", .commands = kLspFlag | kServeFlag | kProfileFlag, .min = 16,
-     .max = kBig, .default_text = "4 × contextSize",
-     .help = "KV pool capacity in tokens, all requests and the prefix cache together", PLAN(kv_tokens)},
-    {.key = "completion.maxTokens", .kind = K::Int, .flag = "--completion-max-tokens", .commands = kLspFlag, .min = 1,
-     .max = 65536, .default_int = 64, .default_text = "64", .help = "tokens per suggestion", TOP(completion_max_tokens)},
-    {.key = "completion.timeBudgetMs", .kind = K::Int, .flag = "--completion-time-budget-ms", .commands = kLspFlag,
-     .min = 1, .max = 600000, .default_int = 1500, .default_text = "1500",
-     .help = "generation time per suggestion (the prompt gets 4×)", TOP(completion_time_budget_ms)},
-    {.key = "completion.debounceMs", .kind = K::Int, .flag = "--completion-debounce-ms", .commands = kLspFlag, .min = 0,
-     .max = 600000, .default_int = 0, .default_text = "0",
-     .help = "wait before starting; a newer keystroke cancels the wait", TOP(completion_debounce_ms)},
-    {.key = "chat.maxTokens", .kind = K::Int, .flag = "--chat-max-tokens", .commands = kLspFlag, .min = 1,
-     .max = 1 << 20, .default_int = 1024, .default_text = "1024", .help = "tokens per chat answer",
+    {.key = "kvCache.type",
+     .kind = K::String,
+     .flag = "--kv-type",
+     .commands = kLspFlag | kServeFlag | kProfileFlag,
+     .choices = {"f16", "bf16", "f32", "q8_0"},
+     .default_text = "`f16`",
+     .help = "KV cache rows (Q8_0 needs head sizes that are multiples of 32)",
+     PLAN(kv_type)},
+    {.key = "kvCache.tokens",
+     .kind = K::Int,
+     .flag = "--kv-tokens",
+     .commands = kLspFlag | kServeFlag | kProfileFlag,
+     .min = 16,
+     .max = kBig,
+     .default_text = "4 × contextSize",
+     .help = "KV pool capacity in tokens, all requests and the prefix cache together",
+     PLAN(kv_tokens)},
+    {.key = "completion.maxTokens",
+     .kind = K::Int,
+     .flag = "--completion-max-tokens",
+     .commands = kLspFlag,
+     .min = 1,
+     .max = 65536,
+     .default_int = 64,
+     .default_text = "64",
+     .help = "tokens per suggestion",
+     TOP(completion_max_tokens)},
+    {.key = "completion.timeBudgetMs",
+     .kind = K::Int,
+     .flag = "--completion-time-budget-ms",
+     .commands = kLspFlag,
+     .min = 1,
+     .max = 600000,
+     .default_int = 1500,
+     .default_text = "1500",
+     .help = "generation time per suggestion (the prompt gets 4×)",
+     TOP(completion_time_budget_ms)},
+    {.key = "completion.debounceMs",
+     .kind = K::Int,
+     .flag = "--completion-debounce-ms",
+     .commands = kLspFlag,
+     .min = 0,
+     .max = 600000,
+     .default_int = 0,
+     .default_text = "0",
+     .help = "wait before starting; a newer keystroke cancels the wait",
+     TOP(completion_debounce_ms)},
+    {.key = "chat.maxTokens",
+     .kind = K::Int,
+     .flag = "--chat-max-tokens",
+     .commands = kLspFlag,
+     .min = 1,
+     .max = 1 << 20,
+     .default_int = 1024,
+     .default_text = "1024",
+     .help = "tokens per chat answer",
      TOP(chat_max_tokens)},
-    {.key = "chat.template", .kind = K::String, .flag = "--chat-template", .commands = kLspFlag | kServeFlag,
-     .choices = {"chatml", "deepseek2", "deepseek3", "mistral", "llama2", "chatglm4"}, .default_text = "from the model",
-     .help = "chat template when the model's is missing or unknown", TOP(chat_template)},
-    {.key = "weights", .kind = K::String, .flag = "--weights", .commands = kEngineFlags, .choices = {"ram", "stream"},
+    {.key = "chat.template",
+     .kind = K::String,
+     .flag = "--chat-template",
+     .commands = kLspFlag | kServeFlag,
+     .choices = {"chatml", "deepseek2", "deepseek3", "mistral", "llama2", "chatglm4"},
+     .default_text = "from the model",
+     .help = "chat template when the model's is missing or unknown",
+     TOP(chat_template)},
+    {.key = "weights",
+     .kind = K::String,
+     .flag = "--weights",
+     .commands = kEngineFlags,
+     .choices = {"ram", "stream"},
      .default_text = "plan: `ram` when weights + KV fit the memory budget, else `stream`",
      .help = "`ram`: the file's pages are requested at load and stay; `stream`: dense parts resident, experts read "
              "from the file as routed",
      PLAN(weights)},
-    {.key = "kvCache.blockSize", .kind = K::Int, .flag = "--block-size", .commands = kEngineFlags, .min = 1,
-     .max = 4096, .default_text = "16", .help = "tokens per KV block", PLAN(block_size)},
-    {.key = "kvCache.paged", .kind = K::Bool, .flag = "--kv-paged", .commands = kEngineFlags, .default_text = "on",
-     .help = "off: one block per sequence (a contiguous cache)", PLAN(paged)},
-    {.key = "experts.prefetch", .kind = K::Bool, .flag = "--prefetch", .commands = kEngineFlags,
+    {.key = "kvCache.blockSize",
+     .kind = K::Int,
+     .flag = "--block-size",
+     .commands = kEngineFlags,
+     .min = 1,
+     .max = 4096,
+     .default_text = "16",
+     .help = "tokens per KV block",
+     PLAN(block_size)},
+    {.key = "kvCache.paged",
+     .kind = K::Bool,
+     .flag = "--kv-paged",
+     .commands = kEngineFlags,
+     .default_text = "on",
+     .help = "off: one block per sequence (a contiguous cache)",
+     PLAN(paged)},
+    {.key = "experts.prefetch",
+     .kind = K::Bool,
+     .flag = "--prefetch",
+     .commands = kEngineFlags,
      .default_text = "plan: on when streaming",
-     .help = "predict each token's experts layers ahead and request their pages on a helper thread", PLAN(prefetch)},
-    {.key = "experts.prefetchDistance", .kind = K::Int, .flag = "--prefetch-distance", .commands = kEngineFlags,
-     .min = 1, .max = 16, .default_text = "plan: from disk rate vs per-layer compute, 1–2", .help = "layers ahead",
+     .help = "predict each token's experts layers ahead and request their pages on a helper thread",
+     PLAN(prefetch)},
+    {.key = "experts.prefetchDistance",
+     .kind = K::Int,
+     .flag = "--prefetch-distance",
+     .commands = kEngineFlags,
+     .min = 1,
+     .max = 16,
+     .default_text = "plan: from disk rate vs per-layer compute, 1–2",
+     .help = "layers ahead",
      PLAN(prefetch_distance)},
-    {.key = "experts.cacheMb", .kind = K::Int, .flag = "--expert-cache-mb", .commands = kEngineFlags, .min = 0,
-     .max = kBig, .default_text = "plan: when streaming, half of the memory left after dense weights and KV",
+    {.key = "experts.cacheMb",
+     .kind = K::Int,
+     .flag = "--expert-cache-mb",
+     .commands = kEngineFlags,
+     .min = 0,
+     .max = kBig,
+     .default_text = "plan: when streaming, half of the memory left after dense weights and KV",
      .help = "RAM holding the most-routed experts (their file pages locked; copies where the lock limit refuses)",
      PLAN(expert_cache_mb)},
-    {.key = "batch.max", .kind = K::Int, .flag = "--max-batch", .commands = kEngineFlags, .min = 1, .max = 4096,
-     .default_text = "plan: 8 on a CPU, 32 on a GPU", .help = "sequences per scheduler step", PLAN(max_batch)},
-    {.key = "gpu.device", .kind = K::Int, .flag = "--gpu", .commands = kEngineFlags, .min = -1, .max = 255,
-     .default_text = "the largest GPU", .help = "−1: CPU only", PLAN(gpu)},
-    {.key = "gpu.expertsPerLayer", .kind = K::Int, .flag = "--gpu-experts", .commands = kEngineFlags, .min = 0,
-     .max = 1 << 20, .default_text = "plan: as many as fit in VRAM",
+    {.key = "batch.max",
+     .kind = K::Int,
+     .flag = "--max-batch",
+     .commands = kEngineFlags,
+     .min = 1,
+     .max = 4096,
+     .default_text = "plan: 8 on a CPU, 32 on a GPU",
+     .help = "sequences per scheduler step",
+     PLAN(max_batch)},
+    {.key = "gpu.device",
+     .kind = K::Int,
+     .flag = "--gpu",
+     .commands = kEngineFlags,
+     .min = -1,
+     .max = 255,
+     .default_text = "the largest GPU",
+     .help = "−1: CPU only",
+     PLAN(gpu)},
+    {.key = "gpu.expertsPerLayer",
+     .kind = K::Int,
+     .flag = "--gpu-experts",
+     .commands = kEngineFlags,
+     .min = 0,
+     .max = 1 << 20,
+     .default_text = "plan: as many as fit in VRAM",
      .help = "routed experts per layer kept on the GPU (planned; the CUDA forward pass is a later issue)",
      PLAN(gpu_experts_per_layer)},
-    {.key = "backend.url", .kind = K::String, .flag = "--backend-url", .commands = kLspFlag,
+    {.key = "backend.url",
+     .kind = K::String,
+     .flag = "--backend-url",
+     .commands = kLspFlag,
      .default_text = "none: the embedded engine",
      .help = "a remote server generates instead: `http://` or `https://host:port` (see *A remote backend*)",
      TOP(backend_url)},
-    {.key = "backend.api", .kind = K::String, .flag = "--backend-api", .commands = kLspFlag,
-     .choices = {"openai", "llama.cpp"}, .default_text = "`openai`",
+    {.key = "backend.api",
+     .kind = K::String,
+     .flag = "--backend-api",
+     .commands = kLspFlag,
+     .choices = {"openai", "llama.cpp"},
+     .default_text = "`openai`",
      .help = "`openai`: /v1/completions and /v1/chat/completions (vLLM, SGLang, Ollama, LM Studio, llama-server, "
              "moelsp serve); `llama.cpp`: /infill",
      TOP(backend_api)},
-    {.key = "backend.apiKey", .kind = K::String, .flag = "--backend-api-key", .commands = kLspFlag,
-     .default_text = "none", .help = "sent as `Authorization: Bearer`", TOP(backend_api_key)},
-    {.key = "backend.model", .kind = K::String, .flag = "--backend-model", .commands = kLspFlag,
-     .default_text = "none", .help = "the `model` field of OpenAI requests", TOP(backend_model)},
-    {.key = "backend.fimTemplate", .kind = K::String, .flag = "--backend-fim-template", .commands = kLspFlag,
+    {.key = "backend.apiKey",
+     .kind = K::String,
+     .flag = "--backend-api-key",
+     .commands = kLspFlag,
+     .default_text = "none",
+     .help = "sent as `Authorization: Bearer`",
+     TOP(backend_api_key)},
+    {.key = "backend.model",
+     .kind = K::String,
+     .flag = "--backend-model",
+     .commands = kLspFlag,
+     .default_text = "none",
+     .help = "the `model` field of OpenAI requests",
+     TOP(backend_model)},
+    {.key = "backend.fimTemplate",
+     .kind = K::String,
+     .flag = "--backend-fim-template",
+     .commands = kLspFlag,
      .default_text = "`qwen`",
      .help = "how completions send fill-in-the-middle with `openai`: `suffix` (the server's FIM), a preset (`qwen`, "
              "`deepseek`, `codellama`, `starcoder`, `codestral`) or a template with `{prefix}` and `{suffix}`",
      TOP(backend_fim_template)},
-    {.key = "backend.caFile", .kind = K::String, .flag = "--backend-ca-file", .commands = kLspFlag,
-     .default_text = "the system's CAs", .help = "PEM file of certificate authorities to trust for `https://`",
+    {.key = "backend.caFile",
+     .kind = K::String,
+     .flag = "--backend-ca-file",
+     .commands = kLspFlag,
+     .default_text = "the system's CAs",
+     .help = "PEM file of certificate authorities to trust for `https://`",
      TOP(backend_ca_file)},
-    {.key = "backend.verifyTls", .kind = K::Bool, .flag = "--backend-verify-tls", .commands = kLspFlag,
-     .default_text = "on", .help = "off: accept any certificate (a test server; never across a network you do not trust)",
+    {.key = "backend.verifyTls",
+     .kind = K::Bool,
+     .flag = "--backend-verify-tls",
+     .commands = kLspFlag,
+     .default_text = "on",
+     .help = "off: accept any certificate (a test server; never across a network you do not trust)",
      TOP(backend_verify_tls)},
 };
 // clang-format on
@@ -299,7 +450,8 @@ std::string toml_to_json(const std::string& toml) {
     const std::string line = trim(strip_comment(raw));
     if (line.empty()) continue;
     if (line.front() == '[') {
-      if (line.back() != ']' || line.size() < 3) throw std::runtime_error(fmt::format("config line {}: bad section header", n));
+      if (line.back() != ']' || line.size() < 3)
+        throw std::runtime_error(fmt::format("config line {}: bad section header", n));
       section = &root;
       std::istringstream parts(trim(line.substr(1, line.size() - 2)));
       for (std::string part; std::getline(parts, part, '.');) {
@@ -320,7 +472,8 @@ std::string toml_to_json(const std::string& toml) {
     if (key.empty() || val.empty()) throw std::runtime_error(fmt::format("config line {}: expected key = value", n));
     json v;
     if (val.front() == '"') {
-      if (val.size() < 2 || val.back() != '"') throw std::runtime_error(fmt::format("config line {}: unterminated string", n));
+      if (val.size() < 2 || val.back() != '"')
+        throw std::runtime_error(fmt::format("config line {}: unterminated string", n));
       v = json::parse(val, nullptr, false);  // TOML basic strings escape like JSON's
       if (v.is_discarded()) throw std::runtime_error(fmt::format("config line {}: bad string", n));
     } else if (val == "true" || val == "false") {
@@ -334,7 +487,8 @@ std::string toml_to_json(const std::string& toml) {
         v = i;
       } else {
         const double d = std::strtod(digits.c_str(), &end);
-        if (!end || *end != '\0') throw std::runtime_error(fmt::format("config line {}: unsupported value '{}'", n, val));
+        if (!end || *end != '\0')
+          throw std::runtime_error(fmt::format("config line {}: unsupported value '{}'", n, val));
         v = d;
       }
     }
@@ -412,8 +566,13 @@ std::string settings_markdown() {
 std::string settings_json() {
   json a = json::array();
   for (const auto& s : kSpecs) {
-    json e = {{"key", s.key}, {"type", s.kind == SettingKind::Int ? "integer" : s.kind == SettingKind::Bool ? "boolean" : "string"},
-              {"flag", s.flag}, {"default", s.default_text}, {"description", s.help}};
+    json e = {{"key", s.key},
+              {"type", s.kind == SettingKind::Int    ? "integer"
+                       : s.kind == SettingKind::Bool ? "boolean"
+                                                     : "string"},
+              {"flag", s.flag},
+              {"default", s.default_text},
+              {"description", s.help}};
     if (s.kind == SettingKind::Int) e["range"] = {s.min, s.max};
     if (!s.choices.empty()) e["choices"] = s.choices;
     a.push_back(e);

@@ -47,21 +47,21 @@ enum class SettingKind { Int, Bool, String };
 
 // Which subcommands take a setting as a flag.
 enum SettingCommands : unsigned {
-  kLspFlag = 1,    // moelsp lsp
-  kServeFlag = 2,  // moelsp serve
+  kLspFlag = 1,      // moelsp lsp
+  kServeFlag = 2,    // moelsp serve
   kPlanFlag = 4,     // generate, chat, profile: what shapes the plan
   kProfileFlag = 8,  // profile: also threads and the KV cache (generate and chat have their own -t, --kv-type)
 };
 
 struct SettingSpec {
-  std::string_view key;   // "completion.maxTokens"; nested or dotted in JSON, [section] key in TOML
+  std::string_view key;  // "completion.maxTokens"; nested or dotted in JSON, [section] key in TOML
   SettingKind kind;
-  std::string_view flag;  // CLI11 option names ("-c,--context-size"); empty: none
-  unsigned commands = 0;  // SettingCommands
-  int64_t min = 0, max = 0;                // Int: the accepted range
-  std::vector<std::string_view> choices;   // String: the accepted values (empty: any)
-  std::optional<int64_t> default_int;      // Int defaults the assistant applies (others: the plan decides)
-  std::string_view default_text;           // for people: help, README
+  std::string_view flag;                  // CLI11 option names ("-c,--context-size"); empty: none
+  unsigned commands = 0;                  // SettingCommands
+  int64_t min = 0, max = 0;               // Int: the accepted range
+  std::vector<std::string_view> choices;  // String: the accepted values (empty: any)
+  std::optional<int64_t> default_int;     // Int defaults the assistant applies (others: the plan decides)
+  std::string_view default_text;          // for people: help, README
   std::string_view help;
   void (*set)(Settings&, const SettingValue&);
   void (*merge)(Settings&, const Settings&);

@@ -8,8 +8,8 @@
 // this CPU supports, so the AVX-512 VNNI and AVX2 variants can be compared on
 // one machine; timed in thread CPU time. Kernel work only: the weights stay in cache for small shapes,
 // so m = 1 here measures compute, not the memory bandwidth decode is bound by.
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 #include <random>
 #include <sstream>
 #include <string>

@@ -60,7 +60,8 @@ std::string code_text(const Tokenizer& tok, int tokens) {
   }
   // Cut to `tokens` tokens at a line end.
   const auto ids = tok.encode(text);
-  std::string cut = tok.decode(std::vector<TokenId>(ids.begin(), ids.begin() + std::min<size_t>(ids.size(), size_t(tokens))));
+  std::string cut =
+      tok.decode(std::vector<TokenId>(ids.begin(), ids.begin() + std::min<size_t>(ids.size(), size_t(tokens))));
   return cut.substr(0, cut.rfind('\n') + 1);
 }
 
@@ -105,10 +106,12 @@ void editor_pattern(const std::shared_ptr<Model>& m, const EngineOptions& base, 
     }
     med[reuse] = median(ttft);
     const EngineMetrics mt = e.metrics();
-    fmt::print("    prefix cache {:3}: median TTFT {:8.1f} ms (min {:.1f}, max {:.1f}); {:.0f} prompt tokens cached per request; "
-               "hit rate {:.3f}\n",
-               reuse ? "on" : "off", med[reuse], *std::min_element(ttft.begin(), ttft.end()),
-               *std::max_element(ttft.begin(), ttft.end()), double(cached) / edits, mt.prefix_hit_rate);
+    fmt::print(
+        "    prefix cache {:3}: median TTFT {:8.1f} ms (min {:.1f}, max {:.1f}); {:.0f} prompt tokens cached per "
+        "request; "
+        "hit rate {:.3f}\n",
+        reuse ? "on" : "off", med[reuse], *std::min_element(ttft.begin(), ttft.end()),
+        *std::max_element(ttft.begin(), ttft.end()), double(cached) / edits, mt.prefix_hit_rate);
   }
   fmt::print("    speed-up with reuse: {:.1f}x\n", med[0] / med[1]);
 }
@@ -151,7 +154,8 @@ void streams(const std::shared_ptr<Model>& m, const EngineOptions& base, int n_s
       const double s = ms_since(t0) / 1000;
       tps[together] = tokens / s;
       const EngineMetrics after = e.metrics();
-      const double mean_batch = double(after.step_seqs - before.step_seqs) / double(std::max<int64_t>(1, after.steps - before.steps));
+      const double mean_batch =
+          double(after.step_seqs - before.step_seqs) / double(std::max<int64_t>(1, after.steps - before.steps));
       fmt::print("    round {} {:10}: {:5d} tokens in {:6.2f} s = {:7.1f} tokens/s (mean batch {:.2f})\n", round + 1,
                  together ? "together" : "sequential", tokens, s, tps[together], mean_batch);
     }
@@ -196,9 +200,11 @@ void layout(Model& m, KvType type, int prompt_tokens, int gen, int rounds) {
   const auto decode_tps = [&](int block_size) {
     KvCache cache(m.kv_layout(type, block_size), n_ctx);
     for (int at = 0; at < prompt_tokens; at += 256)
-      m.forward(std::span(toks).subspan(size_t(at), size_t(std::min(256, prompt_tokens - at))), cache, logits.data(), false);
+      m.forward(std::span(toks).subspan(size_t(at), size_t(std::min(256, prompt_tokens - at))), cache, logits.data(),
+                false);
     const auto t0 = Clock::now();
-    for (int i = 0; i < gen; ++i) m.forward(std::span(&toks[size_t(prompt_tokens + i)], 1), cache, logits.data(), false);
+    for (int i = 0; i < gen; ++i)
+      m.forward(std::span(&toks[size_t(prompt_tokens + i)], 1), cache, logits.data(), false);
     return gen / std::chrono::duration<double>(Clock::now() - t0).count();
   };
   // Q8_0 rows need blocks of a multiple of 32 tokens.
@@ -215,8 +221,8 @@ void layout(Model& m, KvType type, int prompt_tokens, int gen, int rounds) {
     return v[v.size() / 2];
   };
   const double contiguous = med(tps.back());
-  fmt::print("(d) decode after {} prompt tokens, {} tokens each, median of {} alternating rounds:\n", prompt_tokens, gen,
-             rounds);
+  fmt::print("(d) decode after {} prompt tokens, {} tokens each, median of {} alternating rounds:\n", prompt_tokens,
+             gen, rounds);
   for (size_t i = 0; i < sizes.size(); ++i)
     fmt::print("    {:>22}: {:7.2f} tokens/s  ({:.3f} of contiguous)\n",
                i + 1 == sizes.size() ? "contiguous (1 block)" : fmt::format("blocks of {}", sizes[i]), med(tps[i]),
@@ -226,7 +232,8 @@ void layout(Model& m, KvType type, int prompt_tokens, int gen, int rounds) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Paged KV cache benchmarks: editor-pattern TTFT with/without prefix reuse, concurrent streams, KV bytes"};
+  CLI::App app{
+      "Paged KV cache benchmarks: editor-pattern TTFT with/without prefix reuse, concurrent streams, KV bytes"};
   std::string model, kv_type = "f16";
   int threads = 0, prompt_tokens = 2000, edits = 50, n_streams = 4, gen = 64, rounds = 3;
   bool skip_editor = false, skip_streams = false, do_layout = false;

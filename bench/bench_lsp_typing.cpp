@@ -32,8 +32,8 @@
 #include <spdlog/spdlog.h>
 
 #include "lsp/server.h"
-#include "svg_plot.h"
 #include "lsp/transport.h"
+#include "svg_plot.h"
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
@@ -54,7 +54,9 @@ int main(int argc, char** argv) {
   app.add_option("--minutes", minutes, "Type for this long instead of --keys (a soak)");
   app.add_option("--report-s", report_s, "Print RSS, threads and latency every this many seconds");
   app.add_option("--svg", svg, "Write the --report-s reports as an SVG chart to this file");
-  app.add_option("--chats", chats, "Chat requests kept running meanwhile")->capture_default_str()->check(CLI::Range(0, 64));
+  app.add_option("--chats", chats, "Chat requests kept running meanwhile")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
   CLI11_PARSE(app, argc, argv);
   if (minutes > 0) keys = int(minutes * 60000 / interval_ms);
   if (!svg.empty() && report_s <= 0) {
@@ -89,8 +91,11 @@ int main(int argc, char** argv) {
   int cancelled = 0, with_items = 0, answered = 0, errors = 0, chats_done = 0;
   bool ready = false, typing = true;
   const auto chat_request = [](int id) {
-    return json{{"jsonrpc", "2.0"}, {"id", id}, {"method", "moelsp/chat"},
-                {"params", {{"messages", {{{"role", "user"}, {"content", "Tell a long story, number " + std::to_string(id)}}}}}}};
+    return json{{"jsonrpc", "2.0"},
+                {"id", id},
+                {"method", "moelsp/chat"},
+                {"params",
+                 {{"messages", {{{"role", "user"}, {"content", "Tell a long story, number " + std::to_string(id)}}}}}}};
   };
   std::thread reader([&] {
     while (auto m = ct.read()) {
@@ -118,11 +123,17 @@ int main(int argc, char** argv) {
   });
 
   auto send = [&](const json& j) { ct.write(j.dump()); };
-  send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"},
-        {"params", {{"capabilities", {{"textDocument", {{"inlineCompletion", json::object()}}}}},
-                    {"initializationOptions", {{"model", model}, {"threads", threads}, {"contextSize", 4096},
-                                               {"completion", {{"maxTokens", max_tokens}, {"timeBudgetMs", 1000}}},
-                                               {"chat", {{"maxTokens", 2000}, {"template", "chatml"}}}}}}}});
+  send({{"jsonrpc", "2.0"},
+        {"id", 1},
+        {"method", "initialize"},
+        {"params",
+         {{"capabilities", {{"textDocument", {{"inlineCompletion", json::object()}}}}},
+          {"initializationOptions",
+           {{"model", model},
+            {"threads", threads},
+            {"contextSize", 4096},
+            {"completion", {{"maxTokens", max_tokens}, {"timeBudgetMs", 1000}}},
+            {"chat", {{"maxTokens", 2000}, {"template", "chatml"}}}}}}}});
   for (int i = 0; i < 600; ++i) {
     {
       std::lock_guard lock(mu);
@@ -134,7 +145,8 @@ int main(int argc, char** argv) {
   const std::string uri = "file:///bench/typed.cpp";
   while (cursor > 0 && cursor < src.size() && (static_cast<unsigned char>(src[cursor]) & 0xC0) == 0x80) --cursor;
   std::string doc = src.substr(0, cursor);
-  send({{"jsonrpc", "2.0"}, {"method", "textDocument/didOpen"},
+  send({{"jsonrpc", "2.0"},
+        {"method", "textDocument/didOpen"},
         {"params", {{"textDocument", {{"uri", uri}, {"languageId", "cpp"}, {"version", 1}, {"text", doc}}}}}});
   int line = int(std::count(doc.begin(), doc.end(), '\n'));
   int col = 0;
@@ -163,7 +175,9 @@ int main(int argc, char** argv) {
         reported = latency.size();
       }
       std::sort(window.begin(), window.end());
-      const auto at = [&](double p) { return window.empty() ? 0.0 : window[std::min(window.size() - 1, size_t(p * window.size()))]; };
+      const auto at = [&](double p) {
+        return window.empty() ? 0.0 : window[std::min(window.size() - 1, size_t(p * window.size()))];
+      };
       const auto [rss, nthreads] = proc_status();
       fmt::print("t={:.0f}s keys={} rss={:.1f} MiB threads={} latency p50 {:.1f} p95 {:.1f} ms ({} answers)\n",
                  std::chrono::duration<double>(Clock::now() - t_start).count(), n, rss, nthreads, at(0.5), at(0.95),
@@ -182,9 +196,11 @@ int main(int argc, char** argv) {
     const std::string key = src.substr(cursor, len);
     cursor += key.size();
     const json at = {{"line", line}, {"character", col}};
-    send({{"jsonrpc", "2.0"}, {"method", "textDocument/didChange"},
-          {"params", {{"textDocument", {{"uri", uri}, {"version", n + 2}}},
-                      {"contentChanges", {{{"range", {{"start", at}, {"end", at}}}, {"text", key}}}}}}});
+    send({{"jsonrpc", "2.0"},
+          {"method", "textDocument/didChange"},
+          {"params",
+           {{"textDocument", {{"uri", uri}, {"version", n + 2}}},
+            {"contentChanges", {{{"range", {{"start", at}, {"end", at}}}, {"text", key}}}}}}});
     if (key == "\n") ++line, col = 0;
     else col += len == 4 ? 2 : 1;
     const int id = 100 + n;
@@ -192,16 +208,21 @@ int main(int argc, char** argv) {
       std::lock_guard lock(mu);
       sent[id] = Clock::now();
     }
-    send({{"jsonrpc", "2.0"}, {"id", id}, {"method", "textDocument/inlineCompletion"},
-          {"params", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", line}, {"character", col}}},
-                      {"context", {{"triggerKind", 2}}}}}});
+    send({{"jsonrpc", "2.0"},
+          {"id", id},
+          {"method", "textDocument/inlineCompletion"},
+          {"params",
+           {{"textDocument", {{"uri", uri}}},
+            {"position", {{"line", line}, {"character", col}}},
+            {"context", {{"triggerKind", 2}}}}}});
     std::this_thread::sleep_until(t_start + std::chrono::milliseconds(int64_t(interval_ms) * (n + 1)));
   }
   {
     std::lock_guard lock(mu);
     typing = false;
   }
-  for (int k = 0; k < chats; ++k) send({{"jsonrpc", "2.0"}, {"method", "$/cancelRequest"}, {"params", {{"id", 50 + k}}}});
+  for (int k = 0; k < chats; ++k)
+    send({{"jsonrpc", "2.0"}, {"method", "$/cancelRequest"}, {"params", {{"id", 50 + k}}}});
   // let the last answers arrive
   for (int i = 0; i < 200; ++i) {
     {
@@ -219,17 +240,23 @@ int main(int argc, char** argv) {
   reader.join();
 
   std::sort(latency.begin(), latency.end());
-  const auto pct = [&](double p) { return latency.empty() ? 0.0 : latency[std::min(latency.size() - 1, size_t(p * latency.size()))]; };
-  fmt::print("typing simulation: {} keystrokes every {} ms into {} (model {}), {} chats running ({} chat answers ended meanwhile)\n",
-             n, interval_ms, file, model, chats, chats_done);
-  fmt::print("answered {} of {} requests: {} with a suggestion, {} cancelled by a newer keystroke ({:.1f}%), {} errors\n",
-             answered, n, with_items, cancelled, 100.0 * cancelled / std::max(1, n), errors);
+  const auto pct = [&](double p) {
+    return latency.empty() ? 0.0 : latency[std::min(latency.size() - 1, size_t(p * latency.size()))];
+  };
+  fmt::print(
+      "typing simulation: {} keystrokes every {} ms into {} (model {}), {} chats running ({} chat answers ended "
+      "meanwhile)\n",
+      n, interval_ms, file, model, chats, chats_done);
+  fmt::print(
+      "answered {} of {} requests: {} with a suggestion, {} cancelled by a newer keystroke ({:.1f}%), {} errors\n",
+      answered, n, with_items, cancelled, 100.0 * cancelled / std::max(1, n), errors);
   fmt::print("latency to the answer (ms), answered requests: p50 {:.1f}, p95 {:.1f}, max {:.1f}\n", pct(0.5), pct(0.95),
              latency.empty() ? 0.0 : latency.back());
   if (!svg.empty()) {
     using moelsp::bench::PlotPanel;
-    const std::string title = fmt::format("typing {} keys/s with {} chats running ({} model)", 1000 / std::max(1, interval_ms),
-                                          chats, std::filesystem::path(model).filename().string());
+    const std::string title =
+        fmt::format("typing {} keys/s with {} chats running ({} model)", 1000 / std::max(1, interval_ms), chats,
+                    std::filesystem::path(model).filename().string());
     const std::vector<PlotPanel> panels{
         {"RSS (MiB)", {{"RSS", "#1f77b4", rep_rss}}},
         {"threads", {{"threads", "#7f7f7f", rep_threads}}},

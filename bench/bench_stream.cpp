@@ -94,7 +94,8 @@ struct Cgroup {
     return bool(o);
   }
   int64_t max_usage() const {
-    std::ifstream in(dir + (fs::exists(dir + "/memory.max_usage_in_bytes") ? "/memory.max_usage_in_bytes" : "/memory.peak"));
+    std::ifstream in(dir +
+                     (fs::exists(dir + "/memory.max_usage_in_bytes") ? "/memory.max_usage_in_bytes" : "/memory.peak"));
     int64_t v = 0;
     in >> v;
     return v;
@@ -155,9 +156,11 @@ json run_ours(const Options& o, const std::string& mode) {
   json layers = json::array();
   for (size_t il = 0; il < em.layers.size(); ++il) {
     const auto& l = em.layers[il];
-    if (l.tokens) layers.push_back({{"layer", il}, {"accuracy", double(l.predicted_hits) / double(l.tokens * em.k)},
-                                    {"previous", double(l.baseline_hits) / double(l.tokens * em.k)},
-                                    {"chosen", double(l.chosen_hits) / double(l.tokens * em.k)}});
+    if (l.tokens)
+      layers.push_back({{"layer", il},
+                        {"accuracy", double(l.predicted_hits) / double(l.tokens * em.k)},
+                        {"previous", double(l.baseline_hits) / double(l.tokens * em.k)},
+                        {"chosen", double(l.chosen_hits) / double(l.tokens * em.k)}});
   }
   return {{"mode", mode},
           {"tps", o.gen / (total / 1e3)},
@@ -249,7 +252,9 @@ int main(int argc, char** argv) {
   app.add_option("-t,--threads", o.threads, "Threads (default: physical cores)");
   app.add_option("--rounds", o.rounds, "Alternating rounds (medians reported)")->capture_default_str();
   app.add_option("--distance", o.distance, "Prediction distance in layers (default: the plan's)");
-  app.add_option("--modes", o.modes, "Runs per round: off, predict, prefetch, plan")->delimiter(',')->capture_default_str();
+  app.add_option("--modes", o.modes, "Runs per round: off, predict, prefetch, plan")
+      ->delimiter(',')
+      ->capture_default_str();
   app.add_option("--text", o.text, "Text whose tokens are fed one per step")->capture_default_str();
   app.add_option("--peer", o.peer, "llama.cpp's llama-bench, run on the same file under the same limit");
   CLI11_PARSE(app, argc, argv);
@@ -306,8 +311,9 @@ int main(int argc, char** argv) {
     std::printf("\nprediction accuracy per layer (distance %d): router / previous token's experts / the one used\n",
                 j["distance"].get<int>());
     for (const json& l : j["layers"])
-      std::printf("  layer %2d: %5.1f%% / %5.1f%% / %5.1f%%\n", l["layer"].get<int>(), 100 * l["accuracy"].get<double>(),
-                  100 * l["previous"].get<double>(), 100 * l["chosen"].get<double>());
+      std::printf("  layer %2d: %5.1f%% / %5.1f%% / %5.1f%%\n", l["layer"].get<int>(),
+                  100 * l["accuracy"].get<double>(), 100 * l["previous"].get<double>(),
+                  100 * l["chosen"].get<double>());
     std::printf("\nplan under the limit:\n%s", j["plan"].get<std::string>().c_str());
     break;
   }

@@ -106,7 +106,8 @@ int main(int argc, char** argv) {
     const auto tok = moelsp::Tokenizer::from_gguf(f);
     std::string peer_col = "-", ratio_col = "-";
     if (!peer.empty()) {
-      const std::string base = fmt::format("'{}' -m '{}' --ids --log-disable --no-escape --no-parse-special -f ", peer, vp.string());
+      const std::string base =
+          fmt::format("'{}' -m '{}' --ids --log-disable --no-escape --no-parse-special -f ", peer, vp.string());
       const double t_tiny = seconds_of(base + "'" + tiny.string() + "' > /dev/null 2>&1");
       double t_full = 1e30;
       for (int r = 0; r < repeats; ++r)

@@ -68,28 +68,32 @@ inline std::string line_chart_svg(const std::string& title, const std::vector<do
     const auto py = [&](double v) { return bottom - kPanelH * v / y_top; };
     for (int t = 0; t <= 4; ++t) {  // y grid and labels
       const double v = y_top * t / 4;
-      o += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>\n", kLeft, py(v),
-                       kLeft + plot_w, py(v));
+      o += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>\n", kLeft,
+                       py(v), kLeft + plot_w, py(v));
       o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{:g}</text>\n", kLeft - 6, py(v) + 4, v);
     }
     for (int t = 0; t <= 5; ++t) {  // x labels
       const double v = x_max * t / 5;
       o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{:g}</text>\n", px(v), bottom + 16, v);
     }
-    o += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"none\" stroke=\"#444\"/>\n",
-                     kLeft, top, plot_w, kPanelH);
-    o += fmt::format("<text x=\"16\" y=\"{:.1f}\" transform=\"rotate(-90 16 {:.1f})\" text-anchor=\"middle\">{}</text>\n",
-                     (top + bottom) / 2, (top + bottom) / 2, xml_escape(panel.y_label));
-    o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", kLeft + plot_w / 2, bottom + 32,
-                     xml_escape(x_label));
+    o += fmt::format(
+        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"none\" stroke=\"#444\"/>\n", kLeft,
+        top, plot_w, kPanelH);
+    o += fmt::format(
+        "<text x=\"16\" y=\"{:.1f}\" transform=\"rotate(-90 16 {:.1f})\" text-anchor=\"middle\">{}</text>\n",
+        (top + bottom) / 2, (top + bottom) / 2, xml_escape(panel.y_label));
+    o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", kLeft + plot_w / 2,
+                     bottom + 32, xml_escape(x_label));
     for (size_t si = 0; si < panel.series.size(); ++si) {
       const PlotSeries& s = panel.series[si];
       std::string pts;
-      for (size_t i = 0; i < std::min(x.size(), s.y.size()); ++i) pts += fmt::format("{:.1f},{:.1f} ", px(x[i]), py(s.y[i]));
+      for (size_t i = 0; i < std::min(x.size(), s.y.size()); ++i)
+        pts += fmt::format("{:.1f},{:.1f} ", px(x[i]), py(s.y[i]));
       o += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.8\" points=\"{}\"/>\n", s.color, pts);
       const double ly = top + 14 + 18 * double(si);
-      o += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"3\"/>\n",
-                       kLeft + plot_w + 10, ly - 4, kLeft + plot_w + 30, ly - 4, s.color);
+      o += fmt::format(
+          "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"3\"/>\n",
+          kLeft + plot_w + 10, ly - 4, kLeft + plot_w + 30, ly - 4, s.color);
       o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n", kLeft + plot_w + 36, ly, xml_escape(s.name));
     }
   }

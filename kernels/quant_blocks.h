@@ -32,10 +32,10 @@ inline void k4_unpack_scales(const uint8_t* sc, uint32_t out[4]) {
   uint32_t u[3];
   std::memcpy(u, sc, 12);
   constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kTop2 = 0x03030303;
-  out[0] = u[0] & kLow6;                                            // scales 0-3
-  out[1] = (u[2] & kLow4) | (((u[0] >> 6) & kTop2) << 4);           // scales 4-7
-  out[2] = u[1] & kLow6;                                            // mins 0-3
-  out[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kTop2) << 4);    // mins 4-7
+  out[0] = u[0] & kLow6;                                          // scales 0-3
+  out[1] = (u[2] & kLow4) | (((u[0] >> 6) & kTop2) << 4);         // scales 4-7
+  out[2] = u[1] & kLow6;                                          // mins 0-3
+  out[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kTop2) << 4);  // mins 4-7
 }
 
 }  // namespace moelsp::kernels::blocks

@@ -24,8 +24,8 @@ std::string selection(const Document& d, const std::optional<Range>& range) {
 }  // namespace
 
 const std::vector<std::string>& Server::Impl::commands() {
-  static const std::vector<std::string> list{"moelsp.accepted", "moelsp.chat", "moelsp.explain", "moelsp.fix",
-                                             "moelsp.document", "moelsp.reload"};
+  static const std::vector<std::string> list{"moelsp.accepted", "moelsp.chat",     "moelsp.explain",
+                                             "moelsp.fix",      "moelsp.document", "moelsp.reload"};
   return list;
 }
 
@@ -51,8 +51,8 @@ void Server::Impl::on_chat(const ChatParams& p, Reply reply) { chat("moelsp.chat
 void Server::Impl::chat(const std::string& command, const ChatParams& args, Reply reply) {
   // The question (validation errors are answered here, as invalid params).
   assist::ChatQuery q;
-  q.kind = command == "moelsp.explain" ? assist::ChatKind::Explain
-           : command == "moelsp.fix"   ? assist::ChatKind::Fix
+  q.kind = command == "moelsp.explain"    ? assist::ChatKind::Explain
+           : command == "moelsp.fix"      ? assist::ChatKind::Fix
            : command == "moelsp.document" ? assist::ChatKind::Document
                                           : assist::ChatKind::Chat;
   if (args.uri) {
@@ -81,7 +81,8 @@ void Server::Impl::chat(const std::string& command, const ChatParams& args, Repl
     const assist::ChatAnswer a = service.chat(q, on_text, *ticket);
     progress(work_token, {{"kind", "end"}});
     untrack(reply.id(), ticket);
-    if (ticket->cancelled() || a.reason == FinishReason::Cancelled) return reply.error(kRequestCancelled, "request cancelled");
+    if (ticket->cancelled() || a.reason == FinishReason::Cancelled)
+      return reply.error(kRequestCancelled, "request cancelled");
     if (a.reason == FinishReason::Error) return reply.error(kInternalError, a.error);
     reply({{"text", a.text}, {"finishReason", to_string(a.reason)}, {"tokensPerSecond", a.tokens_per_second}});
   });

@@ -87,7 +87,8 @@ void Server::Impl::complete(const CompletionParams& params, Reply reply, bool in
     json items = json::array();
     for (const auto& text : answer.texts) {
       if (inline_kind) {
-        items.push_back({{"insertText", selected_text + text}, {"range", to_json(range)},
+        items.push_back({{"insertText", selected_text + text},
+                         {"range", to_json(range)},
                          {"command", {{"title", "accepted"}, {"command", "moelsp.accepted"}}}});
       } else {
         // Clients filter the list by the word before the cursor (Helix,
@@ -99,8 +100,12 @@ void Server::Impl::complete(const CompletionParams& params, Reply reply, bool in
         std::string label = full.substr(0, full.find('\n'));
         if (label.empty()) label = full;
         const Range word_range{{pos.line, pos.character - int(w)}, range.end};
-        items.push_back({{"label", label}, {"kind", 1}, {"detail", "moelsp"}, {"filterText", full},
-                         {"insertText", full}, {"textEdit", {{"range", to_json(word_range)}, {"newText", full}}}});
+        items.push_back({{"label", label},
+                         {"kind", 1},
+                         {"detail", "moelsp"},
+                         {"filterText", full},
+                         {"insertText", full},
+                         {"textEdit", {{"range", to_json(word_range)}, {"newText", full}}}});
       }
     }
     // Incomplete: the next keystroke changes the continuation, so clients ask again.

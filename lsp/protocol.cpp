@@ -151,7 +151,8 @@ void from_json(const json& j, InitializeParams& p) {
   p.trace = f.str_or("trace", "off");
   p.initialization_options = f.raw_or_null("initializationOptions");
   if (!p.initialization_options.is_null() && !p.initialization_options.is_object())
-    throw ParamError("initializationOptions: expected an object, got " + std::string(type_name(p.initialization_options)));
+    throw ParamError("initializationOptions: expected an object, got " +
+                     std::string(type_name(p.initialization_options)));
 }
 
 void from_json(const json& j, DidOpenParams& p) {
@@ -190,7 +191,8 @@ void from_json(const json& j, DidChangeConfigurationParams& p) {
   p.settings = f.raw_or_null("settings");
   if (p.settings.is_object() && p.settings.contains("moelsp")) p.settings = p.settings["moelsp"];
   if (p.settings.is_null()) p.settings = json::object();
-  if (!p.settings.is_object()) throw ParamError("settings: expected an object, got " + std::string(type_name(p.settings)));
+  if (!p.settings.is_object())
+    throw ParamError("settings: expected an object, got " + std::string(type_name(p.settings)));
 }
 
 void from_json(const json& j, CancelParams& p) {

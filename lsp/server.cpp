@@ -41,8 +41,10 @@ struct Reply::State {
   ~State() {
     if (sent.exchange(true)) return;
     spdlog::error("{} (id {}) ended without an answer", method, id.dump());
-    send({{"jsonrpc", "2.0"}, {"id", id},
-          {"error", {{"code", kInternalError}, {"message", "internal error: " + method + " ended without an answer"}}}});
+    send(
+        {{"jsonrpc", "2.0"},
+         {"id", id},
+         {"error", {{"code", kInternalError}, {"message", "internal error: " + method + " ended without an answer"}}}});
   }
 };
 
@@ -50,12 +52,14 @@ Reply::Reply(json id, Send send, std::string method)
     : s_(std::make_shared<State>(std::move(id), std::move(send), std::move(method))) {}
 
 void Reply::operator()(json result) const {
-  if (s_->sent.exchange(true)) return spdlog::warn("{} (id {}): a second answer was dropped", s_->method, s_->id.dump());
+  if (s_->sent.exchange(true))
+    return spdlog::warn("{} (id {}): a second answer was dropped", s_->method, s_->id.dump());
   s_->send({{"jsonrpc", "2.0"}, {"id", s_->id}, {"result", std::move(result)}});
 }
 
 void Reply::error(int code, const std::string& message) const {
-  if (s_->sent.exchange(true)) return spdlog::warn("{} (id {}): a second answer was dropped", s_->method, s_->id.dump());
+  if (s_->sent.exchange(true))
+    return spdlog::warn("{} (id {}): a second answer was dropped", s_->method, s_->id.dump());
   s_->send({{"jsonrpc", "2.0"}, {"id", s_->id}, {"error", {{"code", code}, {"message", message}}}});
 }
 
@@ -186,9 +190,10 @@ void Server::Impl::notify(const std::string& method, json params) {
 }
 void Server::Impl::log_message(int type, const std::string& text) {
   // MessageType 1 Error, 2 Warning, 3 Info, 4 Log: the same level on stderr / --log-file.
-  const auto level = type == 1 ? spdlog::level::err : type == 2 ? spdlog::level::warn
-                     : type == 3                    ? spdlog::level::info
-                                                    : spdlog::level::debug;
+  const auto level = type == 1   ? spdlog::level::err
+                     : type == 2 ? spdlog::level::warn
+                     : type == 3 ? spdlog::level::info
+                                 : spdlog::level::debug;
   spdlog::log(level, "{}", text);
   notify("window/logMessage", {{"type", type}, {"message", text}});
   if (trace != "off") notify("$/logTrace", {{"message", text}});
@@ -210,7 +215,8 @@ json Server::Impl::status_json() {
   json s;
   {
     std::lock_guard lock(model_mu);
-    s = {{"state", state == ModelState::Ready && service.busy() ? "busy" : to_string(state)}, {"message", state_message},
+    s = {{"state", state == ModelState::Ready && service.busy() ? "busy" : to_string(state)},
+         {"message", state_message},
          {"tokensPerSecond", service.last_tokens_per_second()}};
     if (model) {
       s["model"] = model->config().name.empty() ? model->config().arch : model->config().name;
@@ -221,21 +227,27 @@ json Server::Impl::status_json() {
         const EngineMetrics m = engine.metrics();
         const ExpertMetrics em = model->expert_metrics();
         s["experts"] = {{"predictionAccuracy", em.accuracy()}, {"previousTokenAccuracy", em.baseline_accuracy()},
-                        {"prefetchDistance", em.distance}, {"prefetchRequests", em.prefetch_requests},
-                        {"prefetchBytes", em.prefetch_bytes}, {"prefetchReadBytes", em.prefetch_missing_bytes},
-                        {"cacheExperts", em.cache_experts}, {"cachePinned", em.cache_pinned},
+                        {"prefetchDistance", em.distance},     {"prefetchRequests", em.prefetch_requests},
+                        {"prefetchBytes", em.prefetch_bytes},  {"prefetchReadBytes", em.prefetch_missing_bytes},
+                        {"cacheExperts", em.cache_experts},    {"cachePinned", em.cache_pinned},
                         {"cacheHitRate", em.cache_hit_rate()}, {"cacheSwaps", em.cache_swaps},
-                        {"majorFaults", em.major_faults}, {"minorFaults", em.minor_faults}};
+                        {"majorFaults", em.major_faults},      {"minorFaults", em.minor_faults}};
         s["plan"]["kvCache"]["bytes"] = m.kv.bytes;
         s["plan"]["kvCache"]["prefixCache"] = engine.options().prefix_cache;
-        s["kvCache"] = {{"blocksTotal", m.kv.blocks_total}, {"blocksInUse", m.kv.blocks_in_use},
+        s["kvCache"] = {{"blocksTotal", m.kv.blocks_total},   {"blocksInUse", m.kv.blocks_in_use},
                         {"blocksCached", m.kv.blocks_cached}, {"blocksFree", m.kv.blocks_free},
-                        {"evictions", m.kv.evictions}, {"prefixHitRate", m.prefix_hit_rate},
+                        {"evictions", m.kv.evictions},        {"prefixHitRate", m.prefix_hit_rate},
                         {"prefixHitTokens", m.kv.hit_tokens}};
-        s["scheduler"] = {{"steps", m.steps}, {"meanBatch", m.mean_batch()}, {"lastBatch", m.last_batch},
-                          {"maxBatch", m.max_batch}, {"requests", m.requests}, {"preemptions", m.preemptions},
-                          {"meanQueueMs", m.mean_queue_ms()}, {"maxQueueMs", m.queue_ms_max},
-                          {"running", m.running}, {"waiting", m.waiting}};
+        s["scheduler"] = {{"steps", m.steps},
+                          {"meanBatch", m.mean_batch()},
+                          {"lastBatch", m.last_batch},
+                          {"maxBatch", m.max_batch},
+                          {"requests", m.requests},
+                          {"preemptions", m.preemptions},
+                          {"meanQueueMs", m.mean_queue_ms()},
+                          {"maxQueueMs", m.queue_ms_max},
+                          {"running", m.running},
+                          {"waiting", m.waiting}};
       }
     }
   }
@@ -244,16 +256,24 @@ json Server::Impl::status_json() {
     if (remote) {
       const auto& o = remote->options();
       s["model"] = o.model.empty() ? o.url : o.model;
-      s["backend"] = {{"url", o.url}, {"api", o.api}, {"model", o.model}, {"fimTemplate", o.fim_template},
+      s["backend"] = {{"url", o.url},
+                      {"api", o.api},
+                      {"model", o.model},
+                      {"fimTemplate", o.fim_template},
                       {"lastError", remote->last_error()}};
     }
   }
   const assist::TelemetrySnapshot t = service.telemetry();
-  s["completions"] = {{"requests", t.requests}, {"cancelled", t.cancelled}, {"shown", t.shown},
-                      {"accepted", t.accepted}, {"partiallyAccepted", t.partially_accepted},
-                      {"cacheHits", t.cache_hits}, {"promptTokens", t.prompt_tokens},
-                      {"promptTokensReused", t.prompt_tokens_reused},
-                      {"latencyMs", {{"p50", t.latency_p50_ms}, {"p95", t.latency_p95_ms}, {"samples", t.latency_samples}}}};
+  s["completions"] = {
+      {"requests", t.requests},
+      {"cancelled", t.cancelled},
+      {"shown", t.shown},
+      {"accepted", t.accepted},
+      {"partiallyAccepted", t.partially_accepted},
+      {"cacheHits", t.cache_hits},
+      {"promptTokens", t.prompt_tokens},
+      {"promptTokensReused", t.prompt_tokens_reused},
+      {"latencyMs", {{"p50", t.latency_p50_ms}, {"p95", t.latency_p95_ms}, {"samples", t.latency_samples}}}};
   return s;
 }
 void Server::Impl::send_status() { notify("moelsp/status", status_json()); }
@@ -318,8 +338,10 @@ void Server::Impl::start_loading() {
   json token;
   if (client.work_done_progress) {
     token = "moelsp/load";
-    send({{"jsonrpc", "2.0"}, {"id", "moelsp-" + std::to_string(next_server_request_id++)},
-          {"method", "window/workDoneProgress/create"}, {"params", {{"token", token}}}});
+    send({{"jsonrpc", "2.0"},
+          {"id", "moelsp-" + std::to_string(next_server_request_id++)},
+          {"method", "window/workDoneProgress/create"},
+          {"params", {{"token", token}}}});
     progress(token, {{"kind", "begin"}, {"title", "moelsp: loading model"}, {"message", *s.model}});
   }
   loader = std::thread([this, s, token] {
@@ -357,8 +379,9 @@ void Server::Impl::start_loading() {
     // (incomplete) list rather than an error per keystroke, which Neovim and
     // Emacs would echo on every key while VS Code only logs it.
     if (st == ModelState::Error)
-      show_message(1, "moelsp: the model could not be loaded: " + msg +
-                          ". Set moelsp.model (or --model) to a GGUF file; the server reloads when the setting changes.");
+      show_message(1,
+                   "moelsp: the model could not be loaded: " + msg +
+                       ". Set moelsp.model (or --model) to a GGUF file; the server reloads when the setting changes.");
     send_status();
   });
 }
@@ -451,7 +474,8 @@ void Server::Impl::handle(const std::string& body) {
   if (has_id) {
     auto it = requests.find(method);
     if (it == requests.end()) return error_to(id, kMethodNotFound, "method not found: " + method);
-    it->second(params, Reply(id, [this](const json& j) { send(j); }, method));
+    it->second(params, Reply(
+                           id, [this](const json& j) { send(j); }, method));
   } else {
     auto it = notifications.find(method);
     if (it != notifications.end()) it->second(params);
@@ -482,24 +506,26 @@ void Server::Impl::on_initialize(const InitializeParams& p, Reply reply) {
   start_loading();
 }
 
-json Server::Impl::completion_options() {
-  return {{"resolveProvider", false}, {"triggerCharacters", {".", "(", " "}}};
-}
+json Server::Impl::completion_options() { return {{"resolveProvider", false}, {"triggerCharacters", {".", "(", " "}}}; }
 
 void Server::Impl::on_initialized(const NoParams&) {
   json regs = json::array();
-  if (client.dynamic_configuration) regs.push_back({{"id", "moelsp-config"}, {"method", "workspace/didChangeConfiguration"}});
+  if (client.dynamic_configuration)
+    regs.push_back({{"id", "moelsp-config"}, {"method", "workspace/didChangeConfiguration"}});
   if (client.dynamic_completion) {
     json opts = completion_options();
     opts["documentSelector"] = nullptr;
     regs.push_back({{"id", "moelsp-completion"}, {"method", "textDocument/completion"}, {"registerOptions", opts}});
   }
   if (client.dynamic_inline)
-    regs.push_back({{"id", "moelsp-inline"}, {"method", "textDocument/inlineCompletion"},
+    regs.push_back({{"id", "moelsp-inline"},
+                    {"method", "textDocument/inlineCompletion"},
                     {"registerOptions", {{"documentSelector", nullptr}}}});
   if (!regs.empty())
-    send({{"jsonrpc", "2.0"}, {"id", "moelsp-" + std::to_string(next_server_request_id++)},
-          {"method", "client/registerCapability"}, {"params", {{"registrations", regs}}}});
+    send({{"jsonrpc", "2.0"},
+          {"id", "moelsp-" + std::to_string(next_server_request_id++)},
+          {"method", "client/registerCapability"},
+          {"params", {{"registrations", regs}}}});
 }
 
 void Server::Impl::on_shutdown(const NoParams&, Reply reply) {

@@ -87,7 +87,7 @@ struct Server::Impl {
   std::shared_ptr<Model> model;
   std::shared_ptr<assist::EngineBackend> backend;  // the engine, once loaded (also in `service`)
   std::shared_ptr<assist::RemoteBackend> remote;   // or a remote server (backend.url)
-  json plan_json, hw_json;  // the plan the engine runs with, and the machine it was made for
+  json plan_json, hw_json;                         // the plan the engine runs with, and the machine it was made for
   ModelState state = ModelState::Loading;
   std::string state_message;
   // The model and plan overrides the engine was built with: a configuration

@@ -77,8 +77,9 @@ int bench(const BenchOptions& o) {
     auto model = Model::load(o.model, {.threads = o.threads});
     const auto& c = model->config();
     if (c.n_ctx_train > 0 && std::max(o.n_prompt, o.n_gen) >= c.n_ctx_train)
-      throw std::runtime_error(fmt::format("-p {} / -n {}: each must stay below the model's training context of {} tokens",
-                                           o.n_prompt, o.n_gen, c.n_ctx_train));
+      throw std::runtime_error(
+          fmt::format("-p {} / -n {}: each must stay below the model's training context of {} tokens", o.n_prompt,
+                      o.n_gen, c.n_ctx_train));
     if (o.n_prompt == 0 && o.n_gen == 0) throw std::runtime_error("-p 0 and -n 0: nothing to measure");
     const int threads = model->threads();
     std::mt19937 rng(1);
@@ -124,13 +125,14 @@ int bench(const BenchOptions& o) {
     const double bw = measure_memory_bandwidth_gbs(threads);
     const double bpt = bytes_per_token(*model);
     const double roof = bw * 1e9 / bpt;
-    fmt::print("model: {} ({}), {:.1f} M parameters in {:.1f} MiB, threads {}, kernels {}\n", o.model, c.arch,
-               [&] {
-                 double n = 0;
-                 for (const auto& t : model->file().tensors()) n += double(t.n_elements);
-                 return n / 1e6;
-               }(),
-               double(model->file().file_size()) / (1 << 20), threads, cpu_kernel_isa());
+    fmt::print(
+        "model: {} ({}), {:.1f} M parameters in {:.1f} MiB, threads {}, kernels {}\n", o.model, c.arch,
+        [&] {
+          double n = 0;
+          for (const auto& t : model->file().tensors()) n += double(t.n_elements);
+          return n / 1e6;
+        }(),
+        double(model->file().file_size()) / (1 << 20), threads, cpu_kernel_isa());
     fmt::print("{:<10} {:>14} {:>16} {:>8}\n", "test", "moelsp t/s", "llama.cpp t/s", "ratio");
     const auto row = [&](const std::string& name, double ours, double theirs) {
       fmt::print("{:<10} {:>14.2f} {:>16} {:>8}\n", name, ours, theirs > 0 ? fmt::format("{:.2f}", theirs) : "-",
@@ -139,14 +141,15 @@ int bench(const BenchOptions& o) {
     if (o.n_prompt > 0) row(fmt::format("pp{}", o.n_prompt), median(pp), peer.pp);
     if (o.n_gen > 0) row(fmt::format("tg{}", o.n_gen), median(tg), peer.tg);
     if (!peer.error.empty()) fmt::print("peer: {}\n", peer.error);
-    fmt::print("peak RSS {:.1f} MiB; memory bandwidth {:.1f} GB/s; decode reads {:.2f} MiB/token -> roofline {:.0f} "
-               "tokens/s; moelsp decode at {:.1f}% of it\n",
-               double(rss) / (1 << 20), bw, bpt / (1 << 20), roof,
-               o.n_gen > 0 ? 100.0 * median(tg) / roof : 0.0);
+    fmt::print(
+        "peak RSS {:.1f} MiB; memory bandwidth {:.1f} GB/s; decode reads {:.2f} MiB/token -> roofline {:.0f} "
+        "tokens/s; moelsp decode at {:.1f}% of it\n",
+        double(rss) / (1 << 20), bw, bpt / (1 << 20), roof, o.n_gen > 0 ? 100.0 * median(tg) / roof : 0.0);
     if (moe_layers > 0)
-      fmt::print("MoE ({} layers): expert activation entropy {:.3f} (1 = uniform); thread load imbalance "
-                 "(max-min)/max mean {:.3f}, worst layer {:.3f}\n",
-                 moe_layers, entropy_sum / moe_layers, imbalance_sum / moe_layers, imbalance_max);
+      fmt::print(
+          "MoE ({} layers): expert activation entropy {:.3f} (1 = uniform); thread load imbalance "
+          "(max-min)/max mean {:.3f}, worst layer {:.3f}\n",
+          moe_layers, entropy_sum / moe_layers, imbalance_sum / moe_layers, imbalance_max);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moelsp bench: %s\n", e.what());

@@ -103,8 +103,7 @@ int logits(const LogitsOptions& o) {
     std::vector<float> out(ids.size() * nv);
     if (o.incremental)
       for (size_t i = 0; i < ids.size(); ++i) model->forward({&ids[i], 1}, *cache, out.data() + i * nv, false);
-    else
-      model->forward(ids, *cache, out.data(), true);
+    else model->forward(ids, *cache, out.data(), true);
     std::ofstream f(o.out, std::ios::binary | std::ios::trunc);
     if (!f) throw std::runtime_error(fmt::format("{}: cannot open for writing", o.out));
     f.write(reinterpret_cast<const char*>(out.data()), std::streamsize(out.size() * sizeof(float)));

@@ -78,8 +78,11 @@ int print_json(const gguf::File& f, const ModelSummary& m) {
   for (const auto& [type, n] : m.type_counts) j["tensor_types"][type] = n;
   auto& ts = j["tensors"] = nlohmann::json::array();
   for (const auto& ti : f.tensors())
-    ts.push_back({{"name", ti.name}, {"type", kernels::dtype_name(ti.type)}, {"shape", ti.shape},
-                  {"bytes", ti.n_bytes}, {"offset", f.data_offset() + ti.offset}});
+    ts.push_back({{"name", ti.name},
+                  {"type", kernels::dtype_name(ti.type)},
+                  {"shape", ti.shape},
+                  {"bytes", ti.n_bytes},
+                  {"offset", f.data_offset() + ti.offset}});
   j["supported"] = m.supported;
   j["problems"] = m.problems;
   std::puts(j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());

@@ -48,12 +48,14 @@ int settings(const std::string& format) {
   } else {
     for (const auto& s : assist::setting_specs()) {
       std::string flag(s.flag.empty() ? "" : s.flag);
-      std::printf("%-26s %-28s default: %s\n", std::string(s.key).c_str(), flag.c_str(), std::string(s.default_text).c_str());
+      std::printf("%-26s %-28s default: %s\n", std::string(s.key).c_str(), flag.c_str(),
+                  std::string(s.default_text).c_str());
       std::printf("%-26s %s\n", "", std::string(s.help).c_str());
     }
-    std::printf("\nSet them in initializationOptions / workspace settings (nested or dotted names), in\n"
-                "~/.config/moelsp/config.toml or config.json, or with the flags; later layers win: defaults, config\n"
-                "file, --config FILE, flags, the editor.\n");
+    std::printf(
+        "\nSet them in initializationOptions / workspace settings (nested or dotted names), in\n"
+        "~/.config/moelsp/config.toml or config.json, or with the flags; later layers win: defaults, config\n"
+        "file, --config FILE, flags, the editor.\n");
   }
   return 0;
 }

@@ -72,7 +72,8 @@ kernels::DType fallback(kernels::DType t) {
   using kernels::DType;
   switch (t) {
     case DType::Q4_K: return DType::Q5_0;
-    case DType::Q5_K: case DType::Q6_K: return DType::Q8_0;
+    case DType::Q5_K:
+    case DType::Q6_K: return DType::Q8_0;
     default: return DType::F16;
   }
 }
@@ -87,8 +88,8 @@ int quantize(const QuantizeOptions& o) {
           "cannot quantize to '{}' (supported: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K, Q4_K_M)", o.type));
     std::error_code ec;
     if (std::filesystem::exists(o.output, ec) && std::filesystem::equivalent(o.input, o.output, ec))
-      throw std::runtime_error(fmt::format("{} is the input file: give another output name (the input is never overwritten)",
-                                           o.output));
+      throw std::runtime_error(
+          fmt::format("{} is the input file: give another output name (the input is never overwritten)", o.output));
     const auto in = gguf::File::open(o.input);
     const std::string arch = in.get_or<std::string>("general.architecture", "");
     Recipe recipe{*target, q4_k_m};
@@ -114,8 +115,8 @@ int quantize(const QuantizeOptions& o) {
         w.add_tensor(t.name, to, t.shape, d);
       } else {
         if (!kernels::matmul_supports(t.type))
-          throw std::runtime_error(fmt::format("tensor '{}' is {}, which moelsp cannot read yet", t.name,
-                                               kernels::dtype_name(t.type)));
+          throw std::runtime_error(
+              fmt::format("tensor '{}' is {}, which moelsp cannot read yet", t.name, kernels::dtype_name(t.type)));
         const int64_t cols = int64_t(t.shape[0]), rows = int64_t(t.n_elements) / std::max<int64_t>(1, cols);
         const size_t src_row = *kernels::row_bytes(t.type, t.shape[0]), dst_row = *kernels::row_bytes(to, t.shape[0]);
         std::vector<uint8_t> out(size_t(rows) * dst_row);

@@ -26,7 +26,8 @@ std::string engine_metrics(const Engine& e, const Model& m) {
   const ExpertMetrics x = m.expert_metrics();
   std::string out;
   const auto gauge = [&](const char* name, const char* help, double v) {
-    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " + std::to_string(v) + "\n";
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " +
+           std::to_string(v) + "\n";
   };
   gauge("moelsp_kv_blocks_in_use", "KV blocks held by running sequences.", double(k.kv.blocks_in_use));
   gauge("moelsp_kv_blocks_cached", "KV blocks kept for the prefix cache.", double(k.kv.blocks_cached));
@@ -42,10 +43,12 @@ std::string engine_metrics(const Engine& e, const Model& m) {
   // (normalised entropy, 1 = uniform) and how evenly the expert work was
   // split over threads ((max − min) / max). Read without a lock from the
   // scheduler's counters: they only grow, so a scrape is at worst a step old.
-  std::string entropy = "# HELP moelsp_expert_activation_entropy Routed-token entropy per MoE layer (1 = uniform).\n"
-                        "# TYPE moelsp_expert_activation_entropy gauge\n";
-  std::string imbalance = "# HELP moelsp_thread_load_imbalance Expert work (max - min) / max over threads per MoE layer.\n"
-                          "# TYPE moelsp_thread_load_imbalance gauge\n";
+  std::string entropy =
+      "# HELP moelsp_expert_activation_entropy Routed-token entropy per MoE layer (1 = uniform).\n"
+      "# TYPE moelsp_expert_activation_entropy gauge\n";
+  std::string imbalance =
+      "# HELP moelsp_thread_load_imbalance Expert work (max - min) / max over threads per MoE layer.\n"
+      "# TYPE moelsp_thread_load_imbalance gauge\n";
   const auto& stats = m.moe_stats();
   for (size_t layer = 0; layer < stats.size(); ++layer) {
     const MoeLayerStats& st = stats[layer];
@@ -83,8 +86,10 @@ int serve(const ServeOptions& o) {
   if (!loopback && o.api_key.empty())
     spdlog::warn("serving on {} without --api-key: anyone who can reach this address can use the model", o.host);
   assist::Service service;
-  http::Api api(service, {.api_key = o.api_key, .chat_template = settings.chat_template.value_or(""),
-                            .max_queue = size_t(o.max_queue), .served_names = o.served_names});
+  http::Api api(service, {.api_key = o.api_key,
+                          .chat_template = settings.chat_template.value_or(""),
+                          .max_queue = size_t(o.max_queue),
+                          .served_names = o.served_names});
   http::ServerOptions so;
   so.host = o.host == "localhost" ? "127.0.0.1" : o.host;
   so.port = o.port;
@@ -102,8 +107,12 @@ int serve(const ServeOptions& o) {
                o.model.c_str());
   std::fflush(stderr);
 
-  api.set_model({.phase = http::ModelState::Phase::Loading, .id = "", .file = o.model, .message = "loading " + o.model,
-                 .status_json = nullptr, .metrics_text = nullptr});
+  api.set_model({.phase = http::ModelState::Phase::Loading,
+                 .id = "",
+                 .file = o.model,
+                 .message = "loading " + o.model,
+                 .status_json = nullptr,
+                 .metrics_text = nullptr});
   std::shared_ptr<assist::EngineBackend> backend;
   std::thread loader([&] {
     try {
@@ -116,22 +125,35 @@ int serve(const ServeOptions& o) {
       const std::string id = pm.model->config().name.empty() ? pm.model->config().arch : pm.model->config().name;
       const std::string plan = pm.plan.to_json(), hw = pm.hw.to_json();
       auto model = pm.model;
-      api.set_model({.phase = http::ModelState::Phase::Ready, .id = id, .n_ctx = pm.plan.n_ctx, .file = o.model, .message = "ready",
-                     .status_json = [b, plan, hw] {
-                       const EngineMetrics m = b->engine().metrics();
-                       return nlohmann::json{{"plan", nlohmann::json::parse(plan)}, {"hardware", nlohmann::json::parse(hw)},
-                                             {"scheduler", {{"running", m.running}, {"waiting", m.waiting},
-                                                            {"requests", m.requests}, {"steps", m.steps}}},
-                                             {"kvCache", {{"blocksInUse", m.kv.blocks_in_use},
-                                                          {"blocksCached", m.kv.blocks_cached},
-                                                          {"prefixHitRate", m.prefix_hit_rate}}}}
-                           .dump();
-                     },
-                     .metrics_text = [b, model] { return engine_metrics(b->engine(), *model); }});
+      api.set_model(
+          {.phase = http::ModelState::Phase::Ready,
+           .id = id,
+           .n_ctx = pm.plan.n_ctx,
+           .file = o.model,
+           .message = "ready",
+           .status_json =
+               [b, plan, hw] {
+                 const EngineMetrics m = b->engine().metrics();
+                 return nlohmann::json{
+                     {"plan", nlohmann::json::parse(plan)},
+                     {"hardware", nlohmann::json::parse(hw)},
+                     {"scheduler",
+                      {{"running", m.running}, {"waiting", m.waiting}, {"requests", m.requests}, {"steps", m.steps}}},
+                     {"kvCache",
+                      {{"blocksInUse", m.kv.blocks_in_use},
+                       {"blocksCached", m.kv.blocks_cached},
+                       {"prefixHitRate", m.prefix_hit_rate}}}}
+                     .dump();
+               },
+           .metrics_text = [b, model] { return engine_metrics(b->engine(), *model); }});
       spdlog::info("model loaded: {}", o.model);
     } catch (const std::exception& e) {
       spdlog::error("the model failed to load: {}", e.what());
-      api.set_model({.phase = http::ModelState::Phase::Error, .id = "", .file = o.model, .message = e.what(), .status_json = nullptr,
+      api.set_model({.phase = http::ModelState::Phase::Error,
+                     .id = "",
+                     .file = o.model,
+                     .message = e.what(),
+                     .status_json = nullptr,
                      .metrics_text = nullptr});
     }
   });

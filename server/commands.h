@@ -141,8 +141,8 @@ struct ProfileOptions {
   bool json = false;
   bool recalibrate = false;
   bool no_calibrate = false;
-  std::string config;        // default: ~/.config/moelsp/config.toml or .json
-  PlanOverrides over;        // from flags
+  std::string config;  // default: ~/.config/moelsp/config.toml or .json
+  PlanOverrides over;  // from flags
 };
 int profile(const ProfileOptions& o);
 
@@ -155,9 +155,9 @@ struct ServeOptions {
   std::string cors;
   int max_body_mb = 8;
   int timeout_s = 30;
-  int max_queue = 64;  // requests waiting for the engine beyond this get 429
+  int max_queue = 64;                     // requests waiting for the engine beyond this get 429
   std::vector<std::string> served_names;  // --served-model-name
-  std::string config;  // --config FILE, over ~/.config/moelsp/config.*
+  std::string config;                     // --config FILE, over ~/.config/moelsp/config.*
 };
 int serve(const ServeOptions& o);
 

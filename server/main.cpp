@@ -56,8 +56,8 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
 
   CLI::App app{"moelsp: a local coding assistant with an embedded Mixture-of-Experts inference engine"};
-  app.set_version_flag("--version", std::string("moelsp 0.1.0") +
-                                        (moelsp::kernels::cuda::compiled_in() ? " (CUDA)" : " (CPU only)"));
+  app.set_version_flag(
+      "--version", std::string("moelsp 0.1.0") + (moelsp::kernels::cuda::compiled_in() ? " (CUDA)" : " (CPU only)"));
   app.require_subcommand(0, 1);
   std::string log_level = "warn", log_file;
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
@@ -79,8 +79,7 @@ int main(int argc, char** argv) {
   p->excludes(fo);
   c_tk->add_flag("--ids", tk.ids_only, "Print only the ids, space-separated, on one line");
   c_tk->add_flag("--add-special", tk.add_special, "Add BOS/EOS where the model asks for them");
-  c_tk->add_flag("--no-parse-special", tk.no_parse_special,
-                 "Treat special-token text (e.g. <|im_end|>) as plain text");
+  c_tk->add_flag("--no-parse-special", tk.no_parse_special, "Treat special-token text (e.g. <|im_end|>) as plain text");
 
   moelsp::cli::DetokenizeOptions dt;
   auto* c_dt = app.add_subcommand("detokenize", "Print the text of token ids");
@@ -99,19 +98,28 @@ int main(int argc, char** argv) {
   moelsp::cli::GenerateOptions gen;
   auto* c_gen = app.add_subcommand("generate", "Generate text from a prompt, streamed to stdout (timings to stderr)");
   add_model_opts(c_gen, gen.m);
-  auto* gp = c_gen->add_option("-p,--prompt", gen.prompt, "Prompt text (BOS added as the model asks; special tokens parsed)");
+  auto* gp =
+      c_gen->add_option("-p,--prompt", gen.prompt, "Prompt text (BOS added as the model asks; special tokens parsed)");
   auto* gf = c_gen->add_option("-f,--file", gen.file, "Read the prompt from a file")->check(kFile);
   auto* gt = c_gen->add_option("--tokens", gen.tokens, "Prompt as token ids (\"ID ID ...\"), used as given");
   gp->excludes(gf)->excludes(gt);
   gf->excludes(gt);
-  c_gen->add_option("-n,--n-predict", gen.n_predict, "Tokens to generate at most")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  c_gen->add_option("-n,--n-predict", gen.n_predict, "Tokens to generate at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   c_gen->add_option("--temp", gen.temp, "Temperature (0: greedy)")->capture_default_str()->check(within(0, 10));
   c_gen->add_option("--top-k", gen.top_k, "Top-k (0: off)")->capture_default_str()->check(CLI::Range(0, 1 << 20));
   c_gen->add_option("--top-p", gen.top_p, "Top-p (1: off)")->capture_default_str()->check(within(1e-6, 1));
   c_gen->add_option("--min-p", gen.min_p, "Min-p (0: off)")->capture_default_str()->check(within(0, 1));
-  c_gen->add_option("--repeat-penalty", gen.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str()->check(within(0.01, 10));
-  c_gen->add_option("--presence-penalty", gen.presence_penalty, "Presence penalty")->capture_default_str()->check(within(-10, 10));
-  c_gen->add_option("--frequency-penalty", gen.frequency_penalty, "Frequency penalty")->capture_default_str()->check(within(-10, 10));
+  c_gen->add_option("--repeat-penalty", gen.repeat_penalty, "Repetition penalty (1: off)")
+      ->capture_default_str()
+      ->check(within(0.01, 10));
+  c_gen->add_option("--presence-penalty", gen.presence_penalty, "Presence penalty")
+      ->capture_default_str()
+      ->check(within(-10, 10));
+  c_gen->add_option("--frequency-penalty", gen.frequency_penalty, "Frequency penalty")
+      ->capture_default_str()
+      ->check(within(-10, 10));
   c_gen->add_option("-s,--seed", gen.seed, "Random seed (-1: random)")->capture_default_str();
   c_gen->add_flag("--greedy", gen.greedy, "Greedy decoding (same as --temp 0)");
   c_gen->add_flag("--ids", gen.ids, "Print the generated token ids on one line instead of the text");
@@ -122,98 +130,134 @@ int main(int argc, char** argv) {
 
   moelsp::cli::LogitsOptions lg;
   lg.m.kv_type = "f32";  // for comparisons with other implementations: exact attention inputs
-  auto* c_lg = app.add_subcommand("logits", "Write the logits of every position of a token sequence as raw float32 rows");
+  auto* c_lg =
+      app.add_subcommand("logits", "Write the logits of every position of a token sequence as raw float32 rows");
   add_model_opts(c_lg, lg.m);
   c_lg->add_option("--tokens", lg.tokens, "Token ids (\"ID ID ...\")")->required();
   c_lg->add_option("-o,--out", lg.out, "Output file (n_tokens rows of n_vocab little-endian float32)")->required();
-  c_lg->add_flag("--incremental", lg.incremental, "Run one token at a time through the KV cache instead of one prefill");
+  c_lg->add_flag("--incremental", lg.incremental,
+                 "Run one token at a time through the KV cache instead of one prefill");
 
   moelsp::cli::PerplexityOptions px;
   auto* c_px = app.add_subcommand("perplexity", "Perplexity of a model on a text file");
-  c_px->add_option("-m,--model", px.m.model, "GGUF model file (default: the embedded model, models/moelsp-default.gguf)");
+  c_px->add_option("-m,--model", px.m.model,
+                   "GGUF model file (default: the embedded model, models/moelsp-default.gguf)");
   c_px->add_option("-t,--threads", px.m.threads, "Threads (default: physical cores)");
   c_px->add_option("-f,--file", px.file, "Text file")->required()->check(kFile);
   c_px->add_option("-c,--ctx-size", px.ctx, "Window in tokens (at most the model's training context)")
-      ->capture_default_str()->check(CLI::Range(2, 1 << 22));
-  c_px->add_option("--stride", px.stride, "Tokens scored per window after the first (default: ctx/2)")->check(CLI::Range(0, 1 << 22));
-  c_px->add_option("--chunks", px.max_chunks, "Stop after this many windows (0: whole file)")->check(CLI::Range(0, 1 << 30));
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1 << 22));
+  c_px->add_option("--stride", px.stride, "Tokens scored per window after the first (default: ctx/2)")
+      ->check(CLI::Range(0, 1 << 22));
+  c_px->add_option("--chunks", px.max_chunks, "Stop after this many windows (0: whole file)")
+      ->check(CLI::Range(0, 1 << 30));
 
   moelsp::cli::ChatOptions ch;
   auto* c_ch = app.add_subcommand("chat", "Interactive chat in the terminal, using the model's chat template");
   add_model_opts(c_ch, ch.m);
-  c_ch->add_option("--chat-template", ch.chat_template,
-                   "Template name when the model's is missing or unknown: chatml, deepseek2, deepseek3, mistral, llama2, chatglm4");
+  c_ch->add_option(
+      "--chat-template", ch.chat_template,
+      "Template name when the model's is missing or unknown: chatml, deepseek2, deepseek3, mistral, llama2, chatglm4");
   c_ch->add_option("--system", ch.system, "System message");
-  c_ch->add_option("-n,--n-predict", ch.n_predict, "Tokens per answer at most")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  c_ch->add_option("-n,--n-predict", ch.n_predict, "Tokens per answer at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   c_ch->add_option("--temp", ch.temp, "Temperature")->capture_default_str()->check(within(0, 10));
   c_ch->add_option("-s,--seed", ch.seed, "Random seed (-1: random)")->capture_default_str();
   moelsp::cli::SettingFlags ch_flags(c_ch, moelsp::assist::kPlanFlag);
 
   moelsp::cli::BenchOptions bo;
-  auto* c_bo = app.add_subcommand("bench", "Prompt-processing and decode tokens/s, memory, bandwidth roofline; optionally vs llama-bench");
+  auto* c_bo = app.add_subcommand(
+      "bench", "Prompt-processing and decode tokens/s, memory, bandwidth roofline; optionally vs llama-bench");
   c_bo->add_option("-m,--model", bo.model, "GGUF model file (default: the embedded model, models/moelsp-default.gguf)");
   c_bo->add_option("-t,--threads", bo.threads, "Threads (default: physical cores)");
   c_bo->add_option("-p,--n-prompt", bo.n_prompt, "Prompt tokens (0: skip; with -n, within the model's context)")
-      ->capture_default_str()->check(CLI::Range(0, 1 << 22));
-  c_bo->add_option("-n,--n-gen", bo.n_gen, "Generated tokens (0: skip)")->capture_default_str()->check(CLI::Range(0, 1 << 22));
-  c_bo->add_option("-r,--repetitions", bo.reps, "Repetitions (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000));
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 22));
+  c_bo->add_option("-n,--n-gen", bo.n_gen, "Generated tokens (0: skip)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 22));
+  c_bo->add_option("-r,--repetitions", bo.reps, "Repetitions (the median is reported)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   c_bo->add_option("--peer", bo.peer, "Path to llama.cpp's llama-bench: run it with the same settings and print ratios")
       ->check(kExecutable);
 
   moelsp::cli::QuantizeOptions qo;
-  auto* c_qo = app.add_subcommand("quantize", "Rewrite a model's weight matrices in another type (F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K) or the Q4_K_M mix");
+  auto* c_qo = app.add_subcommand("quantize",
+                                  "Rewrite a model's weight matrices in another type (F16, BF16, Q8_0, Q4_0, Q5_0, "
+                                  "Q4_K, Q5_K, Q6_K) or the Q4_K_M mix");
   c_qo->add_option("input", qo.input, "Input GGUF")->required();
   c_qo->add_option("output", qo.output, "Output GGUF")->required();
   c_qo->add_option("type", qo.type, "Target type for weight matrices, or Q4_K_M (llama.cpp's mix)")->required();
 
   moelsp::cli::ProfileOptions pf;
-  auto* c_pf = app.add_subcommand("profile", "Detect the hardware, measure it (cached), and print the plan for a model with reasons");
+  auto* c_pf = app.add_subcommand(
+      "profile", "Detect the hardware, measure it (cached), and print the plan for a model with reasons");
   c_pf->add_option("-m,--model", pf.model, "GGUF model file (default: the embedded model)");
   c_pf->add_option("-c,--ctx", pf.ctx, "Context size (default: min(4096, training context))");
   c_pf->add_option("--concurrency", pf.concurrency, "Sequences expected at once")->capture_default_str();
   c_pf->add_flag("--json", pf.json, "Machine-readable output");
   c_pf->add_flag("--recalibrate", pf.recalibrate, "Measure again instead of reading ~/.cache/moelsp/profile.json");
   c_pf->add_flag("--no-calibrate", pf.no_calibrate, "Detection only, no measurements");
-  c_pf->add_option("--config", pf.config, "Config file (JSON, or TOML when it ends in .toml), read over ~/.config/moelsp/config.toml or config.json");
+  c_pf->add_option(
+      "--config", pf.config,
+      "Config file (JSON, or TOML when it ends in .toml), read over ~/.config/moelsp/config.toml or config.json");
   moelsp::cli::SettingFlags pf_flags(c_pf, moelsp::assist::kProfileFlag);
 
   std::string settings_format = "text";
-  auto* c_set = app.add_subcommand("settings", "List every setting: its name (LSP initializationOptions and config file key), "
-                                               "flag, default and meaning");
-  c_set->add_flag_callback("--markdown", [&] { settings_format = "markdown"; }, "As the README's Markdown table");
-  c_set->add_flag_callback("--json", [&] { settings_format = "json"; }, "As JSON (key, type, flag, default, range, choices)");
+  auto* c_set = app.add_subcommand("settings",
+                                   "List every setting: its name (LSP initializationOptions and config file key), "
+                                   "flag, default and meaning");
+  c_set->add_flag_callback(
+      "--markdown", [&] { settings_format = "markdown"; }, "As the README's Markdown table");
+  c_set->add_flag_callback(
+      "--json", [&] { settings_format = "json"; }, "As JSON (key, type, flag, default, range, choices)");
 
   moelsp::cli::LspOptions ls;
-  auto* c_ls = app.add_subcommand("lsp", "Language server over stdin/stdout (the default when stdin is not a terminal)");
+  auto* c_ls =
+      app.add_subcommand("lsp", "Language server over stdin/stdout (the default when stdin is not a terminal)");
   moelsp::cli::SettingFlags ls_flags(c_ls, moelsp::assist::kLspFlag);
-  c_ls->add_option("--config", ls.config, "Config file (JSON, or TOML when it ends in .toml) with the same setting names; "
+  c_ls->add_option("--config", ls.config,
+                   "Config file (JSON, or TOML when it ends in .toml) with the same setting names; "
                    "read after ~/.config/moelsp/config.toml or config.json");
-  c_ls->footer("Editors start it through the clients in the sources' editor-clients/ folder: a VS Code extension,\n"
-               "Neovim and Vim 9 plugins, an Emacs package, a Helix languages.toml (README: Use it in your editor).\n"
-               "More log on stderr: moelsp --log-level debug lsp");
+  c_ls->footer(
+      "Editors start it through the clients in the sources' editor-clients/ folder: a VS Code extension,\n"
+      "Neovim and Vim 9 plugins, an Emacs package, a Helix languages.toml (README: Use it in your editor).\n"
+      "More log on stderr: moelsp --log-level debug lsp");
 
   moelsp::cli::ServeOptions sv;
-  auto* c_sv = app.add_subcommand("serve", "HTTP server on 127.0.0.1: OpenAI-compatible /v1/completions and "
-                                           "/v1/chat/completions, llama.cpp's /infill and /completion, /health, /metrics");
-  c_sv->add_option("--host", sv.host, "Address to listen on; anything but loopback wants --api-key")->capture_default_str();
-  c_sv->add_option("--port", sv.port, "Port (0: any free one, printed at start)")->capture_default_str()->check(CLI::Range(0, 65535));
+  auto* c_sv = app.add_subcommand("serve",
+                                  "HTTP server on 127.0.0.1: OpenAI-compatible /v1/completions and "
+                                  "/v1/chat/completions, llama.cpp's /infill and /completion, /health, /metrics");
+  c_sv->add_option("--host", sv.host, "Address to listen on; anything but loopback wants --api-key")
+      ->capture_default_str();
+  c_sv->add_option("--port", sv.port, "Port (0: any free one, printed at start)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
   c_sv->add_option("--api-key", sv.api_key, "Require 'Authorization: Bearer KEY' (not for /health)");
   c_sv->add_option("--cors", sv.cors, "Allow browser pages from this origin (default: no CORS headers)");
-  c_sv->add_option("--max-body-mb", sv.max_body_mb, "Largest request body in MiB (413 beyond)")->capture_default_str()->check(CLI::Range(1, 1024));
+  c_sv->add_option("--max-body-mb", sv.max_body_mb, "Largest request body in MiB (413 beyond)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   c_sv->add_option("--timeout", sv.timeout_s, "Seconds a client may take to send a request or read an answer")
-      ->capture_default_str()->check(CLI::Range(1, 3600));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
   c_sv->add_option("--max-queue", sv.max_queue, "Requests waiting for the engine at most (429 with Retry-After beyond)")
-      ->capture_default_str()->check(CLI::Range(1, 100000));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   c_sv->add_option("--served-model-name", sv.served_names,
                    "Another name the model answers to in OpenAI requests' \"model\" (repeatable; its id, file name "
                    "and \"\" always work; other names get 404)");
-  c_sv->add_option("--config", sv.config, "Config file (JSON, or TOML when it ends in .toml) with the setting names of "
+  c_sv->add_option("--config", sv.config,
+                   "Config file (JSON, or TOML when it ends in .toml) with the setting names of "
                    "`moelsp settings`; read after ~/.config/moelsp/config.toml or config.json");
   moelsp::cli::SettingFlags sv_flags(c_sv, moelsp::assist::kServeFlag);
-  c_sv->footer("Examples:\n"
-               "  curl http://127.0.0.1:8080/v1/chat/completions -H 'Content-Type: application/json' \\\n"
-               "       -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Write fizzbuzz\"}], \"stream\": true}'\n"
-               "  llama.vim / llama.vscode: point their endpoint at http://127.0.0.1:8080/infill");
+  c_sv->footer(
+      "Examples:\n"
+      "  curl http://127.0.0.1:8080/v1/chat/completions -H 'Content-Type: application/json' \\\n"
+      "       -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Write fizzbuzz\"}], \"stream\": true}'\n"
+      "  llama.vim / llama.vscode: point their endpoint at http://127.0.0.1:8080/infill");
 
   CLI11_PARSE(app, argc, argv);
   if (!log_file.empty()) {
@@ -242,8 +286,14 @@ int main(int argc, char** argv) {
   }
 
   // Commands that read a model use the embedded default when none is given.
-  for (auto [cmd, model] : {std::pair{c_tk, &tk.model}, {c_dt, &dt.model}, {c_gen, &gen.m.model}, {c_lg, &lg.m.model},
-                            {c_px, &px.m.model}, {c_ch, &ch.m.model}, {c_bo, &bo.model}, {c_pf, &pf.model},
+  for (auto [cmd, model] : {std::pair{c_tk, &tk.model},
+                            {c_dt, &dt.model},
+                            {c_gen, &gen.m.model},
+                            {c_lg, &lg.m.model},
+                            {c_px, &px.m.model},
+                            {c_ch, &ch.m.model},
+                            {c_bo, &bo.model},
+                            {c_pf, &pf.model},
                             {c_sv, &sv.model}}) {
     if (!cmd->parsed() || !model->empty()) continue;
     *model = moelsp::default_model_path();

@@ -26,7 +26,7 @@ class SettingFlags {
       std::string help = fmt::format("{} (setting: {}; default: {})", spec.help, spec.key, spec.default_text);
       if (spec.kind == assist::SettingKind::Int) help += " " + assist::setting_range_text(spec);
       e->opt = app->add_option(std::string(spec.flag), e->value, help);
-      e->opt->type_name(spec.kind == assist::SettingKind::Bool ? "on|off"
+      e->opt->type_name(spec.kind == assist::SettingKind::Bool  ? "on|off"
                         : spec.kind == assist::SettingKind::Int ? "INT"
                         : spec.choices.empty()                  ? "TEXT"
                                                                 : choices(spec));

@@ -120,7 +120,8 @@ TEST_CASE("chat streams through on_text; the model's missing template is a clear
   std::string streamed;
   int pieces = 0;
   Ticket t2;
-  const ChatAnswer a = s.chat(q, [&](const std::string& text) { streamed += text, ++pieces; }, t2);
+  const ChatAnswer a = s.chat(
+      q, [&](const std::string& text) { streamed += text, ++pieces; }, t2);
   CHECK(a.reason != FinishReason::Error);
   CHECK(streamed == a.text);
   CHECK(pieces >= 1);
@@ -138,7 +139,7 @@ TEST_CASE("completion post-processing") {
   CHECK(postprocess("a, b)\nmore", ctx) == "a, b");  // the ) already follows the cursor
   ctx = make_context("def f():\n    \n    return 1\n", 13, 1000, 1000);
   CHECK(postprocess("x = 2\n    return 1\n", ctx) == "x = 2");  // stops where it repeats the next line
-  CHECK(postprocess("    x = 2", ctx) == "x = 2");                // no doubled indentation
+  CHECK(postprocess("    x = 2", ctx) == "x = 2");              // no doubled indentation
   // the prefix window starts at a stable line (a multiple of 32) while typing
   std::string big;
   for (int i = 0; i < 200; ++i) big += "line " + std::to_string(i) + " of some code\n";
@@ -270,12 +271,16 @@ TEST_CASE("a suggestion that starts the cursor's line over continues it instead"
 }
 
 TEST_CASE("post-processing never lengthens or reorders a suggestion (property)") {
-  const std::vector<std::string> pieces = {"len(", ")", "]", "}", "(", "[", "{", "x", "foo", " ", "  ", "\t", "\n",
-                                           "    ", "return ", "=", "0, ", ":", "#", "-", ".", "\"", "'", "\r\n",
-                                           "def f", "width", ";"};
-  const std::vector<std::pair<std::string, size_t>> docs = {
-      {"def area(width, height):\n    \n    return 1\n", 29}, {"x = foo()\n", 8}, {"print(foo(x", 11},
-      {"", 0}, {"  ", 2}, {"a = [\n", 6}, {"if (x) {\n  \n}\n", 11}};
+  const std::vector<std::string> pieces = {"len(", ")",  "]",  "}",  "(",    "[",       "{",     "x",     "foo",
+                                           " ",    "  ", "\t", "\n", "    ", "return ", "=",     "0, ",   ":",
+                                           "#",    "-",  ".",  "\"", "'",    "\r\n",    "def f", "width", ";"};
+  const std::vector<std::pair<std::string, size_t>> docs = {{"def area(width, height):\n    \n    return 1\n", 29},
+                                                            {"x = foo()\n", 8},
+                                                            {"print(foo(x", 11},
+                                                            {"", 0},
+                                                            {"  ", 2},
+                                                            {"a = [\n", 6},
+                                                            {"if (x) {\n  \n}\n", 11}};
   std::mt19937 rng(1234);
   for (int iter = 0; iter < 20000; ++iter) {
     std::string raw;

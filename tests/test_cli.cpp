@@ -1,8 +1,8 @@
 // The moelsp executable's inspect / tokenize / detokenize, run as a user would.
 #include <sys/wait.h>
 
-#include <array>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -94,7 +94,8 @@ std::string ids_arg(const std::vector<int>& ids) {
 }  // namespace
 
 TEST_CASE("generate --tokens --greedy --ids reproduces llama.cpp's greedy ids") {
-  const auto j = nlohmann::json::parse(moelsp::test::read_file(moelsp::test::data_path("reference/deepseek2-v3-ref.json")));
+  const auto j =
+      nlohmann::json::parse(moelsp::test::read_file(moelsp::test::data_path("reference/deepseek2-v3-ref.json")));
   const auto r = run("generate -m " + moelsp::test::data_path("reference/deepseek2-v3-ref.gguf") + " --tokens '" +
                      ids_arg(j["prompt_ids"].get<std::vector<int>>()) + "' -n 16 --greedy --ids --ignore-eos -t 2");
   REQUIRE(r.code == 0);
@@ -102,8 +103,9 @@ TEST_CASE("generate --tokens --greedy --ids reproduces llama.cpp's greedy ids") 
 }
 
 TEST_CASE("generate from text streams to stdout and reports tokens/s on stderr") {
-  const auto r = run("generate -m " + moelsp::test::data_path("reference/qwen3moe-ref.gguf") +
-                         " -p 'def main():' -n 8 --seed 1 -t 2", true);
+  const auto r = run(
+      "generate -m " + moelsp::test::data_path("reference/qwen3moe-ref.gguf") + " -p 'def main():' -n 8 --seed 1 -t 2",
+      true);
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("tokens/s") && Catch::Contains("prompt:") && Catch::Contains("generated:"));
   const auto bad = run("generate -m /nonexistent.gguf -p x", true);
@@ -170,11 +172,15 @@ TEST_CASE("quantize writes loadable files whose logits track the original") {
     size_t n_vocab;
   };
   for (const auto& [model, type, min_cos, nv_given] :
-       std::vector<Case>{{"mixtral-ref", "F16", 0.9999, 32000}, {"mixtral-ref", "Q8_0", 0.995, 32000},
-                         {"mixtral-ref", "Q5_0", 0.97, 32000}, {"mixtral-ref", "Q4_0", 0.9, 32000},
-                         {"qwen3moe-quant-ref-Q8_0", "Q6_K", 0.99, 0}, {"qwen3moe-quant-ref-Q8_0", "Q4_K_M", 0.95, 0}}) {
+       std::vector<Case>{{"mixtral-ref", "F16", 0.9999, 32000},
+                         {"mixtral-ref", "Q8_0", 0.995, 32000},
+                         {"mixtral-ref", "Q5_0", 0.97, 32000},
+                         {"mixtral-ref", "Q4_0", 0.9, 32000},
+                         {"qwen3moe-quant-ref-Q8_0", "Q6_K", 0.99, 0},
+                         {"qwen3moe-quant-ref-Q8_0", "Q4_K_M", 0.95, 0}}) {
     const std::string src = moelsp::test::data_path("reference/" + model + ".gguf");
-    const auto j = nlohmann::json::parse(moelsp::test::read_file(moelsp::test::data_path("reference/" + model + ".json")));
+    const auto j =
+        nlohmann::json::parse(moelsp::test::read_file(moelsp::test::data_path("reference/" + model + ".json")));
     const auto ids = j["prompt_ids"].get<std::vector<int>>();
     const std::string ref = moelsp::test::read_file(moelsp::test::data_path("reference/" + model + ".prefill.f32"));
     const std::string out = "/tmp/moelsp_test_q_" + model + "_" + type + ".gguf";

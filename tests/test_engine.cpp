@@ -39,10 +39,12 @@ TEST_CASE("greedy generation through the engine equals llama.cpp's continuation;
   req.ignore_eos = true;
   std::string streamed;
   int calls = 0;
-  const Result r = engine.submit(req, {.on_token = [&](TokenId, const std::string& t) {
-                                         streamed += t;
-                                         ++calls;
-                                       }})
+  const Result r = engine
+                       .submit(req, {.on_token =
+                                         [&](TokenId, const std::string& t) {
+                                           streamed += t;
+                                           ++calls;
+                                         }})
                        .wait();
   CHECK(r.reason == FinishReason::Length);
   CHECK(r.tokens == j["greedy_ids"].get<std::vector<TokenId>>());
@@ -103,10 +105,13 @@ TEST_CASE("should_stop ends generation early, keeping the text it saw") {
   // Stop once the text has 4 tokens' worth: the predicate sees every piece.
   int asked = 0;
   std::string seen;
-  const Result r = engine.submit(req, {.should_stop = [&](const std::string& text) {
-                                    seen = text;
-                                    return ++asked >= 4;
-                                  }}).wait();
+  const Result r = engine
+                       .submit(req, {.should_stop =
+                                         [&](const std::string& text) {
+                                           seen = text;
+                                           return ++asked >= 4;
+                                         }})
+                       .wait();
   CHECK(r.reason == FinishReason::Stop);
   CHECK(r.tokens.size() < 40);
   CHECK(asked == 4);
@@ -153,7 +158,8 @@ TEST_CASE("time and token limits") {
 }
 
 TEST_CASE("a repeated prompt reuses the cached prefix and gives the same result") {
-  for (int bs : {16, 1}) {  // whole blocks, then the matching head of a cached block (copied); the last token runs again
+  for (int bs :
+       {16, 1}) {  // whole blocks, then the matching head of a cached block (copied); the last token runs again
     Engine engine(model(), {.n_ctx = 128, .block_size = bs});
     Request req;
     req.prompt_tokens = prompt_ids();
@@ -284,7 +290,8 @@ std::string with_nan_in(const std::string& name, const std::string& tensor) {
 
 }  // namespace
 
-TEST_CASE("non-finite weights: the loader names a damaged norm, and damage it cannot see ends the request with an error") {
+TEST_CASE(
+    "non-finite weights: the loader names a damaged norm, and damage it cannot see ends the request with an error") {
   const std::string norm = with_nan_in("qwen3moe-ref", "output_norm.weight");
   CHECK_THROWS_WITH(Model::load(norm), Catch::Contains("output_norm.weight") && Catch::Contains("NaN"));
   const std::string embd = with_nan_in("qwen3moe-ref", "token_embd.weight");

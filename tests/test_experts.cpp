@@ -57,10 +57,11 @@ TEST_CASE("experts: prediction on the default model beats the previous token's e
       per_layer += fmt::format(" L{}: {:.0f}% (prev {:.0f}%)", il, 100.0 * l.predicted_hits / (l.tokens * em.k),
                                100.0 * l.baseline_hits / (l.tokens * em.k));
     }
-    WARN(fmt::format("default model, distance {}: router predicted {:.1f}% of routed experts, previous token's {:.1f}%, "
-                     "the per-layer choice {:.1f}%, random {:.1f}%;{}",
-                     d, 100 * em.accuracy(), 100 * em.baseline_accuracy(), 100 * em.chosen_accuracy(),
-                     100.0 * c.n_expert_used / c.n_expert, per_layer));
+    WARN(
+        fmt::format("default model, distance {}: router predicted {:.1f}% of routed experts, previous token's {:.1f}%, "
+                    "the per-layer choice {:.1f}%, random {:.1f}%;{}",
+                    d, 100 * em.accuracy(), 100 * em.baseline_accuracy(), 100 * em.chosen_accuracy(),
+                    100.0 * c.n_expert_used / c.n_expert, per_layer));
     CHECK(em.accuracy() > em.baseline_accuracy());
     CHECK(em.chosen_accuracy() > em.baseline_accuracy());
     CHECK(em.accuracy() > 1.5 * c.n_expert_used / c.n_expert);  // well above chance
@@ -75,8 +76,13 @@ TEST_CASE("experts: prefetch and hot copies leave the logits exactly unchanged")
     for (int i = 0; i < 48; ++i) ids.push_back(TokenId(5 + (i * 37) % (m->config().n_vocab - 10)));
     const auto plain = decode(*m, ids);
     for (const bool pin : {true, false}) {
-      m->configure_experts({.predict = true, .prefetch = true, .distance = 1, .cache_bytes = uint64_t(1) << 20,
-                            .pin = pin, .cache_swaps_per_step = 4, .populate = true});
+      m->configure_experts({.predict = true,
+                            .prefetch = true,
+                            .distance = 1,
+                            .cache_bytes = uint64_t(1) << 20,
+                            .pin = pin,
+                            .cache_swaps_per_step = 4,
+                            .populate = true});
       m->reset_expert_metrics();
       const auto managed = decode(*m, ids);
       CHECK(managed == plain);  // bit for bit: pinned pages and copies hold the same bytes
@@ -104,7 +110,8 @@ TEST_CASE("experts: the hot cache keeps the most-routed experts and stays within
   const ModelConfig& c = m->config();
   const int64_t all = int64_t(c.n_layer) * c.n_expert;
   std::vector<TokenId> ids;
-  for (int i = 0; i < 40; ++i) ids.push_back(TokenId(40 + i % 3));  // a repetitive text: a few experts carry most tokens
+  for (int i = 0; i < 40; ++i)
+    ids.push_back(TokenId(40 + i % 3));  // a repetitive text: a few experts carry most tokens
   // Room for a quarter of the experts: the copies serve far more than a quarter of the uses.
   m->configure_experts({.cache_bytes = uint64_t(all / 4) * footprint(*m).expert_bytes, .cache_swaps_per_step = 64});
   const int64_t slots = m->expert_metrics().cache_experts;

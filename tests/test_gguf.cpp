@@ -114,12 +114,12 @@ TEST_CASE("typed accessors convert numbers that fit and refuse the rest") {
   const File f = File::from_bytes(sample_writer().to_bytes());
   CHECK(f.get<uint64_t>("t.u8") == 200);
   CHECK(f.get<double>("t.i32") == -2000000000.0);
-  CHECK_THROWS_AS(f.get<uint8_t>("t.u16"), GgufError);   // 60000 does not fit
-  CHECK_THROWS_AS(f.get<uint32_t>("t.i8"), GgufError);   // negative
-  CHECK_THROWS_AS(f.get<int32_t>("t.f32"), GgufError);   // no float → int
+  CHECK_THROWS_AS(f.get<uint8_t>("t.u16"), GgufError);  // 60000 does not fit
+  CHECK_THROWS_AS(f.get<uint32_t>("t.i8"), GgufError);  // negative
+  CHECK_THROWS_AS(f.get<int32_t>("t.f32"), GgufError);  // no float → int
   CHECK_THROWS_AS(f.get<std::string>("t.u8"), GgufError);
-  CHECK_THROWS_WITH(f.get<uint32_t>("deepseek2.block_count"), Catch::Contains("deepseek2.block_count") &&
-                                                                  Catch::Contains("missing"));
+  CHECK_THROWS_WITH(f.get<uint32_t>("deepseek2.block_count"),
+                    Catch::Contains("deepseek2.block_count") && Catch::Contains("missing"));
   CHECK(f.get_or<uint32_t>("deepseek2.block_count", 7) == 7);
   CHECK(!f.get_opt<uint32_t>("nope").has_value());
   CHECK_THROWS_AS(f.get_array<uint8_t>("t.arr_str"), GgufError);

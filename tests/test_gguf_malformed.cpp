@@ -44,7 +44,10 @@ void put_bytes(std::vector<uint8_t>& b, const void* p, size_t n) {
   b.resize(at + n);
   if (n) std::memcpy(b.data() + at, p, n);
 }
-template <class T> void put(std::vector<uint8_t>& b, T x) { put_bytes(b, &x, sizeof x); }
+template <class T>
+void put(std::vector<uint8_t>& b, T x) {
+  put_bytes(b, &x, sizeof x);
+}
 void put_str(std::vector<uint8_t>& b, const std::string& s) {
   put<uint64_t>(b, s.size());
   put_bytes(b, s.data(), s.size());

@@ -95,8 +95,16 @@ std::vector<uint8_t> make_weights(DType t, int64_t rows, int64_t cols, std::mt19
       const float v = nd(rng);
       switch (t) {
         case DType::F32: std::memcpy(p, &v, 4), p += 4; break;
-        case DType::F16: { uint16_t h = fp32_to_fp16(v); std::memcpy(p, &h, 2), p += 2; break; }
-        case DType::BF16: { uint16_t h = fp32_to_bf16(v); std::memcpy(p, &h, 2), p += 2; break; }
+        case DType::F16: {
+          uint16_t h = fp32_to_fp16(v);
+          std::memcpy(p, &h, 2), p += 2;
+          break;
+        }
+        case DType::BF16: {
+          uint16_t h = fp32_to_bf16(v);
+          std::memcpy(p, &h, 2), p += 2;
+          break;
+        }
         case DType::Q8_0:
           if (c % 32 == 0) {
             uint16_t d = fp32_to_fp16(0.02f + 0.01f * float(rng() % 8));
@@ -137,42 +145,42 @@ TEST_CASE("matmul matches the reference for every supported weight type") {
   std::mt19937 rng(3);
   set_activations(Activations::F32);  // this case checks the f32 path; the int8 one has its own below
   for (Isa level : supported_isas())
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
-    set_isa(level);
-    INFO("isa " << isa_name(level));
-    // m: one input, odd counts, and more than one 64-row chunk; rows: tiles of 4 plus a tail;
-    // cols: a tail after the last 8-wide step where the type allows it.
-    for (int64_t m : {1, 3, 17, 130}) {
-      const int64_t rows = 37, cols = t == DType::Q8_0 ? 96 : 100;
-      auto w = make_weights(t, rows, cols, rng);
-      MatView mv{w.data(), t, cols, rows, *row_bytes(t, cols)};
-      std::vector<float> x(size_t(m * cols)), y(size_t(m * rows)), yr(size_t(m * rows));
-      std::normal_distribution<float> nd;
-      for (auto& v : x) v = nd(rng);
-      MatmulArgs a{mv, x.data(), cols, m, y.data(), rows, 0, rows};
-      matmul(a);
-      // A row range that starts off the tile grid gives the same values (threads split rows anywhere).
-      CHECK(split_rows(a, 3) == y);
-      MatmulArgs b = a;
-      b.y = yr.data();
-      ref::matmul(b);
-      std::vector<float> row(static_cast<size_t>(cols));
-      for (int64_t r = 0; r < rows; ++r) {
-        ref::dequantize_row(t, mv.row(r), row.data(), cols);
-        for (int64_t i = 0; i < m; ++i) {
-          double mag = 0;
-          for (int64_t c = 0; c < cols; ++c) mag += std::fabs(double(row[size_t(c)]) * x[size_t(i * cols + c)]);
-          INFO(dtype_name(t) << " m=" << m << " r=" << r);
-          REQUIRE(std::fabs(y[size_t(i * rows + r)] - yr[size_t(i * rows + r)]) <= 1e-5 * mag + 1e-6);
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+      set_isa(level);
+      INFO("isa " << isa_name(level));
+      // m: one input, odd counts, and more than one 64-row chunk; rows: tiles of 4 plus a tail;
+      // cols: a tail after the last 8-wide step where the type allows it.
+      for (int64_t m : {1, 3, 17, 130}) {
+        const int64_t rows = 37, cols = t == DType::Q8_0 ? 96 : 100;
+        auto w = make_weights(t, rows, cols, rng);
+        MatView mv{w.data(), t, cols, rows, *row_bytes(t, cols)};
+        std::vector<float> x(size_t(m * cols)), y(size_t(m * rows)), yr(size_t(m * rows));
+        std::normal_distribution<float> nd;
+        for (auto& v : x) v = nd(rng);
+        MatmulArgs a{mv, x.data(), cols, m, y.data(), rows, 0, rows};
+        matmul(a);
+        // A row range that starts off the tile grid gives the same values (threads split rows anywhere).
+        CHECK(split_rows(a, 3) == y);
+        MatmulArgs b = a;
+        b.y = yr.data();
+        ref::matmul(b);
+        std::vector<float> row(static_cast<size_t>(cols));
+        for (int64_t r = 0; r < rows; ++r) {
+          ref::dequantize_row(t, mv.row(r), row.data(), cols);
+          for (int64_t i = 0; i < m; ++i) {
+            double mag = 0;
+            for (int64_t c = 0; c < cols; ++c) mag += std::fabs(double(row[size_t(c)]) * x[size_t(i * cols + c)]);
+            INFO(dtype_name(t) << " m=" << m << " r=" << r);
+            REQUIRE(std::fabs(y[size_t(i * rows + r)] - yr[size_t(i * rows + r)]) <= 1e-5 * mag + 1e-6);
+          }
         }
+        // optimized dequantization is exact
+        std::vector<float> d1(static_cast<size_t>(cols)), d2(static_cast<size_t>(cols));
+        dequantize_row(t, mv.row(5), d1.data(), cols);
+        ref::dequantize_row(t, mv.row(5), d2.data(), cols);
+        CHECK(d1 == d2);
       }
-      // optimized dequantization is exact
-      std::vector<float> d1(static_cast<size_t>(cols)), d2(static_cast<size_t>(cols));
-      dequantize_row(t, mv.row(5), d1.data(), cols);
-      ref::dequantize_row(t, mv.row(5), d2.data(), cols);
-      CHECK(d1 == d2);
     }
-  }
   set_isa(detected_isa());
 }
 
@@ -210,68 +218,68 @@ TEST_CASE("int8 activations: Q8_0, Q4_0, Q5_0, Q4_K, Q5_K and Q6_K against the s
   std::mt19937 rng(11);
   set_activations(Activations::Int8);
   for (Isa level : supported_isas())
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
-    if (level < Isa::Avx2) continue;  // the generic level has no int8 path
-    set_isa(level);
-    const int64_t qb = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ? 256 : 32;  // activation block
-    for (int64_t m : {1, 2, 3, 5, 16, 24, 40, 70}) {
-      const int64_t rows = 38, cols = 1024;
-      auto w = t == DType::Q8_0 ? make_weights(t, rows, cols, rng) : make_random_blocks(t, rows, cols, rng);
-      MatView mv{w.data(), t, cols, rows, *row_bytes(t, cols)};
-      std::vector<float> x(size_t(m * cols)), y(size_t(m * rows)), yq(y.size()), yf(y.size());
-      std::normal_distribution<float> nd;
-      for (auto& v : x) v = nd(rng);
-      x[7] = 0.0f, x[8] = -0.0f;                                         // zeros
-      for (int64_t c = qb; c < 2 * qb; ++c) x[size_t(c)] = 0.0f;         // an all-zero block (d = 0)
-      x[size_t(2 * qb + 3)] = 50.0f;                                     // an outlier sets its block's scale
-      MatmulArgs a{mv, x.data(), cols, m, y.data(), rows, 0, rows};
-      matmul(a);
-      // Rows split off the 4-row tile grid (as threads split them) give the same values.
-      CHECK(split_rows(a, 7) == y);
-      // Below the lane-vector kernel's threshold an input's values do not depend
-      // on the others in the call (batched decode equals one at a time, bit for bit).
-      if (m < 4)
-        for (int64_t i = 0; i < m; ++i) {
-          std::vector<float> alone(static_cast<size_t>(rows));
-          matmul({mv, x.data() + i * cols, cols, 1, alone.data(), rows, 0, rows});
-          CHECK(std::equal(alone.begin(), alone.end(), y.begin() + i * rows));
-        }
-      MatmulArgs q = a, f = a;
-      q.y = yq.data(), f.y = yf.data();
-      ref::matmul_int8(q);
-      ref::matmul(f);
-      std::vector<float> row(static_cast<size_t>(cols));
-      std::vector<double> mags(y.size());  // Σ|w·x| per output
-      for (int64_t r = 0; r < rows; ++r) {
-        ref::dequantize_row(t, mv.row(r), row.data(), cols);
-        for (int64_t i = 0; i < m; ++i) {
-          double& mag = mags[size_t(i * rows + r)];
-          double bound = 0;
-          for (int64_t b = 0; b < cols / qb; ++b) {
-            double amax = 0, wsum = 0;
-            for (int64_t c = b * qb; c < (b + 1) * qb; ++c) {
-              amax = std::max(amax, double(std::fabs(x[size_t(i * cols + c)])));
-              wsum += std::fabs(row[size_t(c)]);
-              mag += std::fabs(double(row[size_t(c)]) * x[size_t(i * cols + c)]);
-            }
-            bound += amax / 127.0 / 2.0 * wsum;
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+      if (level < Isa::Avx2) continue;  // the generic level has no int8 path
+      set_isa(level);
+      const int64_t qb = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ? 256 : 32;  // activation block
+      for (int64_t m : {1, 2, 3, 5, 16, 24, 40, 70}) {
+        const int64_t rows = 38, cols = 1024;
+        auto w = t == DType::Q8_0 ? make_weights(t, rows, cols, rng) : make_random_blocks(t, rows, cols, rng);
+        MatView mv{w.data(), t, cols, rows, *row_bytes(t, cols)};
+        std::vector<float> x(size_t(m * cols)), y(size_t(m * rows)), yq(y.size()), yf(y.size());
+        std::normal_distribution<float> nd;
+        for (auto& v : x) v = nd(rng);
+        x[7] = 0.0f, x[8] = -0.0f;                                  // zeros
+        for (int64_t c = qb; c < 2 * qb; ++c) x[size_t(c)] = 0.0f;  // an all-zero block (d = 0)
+        x[size_t(2 * qb + 3)] = 50.0f;                              // an outlier sets its block's scale
+        MatmulArgs a{mv, x.data(), cols, m, y.data(), rows, 0, rows};
+        matmul(a);
+        // Rows split off the 4-row tile grid (as threads split them) give the same values.
+        CHECK(split_rows(a, 7) == y);
+        // Below the lane-vector kernel's threshold an input's values do not depend
+        // on the others in the call (batched decode equals one at a time, bit for bit).
+        if (m < 4)
+          for (int64_t i = 0; i < m; ++i) {
+            std::vector<float> alone(static_cast<size_t>(rows));
+            matmul({mv, x.data() + i * cols, cols, 1, alone.data(), rows, 0, rows});
+            CHECK(std::equal(alone.begin(), alone.end(), y.begin() + i * rows));
           }
-          INFO(isa_name(level) << " " << dtype_name(t) << " m=" << m << " r=" << r << " i=" << i);
-          const float got = y[size_t(i * rows + r)];
-          REQUIRE(std::fabs(got - yq[size_t(i * rows + r)]) <= 1e-5 * mag + 1e-6);
-          REQUIRE(std::fabs(got - yf[size_t(i * rows + r)]) <= bound * 1.0001 + 1e-5 * mag + 1e-6);
+        MatmulArgs q = a, f = a;
+        q.y = yq.data(), f.y = yf.data();
+        ref::matmul_int8(q);
+        ref::matmul(f);
+        std::vector<float> row(static_cast<size_t>(cols));
+        std::vector<double> mags(y.size());  // Σ|w·x| per output
+        for (int64_t r = 0; r < rows; ++r) {
+          ref::dequantize_row(t, mv.row(r), row.data(), cols);
+          for (int64_t i = 0; i < m; ++i) {
+            double& mag = mags[size_t(i * rows + r)];
+            double bound = 0;
+            for (int64_t b = 0; b < cols / qb; ++b) {
+              double amax = 0, wsum = 0;
+              for (int64_t c = b * qb; c < (b + 1) * qb; ++c) {
+                amax = std::max(amax, double(std::fabs(x[size_t(i * cols + c)])));
+                wsum += std::fabs(row[size_t(c)]);
+                mag += std::fabs(double(row[size_t(c)]) * x[size_t(i * cols + c)]);
+              }
+              bound += amax / 127.0 / 2.0 * wsum;
+            }
+            INFO(isa_name(level) << " " << dtype_name(t) << " m=" << m << " r=" << r << " i=" << i);
+            const float got = y[size_t(i * rows + r)];
+            REQUIRE(std::fabs(got - yq[size_t(i * rows + r)]) <= 1e-5 * mag + 1e-6);
+            REQUIRE(std::fabs(got - yf[size_t(i * rows + r)]) <= bound * 1.0001 + 1e-5 * mag + 1e-6);
+          }
         }
+        // The f32 setting restores the f32 product.
+        set_activations(Activations::F32);
+        std::vector<float> y32(y.size());
+        MatmulArgs e = a;
+        e.y = y32.data();
+        matmul(e);
+        for (size_t k = 0; k < y.size(); ++k) REQUIRE(std::fabs(y32[k] - yf[k]) <= 1e-5 * mags[k] + 1e-6);
+        set_activations(Activations::Int8);
       }
-      // The f32 setting restores the f32 product.
-      set_activations(Activations::F32);
-      std::vector<float> y32(y.size());
-      MatmulArgs e = a;
-      e.y = y32.data();
-      matmul(e);
-      for (size_t k = 0; k < y.size(); ++k) REQUIRE(std::fabs(y32[k] - yf[k]) <= 1e-5 * mags[k] + 1e-6);
-      set_activations(Activations::Int8);
     }
-  }
   set_isa(detected_isa());
 }
 
@@ -282,7 +290,7 @@ TEST_CASE("P·V (weighted rows) matches the reference at every ISA level") {
   for (Isa level : supported_isas())
     for (int64_t m : {1, 3, 4, 9})
       for (int64_t n : {8, 36, 64, 128, 200})  // 32-column tiles, 8-column steps, a scalar tail
-        for (bool acc : {false, true}) {  // overwrite y, or add to it (paged attention, block by block)
+        for (bool acc : {false, true}) {       // overwrite y, or add to it (paged attention, block by block)
           set_isa(level);
           const int64_t n_v = 37, ldp = n_v + 3, ldv = n + 5, ldy = n + 2;
           std::vector<float> p(size_t(m * ldp)), v(size_t(n_v * ldv)), y(size_t(m * ldy), 7.0f), yr(y.size(), 7.0f);
@@ -301,7 +309,8 @@ TEST_CASE("P·V (weighted rows) matches the reference at every ISA level") {
                 continue;
               }
               double mag = acc ? 7.0 : 0.0;
-              for (int64_t j = 0; j < n_v; ++j) mag += std::fabs(double(p[size_t(i * ldp + j)]) * v[size_t(j * ldv + c)]);
+              for (int64_t j = 0; j < n_v; ++j)
+                mag += std::fabs(double(p[size_t(i * ldp + j)]) * v[size_t(j * ldv + c)]);
               REQUIRE(std::fabs(y[size_t(i * ldy + c)] - yr[size_t(i * ldy + c)]) <= 1e-5 * mag + 1e-6);
             }
         }
@@ -405,7 +414,8 @@ TEST_CASE("quantize then dequantize stays within half a step") {
       for (int j = 0; j < 32; ++j) {
         const float err = std::fabs(x[size_t(b + j)] - y[size_t(b + j)]);
         const float steps = t == DType::Q8_0 ? 0.5f : 1.0f;
-        const float tol = levels > 0 ? amax / levels * steps * 1.01f + amax * 1e-3f : std::fabs(x[size_t(b + j)]) * 4e-3f + 1e-7f;
+        const float tol =
+            levels > 0 ? amax / levels * steps * 1.01f + amax * 1e-3f : std::fabs(x[size_t(b + j)]) * 4e-3f + 1e-7f;
         INFO(dtype_name(t) << " element " << b + j);
         REQUIRE(err <= tol);
       }
@@ -434,7 +444,11 @@ TEST_CASE("K-quant quantizers: error levels, ordering against Q4_0/Q5_0, zeros")
     for (int64_t b = 0; b < n; b += 256) {
       float amax = 0;
       for (int64_t i = b; i < b + 256; ++i) amax = std::max(amax, std::fabs(x[size_t(i)]));
-      const float levels = t == DType::Q4_K ? 15 : t == DType::Q5_K ? 31 : t == DType::Q6_K ? 63 : t == DType::Q4_0 ? 15 : 31;
+      const float levels = t == DType::Q4_K   ? 15
+                           : t == DType::Q5_K ? 31
+                           : t == DType::Q6_K ? 63
+                           : t == DType::Q4_0 ? 15
+                                              : 31;
       for (int64_t i = b; i < b + 256; ++i) {
         INFO(dtype_name(t) << " element " << i);
         REQUIRE(std::fabs(x[size_t(i)] - y[size_t(i)]) <= 3.0f * 2.0f * amax / levels);
@@ -453,5 +467,6 @@ TEST_CASE("K-quant quantizers: error levels, ordering against Q4_0/Q5_0, zeros")
   CHECK(q4k < q40);
   CHECK(q5k < q50);
   CHECK(q6k < q5k);
-  WARN("relative RMSE: Q4_K " << q4k << ", Q5_K " << q5k << ", Q6_K " << q6k << " (Q4_0 " << q40 << ", Q5_0 " << q50 << ")");
+  WARN("relative RMSE: Q4_K " << q4k << ", Q5_K " << q5k << ", Q6_K " << q6k << " (Q4_0 " << q40 << ", Q5_0 " << q50
+                              << ")");
 }

@@ -88,7 +88,7 @@ TEST_CASE("block accounting stays consistent over 10,000 random submit / extend 
         if (ok) s->commit(std::span(p).subspan(size_t(s->n_past()), size_t(n)));
       }
       if (ok) live.push_back(std::move(s));
-      else ++refused;  // the pool is full: dropped like a preempted sequence
+      else ++refused;        // the pool is full: dropped like a preempted sequence
     } else if (kind <= 5) {  // a decode step
       auto& s = live[rng() % live.size()];
       const TokenId t = TokenId(rng() % 50);

@@ -49,7 +49,9 @@ class Client {
     close(from_server_[0]);
   }
 
-  void raw(const std::string& bytes) { REQUIRE(write(to_server_[1], bytes.data(), bytes.size()) == ssize_t(bytes.size())); }
+  void raw(const std::string& bytes) {
+    REQUIRE(write(to_server_[1], bytes.data(), bytes.size()) == ssize_t(bytes.size()));
+  }
   void send(const json& j) { client_t_->write(j.dump()); }
   void request(int id, const std::string& method, json params = json::object()) {
     send({{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}});
@@ -186,7 +188,8 @@ TEST_CASE("framing and JSON errors: the server keeps reading") {
   CHECK(c.response()["error"]["code"] == -32600);
   // Content-Type tolerated
   const std::string body = json{{"jsonrpc", "2.0"}, {"id", 10}, {"method", "moelsp/status"}}.dump();
-  c.raw("Content-Length: " + std::to_string(body.size()) + "\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n" + body);
+  c.raw("Content-Length: " + std::to_string(body.size()) +
+        "\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n" + body);
   CHECK(c.response()["id"] == 10);
   // 1 MB of garbage, a missing length, an absurd length: skipped, next request answered
   std::string garbage(1 << 20, 'x');
@@ -201,7 +204,9 @@ TEST_CASE("framing and JSON errors: the server keeps reading") {
 }
 
 TEST_CASE("UTF-16 positions, CRLF and incremental edits") {
-  const std::string text = "a\xf0\x9f\xa6\x99" "b\r\n\xc3\xa9x\ny";  // a🦙b CRLF éx LF y
+  const std::string text =
+      "a\xf0\x9f\xa6\x99"
+      "b\r\n\xc3\xa9x\ny";  // a🦙b CRLF éx LF y
   CHECK(offset_of(text, {0, 0}) == 0);
   CHECK(offset_of(text, {0, 1}) == 1);
   CHECK(offset_of(text, {0, 3}) == 5);   // 🦙 is two UTF-16 units
@@ -246,10 +251,12 @@ TEST_CASE("inline and classic completions on a reference model; capabilities fol
   c.initialize(model_options());
   wait_ready(c);
   const std::string uri = "file:///t/a.py";
-  c.notify("textDocument/didOpen", {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1},
-                                                      {"text", "def area(w, h):\n    return "}}}});
+  c.notify("textDocument/didOpen",
+           {{"textDocument",
+             {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", "def area(w, h):\n    return "}}}});
   c.request(20, "textDocument/inlineCompletion",
-            {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 11}}},
+            {{"textDocument", {{"uri", uri}}},
+             {"position", {{"line", 1}, {"character", 11}}},
              {"context", {{"triggerKind", 2}}}});
   json r = c.response();
   REQUIRE(r.contains("result"));
@@ -258,7 +265,8 @@ TEST_CASE("inline and classic completions on a reference model; capabilities fol
     CHECK(!it["insertText"].get<std::string>().empty());
     CHECK(it["range"]["start"]["line"] == 1);
   }
-  c.request(21, "textDocument/completion", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 11}}}});
+  c.request(21, "textDocument/completion",
+            {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 11}}}});
   r = c.response();
   REQUIRE(r["result"]["items"].is_array());
   c.request(22, "moelsp/status");
@@ -269,8 +277,8 @@ TEST_CASE("inline and classic completions on a reference model; capabilities fol
   CHECK(r["result"]["plan"]["kvCache"]["type"] == "f16");
   CHECK(r["result"]["plan"]["kvCache"]["blockSize"] == 16);
   const json& kv = r["result"]["kvCache"];
-  CHECK(kv["blocksTotal"].get<int>() == kv["blocksInUse"].get<int>() + kv["blocksCached"].get<int>() +
-                                            kv["blocksFree"].get<int>());
+  CHECK(kv["blocksTotal"].get<int>() ==
+        kv["blocksInUse"].get<int>() + kv["blocksCached"].get<int>() + kv["blocksFree"].get<int>());
   CHECK(kv["blocksInUse"] == 0);  // nothing runs now
   CHECK(kv.contains("prefixHitRate"));
   CHECK(r["result"]["scheduler"]["steps"].get<int>() > 0);
@@ -288,12 +296,14 @@ TEST_CASE("inline and classic completions on a reference model; capabilities fol
 
 TEST_CASE("every command the server attaches or handles is advertised, and accepting is counted") {
   Client c;
-  json caps = {{"textDocument", {{"inlineCompletion", json::object()}}}, {"workspace", {{"executeCommand", json::object()}}}};
+  json caps = {{"textDocument", {{"inlineCompletion", json::object()}}},
+               {"workspace", {{"executeCommand", json::object()}}}};
   c.request(1, "initialize", {{"capabilities", caps}, {"initializationOptions", model_options()}});
   const json init = c.response();
   c.notify("initialized");
   REQUIRE(init["result"]["capabilities"].contains("executeCommandProvider"));
-  const auto advertised = init["result"]["capabilities"]["executeCommandProvider"]["commands"].get<std::vector<std::string>>();
+  const auto advertised =
+      init["result"]["capabilities"]["executeCommandProvider"]["commands"].get<std::vector<std::string>>();
   wait_ready(c);
   // Each advertised command is handled: none is answered "unknown command"
   // (arguments are left out, so the chat commands refuse them instead).
@@ -302,7 +312,8 @@ TEST_CASE("every command the server attaches or handles is advertised, and accep
     c.request(++id, "workspace/executeCommand", {{"command", cmd}, {"arguments", json::array()}});
     const json r = c.response();
     INFO(cmd << ": " << r.dump());
-    if (r.contains("error")) CHECK(r["error"]["message"].get<std::string>().find("unknown command") == std::string::npos);
+    if (r.contains("error"))
+      CHECK(r["error"]["message"].get<std::string>().find("unknown command") == std::string::npos);
   }
   // ... and what is not advertised is not handled.
   c.request(++id, "workspace/executeCommand", {{"command", "moelsp.nope"}});
@@ -311,10 +322,13 @@ TEST_CASE("every command the server attaches or handles is advertised, and accep
   CHECK(r["error"]["message"].get<std::string>().find("unknown command") != std::string::npos);
   // The command on an inline item is one of them, and running it counts an accept.
   const std::string uri = "file:///t/cmd.py";
-  c.notify("textDocument/didOpen", {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1},
-                                                      {"text", "def area(w, h):\n    return "}}}});
+  c.notify("textDocument/didOpen",
+           {{"textDocument",
+             {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", "def area(w, h):\n    return "}}}});
   c.request(++id, "textDocument/inlineCompletion",
-            {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 11}}}, {"context", {{"triggerKind", 1}}}});
+            {{"textDocument", {{"uri", uri}}},
+             {"position", {{"line", 1}, {"character", 11}}},
+             {"context", {{"triggerKind", 1}}}});
   r = c.response();
   for (const auto& item : r["result"]["items"]) {
     const std::string cmd = item["command"]["command"];
@@ -368,15 +382,18 @@ TEST_CASE("a model that fails to load is shown once, and fixing the setting load
   }
   CHECK(shown);
   const std::string uri = "file:///t/fix.py";
-  c.notify("textDocument/didOpen", {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", "def f(x):\n    "}}}});
+  c.notify("textDocument/didOpen",
+           {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", "def f(x):\n    "}}}});
   // Completions answer an empty list (not an error per keystroke); the status says why.
-  c.request(2, "textDocument/completion", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 4}}}});
+  c.request(2, "textDocument/completion",
+            {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 4}}}});
   json r = c.response();
   CHECK(r["result"]["items"].empty());
   CHECK(r["result"]["isIncomplete"] == true);
   c.notify("workspace/didChangeConfiguration", {{"settings", {{"moelsp", {{"model", model_options()["model"]}}}}}});
   wait_ready(c);
-  c.request(3, "textDocument/inlineCompletion", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 4}}}});
+  c.request(3, "textDocument/inlineCompletion",
+            {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 4}}}});
   r = c.response();
   CHECK(r.contains("result"));
 }
@@ -414,8 +431,10 @@ TEST_CASE("$/cancelRequest answers RequestCancelled promptly; a newer request ca
   const std::string uri = "file:///t/b.py";
   // malformed didOpen (fields outside textDocument): logged, no answer, no crash
   c.notify("textDocument/didOpen", {{"textDocument", {{"uri", uri}}}, {"text", 5}});
-  c.notify("textDocument/didOpen", {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", "import os\n"}}}});
-  c.request(30, "textDocument/inlineCompletion", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 0}}}});
+  c.notify("textDocument/didOpen",
+           {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", "import os\n"}}}});
+  c.request(30, "textDocument/inlineCompletion",
+            {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 0}}}});
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const auto t0 = std::chrono::steady_clock::now();
   c.notify("$/cancelRequest", {{"id", 30}});
@@ -424,9 +443,11 @@ TEST_CASE("$/cancelRequest answers RequestCancelled promptly; a newer request ca
   CHECK(r["error"]["code"] == -32800);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
   // two requests for the same document: the first is superseded
-  c.request(31, "textDocument/inlineCompletion", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 0}}}});
+  c.request(31, "textDocument/inlineCompletion",
+            {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 0}}}});
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  c.request(32, "textDocument/inlineCompletion", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 0}}}});
+  c.request(32, "textDocument/inlineCompletion",
+            {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 0}}}});
   r = c.response();
   CHECK(r["id"] == 31);
   CHECK(r["error"]["code"] == -32800);
@@ -448,7 +469,8 @@ TEST_CASE("one $/cancelRequest cancels every request in flight under that id") {
   for (const char* uri : {"file:///t/d1.py", "file:///t/d2.py"}) {
     c.notify("textDocument/didOpen",
              {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", "import os\n"}}}});
-    c.request(40, "textDocument/inlineCompletion", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 0}}}});
+    c.request(40, "textDocument/inlineCompletion",
+              {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 0}}}});
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const auto t0 = std::chrono::steady_clock::now();
@@ -465,9 +487,13 @@ TEST_CASE("chat streams through $/progress; explain works on a selection; templa
   Client c;
   json opts = model_options();
   opts["chat"] = {{"maxTokens", 12}};
-  c.send({{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"},
-          {"params", {{"capabilities", {{"workspace", {{"executeCommand", json::object()}}}, {"window", {{"workDoneProgress", true}}}}},
-                      {"initializationOptions", opts}}}});
+  c.send({{"jsonrpc", "2.0"},
+          {"id", 1},
+          {"method", "initialize"},
+          {"params",
+           {{"capabilities",
+             {{"workspace", {{"executeCommand", json::object()}}}, {"window", {{"workDoneProgress", true}}}}},
+            {"initializationOptions", opts}}}});
   json init = c.response();
   CHECK(init["result"]["capabilities"].contains("executeCommandProvider"));
   CHECK(!init["result"]["capabilities"].contains("inlineCompletionProvider"));  // the client did not declare it
@@ -478,12 +504,14 @@ TEST_CASE("chat streams through $/progress; explain works on a selection; templa
   CHECK(r["error"]["code"] == -32603);
   CHECK_THAT(r["error"]["message"].get<std::string>(), Catch::Contains("chat.template"));
   c.notify("workspace/didChangeConfiguration", {{"settings", {{"moelsp", {{"chat", {{"template", "chatml"}}}}}}}});
-  c.request(41, "moelsp/chat", {{"messages", {{{"role", "user"}, {"content", "Write a Python hello world."}}}},
-                                {"partialResultToken", "p41"}});
+  c.request(
+      41, "moelsp/chat",
+      {{"messages", {{{"role", "user"}, {"content", "Write a Python hello world."}}}}, {"partialResultToken", "p41"}});
   std::string streamed;
   for (;;) {
     const json m = c.next();
-    if (m.value("method", "") == "$/progress" && m["params"]["token"] == "p41") streamed += m["params"]["value"]["text"].get<std::string>();
+    if (m.value("method", "") == "$/progress" && m["params"]["token"] == "p41")
+      streamed += m["params"]["value"]["text"].get<std::string>();
     if (m.contains("id") && m["id"] == 41) {
       r = m;
       break;
@@ -494,8 +522,9 @@ TEST_CASE("chat streams through $/progress; explain works on a selection; templa
   CHECK(!streamed.empty());
   // explain on a selection, with work-done progress
   const std::string uri = "file:///t/c.py";
-  c.notify("textDocument/didOpen", {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1},
-                                                      {"text", "def f(x):\n    return x * 2\n"}}}});
+  c.notify("textDocument/didOpen",
+           {{"textDocument",
+             {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", "def f(x):\n    return x * 2\n"}}}});
   json range = {{"start", {{"line", 0}, {"character", 0}}}, {"end", {{"line", 2}, {"character", 0}}}};
   json arg = {{"uri", uri}, {"range", range}};
   c.request(42, "workspace/executeCommand",
@@ -521,9 +550,10 @@ TEST_CASE("chat streams through $/progress; explain works on a selection; templa
   // A file far larger than the context (1024 tokens): the code is cut to fit and the answer comes.
   std::string big;
   for (int i = 0; i < 400; ++i) big += "def f" + std::to_string(i) + "(x):\n    return x * " + std::to_string(i) + "\n";
-  c.notify("textDocument/didOpen", {{"textDocument", {{"uri", "file:///t/big.py"}, {"languageId", "python"}, {"version", 1},
-                                                      {"text", big}}}});
-  c.request(44, "moelsp/chat", {{"messages", {{{"role", "user"}, {"content", "What does f3 do?"}}}}, {"uri", "file:///t/big.py"}});
+  c.notify("textDocument/didOpen",
+           {{"textDocument", {{"uri", "file:///t/big.py"}, {"languageId", "python"}, {"version", 1}, {"text", big}}}});
+  c.request(44, "moelsp/chat",
+            {{"messages", {{{"role", "user"}, {"content", "What does f3 do?"}}}}, {"uri", "file:///t/big.py"}});
   r = c.response();
   INFO(r.dump());
   REQUIRE(r.contains("result"));
@@ -536,7 +566,8 @@ TEST_CASE("cache and type-through answer instantly; Invoked offers alternatives;
   wait_ready(c);
   const std::string uri = "file:///t/d.py";
   const std::string text = "import os\n\ndef main():\n    ";
-  c.notify("textDocument/didOpen", {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", text}}}});
+  c.notify("textDocument/didOpen",
+           {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", text}}}});
   const json pos = {{"line", 3}, {"character", 4}};
   c.request(50, "textDocument/inlineCompletion", {{"textDocument", {{"uri", uri}}}, {"position", pos}});
   json r = c.response();
@@ -548,8 +579,9 @@ TEST_CASE("cache and type-through answer instantly; Invoked offers alternatives;
     CHECK(c.response()["result"]["items"][0]["insertText"] == first);
     // type the first character of the suggestion: the rest comes back
     if (first.size() > 1 && first[0] != '\n') {
-      c.notify("textDocument/didChange", {{"textDocument", {{"uri", uri}, {"version", 2}}},
-                                          {"contentChanges", {{{"range", {{"start", pos}, {"end", pos}}}, {"text", first.substr(0, 1)}}}}});
+      c.notify("textDocument/didChange",
+               {{"textDocument", {{"uri", uri}, {"version", 2}}},
+                {"contentChanges", {{{"range", {{"start", pos}, {"end", pos}}}, {"text", first.substr(0, 1)}}}}});
       c.request(52, "textDocument/inlineCompletion",
                 {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 3}, {"character", 5}}}});
       CHECK(c.response()["result"]["items"][0]["insertText"] == first.substr(1));
@@ -582,12 +614,15 @@ TEST_CASE("cancel storm: 200 cancelled completions, then a normal one succeeds")
   c.initialize(opts);
   wait_ready(c);
   const std::string uri = "file:///t/e.py";
-  c.notify("textDocument/didOpen", {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", "x = 1\n"}}}});
-  c.request(999, "textDocument/inlineCompletion", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 0}}}});
+  c.notify("textDocument/didOpen",
+           {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", "x = 1\n"}}}});
+  c.request(999, "textDocument/inlineCompletion",
+            {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 0}}}});
   CHECK(c.response()["id"] == 999);  // warm: KV caches and worker threads exist
   const auto [threads_before, rss_before] = proc_status();
   for (int i = 0; i < 200; ++i) {
-    c.request(1000 + i, "textDocument/inlineCompletion", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 0}}}});
+    c.request(1000 + i, "textDocument/inlineCompletion",
+              {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 0}}}});
     c.notify("$/cancelRequest", {{"id", 1000 + i}});
   }
   std::set<int> answered;
@@ -598,7 +633,8 @@ TEST_CASE("cancel storm: 200 cancelled completions, then a normal one succeeds")
     CHECK((r.contains("result") || r["error"]["code"] == -32800));
     answered.insert(rid);
   }
-  c.request(2000, "textDocument/inlineCompletion", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 0}}}});
+  c.request(2000, "textDocument/inlineCompletion",
+            {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 0}}}});
   const json r = c.response();
   CHECK(r["id"] == 2000);
   CHECK(r.contains("result"));
@@ -620,11 +656,13 @@ TEST_CASE("bad input: invalid UTF-8 in a document, a truncated body at the end")
   CHECK(r.contains("result"));
   // a didOpen whose text holds a lone surrogate (JavaScript strings can) and a
   // stray byte: the document opens, those characters become U+FFFD
-  const std::string open = "{\"jsonrpc\":\"2.0\",\"method\":\"textDocument/didOpen\",\"params\":{\"textDocument\":"
-                           "{\"uri\":\"file:///t/s.py\",\"languageId\":\"python\",\"version\":1,"
-                           "\"text\":\"x = '\\ud800'\xc3 # \\ud83e\\udd99\\n\"}}}";
+  const std::string open =
+      "{\"jsonrpc\":\"2.0\",\"method\":\"textDocument/didOpen\",\"params\":{\"textDocument\":"
+      "{\"uri\":\"file:///t/s.py\",\"languageId\":\"python\",\"version\":1,"
+      "\"text\":\"x = '\\ud800'\xc3 # \\ud83e\\udd99\\n\"}}}";
   c.raw("Content-Length: " + std::to_string(open.size()) + "\r\n\r\n" + open);
-  c.request(8, "textDocument/inlineCompletion", {{"textDocument", {{"uri", "file:///t/s.py"}}}, {"position", {{"line", 1}, {"character", 0}}}});
+  c.request(8, "textDocument/inlineCompletion",
+            {{"textDocument", {{"uri", "file:///t/s.py"}}}, {"position", {{"line", 1}, {"character", 0}}}});
   r = c.response();
   CHECK(r["id"] == 8);
   CHECK(r.contains("result"));  // not "document not open"
@@ -632,9 +670,13 @@ TEST_CASE("bad input: invalid UTF-8 in a document, a truncated body at the end")
   c.raw("Content-Length: 5\r\n\r\n{{{{{");
   CHECK(c.response()["error"]["code"] == -32700);
   // a document with unusual but valid text (NUL, BOM, astral characters, lone CR)
-  c.notify("textDocument/didOpen", {{"textDocument", {{"uri", "file:///t/f.py"}, {"languageId", "python"}, {"version", 1},
-                                                      {"text", std::string("\xef\xbb\xbfx = '\0\xf0\x9f\xa6\x99'\r", 16) + "\n"}}}});
-  c.request(60, "textDocument/inlineCompletion", {{"textDocument", {{"uri", "file:///t/f.py"}}}, {"position", {{"line", 1}, {"character", 0}}}});
+  c.notify("textDocument/didOpen", {{"textDocument",
+                                     {{"uri", "file:///t/f.py"},
+                                      {"languageId", "python"},
+                                      {"version", 1},
+                                      {"text", std::string("\xef\xbb\xbfx = '\0\xf0\x9f\xa6\x99'\r", 16) + "\n"}}}});
+  c.request(60, "textDocument/inlineCompletion",
+            {{"textDocument", {{"uri", "file:///t/f.py"}}}, {"position", {{"line", 1}, {"character", 0}}}});
   r = c.response();
   CHECK(r["id"] == 60);
   CHECK(r.contains("result"));
@@ -645,9 +687,11 @@ TEST_CASE("bad input: invalid UTF-8 in a document, a truncated body at the end")
 
 TEST_CASE("dynamic registration is honoured; selectedCompletionInfo shapes the inline item") {
   Client c;
-  c.request(1, "initialize",
-            {{"capabilities", {{"textDocument", {{"completion", {{"dynamicRegistration", true}}}, {"inlineCompletion", json::object()}}}}},
-             {"initializationOptions", model_options()}});
+  c.request(
+      1, "initialize",
+      {{"capabilities",
+        {{"textDocument", {{"completion", {{"dynamicRegistration", true}}}, {"inlineCompletion", json::object()}}}}},
+       {"initializationOptions", model_options()}});
   const json init = c.response();
   CHECK(!init["result"]["capabilities"].contains("completionProvider"));  // registered dynamically instead
   CHECK(init["result"]["capabilities"].contains("inlineCompletionProvider"));
@@ -662,10 +706,12 @@ TEST_CASE("dynamic registration is honoured; selectedCompletionInfo shapes the i
     if (m.value("method", "") == "moelsp/status" && m["params"]["state"] == "ready") ready = true;
   }
   const std::string uri = "file:///t/g.py";
-  c.notify("textDocument/didOpen", {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", "import os\nos.pa"}}}});
+  c.notify("textDocument/didOpen",
+           {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", "import os\nos.pa"}}}});
   const json range = {{"start", {{"line", 1}, {"character", 3}}}, {"end", {{"line", 1}, {"character", 5}}}};
   c.request(70, "textDocument/inlineCompletion",
-            {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 5}}},
+            {{"textDocument", {{"uri", uri}}},
+             {"position", {{"line", 1}, {"character", 5}}},
              {"context", {{"triggerKind", 2}, {"selectedCompletionInfo", {{"range", range}, {"text", "path"}}}}}});
   const json r = c.response();
   REQUIRE(r["result"]["items"].is_array());
@@ -719,12 +765,15 @@ TEST_CASE("a completion is answered while four long chats run (completions have 
   c.initialize(opts);
   wait_ready(c);
   const std::string uri = "file:///t/lanes.py";
-  c.notify("textDocument/didOpen",
-           {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", "def add(a, b):\n    "}}}});
+  c.notify(
+      "textDocument/didOpen",
+      {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", 1}, {"text", "def add(a, b):\n    "}}}});
   for (int i = 0; i < 4; ++i)
-    c.request(100 + i, "moelsp/chat", {{"messages", {{{"role", "user"}, {"content", "Tell a long story " + std::to_string(i)}}}}});
+    c.request(100 + i, "moelsp/chat",
+              {{"messages", {{{"role", "user"}, {"content", "Tell a long story " + std::to_string(i)}}}}});
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the chats hold their workers
-  c.request(200, "textDocument/inlineCompletion", {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 4}}}});
+  c.request(200, "textDocument/inlineCompletion",
+            {{"textDocument", {{"uri", uri}}}, {"position", {{"line", 1}, {"character", 4}}}});
   // The completion's answer comes first: with one shared pool of four
   // workers it waited for a chat to end.
   const json first = c.response(60000);
@@ -765,7 +814,7 @@ TEST_CASE("JSON text repair: bad UTF-8 and lone surrogates become U+FFFD, valid 
   CHECK(repair_json_text(R"("\ud800x")") == R"("\ufffdx")");
   CHECK(repair_json_text(R"("\udc00\ud800")") == R"("\ufffd\ufffd")");
   CHECK(repair_json_text("\"\xff\xc3(\xe2\x82\"") == "\"\xef\xbf\xbd\xef\xbf\xbd(\xef\xbf\xbd\xef\xbf\xbd\"");
-  CHECK(repair_json_text("\"\xc0\xaf\"") == "\"\xef\xbf\xbd\xef\xbf\xbd\"");  // overlong
+  CHECK(repair_json_text("\"\xc0\xaf\"") == "\"\xef\xbf\xbd\xef\xbf\xbd\"");                         // overlong
   CHECK(!json::parse(repair_json_text("{\"t\":\"\xed\xa0\x80\"}"), nullptr, false).is_discarded());  // UTF-8 surrogate
 }
 
@@ -777,12 +826,13 @@ TEST_CASE("didOpen with a mistyped version or languageId still opens; a reversed
   CHECK(open.text_document.version == 0);
   CHECK_THROWS_WITH(parse_params<DidOpenParams>(json{{"textDocument", {{"uri", "file:///a.py"}}}}),
                     Catch::Contains("textDocument.text: missing"));
-  const json reversed = {{"textDocument", {{"uri", "file:///a.py"}, {"version", 2}}},
-                         {"contentChanges", {{{"range", {{"start", {{"line", 0}, {"character", 4}}},
-                                                         {"end", {{"line", 0}, {"character", 1}}}}},
-                                              {"text", "y"}}}}};
-  CHECK_THROWS_WITH(parse_params<DidChangeParams>(reversed), Catch::Contains("contentChanges[0].range") &&
-                                                                 Catch::Contains("before its start"));
+  const json reversed = {
+      {"textDocument", {{"uri", "file:///a.py"}, {"version", 2}}},
+      {"contentChanges",
+       {{{"range", {{"start", {{"line", 0}, {"character", 4}}}, {"end", {{"line", 0}, {"character", 1}}}}},
+         {"text", "y"}}}}};
+  CHECK_THROWS_WITH(parse_params<DidChangeParams>(reversed),
+                    Catch::Contains("contentChanges[0].range") && Catch::Contains("before its start"));
   CHECK_THROWS_WITH(parse_params<CompletionParams>(json{{"textDocument", {{"uri", "u"}}},
                                                         {"position", {{"line", 4294967297LL}, {"character", 0}}}}),
                     Catch::Contains("position.line"));

@@ -27,10 +27,16 @@ std::vector<uint8_t> encode(kernels::DType t, const std::vector<float>& v) {
   switch (t) {
     case kernels::DType::F32: put(v.data(), v.size() * 4); break;
     case kernels::DType::F16:
-      for (float x : v) { uint16_t h = kernels::fp32_to_fp16(x); put(&h, 2); }
+      for (float x : v) {
+        uint16_t h = kernels::fp32_to_fp16(x);
+        put(&h, 2);
+      }
       break;
     case kernels::DType::BF16:
-      for (float x : v) { uint16_t h = kernels::fp32_to_bf16(x); put(&h, 2); }
+      for (float x : v) {
+        uint16_t h = kernels::fp32_to_bf16(x);
+        put(&h, 2);
+      }
       break;
     case kernels::DType::Q8_0:
       for (size_t b = 0; b < v.size(); b += 32) {

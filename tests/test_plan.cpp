@@ -204,7 +204,8 @@ TEST_CASE("plan: streaming with little memory halves the context before failing"
   check_within_budget(hw, p);
   CHECK(p.ok);
   CHECK(p.n_ctx < 16384);
-  CHECK(std::any_of(p.warnings.begin(), p.warnings.end(), [](const std::string& w) { return w.find("halved") != std::string::npos; }));
+  CHECK(std::any_of(p.warnings.begin(), p.warnings.end(),
+                    [](const std::string& w) { return w.find("halved") != std::string::npos; }));
 }
 
 TEST_CASE("plan: streaming, q8_0 KV rows are tried before the context is halved, and count as q8_0") {
@@ -324,9 +325,7 @@ TEST_CASE("profile: this machine is detected, and measurements are cached by har
   CHECK(second.mem_bw_gbs == first.mem_bw_gbs);
   CHECK(second.disk.read_gbs == first.disk.read_gbs);
   // Another machine's cache is not used.
-  {
-    std::ofstream(po.cache_path) << R"({"key": "another machine", "memBwGBs": 1.0})";
-  }
+  { std::ofstream(po.cache_path) << R"({"key": "another machine", "memBwGBs": 1.0})"; }
   const HwProfile third = hardware_profile(po);
   CHECK_FALSE(third.from_cache);
   CHECK(third.mem_bw_gbs != 1.0);
@@ -359,8 +358,8 @@ TEST_CASE("threads beyond the machine's logical CPUs are refused, naming the set
   over.threads = 4;
   CHECK(plan_threads(hw, over) == 4);
   over.threads = 1000;
-  CHECK_THROWS_WITH(plan_threads(hw, over), Catch::Contains("setting threads") && Catch::Contains("1000") &&
-                                                Catch::Contains("1..4"));
+  CHECK_THROWS_WITH(plan_threads(hw, over),
+                    Catch::Contains("setting threads") && Catch::Contains("1000") && Catch::Contains("1..4"));
   over.threads.reset();
   CHECK(plan_threads(hw, over) == 2);  // automatic: the physical cores
 }

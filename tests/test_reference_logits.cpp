@@ -40,7 +40,8 @@ Ref load_ref(const std::string& name) {
   r.n_prompt = r.doc["n_prompt"];
   r.prefill = read_f32(test::data_path("reference/" + r.doc["prefill_logits"].get<std::string>()),
                        size_t(r.n_prompt) * size_t(r.n_vocab));
-  r.decode = read_f32(test::data_path("reference/" + r.doc["decode_logits"].get<std::string>()), 16 * size_t(r.n_vocab));
+  r.decode =
+      read_f32(test::data_path("reference/" + r.doc["decode_logits"].get<std::string>()), 16 * size_t(r.n_vocab));
   return r;
 }
 
@@ -102,8 +103,8 @@ void check_f32(const std::string& name) {
       const char* part = pre ? "prefill" : "decode";
       const RowStats s = compare(rows[i].data(), pre ? r.prefill_row(k) : r.decode_row(k), r.n_vocab);
       const double limit = tol["max_abs_diff"][part][size_t(k)];
-      INFO(name << (incremental ? " (prefill one token at a time)" : "") << " " << part << " row " << k
-                << ": max |Δ| " << s.max_abs << " (limit " << limit << ")");
+      INFO(name << (incremental ? " (prefill one token at a time)" : "") << " " << part << " row " << k << ": max |Δ| "
+                << s.max_abs << " (limit " << limit << ")");
       CHECK(s.max_abs <= limit);
       if (tol["top1_must_match"][part][size_t(k)].get<bool>()) CHECK(s.argmax == s.ref_argmax);
       worst = std::max(worst, s.max_abs);

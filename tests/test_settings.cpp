@@ -81,9 +81,12 @@ TEST_CASE("settings: every table entry parses, merges and is distinct") {
 }
 
 TEST_CASE("settings: wrong types and out-of-range values are errors naming the setting") {
-  CHECK_THROWS_WITH(settings_from_json_text(R"({"threads": "many"})"), Catch::Contains("threads") && Catch::Contains("integer"));
-  CHECK_THROWS_WITH(settings_from_json_text(R"({"threads": 5000})"), Catch::Contains("threads") && Catch::Contains("5000"));
-  CHECK_THROWS_WITH(settings_from_json_text(R"({"completion": {"maxTokens": 0}})"), Catch::Contains("completion.maxTokens"));
+  CHECK_THROWS_WITH(settings_from_json_text(R"({"threads": "many"})"),
+                    Catch::Contains("threads") && Catch::Contains("integer"));
+  CHECK_THROWS_WITH(settings_from_json_text(R"({"threads": 5000})"),
+                    Catch::Contains("threads") && Catch::Contains("5000"));
+  CHECK_THROWS_WITH(settings_from_json_text(R"({"completion": {"maxTokens": 0}})"),
+                    Catch::Contains("completion.maxTokens"));
   CHECK_THROWS_WITH(settings_from_json_text(R"({"weights": "disk"})"), Catch::Contains("ram, stream"));
   CHECK_THROWS_WITH(settings_from_json_text(R"({"kvCache": {"type": "q3"}})"), Catch::Contains("q3"));
   CHECK_THROWS_WITH(settings_from_json_text(R"({"experts.prefetch": "yes"})"), Catch::Contains("true or false"));
@@ -91,7 +94,8 @@ TEST_CASE("settings: wrong types and out-of-range values are errors naming the s
   CHECK_THROWS_WITH(settings_from_json_text("[1]"), Catch::Contains("JSON object"));
   // Collected instead of thrown: the good settings still apply.
   std::vector<std::string> errors;
-  const Settings s = settings_from_json_text(R"({"threads": -3, "chat.maxTokens": 99, "trace.server": "verbose"})", &errors);
+  const Settings s =
+      settings_from_json_text(R"({"threads": -3, "chat.maxTokens": 99, "trace.server": "verbose"})", &errors);
   REQUIRE(errors.size() == 1);
   CHECK_THAT(errors[0], Catch::Contains("threads"));
   CHECK(s.chat_max_tokens == 99);
@@ -163,7 +167,9 @@ TEST_CASE("settings: the VS Code extension contributes every setting with the ta
     INFO(key);
     REQUIRE(props.contains(key));
     const auto& type = props[key]["type"];
-    const std::string want = spec.kind == SettingKind::Int ? "integer" : spec.kind == SettingKind::Bool ? "boolean" : "string";
+    const std::string want = spec.kind == SettingKind::Int    ? "integer"
+                             : spec.kind == SettingKind::Bool ? "boolean"
+                                                              : "string";
     // Unset is null in VS Code (the server's default applies): ["integer", "null"].
     const bool ok = type == want || (type.is_array() && std::find(type.begin(), type.end(), want) != type.end());
     CHECK(ok);
@@ -171,7 +177,8 @@ TEST_CASE("settings: the VS Code extension contributes every setting with the ta
     if (spec.kind == SettingKind::Int && props[key].contains("maximum")) CHECK(props[key]["maximum"] <= spec.max);
     if (props[key].contains("enum"))
       for (const auto& e : props[key]["enum"])
-        if (!e.is_null()) CHECK(std::find(spec.choices.begin(), spec.choices.end(), e.get<std::string>()) != spec.choices.end());
+        if (!e.is_null())
+          CHECK(std::find(spec.choices.begin(), spec.choices.end(), e.get<std::string>()) != spec.choices.end());
   }
   // ...and sends every one of them to the server.
   const std::string ts = read(MOELSP_SOURCE_DIR "/editor-clients/vscode/src/settings.ts");

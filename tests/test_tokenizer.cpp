@@ -68,13 +68,17 @@ TEST_CASE("SentencePiece: add_special adds BOS, and special text is split out") 
 
 TEST_CASE("invalid UTF-8 input: byte tokens for SentencePiece, U+FFFD for byte-level BPE") {
   const auto spm = load_tok("vocab/ggml-vocab-llama-spm.gguf");
-  const std::string bad = "ab\xff" "cd\xe4";
+  const std::string bad =
+      "ab\xff"
+      "cd\xe4";
   const auto ids = spm->encode(bad);
   CHECK(std::find(ids.begin(), ids.end(), spm->find("<0xFF>")) != ids.end());
   CHECK(std::find(ids.begin(), ids.end(), spm->find("<0xE4>")) != ids.end());
   CHECK(spm->decode(ids) == bad);  // raw bytes come back
   const auto bpe = load_tok("vocab/ggml-vocab-gpt-2.gguf");
-  CHECK(bpe->decode(bpe->encode(bad)) == "ab\xef\xbf\xbd" "cd\xef\xbf\xbd");
+  CHECK(bpe->decode(bpe->encode(bad)) ==
+        "ab\xef\xbf\xbd"
+        "cd\xef\xbf\xbd");
 }
 
 TEST_CASE("streaming decode never splits a UTF-8 sequence") {
@@ -139,8 +143,9 @@ TEST_CASE("a tiny BPE vocabulary built with our writer merges by rank") {
   w.set("tokenizer.ggml.model", "gpt2");
   w.set("tokenizer.ggml.pre", "gpt-2");
   // byte-level: 'Ġ' is the space byte
-  w.set("tokenizer.ggml.tokens",
-        gguf::make_array(std::vector<std::string>{"a", "b", "c", "ab", "bc", "abc", "\xc4\xa0", "\xc4\xa0" "a"}));
+  w.set("tokenizer.ggml.tokens", gguf::make_array(std::vector<std::string>{"a", "b", "c", "ab", "bc", "abc", "\xc4\xa0",
+                                                                           "\xc4\xa0"
+                                                                           "a"}));
   w.set("tokenizer.ggml.merges", gguf::make_array(std::vector<std::string>{"b c", "a b", "a bc", "\xc4\xa0 a"}));
   w.set("tokenizer.ggml.padding_token_id", int32_t(-1));  // "none", as some converters write it
   w.set("tokenizer.ggml.eos_token_id", uint32_t(2));

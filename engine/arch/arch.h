@@ -18,14 +18,16 @@ namespace moelsp::arch {
 void read_common_config(const gguf::File& f, ModelConfig& c);
 
 // Helpers for reading "{arch}.key" with a clear error when required.
-template <class T> T req(const gguf::File& f, const std::string& arch, const std::string& key) {
+template <class T>
+T req(const gguf::File& f, const std::string& arch, const std::string& key) {
   try {
     return f.get<T>(arch + "." + key);
   } catch (const gguf::GgufError& e) {
     throw ModelError(e.what());
   }
 }
-template <class T> T opt(const gguf::File& f, const std::string& arch, const std::string& key, T fallback) {
+template <class T>
+T opt(const gguf::File& f, const std::string& arch, const std::string& key, T fallback) {
   try {
     return f.get_or<T>(arch + "." + key, fallback);
   } catch (const gguf::GgufError& e) {
@@ -36,9 +38,9 @@ template <class T> T opt(const gguf::File& f, const std::string& arch, const std
 // Shared model plumbing for the architectures: token embedding, final norm,
 // lm_head (output.weight, or the tied token_embd.weight).
 struct Embeddings {
-  Weight token_embd;            // {n_embd, n_vocab}
+  Weight token_embd;  // {n_embd, n_vocab}
   std::vector<float> output_norm;
-  Weight output;                // {n_embd, n_vocab}
+  Weight output;  // {n_embd, n_vocab}
 
   void load(const WeightLoader& wl, const ModelConfig& c);
   void embed(std::span<const TokenId> tokens, int n_embd, float* x) const;  // x [n][n_embd]

@@ -15,8 +15,8 @@
 
 #include <fmt/format.h>
 
-#include "arch.h"
 #include "../model/experts.h"
+#include "arch.h"
 
 namespace moelsp::arch {
 namespace {
@@ -34,7 +34,8 @@ class Deepseek2 final : public Model {
     c.qk_rope = c.rope.n_dims;
     c.qk_nope = c.head_dim_k - c.qk_rope;
     c.n_head_kv = c.n_head;  // after expansion every head has its own k and v
-    if (c.qk_nope <= 0) throw ModelError(fmt::format("{}: key length {} ≤ rope dims {}", f.path(), c.head_dim_k, c.qk_rope));
+    if (c.qk_nope <= 0)
+      throw ModelError(fmt::format("{}: key length {} ≤ rope dims {}", f.path(), c.head_dim_k, c.qk_rope));
     c.rope.type = RopeType::Norm;
     c.n_layer_dense_lead = int(opt<uint32_t>(f, a, "leading_dense_block_count", 0));
     c.n_ff_exp = int(req<uint32_t>(f, a, "expert_feed_forward_length"));
@@ -80,7 +81,8 @@ class Deepseek2 final : public Model {
       L.kv_a_norm = wl.vec(b + "attn_kv_a_norm.weight", c.kv_lora_rank);
       L.wo = wl.get(b + "attn_output.weight", {int64_t(c.n_head) * c.head_dim_v, c.n_embd});
       // Per-head expansions of the latent, from either tensor layout.
-      const Weight kv_b = wl.maybe(b + "attn_kv_b.weight", {c.kv_lora_rank, int64_t(c.n_head) * (c.qk_nope + c.head_dim_v)});
+      const Weight kv_b =
+          wl.maybe(b + "attn_kv_b.weight", {c.kv_lora_rank, int64_t(c.n_head) * (c.qk_nope + c.head_dim_v)});
       L.split = !kv_b.present();
       Weight k_b, v_b;
       if (L.split) {
@@ -139,7 +141,8 @@ class Deepseek2 final : public Model {
       layers::add(x.data(), y.data(), nd);
       if (experts_) experts_->predict(*pool_, il, x.data(), n);  // layer il + d's experts, from here
       layers::rms_norm(x.data(), L.ffn_norm.data(), c.n_embd, c.rms_eps, h.data(), n);
-      if (c.is_moe_layer(il)) layers::moe(*pool_, c, L.moe, h.data(), n, y.data(), {&moe_stats_[size_t(il)], experts_.get(), il});
+      if (c.is_moe_layer(il))
+        layers::moe(*pool_, c, L.moe, h.data(), n, y.data(), {&moe_stats_[size_t(il)], experts_.get(), il});
       else layers::swiglu(*pool_, L.gate.m, L.up.m, L.down.m, h.data(), n, y.data());
       layers::add(x.data(), y.data(), nd);
       if (cancel && cancel()) throw Cancelled();
@@ -151,7 +154,7 @@ class Deepseek2 final : public Model {
   struct Layer {
     std::vector<float> attn_norm, ffn_norm, q_a_norm, kv_a_norm;
     Weight wq, wq_a, wq_b, wkv_a, wo;
-    bool split = false;  // attn_k_b/attn_v_b rather than attn_kv_b
+    bool split = false;                        // attn_k_b/attn_v_b rather than attn_kv_b
     std::vector<kernels::MatView> k_up, v_up;  // per head: latent → k_nope, latent → v
     Weight gate, up, down;                     // dense layers
     layers::MoeWeights moe;

@@ -2,8 +2,8 @@
 // (softmax over the router logits, top-k, weights renormalised over the k).
 #include <fmt/format.h>
 
-#include "arch.h"
 #include "../model/experts.h"
+#include "arch.h"
 
 namespace moelsp::arch {
 namespace {
@@ -65,7 +65,8 @@ class Llama final : public Model {
       // feed-forward block: x += ffn(norm(x))
       if (experts_) experts_->predict(*pool_, il, x.data(), n);  // layer il + d's experts, from here
       layers::rms_norm(x.data(), L.ffn_norm.data(), c.n_embd, c.rms_eps, h.data(), n);
-      if (c.n_expert > 0) layers::moe(*pool_, c, L.moe, h.data(), n, y.data(), {&moe_stats_[size_t(il)], experts_.get(), il});
+      if (c.n_expert > 0)
+        layers::moe(*pool_, c, L.moe, h.data(), n, y.data(), {&moe_stats_[size_t(il)], experts_.get(), il});
       else layers::swiglu(*pool_, L.gate.m, L.up.m, L.down.m, h.data(), n, y.data());
       layers::add(x.data(), y.data(), nd);
       if (cancel && cancel()) throw Cancelled();

@@ -3,8 +3,8 @@
 // weights renormalised (llama.cpp always renormalises for this architecture).
 #include <fmt/format.h>
 
-#include "arch.h"
 #include "../model/experts.h"
+#include "arch.h"
 
 namespace moelsp::arch {
 namespace {

@@ -22,18 +22,25 @@ namespace moelsp::gguf {
 
 namespace {
 
-constexpr uint32_t kMaxDims = 4;          // ggml's GGML_MAX_DIMS
-constexpr uint32_t kMaxArrayDepth = 8;    // nested arrays deeper than this are refused
+constexpr uint32_t kMaxDims = 4;        // ggml's GGML_MAX_DIMS
+constexpr uint32_t kMaxArrayDepth = 8;  // nested arrays deeper than this are refused
 constexpr uint64_t kMaxStringLen = 1ull << 30;
 
 // Smallest encoding of one item of each type, used to reject counts that
 // cannot possibly fit in the bytes that remain (before allocating anything).
 uint64_t min_encoded_size(ValueType t) {
   switch (t) {
-    case ValueType::UINT8: case ValueType::INT8: case ValueType::BOOL: return 1;
-    case ValueType::UINT16: case ValueType::INT16: return 2;
-    case ValueType::UINT32: case ValueType::INT32: case ValueType::FLOAT32: return 4;
-    case ValueType::UINT64: case ValueType::INT64: case ValueType::FLOAT64: return 8;
+    case ValueType::UINT8:
+    case ValueType::INT8:
+    case ValueType::BOOL: return 1;
+    case ValueType::UINT16:
+    case ValueType::INT16: return 2;
+    case ValueType::UINT32:
+    case ValueType::INT32:
+    case ValueType::FLOAT32: return 4;
+    case ValueType::UINT64:
+    case ValueType::INT64:
+    case ValueType::FLOAT64: return 8;
     case ValueType::STRING: return 8;
     case ValueType::ARRAY: return 12;
   }
@@ -42,8 +49,7 @@ uint64_t min_encoded_size(ValueType t) {
 
 class Cursor {
  public:
-  Cursor(const uint8_t* data, uint64_t size, const std::string& name)
-      : data_(data), size_(size), name_(name) {}
+  Cursor(const uint8_t* data, uint64_t size, const std::string& name) : data_(data), size_(size), name_(name) {}
 
   uint64_t pos() const { return pos_; }
   uint64_t remaining() const { return size_ - pos_; }
@@ -57,7 +63,8 @@ class Cursor {
       fail(pos_, fmt::format("truncated file: {} needs {} bytes, only {} remain", what, n, remaining()));
   }
 
-  template <class T> T read(const char* what) {
+  template <class T>
+  T read(const char* what) {
     need(sizeof(T), what);
     T x;
     std::memcpy(&x, data_ + pos_, sizeof(T));
@@ -128,15 +135,13 @@ Value read_value(Cursor& c, ValueType t, uint32_t depth, const std::string& key)
 }  // namespace
 
 std::string_view value_type_name(ValueType t) {
-  static constexpr std::string_view names[] = {"uint8", "int8",  "uint16", "int16", "uint32",
-                                               "int32", "float32", "bool", "string", "array",
-                                               "uint64", "int64", "float64"};
+  static constexpr std::string_view names[] = {"uint8", "int8",   "uint16", "int16",  "uint32", "int32",  "float32",
+                                               "bool",  "string", "array",  "uint64", "int64",  "float64"};
   auto i = uint32_t(t);
   return i < std::size(names) ? names[i] : "unknown";
 }
 
-void throw_key_error(const std::string& file, std::string_view key, const char* problem,
-                     const Value* v) {
+void throw_key_error(const std::string& file, std::string_view key, const char* problem, const Value* v) {
   if (v)
     throw GgufError(fmt::format("{}: metadata key '{}' {} (it is {} {})", file, key, problem,
                                 value_type_name(v->type()), v->to_string(4)));
@@ -171,18 +176,17 @@ void File::Impl::parse() {
   if (size == 0) c.fail(0, "empty file (not a GGUF file)");
   if (size < 4 || std::memcmp(data, "GGUF", 4) != 0) {
     std::string got;
-    for (uint64_t i = 0; i < std::min<uint64_t>(size, 4); ++i)
-      got += fmt::format("{:02x}", data[i]);
+    for (uint64_t i = 0; i < std::min<uint64_t>(size, 4); ++i) got += fmt::format("{:02x}", data[i]);
     c.fail(0, fmt::format("bad magic 0x{} (expected \"GGUF\" = 0x47475546): not a GGUF file", got));
   }
   c.read<uint32_t>("magic");
   const uint64_t version_at = c.pos();
   version = c.read<uint32_t>("version");
-  if (version == 1)
-    c.fail(version_at, "GGUF version 1 is not supported (re-convert the model; versions 2 and 3 are)");
+  if (version == 1) c.fail(version_at, "GGUF version 1 is not supported (re-convert the model; versions 2 and 3 are)");
   if (version != 2 && version != 3) {
     if ((version & 0xffff) == 0 && version != 0)
-      c.fail(version_at, fmt::format("GGUF version {} looks byte-swapped: big-endian files are not supported", version));
+      c.fail(version_at,
+             fmt::format("GGUF version {} looks byte-swapped: big-endian files are not supported", version));
     c.fail(version_at, fmt::format("unsupported GGUF version {} (supported: 2, 3)", version));
   }
   const uint64_t nt_at = c.pos();
@@ -202,8 +206,7 @@ void File::Impl::parse() {
     if (key.empty()) c.fail(at, fmt::format("metadata entry {} has an empty key", i));
     const uint64_t type_at = c.pos();
     const auto t = c.read<uint32_t>("metadata value type");
-    if (t > uint32_t(ValueType::FLOAT64))
-      c.fail(type_at, fmt::format("key '{}': unknown value type {}", key, t));
+    if (t > uint32_t(ValueType::FLOAT64)) c.fail(type_at, fmt::format("key '{}': unknown value type {}", key, t));
     Value v = read_value(c, static_cast<ValueType>(t), 0, key);
     kv.emplace_back(std::move(key), std::move(v));
     if (!kv_index.emplace(kv.back().first, kv.size() - 1).second) {
@@ -216,8 +219,7 @@ void File::Impl::parse() {
     const Value& v = kv[it->second].second;
     const auto* a = std::get_if<uint32_t>(&v.v);
     if (!a) c.fail(0, fmt::format("general.alignment must be uint32, found {}", value_type_name(v.type())));
-    if (*a == 0 || (*a & (*a - 1)) != 0)
-      c.fail(0, fmt::format("general.alignment {} is not a power of two", *a));
+    if (*a == 0 || (*a & (*a - 1)) != 0) c.fail(0, fmt::format("general.alignment {} is not a power of two", *a));
     alignment = *a;
   }
 
@@ -248,17 +250,16 @@ void File::Impl::parse() {
     if (!tr) c.fail(type_at, fmt::format("tensor '{}': unknown tensor type {}", t.name, type_id));
     t.type = static_cast<DType>(type_id);
     if (t.shape[0] % tr->block_size)
-      c.fail(type_at, fmt::format("tensor '{}': row length {} is not a multiple of {}'s block size {}",
-                                  t.name, t.shape[0], tr->name, tr->block_size));
+      c.fail(type_at, fmt::format("tensor '{}': row length {} is not a multiple of {}'s block size {}", t.name,
+                                  t.shape[0], tr->name, tr->block_size));
     const uint64_t n_blocks = t.n_elements / tr->block_size;
-    if (n_blocks > UINT64_MAX / tr->type_size)
-      c.fail(type_at, fmt::format("tensor '{}': byte size overflows", t.name));
+    if (n_blocks > UINT64_MAX / tr->type_size) c.fail(type_at, fmt::format("tensor '{}': byte size overflows", t.name));
     t.n_bytes = n_blocks * tr->type_size;
     const uint64_t off_at = c.pos();
     t.offset = c.read<uint64_t>("tensor data offset");
     if (t.offset % alignment)
-      c.fail(off_at, fmt::format("tensor '{}': data offset {} is not a multiple of the alignment {}",
-                                 t.name, t.offset, alignment));
+      c.fail(off_at, fmt::format("tensor '{}': data offset {} is not a multiple of the alignment {}", t.name, t.offset,
+                                 alignment));
     tensors.push_back(std::move(t));
     if (!tensor_index.emplace(tensors.back().name, tensors.size() - 1).second)
       c.fail(at, fmt::format("duplicate tensor name '{}'", tensors.back().name));
@@ -282,8 +283,7 @@ void File::Impl::parse() {
                          t.name, t.n_bytes, t.offset, data_size));
     by_offset.push_back(&t);
   }
-  std::sort(by_offset.begin(), by_offset.end(),
-            [](auto* a, auto* b) { return a->offset < b->offset; });
+  std::sort(by_offset.begin(), by_offset.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
   for (size_t i = 1; i < by_offset.size(); ++i) {
     const auto* p = by_offset[i - 1];
     const auto* q = by_offset[i];
@@ -303,7 +303,7 @@ File File::open(const std::string& path) {
   impl->path = path;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw GgufError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  struct stat st{};
+  struct stat st {};
   if (fstat(fd, &st) != 0) {
     const int e = errno;
     ::close(fd);

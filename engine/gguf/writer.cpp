@@ -21,7 +21,10 @@ void put_bytes(std::vector<uint8_t>& out, const void* p, size_t n) {
   std::memcpy(out.data() + at, p, n);
 }
 
-template <class T> void put(std::vector<uint8_t>& out, T x) { put_bytes(out, &x, sizeof(T)); }
+template <class T>
+void put(std::vector<uint8_t>& out, T x) {
+  put_bytes(out, &x, sizeof(T));
+}
 
 void put_string(std::vector<uint8_t>& out, const std::string& s) {
   put<uint64_t>(out, s.size());
@@ -39,8 +42,8 @@ void put_value(std::vector<uint8_t>& out, const Value& v) {
           put<uint64_t>(out, x.items.size());
           for (const auto& item : x.items) {
             if (item.type() != x.elem)
-              throw std::invalid_argument(fmt::format("GGUF array of {} holds a {} element",
-                                                      value_type_name(x.elem), value_type_name(item.type())));
+              throw std::invalid_argument(fmt::format("GGUF array of {} holds a {} element", value_type_name(x.elem),
+                                                      value_type_name(item.type())));
             put_value(out, item);
           }
         } else if constexpr (std::is_same_v<X, bool>) {
@@ -78,8 +81,8 @@ void Writer::add_tensor(const std::string& name, DType type, std::vector<uint64_
   for (auto d : shape) n *= d;
   const auto row = kernels::row_bytes(type, shape[0]);
   if (!row)
-    throw std::invalid_argument(fmt::format("tensor '{}': row length {} not a multiple of {}'s block size",
-                                            name, shape[0], kernels::dtype_name(type)));
+    throw std::invalid_argument(fmt::format("tensor '{}': row length {} not a multiple of {}'s block size", name,
+                                            shape[0], kernels::dtype_name(type)));
   const uint64_t bytes = n / kernels::traits(type).block_size * kernels::traits(type).type_size;
   if (bytes != data.size())
     throw std::invalid_argument(fmt::format("tensor '{}': shape needs {} bytes, got {}", name, bytes, data.size()));

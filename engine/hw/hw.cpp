@@ -2,8 +2,8 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <climits>
 #include <chrono>
+#include <climits>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -41,7 +41,7 @@ double measure_memory_bandwidth_gbs(int threads, size_t bytes) {
 }
 
 uint64_t peak_rss_bytes() {
-  struct rusage ru{};
+  struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   return uint64_t(ru.ru_maxrss) * 1024;  // Linux reports KiB
 }

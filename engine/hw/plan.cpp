@@ -120,7 +120,8 @@ std::string Plan::to_text() const {
   std::string o;
   if (!ok) o += "error: " + error + "\n";
   for (const Reason& r : reasons) o += fmt::format("{:<20} {:<22} {}\n", r.key, r.value, r.why);
-  o += fmt::format("{:<20} {:<22} {}\n", "memory", size_text(ram_bytes) + " RAM" + (vram_bytes ? ", " + size_text(vram_bytes) + " VRAM" : ""),
+  o += fmt::format("{:<20} {:<22} {}\n", "memory",
+                   size_text(ram_bytes) + " RAM" + (vram_bytes ? ", " + size_text(vram_bytes) + " VRAM" : ""),
                    fmt::format("planned resident use (budget {}{})", size_text(ram_budget),
                                vram_budget ? ", VRAM " + size_text(vram_budget) : std::string()));
   return o;
@@ -134,12 +135,23 @@ std::string Plan::to_json() const {
                       {"threads", threads},
                       {"contextSize", n_ctx},
                       {"weights", to_string(weights)},
-                      {"gpu", {{"device", gpu}, {"expertsPerLayer", gpu_experts_per_layer}, {"vramBytes", vram_bytes},
-                               {"vramBudget", vram_budget}}},
-                      {"kvCache", {{"type", moelsp::to_string(kv_type)}, {"blockSize", block_size}, {"tokens", kv_tokens},
-                                   {"paged", paged}, {"bytes", kv_bytes}}},
-                      {"experts", {{"cacheBytes", expert_cache_bytes}, {"cacheExperts", expert_cache_experts},
-                                   {"policy", expert_policy}, {"prefetch", prefetch}, {"prefetchDistance", prefetch_distance}}},
+                      {"gpu",
+                       {{"device", gpu},
+                        {"expertsPerLayer", gpu_experts_per_layer},
+                        {"vramBytes", vram_bytes},
+                        {"vramBudget", vram_budget}}},
+                      {"kvCache",
+                       {{"type", moelsp::to_string(kv_type)},
+                        {"blockSize", block_size},
+                        {"tokens", kv_tokens},
+                        {"paged", paged},
+                        {"bytes", kv_bytes}}},
+                      {"experts",
+                       {{"cacheBytes", expert_cache_bytes},
+                        {"cacheExperts", expert_cache_experts},
+                        {"policy", expert_policy},
+                        {"prefetch", prefetch},
+                        {"prefetchDistance", prefetch_distance}}},
                       {"batch", {{"max", max_batch}, {"prefillChunk", prefill_chunk}}},
                       {"memory", {{"ramBytes", ram_bytes}, {"ramBudget", ram_budget}}},
                       {"reasons", reasons_j}};

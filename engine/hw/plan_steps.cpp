@@ -35,15 +35,15 @@ struct PlanState {
   const PlanOverrides& ov;
   Plan p;
 
-  int conc = 1;                         // sequences expected at once
-  std::string kv_type_why;              // the KV type's reason (a later step may change the type)
-  uint64_t work = 0;                    // working buffers (activations, logits, scratch)
-  int64_t kv_want = 0, kv_min = 0;      // KV tokens: a context per stream, and at least one context
-  const GpuProfile* gpu = nullptr;      // the device used, if any
+  int conc = 1;                     // sequences expected at once
+  std::string kv_type_why;          // the KV type's reason (a later step may change the type)
+  uint64_t work = 0;                // working buffers (activations, logits, scratch)
+  int64_t kv_want = 0, kv_min = 0;  // KV tokens: a context per stream, and at least one context
+  const GpuProfile* gpu = nullptr;  // the device used, if any
   bool kv_on_gpu = false;
-  uint64_t kv_ram_bpt = 0;              // KV bytes per token in RAM (0: the KV is in VRAM)
-  uint64_t cpu_weights = 0;             // weight bytes the CPU side holds or streams
-  uint64_t cpu_dense = 0;               // of which every token reads (or needs resident)
+  uint64_t kv_ram_bpt = 0;   // KV bytes per token in RAM (0: the KV is in VRAM)
+  uint64_t cpu_weights = 0;  // weight bytes the CPU side holds or streams
+  uint64_t cpu_dense = 0;    // of which every token reads (or needs resident)
   std::string weights_why;
 
   void why(std::string key, std::string value, std::string reason) {
@@ -69,17 +69,17 @@ void plan_threads_and_context(PlanState& s) {
   Plan& p = s.p;
   p.threads = plan_threads(hw, s.ov);
   s.why("threads", std::to_string(p.threads),
-        s.ov.threads ? kUser
-                     : fmt::format("one per physical core ({} cores, {} hardware threads): the kernels are bound by a "
-                                   "core's vector units, which its hardware threads share{}",
-                                   hw.cpu.physical, hw.cpu.logical,
-                                   hw.cpu.numa_nodes > 1 ? fmt::format("; {} NUMA nodes share them", hw.cpu.numa_nodes)
-                                                         : ""));
+        s.ov.threads
+            ? kUser
+            : fmt::format("one per physical core ({} cores, {} hardware threads): the kernels are bound by a "
+                          "core's vector units, which its hardware threads share{}",
+                          hw.cpu.physical, hw.cpu.logical,
+                          hw.cpu.numa_nodes > 1 ? fmt::format("; {} NUMA nodes share them", hw.cpu.numa_nodes) : ""));
   const int n_train = s.m.n_ctx_train > 0 ? s.m.n_ctx_train : 1 << 20;
   const int asked = s.ov.n_ctx ? *s.ov.n_ctx : s.req.n_ctx;
   p.n_ctx = std::min(n_train, asked > 0 ? asked : std::min(4096, n_train));
   s.why("context", std::to_string(p.n_ctx),
-        asked > 0         ? fmt::format("as requested, at most the training context {}", s.m.n_ctx_train)
+        asked > 0        ? fmt::format("as requested, at most the training context {}", s.m.n_ctx_train)
         : p.n_ctx < 4096 ? "the model's training context (beyond it a model degrades)"
                          : "4,096 tokens: an editor's prompt of prefix + suffix + context from other files");
   if (asked > p.n_ctx)
@@ -94,9 +94,10 @@ void plan_kv_layout(PlanState& s) {
   p.paged = ov.paged.value_or(true);
   p.block_size = p.paged ? ov.block_size.value_or(16) : p.n_ctx;
   s.why("kvCache.paged", p.paged ? "yes" : "no (one block per sequence)",
-        ov.paged ? kUser
-                 : "paged: decode after 2,000 tokens measured 1.06x (qwen3moe) and 1.20x (deepseek2 MLA) the speed of "
-                   "one contiguous block (bench_kv --layout), and blocks are what the prefix cache shares between prompts");
+        ov.paged
+            ? kUser
+            : "paged: decode after 2,000 tokens measured 1.06x (qwen3moe) and 1.20x (deepseek2 MLA) the speed of "
+              "one contiguous block (bench_kv --layout), and blocks are what the prefix cache shares between prompts");
   s.why("kvCache.blockSize", std::to_string(p.block_size),
         ov.block_size || ov.paged ? kUser
                                   : "16 tokens: the prefix cache's unit (a partly matching block is copied, so an edit "
@@ -164,9 +165,9 @@ void plan_gpu(PlanState& s) {
     int64_t kv = s.kv_want;
     if (gpu_dense + uint64_t(kv) * bpt + uint64_t(m.n_expert) * per_expert_all_layers > p.vram_budget) kv = s.kv_min;
     if (gpu_dense + uint64_t(kv) * bpt > p.vram_budget) {
-      s.why("backend", "cpu", fmt::format("GPU {} ({}): dense weights {} + KV {} exceed its {} budget", gpu->index,
-                                          gpu->name, size_text(gpu_dense), size_text(uint64_t(kv) * bpt),
-                                          size_text(p.vram_budget)));
+      s.why("backend", "cpu",
+            fmt::format("GPU {} ({}): dense weights {} + KV {} exceed its {} budget", gpu->index, gpu->name,
+                        size_text(gpu_dense), size_text(uint64_t(kv) * bpt), size_text(p.vram_budget)));
       s.warn(fmt::format("GPU {} ({}) unused: dense weights {} + KV {} exceed its {} budget", gpu->index, gpu->name,
                          size_text(gpu_dense), size_text(uint64_t(kv) * bpt), size_text(p.vram_budget)));
       gpu = nullptr;
@@ -234,9 +235,10 @@ void plan_weights(PlanState& s) {
                          p.kv_tokens, s.kv_want, size_text(s.cpu_weights), size_text(p.ram_budget)));
   } else {
     p.weights = WeightPlacement::Stream;
-    s.weights_why = fmt::format("{} of weights exceed the {} this process may use: dense parts stay in RAM, experts are "
-                                "read from the file as the router picks them",
-                                size_text(s.cpu_weights), size_text(p.ram_budget));
+    s.weights_why = fmt::format(
+        "{} of weights exceed the {} this process may use: dense parts stay in RAM, experts are "
+        "read from the file as the router picks them",
+        size_text(s.cpu_weights), size_text(p.ram_budget));
     s.warn(fmt::format("{} of weights exceed the {} memory budget: experts are streamed from the file (slower decode)",
                        size_text(s.cpu_weights), size_text(p.ram_budget)));
   }
@@ -253,7 +255,8 @@ void plan_kv_size(PlanState& s) {
     if (!s.fits(s.cpu_dense, p.kv_tokens) && !s.ov.kv_type && s.m.kv_q8_ok && p.kv_type != KvType::Q8_0) {
       p.kv_type = KvType::Q8_0;
       s.kv_ram_bpt = kv_bytes_per_token(s.m, p.kv_type);  // the fit checks below count q8_0 rows
-      s.kv_type_why = "q8_0: f16 rows for the context do not fit beside the dense weights (|Δlogit| ≈ 0.06 against f32)";
+      s.kv_type_why =
+          "q8_0: f16 rows for the context do not fit beside the dense weights (|Δlogit| ≈ 0.06 against f32)";
       s.warn("KV cache stored as q8_0: f16 rows do not fit beside the dense weights");
     }
     const int n_ctx_before = p.n_ctx;
@@ -267,10 +270,11 @@ void plan_kv_size(PlanState& s) {
                          n_ctx_before, p.n_ctx));
     if (!s.fits(s.cpu_dense, p.kv_tokens)) {
       p.ok = false;
-      p.error = fmt::format("out of memory: the dense weights ({}) + KV for {} tokens ({}) + working buffers ({}) exceed "
-                            "the {} this process may use",
-                            size_text(s.cpu_dense), p.kv_tokens, size_text(uint64_t(p.kv_tokens) * s.kv_ram_bpt),
-                            size_text(s.work), size_text(p.ram_budget));
+      p.error = fmt::format(
+          "out of memory: the dense weights ({}) + KV for {} tokens ({}) + working buffers ({}) exceed "
+          "the {} this process may use",
+          size_text(s.cpu_dense), p.kv_tokens, size_text(uint64_t(p.kv_tokens) * s.kv_ram_bpt), size_text(s.work),
+          size_text(p.ram_budget));
     }
   }
   p.kv_bytes = uint64_t(p.kv_tokens) * kv_bytes_per_token(s.m, p.kv_type);
@@ -299,7 +303,8 @@ void plan_experts(PlanState& s) {
     // Half of what is left holds the most-routed experts (their pages locked,
     // never evicted for a streamed read); the other half stays page cache for
     // the experts being streamed and their readahead.
-    p.expert_cache_bytes = ov.expert_cache_mb ? uint64_t(*ov.expert_cache_mb) * kMiB : std::min(all_experts_cpu, left / 2);
+    p.expert_cache_bytes =
+        ov.expert_cache_mb ? uint64_t(*ov.expert_cache_mb) * kMiB : std::min(all_experts_cpu, left / 2);
     p.expert_cache_experts = m.expert_bytes ? int(p.expert_cache_bytes / m.expert_bytes) : 0;
     p.expert_policy = "frequency (decayed counts of routed tokens); pages locked (or copied), a few swapped per step";
     s.why("experts.cacheMb", fmt::format("{} ({} experts)", size_text(p.expert_cache_bytes), p.expert_cache_experts),
@@ -310,9 +315,8 @@ void plan_experts(PlanState& s) {
     const double bw = s.hw.mem_bw_gbs > 0 ? s.hw.mem_bw_gbs : 10.0;
     const double disk = s.hw.disk.read_gbs > 0 ? s.hw.disk.read_gbs : (s.hw.disk.rotational ? 0.15 : 0.5);
     const double t_layer = double(m.active_bytes()) / std::max(1, m.n_layer) / (bw * 1e9);
-    const double cached_share = m.n_moe_layers && m.n_expert
-                                    ? double(p.expert_cache_experts) / double(m.n_moe_layers * m.n_expert)
-                                    : 0;
+    const double cached_share =
+        m.n_moe_layers && m.n_expert ? double(p.expert_cache_experts) / double(m.n_moe_layers * m.n_expert) : 0;
     const double t_fetch =
         double(m.n_expert_used) * double(m.expert_bytes) * (1 - std::min(1.0, cached_share)) / (disk * 1e9);
     const int d = std::clamp(int(std::ceil(t_fetch / std::max(1e-9, t_layer))), 1, 2);

@@ -143,7 +143,7 @@ void detect_memory(MemoryProfile& m) {
 
 void detect_disk(DiskProfile& d, const std::string& path) {
   d.path = path;
-  struct stat st{};
+  struct stat st {};
   if (path.empty() || stat(path.c_str(), &st) != 0) return;
   // /sys/dev/block/MAJ:MIN is the partition or the whole disk; a partition's
   // queue settings are its parent's.
@@ -189,7 +189,7 @@ std::string profile_cache_path() {
 }
 
 double measure_disk_read_gbs(const std::string& path, size_t max_bytes) {
-  struct stat st{};
+  struct stat st {};
   if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < (1 << 20)) return 0;
   const size_t chunk = size_t(4) << 20;
   const size_t total = std::min<size_t>(max_bytes, size_t(st.st_size) / chunk * chunk);
@@ -300,21 +300,41 @@ HwProfile hardware_profile(const ProfileOptions& opt) {
 std::string HwProfile::to_json() const {
   json gpus_j = json::array();
   for (const GpuProfile& g : gpus)
-    gpus_j.push_back({{"index", g.index}, {"name", g.name}, {"computeCapability", fmt::format("{}.{}", g.cc_major, g.cc_minor)},
-                      {"vramTotal", g.vram_total}, {"vramFree", g.vram_free}, {"sms", g.sms}, {"busBits", g.bus_bits},
+    gpus_j.push_back({{"index", g.index},
+                      {"name", g.name},
+                      {"computeCapability", fmt::format("{}.{}", g.cc_major, g.cc_minor)},
+                      {"vramTotal", g.vram_total},
+                      {"vramFree", g.vram_free},
+                      {"sms", g.sms},
+                      {"busBits", g.bus_bits},
                       {"h2dGBs", g.h2d_gbs}});
   json j = {
-      {"cpu", {{"vendor", cpu.vendor}, {"model", cpu.model}, {"logical", cpu.logical}, {"physical", cpu.physical},
-               {"sockets", cpu.sockets}, {"numaNodes", cpu.numa_nodes},
-               {"features", {{"avx2", cpu.avx2}, {"avx512f", cpu.avx512f}, {"avx512vnni", cpu.avx512_vnni},
-                             {"avx512bf16", cpu.avx512_bf16}, {"amx", cpu.amx}}},
-               {"cache", {{"l1d", cpu.l1d_bytes}, {"l2", cpu.l2_bytes}, {"l3", cpu.l3_bytes}}},
-               {"kernelIsa", cpu.kernel_isa}}},
-      {"memory", {{"total", mem.total}, {"available", mem.available}, {"swap", mem.swap},
-                  {"cgroupLimit", mem.cgroup_limit}, {"usable", mem.usable()}, {"bandwidthGBs", mem_bw_gbs}}},
+      {"cpu",
+       {{"vendor", cpu.vendor},
+        {"model", cpu.model},
+        {"logical", cpu.logical},
+        {"physical", cpu.physical},
+        {"sockets", cpu.sockets},
+        {"numaNodes", cpu.numa_nodes},
+        {"features",
+         {{"avx2", cpu.avx2},
+          {"avx512f", cpu.avx512f},
+          {"avx512vnni", cpu.avx512_vnni},
+          {"avx512bf16", cpu.avx512_bf16},
+          {"amx", cpu.amx}}},
+        {"cache", {{"l1d", cpu.l1d_bytes}, {"l2", cpu.l2_bytes}, {"l3", cpu.l3_bytes}}},
+        {"kernelIsa", cpu.kernel_isa}}},
+      {"memory",
+       {{"total", mem.total},
+        {"available", mem.available},
+        {"swap", mem.swap},
+        {"cgroupLimit", mem.cgroup_limit},
+        {"usable", mem.usable()},
+        {"bandwidthGBs", mem_bw_gbs}}},
       {"gpus", gpus_j},
       {"cudaBuild", cuda_build},
-      {"disk", {{"path", disk.path}, {"device", disk.device}, {"rotational", disk.rotational}, {"readGBs", disk.read_gbs}}},
+      {"disk",
+       {{"path", disk.path}, {"device", disk.device}, {"rotational", disk.rotational}, {"readGBs", disk.read_gbs}}},
       {"calibration", {{"done", calibrated}, {"fromCache", from_cache}, {"date", calibrated_at}}},
   };
   if (!gpu_error.empty()) j["gpuError"] = gpu_error;
@@ -324,14 +344,17 @@ std::string HwProfile::to_json() const {
 std::string HwProfile::to_text() const {
   std::ostringstream o;
   std::string feats;
-  for (auto [on, name] : {std::pair{cpu.avx2, "avx2"}, {cpu.avx512f, "avx512f"}, {cpu.avx512_vnni, "avx512-vnni"},
-                          {cpu.avx512_bf16, "avx512-bf16"}, {cpu.amx, "amx"}})
+  for (auto [on, name] : {std::pair{cpu.avx2, "avx2"},
+                          {cpu.avx512f, "avx512f"},
+                          {cpu.avx512_vnni, "avx512-vnni"},
+                          {cpu.avx512_bf16, "avx512-bf16"},
+                          {cpu.amx, "amx"}})
     if (on) feats += std::string(feats.empty() ? "" : " ") + name;
   o << fmt::format("cpu     {} ({}), {} cores / {} threads, {} socket(s), {} NUMA node(s)\n", cpu.model, cpu.vendor,
                    cpu.physical, cpu.logical, cpu.sockets, cpu.numa_nodes);
   o << fmt::format("        features: {}; kernels: {}; caches L1d {} KiB, L2 {} KiB, L3 {} MiB\n",
-                   feats.empty() ? "none of avx2/avx512" : feats, cpu.kernel_isa, cpu.l1d_bytes >> 10, cpu.l2_bytes >> 10,
-                   cpu.l3_bytes >> 20);
+                   feats.empty() ? "none of avx2/avx512" : feats, cpu.kernel_isa, cpu.l1d_bytes >> 10,
+                   cpu.l2_bytes >> 10, cpu.l3_bytes >> 20);
   o << fmt::format("memory  {} total, {} available{}{}, measured bandwidth {}\n", gib(mem.total), gib(mem.available),
                    mem.cgroup_limit ? ", cgroup limit " + gib(mem.cgroup_limit) : std::string(),
                    mem.swap ? ", swap " + gib(mem.swap) : std::string(),
@@ -348,7 +371,8 @@ std::string HwProfile::to_text() const {
                      disk.rotational ? "rotational" : "solid-state", disk.device.empty() ? "?" : "",
                      disk.read_gbs > 0 ? fmt::format("{:.2f} GB/s", disk.read_gbs) : std::string("not measured"));
   if (calibrated)
-    o << fmt::format("        measurements from {}{}\n", calibrated_at, from_cache ? " (cached; --recalibrate to redo)" : "");
+    o << fmt::format("        measurements from {}{}\n", calibrated_at,
+                     from_cache ? " (cached; --recalibrate to redo)" : "");
   if (!cache_error.empty()) o << "        " << cache_error << "\n";
   return o.str();
 }

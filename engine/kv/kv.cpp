@@ -93,8 +93,8 @@ uint64_t BlockPool::chain(uint64_t parent, std::span<const TokenId> tokens) {
 BlockPool::BlockPool(const KvLayout& layout, int64_t n_blocks, uint64_t fingerprint, bool prefix_cache)
     : layout_(layout), prefix_cache_(prefix_cache) {
   if (layout.n_layer <= 0 || layout.k_dim <= 0 || layout.v_dim < 0 || layout.block_size <= 0 || n_blocks <= 0)
-    throw std::invalid_argument(fmt::format("bad KV layout: {} layers, k {}, v {}, block {}, {} blocks",
-                                            layout.n_layer, layout.k_dim, layout.v_dim, layout.block_size, n_blocks));
+    throw std::invalid_argument(fmt::format("bad KV layout: {} layers, k {}, v {}, block {}, {} blocks", layout.n_layer,
+                                            layout.k_dim, layout.v_dim, layout.block_size, n_blocks));
   bytes_ = layout_.block_bytes() * size_t(n_blocks) * size_t(layout_.n_layer);
   // Anonymous memory, reserved without committing: a pool sized for the
   // worst case costs RAM only for the rows actually written.
@@ -234,8 +234,7 @@ void BlockPool::unpublish(int32_t b) {
 }
 
 void BlockPool::copy_block(int32_t from, int32_t to) {
-  for (int il = 0; il < layout_.n_layer; ++il)
-    std::memcpy(row(il, to, 0), row(il, from, 0), layout_.block_bytes());
+  for (int il = 0; il < layout_.n_layer; ++il) std::memcpy(row(il, to, 0), row(il, from, 0), layout_.block_bytes());
 }
 
 KvPoolStats BlockPool::stats() const {

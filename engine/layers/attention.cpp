@@ -35,12 +35,12 @@
 namespace moelsp::layers {
 namespace {
 
-constexpr int kBlock = 16;    // query tokens per job
+constexpr int kBlock = 16;     // query tokens per job
 constexpr int kMinSplit = 64;  // keys per range worth a job of its own
 
 struct Job {
-  int t0 = 0, t1 = 0;            // query tokens
-  int g = 0, h0 = 0, heads = 0;  // kv head, first query head, query heads
+  int t0 = 0, t1 = 0;              // query tokens
+  int g = 0, h0 = 0, heads = 0;    // kv head, first query head, query heads
   int64_t j_begin = 0, j_end = 0;  // keys
 };
 

@@ -8,13 +8,13 @@
 #include <cmath>
 #include <numeric>
 
-#include "layers.h"
 #include "../model/experts.h"
+#include "layers.h"
 
 namespace moelsp::layers {
 
-void swiglu(ThreadPool& pool, const kernels::MatView& gate, const kernels::MatView& up,
-            const kernels::MatView& down, const float* x, int64_t m, float* out) {
+void swiglu(ThreadPool& pool, const kernels::MatView& gate, const kernels::MatView& up, const kernels::MatView& down,
+            const float* x, int64_t m, float* out) {
   const int64_t n_ff = gate.rows;
   std::vector<float> g(static_cast<size_t>(m * n_ff)), u(static_cast<size_t>(m * n_ff));
   linear(pool, gate, x, m, g.data());
@@ -63,7 +63,8 @@ void route(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const 
   std::vector<int> order(static_cast<size_t>(n_exp));
   for (int64_t t = 0; t < m; ++t) {
     const float* p = probs.data() + t * n_exp;
-    for (int e = 0; e < n_exp; ++e) sel[size_t(e)] = p[e] + (w.selection_bias.empty() ? 0.0f : w.selection_bias[size_t(e)]);
+    for (int e = 0; e < n_exp; ++e)
+      sel[size_t(e)] = p[e] + (w.selection_bias.empty() ? 0.0f : w.selection_bias[size_t(e)]);
     if (cfg.n_group > 1) {
       // A group scores the sum of its two best experts; only the best n_group_used groups stay.
       const int per = n_exp / cfg.n_group;
@@ -73,7 +74,8 @@ void route(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const 
         std::partial_sort(v.begin(), v.begin() + std::min(2, per), v.end(), std::greater<>());
         gs.emplace_back(v[0] + (per > 1 ? v[1] : 0.0f), gi);
       }
-      std::sort(gs.begin(), gs.end(), [](auto& a, auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+      std::sort(gs.begin(), gs.end(),
+                [](auto& a, auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
       for (size_t r = size_t(cfg.n_group_used); r < gs.size(); ++r)
         for (int e = gs[r].second * per; e < (gs[r].second + 1) * per; ++e) sel[size_t(e)] = -INFINITY;
     }
@@ -111,12 +113,12 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
   // every thread finishes at about the same time whatever the routing; gate
   // and up run in the same item, so SwiGLU's product needs no extra pass.
   struct Expert {
-    int e;                        // −1: the shared experts
+    int e;  // −1: the shared experts
     kernels::MatView gate, up, down;
-    std::vector<int64_t> rows;    // token indices
-    std::vector<float> ws;        // their routing weights
-    std::vector<float> x, h, y;   // [n][d] (gathered rows), [n][n_ff], [n][d]
-    const float* in = nullptr;    // its inputs: x, or for the shared experts the layer's input itself
+    std::vector<int64_t> rows;   // token indices
+    std::vector<float> ws;       // their routing weights
+    std::vector<float> x, h, y;  // [n][d] (gathered rows), [n][n_ff], [n][d]
+    const float* in = nullptr;   // its inputs: x, or for the shared experts the layer's input itself
   };
   std::vector<Expert> active;
   if (stats) {
@@ -151,7 +153,8 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
   // same work lists, so they are balanced with the routed ones and cost no
   // extra parallel loops (three per layer when run apart).
   if (w.shared_gate.present()) {
-    Expert sh{-1, w.shared_gate.m, w.shared_up.m, w.shared_down.m, {}, std::vector<float>(size_t(m), 1.0f), {}, {}, {}, x};
+    Expert sh{-1, w.shared_gate.m, w.shared_up.m, w.shared_down.m, {}, std::vector<float>(size_t(m), 1.0f), {}, {}, {},
+              x};
     sh.rows.resize(size_t(m));
     std::iota(sh.rows.begin(), sh.rows.end(), int64_t(0));
     sh.h.resize(size_t(m) * size_t(sh.gate.rows));
@@ -193,7 +196,8 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
   std::vector<Item> items;
   for (size_t a = 0; a < active.size(); ++a) {
     const int64_t n = int64_t(active[a].rows.size()), rows = active[a].gate.rows, step = blocks(rows);
-    for (int64_t r = 0; r < rows; r += step) items.push_back({a, r, std::min(rows, r + step), double(n) * double(std::min(step, rows - r))});
+    for (int64_t r = 0; r < rows; r += step)
+      items.push_back({a, r, std::min(rows, r + step), double(n) * double(std::min(step, rows - r))});
   }
   auto plan = schedule(items);
   pool.parallel_for(n_threads, [&](int64_t tb, int64_t te) {
@@ -224,7 +228,8 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
   items.clear();
   for (size_t a = 0; a < active.size(); ++a) {
     const int64_t n = int64_t(active[a].rows.size()), step = blocks(d);
-    for (int64_t r = 0; r < d; r += step) items.push_back({a, r, std::min<int64_t>(d, r + step), double(n) * double(std::min<int64_t>(step, d - r))});
+    for (int64_t r = 0; r < d; r += step)
+      items.push_back({a, r, std::min<int64_t>(d, r + step), double(n) * double(std::min<int64_t>(step, d - r))});
   }
   plan = schedule(items);
   pool.parallel_for(n_threads, [&](int64_t tb, int64_t te) {
@@ -243,7 +248,6 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
       const float* yi = ex.y.data() + i * size_t(d);
       for (int c = 0; c < d; ++c) o[c] += ex.ws[i] * yi[c];
     }
-
 }
 
 }  // namespace moelsp::layers

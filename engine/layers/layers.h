@@ -38,14 +38,16 @@ struct SeqSpan {
 std::vector<SeqSpan> seq_spans(const Batch& b);
 
 // Writes one KV row part (n floats) in the cache's type.
-inline void store_kv(kernels::DType t, const float* src, uint8_t* dst, int64_t n) { kernels::quantize_row(t, src, dst, n); }
+inline void store_kv(kernels::DType t, const float* src, uint8_t* dst, int64_t n) {
+  kernels::quantize_row(t, src, dst, n);
+}
 
 // Causal attention of n_tokens queries at positions pos0.. over keys/values at
 // positions [0, pos0 + t] for query t. Head h reads kv head h / (n_head / n_head_kv).
 struct AttentionArgs {
   const float* q = nullptr;  // [n_tokens][ldq], head h at h·hd_k
   int64_t ldq = 0;
-  PagedRows k, v;            // per position: kv head g's key at element g·hd_k of k's row, value at g·hd_v of v's
+  PagedRows k, v;  // per position: kv head g's key at element g·hd_k of k's row, value at g·hd_v of v's
   int n_tokens = 0, pos0 = 0;
   int n_head = 0, n_head_kv = 0, hd_k = 0, hd_v = 0;
   float scale = 1.0f;
@@ -55,13 +57,13 @@ struct AttentionArgs {
 void attention(ThreadPool& pool, const AttentionArgs& a);
 
 // down(silu(gate·x) ⊙ up·x) for m rows; out [m][down.rows].
-void swiglu(ThreadPool& pool, const kernels::MatView& gate, const kernels::MatView& up,
-            const kernels::MatView& down, const float* x, int64_t m, float* out);
+void swiglu(ThreadPool& pool, const kernels::MatView& gate, const kernels::MatView& up, const kernels::MatView& down,
+            const float* x, int64_t m, float* out);
 
 struct MoeWeights {
-  Weight router;      // {n_embd, n_expert}
-  std::vector<float> selection_bias;  // exp_probs_b: added to scores for selection only
-  Weight gate, up, down;              // 3-D: {n_embd, n_ff_exp, n_expert}, …, {n_ff_exp, n_embd, n_expert}
+  Weight router;                               // {n_embd, n_expert}
+  std::vector<float> selection_bias;           // exp_probs_b: added to scores for selection only
+  Weight gate, up, down;                       // 3-D: {n_embd, n_ff_exp, n_expert}, …, {n_ff_exp, n_embd, n_expert}
   Weight shared_gate, shared_up, shared_down;  // optional fused shared experts
 };
 

@@ -7,9 +7,13 @@
 namespace moelsp {
 
 namespace {
-const std::string kEos = "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>";  // <｜end▁of▁sentence｜>
-const std::string kUser3 = "<\xef\xbd\x9cUser\xef\xbd\x9c>";                                    // <｜User｜>
-const std::string kAssistant3 = "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>";                        // <｜Assistant｜>
+const std::string kEos =
+    "<\xef\xbd\x9c"
+    "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>";     // <｜end▁of▁sentence｜>
+const std::string kUser3 = "<\xef\xbd\x9cUser\xef\xbd\x9c>";  // <｜User｜>
+const std::string kAssistant3 =
+    "<\xef\xbd\x9c"
+    "Assistant\xef\xbd\x9c>";  // <｜Assistant｜>
 }  // namespace
 
 const std::vector<std::string>& chat_template_names() {
@@ -27,15 +31,19 @@ std::string resolve_chat_template(const std::string& jinja, const std::string& o
   }
   const auto has = [&](const std::string& s) { return jinja.find(s) != std::string::npos; };
   if (jinja.empty())
-    throw ChatTemplateError(fmt::format("the model has no chat template (tokenizer.chat_template); "
-                                        "choose one with --chat-template ({})", known));
+    throw ChatTemplateError(
+        fmt::format("the model has no chat template (tokenizer.chat_template); "
+                    "choose one with --chat-template ({})",
+                    known));
   if (has("<|im_start|>")) return "chatml";
   if (has("'Assistant: ' + message['content'] + eos_token")) return "deepseek2";
   if (has(kAssistant3) && has(kUser3)) return "deepseek3";
   if (has("[gMASK]<sop>")) return "chatglm4";
   if (has("[INST]")) return has("<<SYS>>") ? "llama2" : "mistral";
-  throw ChatTemplateError(fmt::format("the model's chat template is not one moelsp knows; "
-                                      "choose one with --chat-template ({})", known));
+  throw ChatTemplateError(
+      fmt::format("the model's chat template is not one moelsp knows; "
+                  "choose one with --chat-template ({})",
+                  known));
 }
 
 std::string apply_chat_template(const std::string& name, const std::vector<ChatMessage>& msgs, bool add_assistant) {

@@ -58,12 +58,18 @@ double ratio(const std::vector<ExpertLayerMetrics>& layers, int64_t ExpertLayerM
 
 }  // namespace
 
-double ExpertMetrics::accuracy() const { return ratio(layers, &ExpertLayerMetrics::predicted_hits, &ExpertLayerMetrics::tokens, k); }
+double ExpertMetrics::accuracy() const {
+  return ratio(layers, &ExpertLayerMetrics::predicted_hits, &ExpertLayerMetrics::tokens, k);
+}
 double ExpertMetrics::baseline_accuracy() const {
   return ratio(layers, &ExpertLayerMetrics::baseline_hits, &ExpertLayerMetrics::tokens, k);
 }
-double ExpertMetrics::chosen_accuracy() const { return ratio(layers, &ExpertLayerMetrics::chosen_hits, &ExpertLayerMetrics::tokens, k); }
-double ExpertMetrics::cache_hit_rate() const { return ratio(layers, &ExpertLayerMetrics::cache_hits, &ExpertLayerMetrics::routed, 1); }
+double ExpertMetrics::chosen_accuracy() const {
+  return ratio(layers, &ExpertLayerMetrics::chosen_hits, &ExpertLayerMetrics::tokens, k);
+}
+double ExpertMetrics::cache_hit_rate() const {
+  return ratio(layers, &ExpertLayerMetrics::cache_hits, &ExpertLayerMetrics::routed, 1);
+}
 
 ExpertRuntime::ExpertRuntime(const ModelConfig& cfg, std::vector<const layers::MoeWeights*> moe,
                              std::vector<const float*> ffn_norm, const uint8_t* data_begin, const uint8_t* data_end)
@@ -195,9 +201,10 @@ void ExpertRuntime::copy_in(int il, int e, int slot) {
     if (!lock_pages(il, e, true)) {
       // RLIMIT_MEMLOCK (8 MiB for users by default) or the cgroup refused:
       // copies instead, from now on.
-      spdlog::warn("expert cache: locking an expert's pages was refused ({}; raise RLIMIT_MEMLOCK to pin): "
-                   "copying the hot experts instead",
-                   std::strerror(errno));
+      spdlog::warn(
+          "expert cache: locking an expert's pages was refused ({}; raise RLIMIT_MEMLOCK to pin): "
+          "copying the hot experts instead",
+          std::strerror(errno));
       lock_pages(il, e, false);
       for (const auto& [l, x] : owner_)
         if (l >= 0) lock_pages(l, x, false);
@@ -233,7 +240,7 @@ bool ExpertRuntime::resident(int il, int e) const {
 }
 
 void ExpertRuntime::begin_forward() {
-  struct rusage ru{};
+  struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   fault_major0_ = ru.ru_majflt;
   fault_minor0_ = ru.ru_minflt;
@@ -286,7 +293,7 @@ void ExpertRuntime::begin_forward() {
 }
 
 void ExpertRuntime::end_forward() {
-  struct rusage ru{};
+  struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   std::lock_guard lock(mu_);
   m_.major_faults += ru.ru_majflt - fault_major0_;
@@ -387,7 +394,8 @@ void ExpertRuntime::routed(int il, const int* chosen, int64_t m) {
   }
   last.assign(chosen + (m - 1) * k, chosen + m * k);
   pred.clear();
-  // Decay: counts halve every 64 tokens' worth of uses per layer, so the cache follows what the code being written uses now.
+  // Decay: counts halve every 64 tokens' worth of uses per layer, so the cache follows what the code being written uses
+  // now.
   uses_since_decay_ += double(m * k);
   if (uses_since_decay_ > 64.0 * k * double(moe_.size())) {
     uses_since_decay_ = 0;

@@ -70,7 +70,7 @@ class ExpertRuntime {
   bool alloc_slots(size_t n);
   bool lock_pages(int il, int e, bool lock);
   std::array<kernels::MatView, 3> parts(int il, int e) const;  // the expert's gate, up, down
-  bool resident(int il, int e) const;  // are all its pages in memory (mincore)?
+  bool resident(int il, int e) const;                          // are all its pages in memory (mincore)?
   void release_cache();
 
   const ModelConfig& cfg_;
@@ -81,16 +81,16 @@ class ExpertRuntime {
 
   // Prediction per target layer: [m][k] experts, for the m tokens of this pass.
   std::vector<std::vector<int>> predicted_;
-  std::vector<std::vector<int>> last_;  // the last token's experts per layer (the baseline)
+  std::vector<std::vector<int>> last_;             // the last token's experts per layer (the baseline)
   std::vector<double> score_router_, score_prev_;  // running accuracy of each predictor per layer
 
   // Hot cache.
-  bool pinning_ = false;       // hot experts held by mlock of their file pages (slots_ unused)
+  bool pinning_ = false;  // hot experts held by mlock of their file pages (slots_ unused)
   uint8_t* slots_ = nullptr;
   size_t slot_bytes_ = 0, n_slots_ = 0;
-  std::vector<std::vector<int>> slot_of_;    // [layer][expert] → slot or −1
-  std::vector<std::pair<int, int>> owner_;   // slot → (layer, expert) or (−1, −1)
-  std::vector<std::vector<double>> freq_;    // decayed uses
+  std::vector<std::vector<int>> slot_of_;   // [layer][expert] → slot or −1
+  std::vector<std::pair<int, int>> owner_;  // slot → (layer, expert) or (−1, −1)
+  std::vector<std::vector<double>> freq_;   // decayed uses
   double uses_since_decay_ = 0;
 
   // Metrics (read from other threads).

@@ -2,13 +2,13 @@
 
 #include <cmath>
 #include <cstring>
-#include <vector>
 #include <fmt/format.h>
+#include <vector>
 
 #include "../arch/arch.h"
 #include "../cpu/thread_pool.h"
-#include "experts.h"
 #include "engine/gguf.h"
+#include "experts.h"
 #include "kernels/matmul.h"
 #include "kernels/types.h"
 
@@ -90,14 +90,16 @@ KvLayout Model::kv_layout(KvType type, int block_size) const {
   L.v_dim = kv_v_dim();
   L.block_size = block_size;
   L.type = type;
-  if (block_size <= 0 || block_size > 4096) throw ModelError(fmt::format("KV block size {} out of range (1..4096)", block_size));
+  if (block_size <= 0 || block_size > 4096)
+    throw ModelError(fmt::format("KV block size {} out of range (1..4096)", block_size));
   // Attention reads one kv head's slice of a row: with Q8_0 every slice must
   // start and end on a 32-value block (MLA: whole rows as keys, the latent as values).
   if (type == KvType::Q8_0) {
     if (L.v_dim == 0 && (cfg_.kv_lora_rank % 32 || L.k_dim % 32))
-      throw ModelError(fmt::format("a q8_0 KV cache needs the MLA latent and latent + rope key to be multiples of 32 "
-                                   "values (this model: {} and {})",
-                                   cfg_.kv_lora_rank, L.k_dim));
+      throw ModelError(
+          fmt::format("a q8_0 KV cache needs the MLA latent and latent + rope key to be multiples of 32 "
+                      "values (this model: {} and {})",
+                      cfg_.kv_lora_rank, L.k_dim));
     if (L.v_dim > 0 && (cfg_.head_dim_k % 32 || cfg_.head_dim_v % 32))
       throw ModelError(fmt::format("a q8_0 KV cache needs head sizes that are multiples of 32 (this model: k {}, v {})",
                                    cfg_.head_dim_k, cfg_.head_dim_v));
@@ -114,8 +116,8 @@ void Model::forward(std::span<const TokenId> tokens, KvCache& cache, float* logi
                     const CancelCheck& cancel) {
   if (tokens.empty()) return;
   if (cache.n_past() + int(tokens.size()) > cache.n_ctx())
-    throw ModelError(fmt::format("context full: {} cached + {} new tokens exceed the context of {}",
-                                 cache.n_past(), tokens.size(), cache.n_ctx()));
+    throw ModelError(fmt::format("context full: {} cached + {} new tokens exceed the context of {}", cache.n_past(),
+                                 tokens.size(), cache.n_ctx()));
   if (!cache.seq().reserve(int(tokens.size()))) throw ModelError("KV cache has no free blocks");
   Batch b;
   b.add(cache.seq(), tokens, all_logits);
@@ -176,9 +178,10 @@ void check_finite(const gguf::File& f) {
       kernels::dequantize_row(t.type, data.data() + size_t(r) * *row_bytes, row.data(), cols);
       for (int64_t c = 0; c < cols; ++c)
         if (!std::isfinite(row[size_t(c)]))
-          throw ModelError(fmt::format("{}: tensor '{}' holds NaN or Inf (row {}, column {}): the file is damaged or "
-                                       "was converted wrongly",
-                                       f.path(), t.name, r, c));
+          throw ModelError(
+              fmt::format("{}: tensor '{}' holds NaN or Inf (row {}, column {}): the file is damaged or "
+                          "was converted wrongly",
+                          f.path(), t.name, r, c));
       if (r == rows - 1) break;
     }
   }
@@ -209,8 +212,8 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   const std::string arch = f->get_or<std::string>("general.architecture", "");
   if (arch.empty()) throw ModelError(fmt::format("{}: no general.architecture key", path));
   if (arch != "llama" && arch != "qwen3moe" && arch != "deepseek2")
-    throw ModelError(fmt::format("{}: architecture '{}' is not supported (supported: deepseek2, qwen3moe, llama)",
-                                 path, arch));
+    throw ModelError(
+        fmt::format("{}: architecture '{}' is not supported (supported: deepseek2, qwen3moe, llama)", path, arch));
   check_finite(*f);
   try {
     if (arch == "llama") return arch::make_llama(std::move(f), opt);
@@ -218,9 +221,10 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     return arch::make_deepseek2(std::move(f), opt);
   } catch (const std::bad_alloc&) {
     // Absurd sizes in the metadata (block_count 2^31 - 1) end here rather than in the allocator's words.
-    throw ModelError(fmt::format("{}: its hyperparameters ask for more memory than exists (check block_count, "
-                                 "embedding_length, expert_count and the vocabulary size)",
-                                 path));
+    throw ModelError(
+        fmt::format("{}: its hyperparameters ask for more memory than exists (check block_count, "
+                    "embedding_length, expert_count and the vocabulary size)",
+                    path));
   }
 }
 
@@ -247,8 +251,8 @@ void read_common_config(const gguf::File& f, ModelConfig& c) {
     throw ModelError(fmt::format("{}: inconsistent attention shape (embd {}, heads {}, kv heads {})", f.path(),
                                  c.n_embd, c.n_head, c.n_head_kv));
   if (c.n_expert > 0 && (c.n_expert_used <= 0 || c.n_expert_used > c.n_expert))
-    throw ModelError(fmt::format("{}: expert_used_count {} with expert_count {}", f.path(), c.n_expert_used,
-                                 c.n_expert));
+    throw ModelError(
+        fmt::format("{}: expert_used_count {} with expert_count {}", f.path(), c.n_expert_used, c.n_expert));
 
   RopeConfig& r = c.rope;
   r.n_dims = int(opt<uint32_t>(f, a, "rope.dimension_count", uint32_t(c.head_dim_k)));

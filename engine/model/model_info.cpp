@@ -32,13 +32,13 @@ struct ArchRequirements {
 // Tensors every layer needs (beyond the alternatives handled below).
 ArchRequirements requirements(const std::string& arch) {
   if (arch == "deepseek2")
-    return {{"block_count", "embedding_length", "attention.head_count", "attention.layer_norm_rms_epsilon",
-             "attention.kv_lora_rank", "attention.key_length", "attention.value_length", "rope.dimension_count",
-             "expert_count", "expert_used_count", "expert_feed_forward_length", "leading_dense_block_count",
-             "feed_forward_length"},
-            {"attn_norm.weight", "attn_kv_a_mqa.weight", "attn_kv_a_norm.weight", "attn_output.weight",
-             "ffn_norm.weight"},
-            {"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}};
+    return {
+        {"block_count", "embedding_length", "attention.head_count", "attention.layer_norm_rms_epsilon",
+         "attention.kv_lora_rank", "attention.key_length", "attention.value_length", "rope.dimension_count",
+         "expert_count", "expert_used_count", "expert_feed_forward_length", "leading_dense_block_count",
+         "feed_forward_length"},
+        {"attn_norm.weight", "attn_kv_a_mqa.weight", "attn_kv_a_norm.weight", "attn_output.weight", "ffn_norm.weight"},
+        {"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}};
   if (arch == "qwen3moe")
     return {{"block_count", "embedding_length", "attention.head_count", "attention.head_count_kv",
              "attention.layer_norm_rms_epsilon", "expert_count", "expert_used_count", "expert_feed_forward_length"},
@@ -82,10 +82,19 @@ void summarize_tokenizer(const gguf::File& f, ModelSummary& m) {
     const SpecialTokens& s = tok->special();
     ts.add_bos = s.add_bos;
     ts.add_eos = s.add_eos;
-    const std::pair<const char*, TokenId> roles[] = {
-        {"bos", s.bos}, {"eos", s.eos}, {"eot", s.eot}, {"eom", s.eom}, {"unk", s.unk}, {"pad", s.pad},
-        {"linefeed", s.linefeed}, {"fim_prefix", s.fim_pre}, {"fim_suffix", s.fim_suf},
-        {"fim_middle", s.fim_mid}, {"fim_pad", s.fim_pad}, {"fim_repo", s.fim_rep}, {"fim_file_sep", s.fim_sep}};
+    const std::pair<const char*, TokenId> roles[] = {{"bos", s.bos},
+                                                     {"eos", s.eos},
+                                                     {"eot", s.eot},
+                                                     {"eom", s.eom},
+                                                     {"unk", s.unk},
+                                                     {"pad", s.pad},
+                                                     {"linefeed", s.linefeed},
+                                                     {"fim_prefix", s.fim_pre},
+                                                     {"fim_suffix", s.fim_suf},
+                                                     {"fim_middle", s.fim_mid},
+                                                     {"fim_pad", s.fim_pad},
+                                                     {"fim_repo", s.fim_rep},
+                                                     {"fim_file_sep", s.fim_sep}};
     for (const auto& [role, id] : roles)
       if (id != kNoToken) ts.special.emplace_back(role, fmt::format("{} {}", id, quoted(tok->token_text(id))));
     ts.has_fim = s.fim_pre != kNoToken && s.fim_suf != kNoToken && s.fim_mid != kNoToken;
@@ -133,7 +142,8 @@ ModelSummary summarize(const gguf::File& f) {
   if (m.arch.empty()) {
     m.problems.push_back("no general.architecture key");
   } else if (std::find(archs.begin(), archs.end(), m.arch) == archs.end()) {
-    m.problems.push_back(fmt::format("architecture '{}' is not supported (supported: deepseek2, qwen3moe, llama)", m.arch));
+    m.problems.push_back(
+        fmt::format("architecture '{}' is not supported (supported: deepseek2, qwen3moe, llama)", m.arch));
   } else {
     const ArchRequirements req = requirements(m.arch);
     for (const auto& k : req.keys)
@@ -159,7 +169,8 @@ ModelSummary summarize(const gguf::File& f) {
         if (m.arch == "deepseek2") {
           const bool q_direct = f.tensor(blk + "attn_q.weight");
           const bool q_lora = f.tensor(blk + "attn_q_a.weight") && f.tensor(blk + "attn_q_b.weight");
-          if (!q_direct && !q_lora) m.problems.push_back("missing tensor " + blk + "attn_q.weight (or attn_q_a/attn_q_b)");
+          if (!q_direct && !q_lora)
+            m.problems.push_back("missing tensor " + blk + "attn_q.weight (or attn_q_a/attn_q_b)");
           const bool kv_combined = f.tensor(blk + "attn_kv_b.weight");
           const bool kv_split = f.tensor(blk + "attn_k_b.weight") && f.tensor(blk + "attn_v_b.weight");
           if (!kv_combined && !kv_split)

@@ -18,12 +18,13 @@ Weight WeightLoader::maybe(const std::string& name, std::vector<int64_t> shape) 
   std::vector<int64_t> got(t->shape.begin(), t->shape.end());
   while (got.size() > 1 && got.back() == 1 && got.size() > shape.size()) got.pop_back();
   if (got != shape)
-    throw ModelError(fmt::format("{}: tensor '{}' has shape {}, expected {}", f_.path(), name, shape_str(got),
-                                 shape_str(shape)));
+    throw ModelError(
+        fmt::format("{}: tensor '{}' has shape {}, expected {}", f_.path(), name, shape_str(got), shape_str(shape)));
   if (!kernels::matmul_supports(t->type))
-    throw ModelError(fmt::format("{}: tensor '{}' has type {}, which this build cannot compute with yet "
-                                 "(supported: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K)",
-                                 f_.path(), name, kernels::dtype_name(t->type)));
+    throw ModelError(
+        fmt::format("{}: tensor '{}' has type {}, which this build cannot compute with yet "
+                    "(supported: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K)",
+                    f_.path(), name, kernels::dtype_name(t->type)));
   Weight w;
   w.m.data = f_.tensor_data(*t).data();
   w.m.type = t->type;

@@ -13,8 +13,8 @@
 namespace moelsp {
 
 struct Weight {
-  kernels::MatView m;         // rows × cols (for 3-D tensors: rows × cols of one slice)
-  int64_t slices = 1;         // third dimension (experts, heads)
+  kernels::MatView m;  // rows × cols (for 3-D tensors: rows × cols of one slice)
+  int64_t slices = 1;  // third dimension (experts, heads)
   bool present() const { return m.data != nullptr; }
   // Slice s (expert / head) of a 3-D tensor as a matrix.
   kernels::MatView slice(int64_t s) const {

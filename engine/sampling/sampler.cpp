@@ -28,12 +28,16 @@ TokenId Sampler::sample(const float* logits, std::span<const TokenId> history) {
 
   if (p_.temperature <= 0.0f) {
     return std::max_element(cand_.begin(), cand_.end(),
-                            [](const auto& a, const auto& b) { return a.first < b.first || (a.first == b.first && a.second > b.second); })
+                            [](const auto& a, const auto& b) {
+                              return a.first < b.first || (a.first == b.first && a.second > b.second);
+                            })
         ->second;
   }
 
   // Sort candidates (only the top-k when set) by logit, ties by id for determinism.
-  const auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  const auto by_logit = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
   size_t n = cand_.size();
   if (p_.top_k > 0 && size_t(p_.top_k) < n) {
     std::partial_sort(cand_.begin(), cand_.begin() + p_.top_k, cand_.end(), by_logit);

@@ -38,15 +38,15 @@ struct Engine::Live {
   bool decoding = false;            // the prompt is done; `feed` runs next
   bool ended = false;               // on_done was called
   bool timed_out = false;
-  std::vector<TokenId> todo;        // tokens to run before the next sample (the prompt, or a recomputation)
+  std::vector<TokenId> todo;  // tokens to run before the next sample (the prompt, or a recomputation)
   size_t todo_pos = 0;
-  TokenId feed = kNoToken;          // decode: the sampled token whose KV comes next
+  TokenId feed = kNoToken;  // decode: the sampled token whose KV comes next
   Result res;
-  std::vector<TokenId> history;     // prompt + generated, for the sampler's penalties
+  std::vector<TokenId> history;  // prompt + generated, for the sampler's penalties
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<StreamingDecoder> dec;
-  std::string pending;              // decoded text not yet emitted (may start a stop string)
-  Clock::time_point t0, t1;         // first scheduled, prompt done
+  std::string pending;       // decoded text not yet emitted (may start a stop string)
+  Clock::time_point t0, t1;  // first scheduled, prompt done
 
   std::vector<std::shared_ptr<Job>>* finished = nullptr;  // the engine's list of results to deliver
 

@@ -54,7 +54,8 @@ void Engine::loop() {
     bool stopping;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !tasks_.empty() || !running.empty() || !waiting.empty(); });
+      cv_.wait(lock,
+               [&] { return stop_ || !queue_.empty() || !tasks_.empty() || !running.empty() || !waiting.empty(); });
       tasks.swap(tasks_);
       stopping = stop_;
       while (!queue_.empty()) {
@@ -75,7 +76,8 @@ void Engine::loop() {
     const auto sweep = [&](std::vector<std::unique_ptr<Live>>& v) {
       std::erase_if(v, [&](const std::unique_ptr<Live>& p) {
         Live& l = *p;
-        if (!l.decoding && l.seq && l.job->req.t_max_prompt_ms > 0 && ms_since(l.t0) > double(l.job->req.t_max_prompt_ms))
+        if (!l.decoding && l.seq && l.job->req.t_max_prompt_ms > 0 &&
+            ms_since(l.t0) > double(l.job->req.t_max_prompt_ms))
           l.timed_out = true;
         if (!l.wants_out() && !l.ended) return false;
         if (l.decoding) l.res.timings.generate_ms = ms_since(l.t1);
@@ -203,7 +205,7 @@ void Engine::schedule_step(std::vector<std::unique_ptr<Live>>& running, std::vec
   const int floor = opt_.interactive_alone && top >= Priority::kCompletion ? top : INT_MIN;
   for (size_t i = 0; i < running.size(); ++i) {
     Live& l = *running[i];
-    if (!l.seq) continue;  // preempted in this loop
+    if (!l.seq) continue;             // preempted in this loop
     if (l.priority() < floor) break;  // paused while an interactive request runs (the rest rank lower still)
     std::span<const TokenId> toks;
     if (l.decoding) {
@@ -226,9 +228,9 @@ void Engine::schedule_step(std::vector<std::unique_ptr<Live>>& running, std::vec
     }
     if (!ok) {
       if (in_batch.empty() && i == 0) {  // the whole pool to itself and it still does not fit
-        l.res.error = fmt::format("the request needs {} KV blocks of {} tokens; the pool has {} in all",
-                                  l.seq->blocks_needed(int(toks.size())) + int(l.seq->blocks().size()), bs,
-                                  pool_->n_blocks());
+        l.res.error =
+            fmt::format("the request needs {} KV blocks of {} tokens; the pool has {} in all",
+                        l.seq->blocks_needed(int(toks.size())) + int(l.seq->blocks().size()), bs, pool_->n_blocks());
         l.end(FinishReason::Error);
       }
       continue;
@@ -313,7 +315,8 @@ TokenLogprob Engine::logprob_of(const float* logits, TokenId tok, int top_n) con
     std::iota(ids.begin(), ids.end(), 0);
     std::partial_sort(ids.begin(), ids.begin() + top_n, ids.end(),
                       [&](TokenId a, TokenId b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
-    for (int i = 0; i < top_n; ++i) out.top.push_back({ids[size_t(i)], t.piece(ids[size_t(i)], true), logits[ids[size_t(i)]] - log_z});
+    for (int i = 0; i < top_n; ++i)
+      out.top.push_back({ids[size_t(i)], t.piece(ids[size_t(i)], true), logits[ids[size_t(i)]] - log_z});
   }
   return out;
 }
@@ -339,9 +342,10 @@ bool Engine::after_logits(Live& l, const float* logits) {
   const int nv = int(model_->tokenizer().n_vocab());
   for (int i = 0; i < nv; ++i)
     if (!std::isfinite(logits[i])) {
-      l.res.error = fmt::format("the model computed a non-finite logit (token {}): its weights are damaged or "
-                                "their type is computed wrongly",
-                                i);
+      l.res.error = fmt::format(
+          "the model computed a non-finite logit (token {}): its weights are damaged or "
+          "their type is computed wrongly",
+          i);
       return done(FinishReason::Error);
     }
   const TokenId tok = l.sampler->sample(logits, l.history);

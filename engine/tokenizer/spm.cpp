@@ -160,7 +160,8 @@ class SpmEncoder final : public FragmentEncoder {
     if (v_.add_space_prefix && after_special) buf = " ";
     buf += text;
     size_t i = 0;
-    while (i < buf.size() && utf8_seq_len(std::string_view(buf).substr(i))) i += utf8_seq_len(std::string_view(buf).substr(i));
+    while (i < buf.size() && utf8_seq_len(std::string_view(buf).substr(i)))
+      i += utf8_seq_len(std::string_view(buf).substr(i));
     if (i == buf.size()) return encode_valid(buf, out);
 
     // Malformed UTF-8. llama.cpp escapes spaces to U+2581 first, then cuts the

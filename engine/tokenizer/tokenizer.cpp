@@ -27,8 +27,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& file) {
   } catch (const gguf::GgufError& e) {
     throw TokenizerError(fmt::format("tokenizer metadata: {}", e.what()));
   }
-  impl->encoder = impl->vocab.model == "llama" ? tok::make_spm_encoder(impl->vocab)
-                                               : tok::make_bpe_encoder(impl->vocab, file);
+  impl->encoder =
+      impl->vocab.model == "llama" ? tok::make_spm_encoder(impl->vocab) : tok::make_bpe_encoder(impl->vocab, file);
   // The newline token: what "\n" encodes to (a byte token for SentencePiece vocabularies).
   std::vector<TokenId> nl;
   impl->encoder->encode("\n", false, nl);

@@ -16,8 +16,15 @@ void fail(const Vocab& v, const std::string& problem) {
 namespace {
 
 // GGUF tokenizer.ggml.token_type values.
-enum : int32_t { kTypeUndefined = 0, kTypeNormal = 1, kTypeUnknown = 2, kTypeControl = 3,
-                 kTypeUserDefined = 4, kTypeUnused = 5, kTypeByte = 6 };
+enum : int32_t {
+  kTypeUndefined = 0,
+  kTypeNormal = 1,
+  kTypeUnknown = 2,
+  kTypeControl = 3,
+  kTypeUserDefined = 4,
+  kTypeUnused = 5,
+  kTypeByte = 6
+};
 
 uint32_t attr_from_type(int32_t t) {
   switch (t) {
@@ -33,29 +40,74 @@ uint32_t attr_from_type(int32_t t) {
 
 // Texts that llama.cpp treats as special whatever the file says; we follow it so
 // that ids and end-of-generation agree with the peer.
-constexpr std::array kEotTexts{"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                               "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]",
-                               "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+constexpr std::array kEotTexts{"<|eot_id|>",
+                               "<|im_end|>",
+                               "<|end|>",
+                               "<end_of_turn>",
+                               "<|endoftext|>",
+                               "<|end_of_text|>",
+                               "<EOT>",
+                               "_<EOT>",
+                               "[EOT]",
+                               "<\xef\xbd\x9c"
+                               "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
                                "<end_of_utterance>"};
-constexpr std::array kFimPreTexts{"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
-                                  "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>", "<PRE>",
-                                  "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>"};
-constexpr std::array kFimSufTexts{"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
-                                  "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>", "<SUF>",
-                                  "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>"};
-constexpr std::array kFimMidTexts{"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
-                                  "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>", "<MID>",
-                                  "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>"};
+constexpr std::array kFimPreTexts{"<|fim_prefix|>",
+                                  "<fim-prefix>",
+                                  "<fim_prefix>",
+                                  "<\xef\xbd\x9c"
+                                  "fim\xe2\x96\x81"
+                                  "begin\xef\xbd\x9c>",
+                                  "<PRE>",
+                                  "\xe2\x96\x81<PRE>",
+                                  "<|code_prefix|>",
+                                  "<|prefix|>"};
+constexpr std::array kFimSufTexts{"<|fim_suffix|>",
+                                  "<fim-suffix>",
+                                  "<fim_suffix>",
+                                  "<\xef\xbd\x9c"
+                                  "fim\xe2\x96\x81hole\xef\xbd\x9c>",
+                                  "<SUF>",
+                                  "\xe2\x96\x81<SUF>",
+                                  "<|code_suffix|>",
+                                  "<|suffix|>"};
+constexpr std::array kFimMidTexts{"<|fim_middle|>",
+                                  "<fim-middle>",
+                                  "<fim_middle>",
+                                  "<\xef\xbd\x9c"
+                                  "fim\xe2\x96\x81"
+                                  "end\xef\xbd\x9c>",
+                                  "<MID>",
+                                  "\xe2\x96\x81<MID>",
+                                  "<|code_middle|>",
+                                  "<|middle|>"};
 constexpr std::array kFimPadTexts{"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"};
 constexpr std::array kFimRepTexts{"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"};
 constexpr std::array kFimSepTexts{"<|file_sep|>"};
-constexpr std::array kEogTexts{"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>",
-                               "<|flush|>", "<|calls|>", "<end_of_turn>", "<|endoftext|>", "</s>",
-                               "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
-                               "<end_of_utterance>", "<eos>", "<turn|>",
-                               "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"};
+constexpr std::array kEogTexts{"<|eot_id|>",
+                               "<|im_end|>",
+                               "<|end|>",
+                               "<|return|>",
+                               "<|call|>",
+                               "<|flush|>",
+                               "<|calls|>",
+                               "<end_of_turn>",
+                               "<|endoftext|>",
+                               "</s>",
+                               "<|eom_id|>",
+                               "<EOT>",
+                               "_<EOT>",
+                               "[EOT]",
+                               "[EOS]",
+                               "<|end_of_text|>",
+                               "<end_of_utterance>",
+                               "<eos>",
+                               "<turn|>",
+                               "<\xef\xbd\x9c"
+                               "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"};
 
-template <size_t N> bool one_of(std::string_view s, const std::array<const char*, N>& xs) {
+template <size_t N>
+bool one_of(std::string_view s, const std::array<const char*, N>& xs) {
   return std::any_of(xs.begin(), xs.end(), [&](const char* x) { return s == x; });
 }
 
@@ -72,8 +124,9 @@ Vocab load_vocab(const gguf::File& f) {
   v.pre = f.get_or<std::string>("tokenizer.ggml.pre", "");
   if (v.model != "llama" && v.model != "gpt2") {
     if (v.model == "bert")
-      fail(v, "tokenizer model 'bert' (WordPiece) is not supported: moelsp serves generative "
-              "code models, which use 'llama' (SentencePiece) or 'gpt2' (byte-level BPE)");
+      fail(v,
+           "tokenizer model 'bert' (WordPiece) is not supported: moelsp serves generative "
+           "code models, which use 'llama' (SentencePiece) or 'gpt2' (byte-level BPE)");
     fail(v, fmt::format("unknown tokenizer model '{}' (supported: llama, gpt2)", v.model));
   }
 
@@ -99,7 +152,7 @@ Vocab load_vocab(const gguf::File& f) {
   v.text_to_id.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     if (v.text[i].empty()) v.text[i] = fmt::format("[EMPTY_{}]", i);  // as llama.cpp names them
-    v.text_to_id[v.text[i]] = TokenId(i);  // a later duplicate wins, as in llama.cpp
+    v.text_to_id[v.text[i]] = TokenId(i);                             // a later duplicate wins, as in llama.cpp
   }
 
   // Family defaults, then the file's keys.
@@ -109,19 +162,22 @@ Vocab load_vocab(const gguf::File& f) {
     s.add_bos = true;
     v.add_space_prefix = f.get_or<bool>("tokenizer.ggml.add_space_prefix", true);
   } else {
-    const bool llama3_like = v.pre == "llama3" || v.pre == "llama-v3" || v.pre == "llama-bpe" ||
-                             v.pre == "falcon3" || v.pre == "tekken" || v.pre == "pixtral";
+    const bool llama3_like = v.pre == "llama3" || v.pre == "llama-v3" || v.pre == "llama-bpe" || v.pre == "falcon3" ||
+                             v.pre == "tekken" || v.pre == "pixtral";
     s.add_bos = llama3_like;
   }
   if (v.pre == "glm4" || v.pre == "chatglm-bpe") s.bos = kNoToken;
-  struct KeyId { const char* key; TokenId* id; };
+  struct KeyId {
+    const char* key;
+    TokenId* id;
+  };
   const KeyId keys[] = {
-      {"tokenizer.ggml.bos_token_id", &s.bos},       {"tokenizer.ggml.eos_token_id", &s.eos},
-      {"tokenizer.ggml.eot_token_id", &s.eot},       {"tokenizer.ggml.eom_token_id", &s.eom},
-      {"tokenizer.ggml.unknown_token_id", &s.unk},   {"tokenizer.ggml.seperator_token_id", &s.sep},
-      {"tokenizer.ggml.padding_token_id", &s.pad},   {"tokenizer.ggml.mask_token_id", &s.mask},
-      {"tokenizer.ggml.prefix_token_id", &s.fim_pre}, {"tokenizer.ggml.suffix_token_id", &s.fim_suf},
-      {"tokenizer.ggml.middle_token_id", &s.fim_mid}, {"tokenizer.ggml.fim_pre_token_id", &s.fim_pre},
+      {"tokenizer.ggml.bos_token_id", &s.bos},         {"tokenizer.ggml.eos_token_id", &s.eos},
+      {"tokenizer.ggml.eot_token_id", &s.eot},         {"tokenizer.ggml.eom_token_id", &s.eom},
+      {"tokenizer.ggml.unknown_token_id", &s.unk},     {"tokenizer.ggml.seperator_token_id", &s.sep},
+      {"tokenizer.ggml.padding_token_id", &s.pad},     {"tokenizer.ggml.mask_token_id", &s.mask},
+      {"tokenizer.ggml.prefix_token_id", &s.fim_pre},  {"tokenizer.ggml.suffix_token_id", &s.fim_suf},
+      {"tokenizer.ggml.middle_token_id", &s.fim_mid},  {"tokenizer.ggml.fim_pre_token_id", &s.fim_pre},
       {"tokenizer.ggml.fim_suf_token_id", &s.fim_suf}, {"tokenizer.ggml.fim_mid_token_id", &s.fim_mid},
       {"tokenizer.ggml.fim_pad_token_id", &s.fim_pad}, {"tokenizer.ggml.fim_rep_token_id", &s.fim_rep},
       {"tokenizer.ggml.fim_sep_token_id", &s.fim_sep},

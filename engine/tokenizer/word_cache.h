@@ -44,5 +44,4 @@ class WordCache {
   mutable std::array<Shard, kShards> shards_;
 };
 
-
 }  // namespace moelsp::tok

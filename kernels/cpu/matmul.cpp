@@ -14,10 +14,10 @@
 #include <cstring>
 #include <vector>
 
+#include "../quant_blocks.h"
 #include "kernels/convert.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
-#include "../quant_blocks.h"
 #include "matmul_int8.h"
 #include "simd.h"
 
@@ -55,13 +55,14 @@ __attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* 
 __attribute__((target("avx2,fma"))) void axpy_avx2(float s, const float* x, float* y, int64_t n) {
   const __m256 vs = _mm256_set1_ps(s);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(vs, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(vs, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
   for (; i < n; ++i) y[i] += s * x[i];
 }
 
 // The 4×2 tile: y[j][i] = w_j · x_i for four weight rows and two inputs.
 __attribute__((target("avx2,fma"))) void dot_4x2_avx2(const float* w, int64_t ldw, const float* x0, const float* x1,
-                                                       int64_t n, float out[4][2]) {
+                                                      int64_t n, float out[4][2]) {
   __m256 a00 = _mm256_setzero_ps(), a01 = _mm256_setzero_ps(), a10 = _mm256_setzero_ps(), a11 = _mm256_setzero_ps();
   __m256 a20 = _mm256_setzero_ps(), a21 = _mm256_setzero_ps(), a30 = _mm256_setzero_ps(), a31 = _mm256_setzero_ps();
   const float *w0 = w, *w1 = w + ldw, *w2 = w + 2 * ldw, *w3 = w + 3 * ldw;
@@ -90,7 +91,7 @@ __attribute__((target("avx2,fma"))) void dot_4x2_avx2(const float* w, int64_t ld
 // Four rows against one input (decode): four independent FMA chains, each in
 // the tile's order of operations.
 __attribute__((target("avx2,fma"))) void dot_4x1_avx2(const float* w, int64_t ldw, const float* x, int64_t n,
-                                                       float out[4]) {
+                                                      float out[4]) {
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
   const float *w0 = w, *w1 = w + ldw, *w2 = w + 2 * ldw, *w3 = w + 3 * ldw;
   int64_t c = 0;
@@ -197,10 +198,20 @@ __attribute__((target("avx2"))) void q6_k_row_avx2(const uint8_t* b, float* dst,
       for (int l = 0; l < 32; l += 8) {
         const int is = l / 16;
         const __m256i a = load_u8x8(ql + l), c = load_u8x8(ql + l + 32), h = load_u8x8(qh + l);
-        const __m256i q1 = _mm256_sub_epi32(_mm256_or_si256(_mm256_and_si256(a, nib), _mm256_slli_epi32(_mm256_and_si256(h, two), 4)), off);
-        const __m256i q2 = _mm256_sub_epi32(_mm256_or_si256(_mm256_and_si256(c, nib), _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 2), two), 4)), off);
-        const __m256i q3 = _mm256_sub_epi32(_mm256_or_si256(_mm256_srli_epi32(a, 4), _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 4), two), 4)), off);
-        const __m256i q4 = _mm256_sub_epi32(_mm256_or_si256(_mm256_srli_epi32(c, 4), _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 6), two), 4)), off);
+        const __m256i q1 = _mm256_sub_epi32(
+            _mm256_or_si256(_mm256_and_si256(a, nib), _mm256_slli_epi32(_mm256_and_si256(h, two), 4)), off);
+        const __m256i q2 =
+            _mm256_sub_epi32(_mm256_or_si256(_mm256_and_si256(c, nib),
+                                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 2), two), 4)),
+                             off);
+        const __m256i q3 =
+            _mm256_sub_epi32(_mm256_or_si256(_mm256_srli_epi32(a, 4),
+                                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 4), two), 4)),
+                             off);
+        const __m256i q4 =
+            _mm256_sub_epi32(_mm256_or_si256(_mm256_srli_epi32(c, 4),
+                                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 6), two), 4)),
+                             off);
         _mm256_storeu_ps(y + l, _mm256_mul_ps(_mm256_set1_ps(d * float(s[is])), _mm256_cvtepi32_ps(q1)));
         _mm256_storeu_ps(y + l + 32, _mm256_mul_ps(_mm256_set1_ps(d * float(s[is + 2])), _mm256_cvtepi32_ps(q2)));
         _mm256_storeu_ps(y + l + 64, _mm256_mul_ps(_mm256_set1_ps(d * float(s[is + 4])), _mm256_cvtepi32_ps(q3)));
@@ -218,8 +229,7 @@ bool avx2() { return isa_level() >= Isa::Avx2; }
 const float* row_f32(const MatView& w, int64_t r, float* buf) {
   const uint8_t* src = w.row(r);
   switch (w.type) {
-    case DType::F32:
-      return reinterpret_cast<const float*>(src);
+    case DType::F32: return reinterpret_cast<const float*>(src);
     case DType::F16:
       if (avx2()) f16_row_avx2(reinterpret_cast<const uint16_t*>(src), buf, w.cols);
       else ref::dequantize_row(w.type, src, buf, w.cols);
@@ -236,9 +246,7 @@ const float* row_f32(const MatView& w, int64_t r, float* buf) {
       if (avx2()) q6_k_row_avx2(src, buf, w.cols);
       else ref::dequantize_row(w.type, src, buf, w.cols);
       return buf;
-    default:
-      ref::dequantize_row(w.type, src, buf, w.cols);
-      return buf;
+    default: ref::dequantize_row(w.type, src, buf, w.cols); return buf;
   }
 }
 
@@ -248,11 +256,16 @@ thread_local std::vector<float> tls_row;
 
 bool matmul_supports(DType t) {
   switch (t) {
-    case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0:
-    case DType::Q4_0: case DType::Q5_0: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
-      return true;
-    default:
-      return false;
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return true;
+    default: return false;
   }
 }
 
@@ -262,9 +275,7 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   if (r != dst) std::memcpy(dst, r, size_t(n) * sizeof(float));
 }
 
-float dot_f32(const float* a, const float* b, int64_t n) {
-  return avx2() ? dot_avx2(a, b, n) : dot_scalar(a, b, n);
-}
+float dot_f32(const float* a, const float* b, int64_t n) { return avx2() ? dot_avx2(a, b, n) : dot_scalar(a, b, n); }
 
 void matmul(const MatmulArgs& a) {
   if (int8_path_available(a)) return matmul_int8(a);
@@ -300,7 +311,8 @@ void matmul(const MatmulArgs& a) {
       float out[4][2];
       for (; i + 2 <= i1; i += 2) {
         dot_4x2_avx2(w, n, a.x + i * a.ldx, a.x + (i + 1) * a.ldx, n, out);
-        for (int64_t k = 0; k < kTile; ++k) a.y[i * a.ldy + r + k] = out[k][0], a.y[(i + 1) * a.ldy + r + k] = out[k][1];
+        for (int64_t k = 0; k < kTile; ++k)
+          a.y[i * a.ldy + r + k] = out[k][0], a.y[(i + 1) * a.ldy + r + k] = out[k][1];
       }
       for (; i < i1; ++i) {
         float o4[4];

@@ -19,10 +19,10 @@
 #include <cstring>
 #include <vector>
 
+#include "../quant_blocks.h"
 #include "kernels/convert.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
-#include "../quant_blocks.h"
 #include "matmul_int8.h"
 #include "simd.h"
 
@@ -81,7 +81,9 @@ __attribute__((target("avx2,fma"))) inline __m256i block_bytes(const uint8_t* w)
 }
 
 template <DType T>
-constexpr size_t kBlockBytes = T == DType::Q8_0 ? 34 : T == DType::Q5_0 ? 22 : 18;
+constexpr size_t kBlockBytes = T == DType::Q8_0   ? 34
+                               : T == DType::Q5_0 ? 22
+                                                  : 18;
 
 template <DType T>
 __attribute__((target("avx2,fma"))) inline __m256 block_dot(const uint8_t* w, const BlockQ8& x) {
@@ -93,7 +95,6 @@ __attribute__((target("avx2,fma"))) inline __m256 block_dot(const uint8_t* w, co
 }
 
 using simd::hsum;
-
 
 // One weight row against M inputs (a decode batch, or an expert's few
 // tokens): each weight block is loaded and widened once for all of them, and
@@ -152,8 +153,9 @@ __attribute__((target("avx2,fma"))) void quantize_row_q8_k_avx2(const float* x, 
     for (int g = 0; g < 8; ++g) {  // 32 values at a time; cvtps rounds half to even (the default mode)
       __m256i q[4];
       for (int k = 0; k < 4; ++k)
-        q[k] = _mm256_cvtps_epi32(_mm256_min_ps(lim, _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(p + 32 * g + 8 * k), vis),
-                                                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+        q[k] = _mm256_cvtps_epi32(
+            _mm256_min_ps(lim, _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(p + 32 * g + 8 * k), vis),
+                                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
       simd::store_i8x32(q, out[b].q + 32 * g);
     }
     for (int g = 0; g < 16; ++g) {
@@ -196,7 +198,7 @@ __attribute__((target("avx2"))) inline __m256i pick16_pair(int k) {
 // the weights' nibbles and scales are unpacked once for all of them.
 template <bool kFive, int M>
 __attribute__((target("avx2,fma,f16c"))) inline void q4_k_block(const uint8_t* w, const BlockQ8K* x, int64_t nb,
-                                                                 __m256* acc, __m256* acc_min) {
+                                                                __m256* acc, __m256* acc_min) {
   const __m256i m4 = _mm256_set1_epi8(0x0f), m1 = _mm256_set1_epi8(1);
   __m256i qh = kFive ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16)) : _mm256_setzero_si256();
   uint32_t sm[4];
@@ -209,8 +211,8 @@ __attribute__((target("avx2,fma,f16c"))) inline void q4_k_block(const uint8_t* w
     const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xi.bsums)),
                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(xi.bsums + 8)));
     const __m128i mins = _mm_madd_epi16(_mm256_extracti128_si256(sm16, 1), bs);  // 4 × (min·sum + min·sum)
-    acc_min[i] = _mm256_fmadd_ps(_mm256_set1_ps(dmin * xi.d), _mm256_cvtepi32_ps(_mm256_castsi128_si256(mins)),
-                                 acc_min[i]);
+    acc_min[i] =
+        _mm256_fmadd_ps(_mm256_set1_ps(dmin * xi.d), _mm256_cvtepi32_ps(_mm256_castsi128_si256(mins)), acc_min[i]);
   }
   // Scale j (16-bit lane j of the low half) in both halves, then picked per sub-block by a byte shuffle.
   const __m256i sc = _mm256_permute2x128_si256(sm16, sm16, 0x00);
@@ -261,14 +263,15 @@ __attribute__((target("avx2,fma,f16c"))) void dot_q4_k(const uint8_t* w, const B
 // One Q6_K super-block's contribution for M inputs (x[i·nb]), unpacked once.
 template <int M>
 __attribute__((target("avx2,fma,f16c"))) inline void q6_k_block(const uint8_t* w, const BlockQ8K* x, int64_t nb,
-                                                                 __m256* acc) {
+                                                                __m256* acc) {
   const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
   // The 16 scales as 16-bit values; the −32 of every value is Σ_g scale_g · 32 · bsum_g, one madd.
   const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 192)));
   __m256i sumi[M];
 #pragma GCC unroll 4
   for (int i = 0; i < M; ++i) {
-    const __m256i offset = _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i * nb].bsums)));
+    const __m256i offset =
+        _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i * nb].bsums)));
     sumi[i] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(offset, 5));
   }
   for (int half = 0; half < 2; ++half) {
@@ -297,7 +300,8 @@ __attribute__((target("avx2,fma,f16c"))) inline void q6_k_block(const uint8_t* w
   }
   const float d = simd::half_at(w + 208);
 #pragma GCC unroll 4
-  for (int i = 0; i < M; ++i) acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[i * nb].d), _mm256_cvtepi32_ps(sumi[i]), acc[i]);
+  for (int i = 0; i < M; ++i)
+    acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[i * nb].d), _mm256_cvtepi32_ps(sumi[i]), acc[i]);
 }
 
 // As dot_q4_k.
@@ -326,8 +330,7 @@ bool int8_path_available(const MatmulArgs& a) {
   const DType t = a.w.type;
   return (t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q5_K ||
           t == DType::Q6_K) &&
-         isa_level() >= Isa::Avx2 &&
-         g_activations.load(std::memory_order_relaxed) == Activations::Int8;
+         isa_level() >= Isa::Avx2 && g_activations.load(std::memory_order_relaxed) == Activations::Int8;
 }
 
 namespace {

@@ -30,9 +30,9 @@
 #include <cstring>
 #include <vector>
 
+#include "../quant_blocks.h"
 #include "kernels/convert.h"
 #include "kernels/isa.h"
-#include "../quant_blocks.h"
 #include "matmul_int8.h"
 #include "simd.h"
 
@@ -45,12 +45,36 @@ namespace {
 // super-block's kSuperGroups scales are decoded together.
 template <DType T>
 struct GroupOf;
-template <> struct GroupOf<DType::Q8_0> { static constexpr int kSize = 32, kOffset = 128, kActBlock = 32, kSuperGroups = 1; static constexpr bool kMin = false; };
-template <> struct GroupOf<DType::Q4_0> { static constexpr int kSize = 32, kOffset = 8, kActBlock = 32, kSuperGroups = 1; static constexpr bool kMin = false; };
-template <> struct GroupOf<DType::Q5_0> { static constexpr int kSize = 32, kOffset = 16, kActBlock = 32, kSuperGroups = 1; static constexpr bool kMin = false; };
-template <> struct GroupOf<DType::Q4_K> { static constexpr int kSize = 32, kOffset = 0, kActBlock = 256, kSuperGroups = 8; static constexpr bool kMin = true; };
-template <> struct GroupOf<DType::Q5_K> { static constexpr int kSize = 32, kOffset = 0, kActBlock = 256, kSuperGroups = 8; static constexpr bool kMin = true; };
-template <> struct GroupOf<DType::Q6_K> { static constexpr int kSize = 16, kOffset = 32, kActBlock = 256, kSuperGroups = 16; static constexpr bool kMin = false; };
+template <>
+struct GroupOf<DType::Q8_0> {
+  static constexpr int kSize = 32, kOffset = 128, kActBlock = 32, kSuperGroups = 1;
+  static constexpr bool kMin = false;
+};
+template <>
+struct GroupOf<DType::Q4_0> {
+  static constexpr int kSize = 32, kOffset = 8, kActBlock = 32, kSuperGroups = 1;
+  static constexpr bool kMin = false;
+};
+template <>
+struct GroupOf<DType::Q5_0> {
+  static constexpr int kSize = 32, kOffset = 16, kActBlock = 32, kSuperGroups = 1;
+  static constexpr bool kMin = false;
+};
+template <>
+struct GroupOf<DType::Q4_K> {
+  static constexpr int kSize = 32, kOffset = 0, kActBlock = 256, kSuperGroups = 8;
+  static constexpr bool kMin = true;
+};
+template <>
+struct GroupOf<DType::Q5_K> {
+  static constexpr int kSize = 32, kOffset = 0, kActBlock = 256, kSuperGroups = 8;
+  static constexpr bool kMin = true;
+};
+template <>
+struct GroupOf<DType::Q6_K> {
+  static constexpr int kSize = 16, kOffset = 32, kActBlock = 256, kSuperGroups = 16;
+  static constexpr bool kMin = false;
+};
 
 // Q5_0's high bits: 4 bits → 4 bytes, byte j = 16 if bit j is set.
 constexpr uint32_t spread16(uint32_t n) {

@@ -33,7 +33,8 @@ __attribute__((target("avx2,f16c"))) inline float half_at(const uint8_t* p) {
 // 128-bit lanes, the permute restores the order.
 __attribute__((target("avx2"))) inline void store_i8x32(const __m256i q[4], int8_t* dst) {
   const __m256i a = _mm256_packs_epi32(q[0], q[1]), c = _mm256_packs_epi32(q[2], q[3]);
-  const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(a, c), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  const __m256i bytes =
+      _mm256_permutevar8x32_epi32(_mm256_packs_epi16(a, c), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), bytes);
 }
 

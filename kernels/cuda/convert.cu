@@ -12,8 +12,7 @@ namespace moelsp::kernels::cuda {
 namespace {
 
 __global__ void fp16_to_fp32_kernel(const __half* x, float* y, size_t n) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x)
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     y[i] = __half2float(x[i]);
 }
 
@@ -70,7 +69,8 @@ double host_to_device_gbs(int index, size_t bytes, std::string* error) {
   void* host = nullptr;
   void* dev = nullptr;
   double best = 0;
-  if (check(cudaMallocHost(&host, bytes), "cudaMallocHost", error) && check(cudaMalloc(&dev, bytes), "cudaMalloc", error)) {
+  if (check(cudaMallocHost(&host, bytes), "cudaMallocHost", error) &&
+      check(cudaMalloc(&dev, bytes), "cudaMalloc", error)) {
     std::memset(host, 1, bytes);
     cudaEvent_t a{}, b{};
     cudaEventCreate(&a);

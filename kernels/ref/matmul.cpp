@@ -4,9 +4,9 @@
 #include <stdexcept>
 #include <vector>
 
+#include "../quant_blocks.h"
 #include "kernels/convert.h"
 #include "kernels/matmul.h"
-#include "../quant_blocks.h"
 
 namespace moelsp::kernels::ref {
 
@@ -14,9 +14,7 @@ using blocks::half_at;
 
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   switch (t) {
-    case DType::F32:
-      std::memcpy(dst, src, size_t(n) * sizeof(float));
-      return;
+    case DType::F32: std::memcpy(dst, src, size_t(n) * sizeof(float)); return;
     case DType::F16: {
       const auto* h = static_cast<const uint16_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = kernels::fp16_to_fp32(h[i]);
@@ -122,8 +120,7 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       }
       return;
     }
-    default:
-      throw std::invalid_argument(std::string("dequantize_row: unsupported type ") + std::string(dtype_name(t)));
+    default: throw std::invalid_argument(std::string("dequantize_row: unsupported type ") + std::string(dtype_name(t)));
   }
 }
 

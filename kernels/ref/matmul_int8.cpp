@@ -4,9 +4,9 @@
 #include <stdexcept>
 #include <vector>
 
+#include "../quant_blocks.h"
 #include "kernels/convert.h"
 #include "kernels/matmul.h"
-#include "../quant_blocks.h"
 
 namespace moelsp::kernels::ref {
 

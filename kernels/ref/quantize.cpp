@@ -33,9 +33,7 @@ bool quantize_supports(DType t) {
 void quantize_row(DType t, const float* x, void* dst, int64_t n) {
   auto* out = static_cast<uint8_t*>(dst);
   switch (t) {
-    case DType::F32:
-      std::memcpy(out, x, size_t(n) * 4);
-      return;
+    case DType::F32: std::memcpy(out, x, size_t(n) * 4); return;
     case DType::F16:
     case DType::BF16:
       for (int64_t i = 0; i < n; ++i) {
@@ -79,12 +77,9 @@ void quantize_row(DType t, const float* x, void* dst, int64_t n) {
       }
       return;
     case DType::Q4_K:
-    case DType::Q5_K:
-      return kquant::quantize_q4_k_q5_k(x, out, n, t == DType::Q5_K);
-    case DType::Q6_K:
-      return kquant::quantize_q6_k(x, out, n);
-    default:
-      throw std::invalid_argument("quantize_row: cannot produce " + std::string(dtype_name(t)));
+    case DType::Q5_K: return kquant::quantize_q4_k_q5_k(x, out, n, t == DType::Q5_K);
+    case DType::Q6_K: return kquant::quantize_q6_k(x, out, n);
+    default: throw std::invalid_argument("quantize_row: cannot produce " + std::string(dtype_name(t)));
   }
 }
 

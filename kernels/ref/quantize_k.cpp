@@ -153,7 +153,8 @@ void quantize_q4_k_q5_k(const float* x, uint8_t* y, int64_t n, bool five) {
     std::memset(y, 0, block);
     uint8_t* sc = y + 4;
     for (int j = 0; j < 8; ++j)
-      pack_scale_min(sc, j, std::min(63, nearest_int(inv_scale * scales[j])), std::min(63, nearest_int(inv_min * mins[j])));
+      pack_scale_min(sc, j, std::min(63, nearest_int(inv_scale * scales[j])),
+                     std::min(63, nearest_int(inv_min * mins[j])));
     put_half(y, max_scale / 63.0f);
     put_half(y + 2, max_min / 63.0f);
     const float d_all = get_half(y), dmin_all = get_half(y + 2);

@@ -147,7 +147,9 @@ json chat_logprobs(const std::vector<TokenLogprob>& lps) {
   return {{"content", content}};
 }
 
-const char* openai_reason(FinishReason r) { return r == FinishReason::Length || r == FinishReason::Timeout ? "length" : "stop"; }
+const char* openai_reason(FinishReason r) {
+  return r == FinishReason::Length || r == FinishReason::Timeout ? "length" : "stop";
+}
 
 // Streams without making the engine wait on a client: `generate` runs on a
 // thread of its own and hands its text over through a queue; this thread
@@ -215,7 +217,9 @@ int64_t now_s() {
 }
 
 json usage(const Timings& t) {
-  return {{"prompt_tokens", t.n_prompt}, {"completion_tokens", t.n_generated}, {"total_tokens", t.n_prompt + t.n_generated}};
+  return {{"prompt_tokens", t.n_prompt},
+          {"completion_tokens", t.n_generated},
+          {"total_tokens", t.n_prompt + t.n_generated}};
 }
 
 // Constant-time comparison: the time taken does not say how much of the key matched.
@@ -228,8 +232,8 @@ bool same_secret(const std::string& a, const std::string& b) {
 }  // namespace
 
 std::string error_json(const std::string& message, const std::string& type, const std::string& code) {
-  return json{{"error", {{"message", message}, {"type", type}, {"code", code.empty() ? json() : json(code)}}}}
-      .dump(-1, ' ', false, json::error_handler_t::replace);
+  return json{{"error", {{"message", message}, {"type", type}, {"code", code.empty() ? json() : json(code)}}}}.dump(
+      -1, ' ', false, json::error_handler_t::replace);
 }
 
 Api::Api(assist::Service& service, ApiOptions opt) : service_(service), opt_(std::move(opt)) {}
@@ -325,16 +329,17 @@ HttpResponse Api::route(const HttpRequest& req, const std::function<EventStream*
   if (!opt_.api_key.empty()) {
     const std::string want = "Bearer " + opt_.api_key;
     if (!same_secret(req.authorization, want))
-      return error(401, "missing or wrong API key (Authorization: Bearer KEY)", "invalid_request_error", "invalid_api_key");
+      return error(401, "missing or wrong API key (Authorization: Bearer KEY)", "invalid_request_error",
+                   "invalid_api_key");
   }
   const bool get = req.method == "GET", post = req.method == "POST";
   struct Route {
     const char* path;
     bool post;
   };
-  static const Route routes[] = {{"/v1/models", false}, {"/metrics", false}, {"/v1/status", false},
-                                 {"/v1/completions", true}, {"/v1/chat/completions", true}, {"/infill", true},
-                                 {"/completion", true}};
+  static const Route routes[] = {
+      {"/v1/models", false},          {"/metrics", false}, {"/v1/status", false}, {"/v1/completions", true},
+      {"/v1/chat/completions", true}, {"/infill", true},   {"/completion", true}};
   const auto route = std::find_if(std::begin(routes), std::end(routes), [&](const Route& r) { return path == r.path; });
   if (route == std::end(routes)) return error(404, "no such endpoint: " + path, "invalid_request_error", "not_found");
   if ((route->post && !post) || (!route->post && !get))
@@ -347,8 +352,11 @@ HttpResponse Api::route(const HttpRequest& req, const std::function<EventStream*
     m = model_;
   }
   if (path == "/v1/status") {
-    json s = {{"state", m.phase == ModelState::Phase::Ready ? "ready" : m.phase == ModelState::Phase::Loading ? "loading" : "error"},
-              {"model", m.id}, {"message", m.message}};
+    json s = {{"state", m.phase == ModelState::Phase::Ready     ? "ready"
+                        : m.phase == ModelState::Phase::Loading ? "loading"
+                                                                : "error"},
+              {"model", m.id},
+              {"message", m.message}};
     if (m.status_json) s["engine"] = json::parse(m.status_json(), nullptr, false);
     return ok(s);
   }
@@ -368,12 +376,14 @@ HttpResponse Api::route(const HttpRequest& req, const std::function<EventStream*
   } catch (const json::exception& e) {
     return error(400, std::string("invalid JSON: ") + e.what());
   } catch (const UnknownModel& u) {
-    return error(404, "the model '" + u.requested + "' is not served here; this server serves '" + u.served +
-                          "' (GET /v1/models; --served-model-name adds names)",
+    return error(404,
+                 "the model '" + u.requested + "' is not served here; this server serves '" + u.served +
+                     "' (GET /v1/models; --served-model-name adds names)",
                  "invalid_request_error", "model_not_found");
   } catch (const Busy& b) {
-    HttpResponse r = error(429, "too many requests: " + std::to_string(b.queued) + " are generating or waiting; retry later",
-                           "rate_limit_error", "queue_full");
+    HttpResponse r =
+        error(429, "too many requests: " + std::to_string(b.queued) + " are generating or waiting; retry later",
+              "rate_limit_error", "queue_full");
     r.headers.push_back({"Retry-After", std::to_string(b.retry_after_s)});
     return r;
   }
@@ -400,10 +410,12 @@ HttpResponse Api::metrics() {
   std::string out;
   const assist::TelemetrySnapshot t = service_.telemetry();
   out += "# HELP moelsp_http_requests_total Requests by endpoint.\n# TYPE moelsp_http_requests_total counter\n";
-  std::string tokens = "# HELP moelsp_http_generated_tokens_total Generated tokens by endpoint.\n"
-                       "# TYPE moelsp_http_generated_tokens_total counter\n";
-  std::string prompts = "# HELP moelsp_http_prompt_tokens_total Prompt tokens by endpoint.\n"
-                        "# TYPE moelsp_http_prompt_tokens_total counter\n";
+  std::string tokens =
+      "# HELP moelsp_http_generated_tokens_total Generated tokens by endpoint.\n"
+      "# TYPE moelsp_http_generated_tokens_total counter\n";
+  std::string prompts =
+      "# HELP moelsp_http_prompt_tokens_total Prompt tokens by endpoint.\n"
+      "# TYPE moelsp_http_prompt_tokens_total counter\n";
   ModelState m;
   {
     std::lock_guard lock(mu_);
@@ -415,15 +427,17 @@ HttpResponse Api::metrics() {
     m = model_;
     out += "# HELP moelsp_requests_in_flight Generations running or waiting.\n# TYPE moelsp_requests_in_flight gauge\n";
     out += "moelsp_requests_in_flight " + std::to_string(in_flight_.size()) + "\n";
-    out += "# HELP moelsp_requests_rejected_total Requests answered 429 because --max-queue were in flight.\n"
-           "# TYPE moelsp_requests_rejected_total counter\n";
+    out +=
+        "# HELP moelsp_requests_rejected_total Requests answered 429 because --max-queue were in flight.\n"
+        "# TYPE moelsp_requests_rejected_total counter\n";
     out += "moelsp_requests_rejected_total " + std::to_string(rejected_) + "\n";
     out += ttft_ms_.render("moelsp_time_to_first_token_ms", "Queue and prompt time of each generation, in ms.");
     out += token_ms_.render("moelsp_time_per_output_token_ms", "Generation time per token of each generation, in ms.");
   }
   out += prompts + tokens;
-  out += "# HELP moelsp_completion_latency_ms Completion latency percentiles (service).\n"
-         "# TYPE moelsp_completion_latency_ms gauge\n";
+  out +=
+      "# HELP moelsp_completion_latency_ms Completion latency percentiles (service).\n"
+      "# TYPE moelsp_completion_latency_ms gauge\n";
   out += "moelsp_completion_latency_ms{quantile=\"0.5\"} " + std::to_string(t.latency_p50_ms) + "\n";
   out += "moelsp_completion_latency_ms{quantile=\"0.95\"} " + std::to_string(t.latency_p95_ms) + "\n";
   out += "# HELP moelsp_ready 1 when the model is loaded.\n# TYPE moelsp_ready gauge\n";
@@ -444,7 +458,8 @@ HttpResponse Api::completions(const std::string& body, const std::function<Event
   assist::TextInput in;
   const json prompt = j.value("prompt", json(""));
   if (prompt.is_string()) in.prompt = prompt;
-  else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number_integer()) in.prompt_tokens = prompt.get<std::vector<TokenId>>();
+  else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number_integer())
+    in.prompt_tokens = prompt.get<std::vector<TokenId>>();
   else if (prompt.is_array() && prompt.size() == 1 && prompt[0].is_string()) in.prompt = prompt[0];
   else throw BadField("field 'prompt' must be a string, one string in an array, or an array of token ids");
   if (j.contains("suffix") && !j["suffix"].is_null()) in.suffix = field<std::string>(j, "suffix", "");
@@ -459,7 +474,10 @@ HttpResponse Api::completions(const std::string& body, const std::function<Event
   auto t = ticket();
   EventStream* es = stream ? open_stream() : nullptr;
   const auto chunk = [&](const std::string& text, const json& reason, const json& logprobs = nullptr) {
-    return json{{"id", id}, {"object", "text_completion"}, {"created", now_s()}, {"model", model_id},
+    return json{{"id", id},
+                {"object", "text_completion"},
+                {"created", now_s()},
+                {"model", model_id},
                 {"choices", {{{"text", text}, {"index", 0}, {"logprobs", logprobs}, {"finish_reason", reason}}}}}
         .dump(-1, ' ', false, json::error_handler_t::replace);
   };
@@ -473,11 +491,14 @@ HttpResponse Api::completions(const std::string& body, const std::function<Event
       es, *t, [&](const std::string& s) { return stream_lp ? s : chunk(s, nullptr); },
       [&](const OnText& on_text) {
         if (!stream_lp) return service_.text(in, on_text, *t);
-        return service_.text(in, [&](const std::string& s) {
-          const json lp = completion_logprobs(pending, offset);
-          pending.clear();
-          on_text(chunk(s, nullptr, lp));
-        }, *t);
+        return service_.text(
+            in,
+            [&](const std::string& s) {
+              const json lp = completion_logprobs(pending, offset);
+              pending.clear();
+              on_text(chunk(s, nullptr, lp));
+            },
+            *t);
       });
   done(t);
   count("/v1/completions", g.timings);
@@ -493,8 +514,12 @@ HttpResponse Api::completions(const std::string& body, const std::function<Event
   }
   size_t offset0 = 0;
   const json logprobs = in.logprobs.top >= 0 ? completion_logprobs(g.logprobs, offset0) : json();
-  return ok({{"id", id}, {"object", "text_completion"}, {"created", now_s()}, {"model", model_id},
-             {"choices", {{{"text", g.text}, {"index", 0}, {"logprobs", logprobs}, {"finish_reason", openai_reason(g.reason)}}}},
+  return ok({{"id", id},
+             {"object", "text_completion"},
+             {"created", now_s()},
+             {"model", model_id},
+             {"choices",
+              {{{"text", g.text}, {"index", 0}, {"logprobs", logprobs}, {"finish_reason", openai_reason(g.reason)}}}},
              {"usage", usage(g.timings)}});
 }
 
@@ -528,7 +553,10 @@ HttpResponse Api::chat_completions(const std::string& body, const std::function<
   const auto chunk = [&](const json& delta, const json& reason, const json& logprobs = nullptr) {
     json choice = {{"index", 0}, {"delta", delta}, {"finish_reason", reason}};
     if (!logprobs.is_null()) choice["logprobs"] = logprobs;
-    return json{{"id", id}, {"object", "chat.completion.chunk"}, {"created", now_s()}, {"model", model_id},
+    return json{{"id", id},
+                {"object", "chat.completion.chunk"},
+                {"created", now_s()},
+                {"model", model_id},
                 {"choices", {choice}}}
         .dump(-1, ' ', false, json::error_handler_t::replace);
   };
@@ -542,14 +570,20 @@ HttpResponse Api::chat_completions(const std::string& body, const std::function<
   std::vector<TokenLogprob> pending;
   if (stream_lp) q.logprobs.on_logprob = [&](const TokenLogprob& lp) { pending.push_back(lp); };
   const assist::ChatAnswer a = pump<assist::ChatAnswer>(
-      es, *t, [&](const std::string& s) { return stream_lp ? s : chunk({{"content", s}}, nullptr); },
+      es, *t,
+      [&](const std::string& s) {
+        return stream_lp ? s : chunk({{"content", s}}, nullptr);
+      },
       [&](const OnText& on_text) {
         if (!stream_lp) return service_.chat(q, on_text, *t);
-        return service_.chat(q, [&](const std::string& s) {
-          const json lp = chat_logprobs(pending);
-          pending.clear();
-          on_text(chunk({{"content", s}}, nullptr, lp));
-        }, *t);
+        return service_.chat(
+            q,
+            [&](const std::string& s) {
+              const json lp = chat_logprobs(pending);
+              pending.clear();
+              on_text(chunk({{"content", s}}, nullptr, lp));
+            },
+            *t);
       });
   done(t);
   count("/v1/chat/completions", a.timings);
@@ -562,10 +596,15 @@ HttpResponse Api::chat_completions(const std::string& body, const std::function<
     es->send("[DONE]");
     return streamed();
   }
-  return ok({{"id", id}, {"object", "chat.completion"}, {"created", now_s()}, {"model", model_id},
-             {"choices", {{{"index", 0}, {"message", {{"role", "assistant"}, {"content", a.text}}},
-                           {"logprobs", q.logprobs.top >= 0 ? chat_logprobs(a.logprobs) : json()},
-                           {"finish_reason", openai_reason(a.reason)}}}},
+  return ok({{"id", id},
+             {"object", "chat.completion"},
+             {"created", now_s()},
+             {"model", model_id},
+             {"choices",
+              {{{"index", 0},
+                {"message", {{"role", "assistant"}, {"content", a.text}}},
+                {"logprobs", q.logprobs.top >= 0 ? chat_logprobs(a.logprobs) : json()},
+                {"finish_reason", openai_reason(a.reason)}}}},
              {"usage", usage(a.timings)}});
 }
 
@@ -578,7 +617,8 @@ HttpResponse Api::infill(const std::string& body, const std::function<EventStrea
   // Fields llama.vim and llama.vscode send that change nothing here: model
   // (llama.vscode sends its chat model's name), id_slot, samplers, n_indent,
   // cache_prompt (the prefix cache is always on), time of input_extra chunks.
-  const std::string prefix = field<std::string>(j, "input_prefix", ""), suffix = field<std::string>(j, "input_suffix", "");
+  const std::string prefix = field<std::string>(j, "input_prefix", ""),
+                    suffix = field<std::string>(j, "input_suffix", "");
   const std::string typed = field<std::string>(j, "prompt", "");  // the cursor line's text before the cursor
   assist::CompletionQuery q;
   q.text = prefix + typed + suffix;
@@ -619,15 +659,23 @@ HttpResponse Api::infill(const std::string& body, const std::function<EventStrea
   const int prompt_n = tm.n_prompt - tm.n_prompt_cached;
   const double predict_ms = a.from_cache ? ms : tm.generate_ms;
   const auto result = [&](const std::string& content) {
-    return json{{"content", warm_up ? "" : content}, {"stop", true}, {"truncated", tm.n_prompt_cut > 0},
-                {"tokens_cached", tm.n_prompt_cached}, {"tokens_evaluated", tm.n_prompt}, {"model", model_id()},
-                {"cached", a.from_cache}, {"generation_settings", {{"n_ctx", n_ctx}, {"n_predict", n_predict}}},
-                {"timings", {{"prompt_n", prompt_n}, {"prompt_ms", tm.prompt_ms},
-                             {"prompt_per_token_ms", prompt_n > 0 ? tm.prompt_ms / prompt_n : 0.0},
-                             {"prompt_per_second", tm.prompt_tps()}, {"predicted_n", tm.n_generated},
-                             {"predicted_ms", predict_ms},
-                             {"predicted_per_token_ms", tm.n_generated > 0 ? predict_ms / tm.n_generated : 0.0},
-                             {"predicted_per_second", tm.generate_tps()}}}};
+    return json{{"content", warm_up ? "" : content},
+                {"stop", true},
+                {"truncated", tm.n_prompt_cut > 0},
+                {"tokens_cached", tm.n_prompt_cached},
+                {"tokens_evaluated", tm.n_prompt},
+                {"model", model_id()},
+                {"cached", a.from_cache},
+                {"generation_settings", {{"n_ctx", n_ctx}, {"n_predict", n_predict}}},
+                {"timings",
+                 {{"prompt_n", prompt_n},
+                  {"prompt_ms", tm.prompt_ms},
+                  {"prompt_per_token_ms", prompt_n > 0 ? tm.prompt_ms / prompt_n : 0.0},
+                  {"prompt_per_second", tm.prompt_tps()},
+                  {"predicted_n", tm.n_generated},
+                  {"predicted_ms", predict_ms},
+                  {"predicted_per_token_ms", tm.n_generated > 0 ? predict_ms / tm.n_generated : 0.0},
+                  {"predicted_per_second", tm.generate_tps()}}}};
   };
   // response_fields (llama.vim): a flat object of the paths asked for, "timings/prompt_n" → value.
   const auto shaped = [&](const json& r) {
@@ -651,7 +699,8 @@ HttpResponse Api::infill(const std::string& body, const std::function<EventStrea
   if (texts.empty()) texts.push_back("");
   if (field<bool>(j, "stream", false)) {
     EventStream* es = open_stream();
-    es->send(json{{"content", warm_up ? "" : texts.front()}, {"stop", false}}.dump(-1, ' ', false, json::error_handler_t::replace));
+    es->send(json{{"content", warm_up ? "" : texts.front()}, {"stop", false}}.dump(-1, ' ', false,
+                                                                                   json::error_handler_t::replace));
     json last = result("");  // as llama.cpp ends a stream
     es->send(shaped(last).dump(-1, ' ', false, json::error_handler_t::replace));
     return streamed();
@@ -669,7 +718,8 @@ HttpResponse Api::llama_completion(const std::string& body, const std::function<
   assist::TextInput in;
   const json prompt = j.value("prompt", json(""));
   if (prompt.is_string()) in.prompt = prompt;
-  else if (prompt.is_array() && (prompt.empty() || prompt[0].is_number_integer())) in.prompt_tokens = prompt.get<std::vector<TokenId>>();
+  else if (prompt.is_array() && (prompt.empty() || prompt[0].is_number_integer()))
+    in.prompt_tokens = prompt.get<std::vector<TokenId>>();
   else throw BadField("field 'prompt' must be a string or an array of token ids");
   in.max_tokens = max_tokens(j, "n_predict", 128);
   in.sampling = sampling(j, 0.8f);
@@ -690,12 +740,18 @@ HttpResponse Api::llama_completion(const std::string& body, const std::function<
     if (es) return es->send(error_json(g.error, "server_error")), streamed();
     return error(500, g.error, "server_error");
   }
-  const json timings = {{"prompt_n", g.timings.n_prompt}, {"prompt_ms", g.timings.prompt_ms},
-                        {"predicted_n", g.timings.n_generated}, {"predicted_ms", g.timings.generate_ms},
+  const json timings = {{"prompt_n", g.timings.n_prompt},
+                        {"prompt_ms", g.timings.prompt_ms},
+                        {"predicted_n", g.timings.n_generated},
+                        {"predicted_ms", g.timings.generate_ms},
                         {"predicted_per_second", g.timings.generate_tps()}};
-  const json final = {{"content", es ? "" : g.text}, {"stop", true}, {"stop_type", to_string(g.reason)},
-                      {"tokens_predicted", g.timings.n_generated}, {"tokens_evaluated", g.timings.n_prompt},
-                      {"tokens_cached", g.timings.n_prompt_cached}, {"timings", timings}};
+  const json final = {{"content", es ? "" : g.text},
+                      {"stop", true},
+                      {"stop_type", to_string(g.reason)},
+                      {"tokens_predicted", g.timings.n_generated},
+                      {"tokens_evaluated", g.timings.n_prompt},
+                      {"tokens_cached", g.timings.n_prompt_cached},
+                      {"timings", timings}};
   if (es) {
     es->send(final.dump());
     return streamed();

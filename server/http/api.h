@@ -48,8 +48,8 @@ std::string error_json(const std::string& message, const std::string& type = "in
                        const std::string& code = "");
 
 struct ApiOptions {
-  std::string api_key;           // empty: no key needed (loopback by default)
-  std::string chat_template;     // when the model's own is missing or unknown
+  std::string api_key;        // empty: no key needed (loopback by default)
+  std::string chat_template;  // when the model's own is missing or unknown
   // Generations running or waiting for the engine at most; beyond, 429 with
   // Retry-After (the mean duration of recent requests, in whole seconds).
   size_t max_queue = 64;
@@ -62,11 +62,11 @@ struct ApiOptions {
 // What the loader tells the API about the model.
 struct ModelState {
   enum class Phase { Loading, Ready, Error } phase = Phase::Loading;
-  std::string id;        // the model's name, for /v1/models and responses
-  int n_ctx = 0;         // tokens per sequence (llama.cpp clients read generation_settings.n_ctx)
-  std::string file;      // the GGUF path: its name and stem are accepted as the model's name
-  std::string message;   // loading progress or the error
-  std::function<std::string()> status_json;  // the plan, hardware and engine metrics (/v1/status)
+  std::string id;                             // the model's name, for /v1/models and responses
+  int n_ctx = 0;                              // tokens per sequence (llama.cpp clients read generation_settings.n_ctx)
+  std::string file;                           // the GGUF path: its name and stem are accepted as the model's name
+  std::string message;                        // loading progress or the error
+  std::function<std::string()> status_json;   // the plan, hardware and engine metrics (/v1/status)
   std::function<std::string()> metrics_text;  // engine metrics as Prometheus lines (/metrics)
 };
 

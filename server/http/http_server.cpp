@@ -82,12 +82,15 @@ class SseStream final : public EventStream {
   bool send(const std::string& data) override {
     if (!ok_) return false;
     const std::string event = "data: " + data + "\n\n";
-    if (chunked_) ok_ = !c_.run(kEventWriteTimeoutS, [&](auto h) { net::async_write(c_.stream, bhttp::make_chunk(net::buffer(event)), h); });
+    if (chunked_)
+      ok_ = !c_.run(kEventWriteTimeoutS,
+                    [&](auto h) { net::async_write(c_.stream, bhttp::make_chunk(net::buffer(event)), h); });
     else ok_ = !c_.run(kEventWriteTimeoutS, [&](auto h) { net::async_write(c_.stream, net::buffer(event), h); });
     return ok_;
   }
   void finish() {
-    if (ok_ && chunked_) c_.run(kEventWriteTimeoutS, [&](auto h) { net::async_write(c_.stream, bhttp::make_chunk_last(), h); });
+    if (ok_ && chunked_)
+      c_.run(kEventWriteTimeoutS, [&](auto h) { net::async_write(c_.stream, bhttp::make_chunk_last(), h); });
   }
 
  private:
@@ -179,21 +182,26 @@ struct HttpServer::Impl {
       parser.body_limit(opt.max_body);
       // The whole request — header and body — within the deadline.
       c.stream.expires_after(std::chrono::seconds(opt.io_timeout_s));
-      beast::error_code ec = c.run(opt.io_timeout_s, [&](auto h) { bhttp::async_read_header(c.stream, buf, parser, h); });
+      beast::error_code ec =
+          c.run(opt.io_timeout_s, [&](auto h) { bhttp::async_read_header(c.stream, buf, parser, h); });
       if (!ec && parser.get()[bhttp::field::expect] == "100-continue") {
         static const std::string cont = "HTTP/1.1 100 Continue\r\n\r\n";
         ec = c.run(opt.io_timeout_s, [&](auto h) { net::async_write(c.stream, net::buffer(cont), h); });
       }
-      if (!ec && !parser.is_done()) ec = c.run(opt.io_timeout_s, [&](auto h) { bhttp::async_read(c.stream, buf, parser, h); });
+      if (!ec && !parser.is_done())
+        ec = c.run(opt.io_timeout_s, [&](auto h) { bhttp::async_read(c.stream, buf, parser, h); });
       if (ec == bhttp::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset ||
           ec == beast::error::timeout || ec == net::error::operation_aborted || ec == net::error::broken_pipe)
         return;
       if (ec) {  // oversized or malformed: a clear answer, then close
         const bool too_big = ec == bhttp::error::body_limit, header_big = ec == bhttp::error::header_limit;
-        write_error(c, too_big ? 413 : header_big ? 431 : 400,
-                    too_big     ? "the request body is larger than the limit"
+        write_error(c,
+                    too_big      ? 413
+                    : header_big ? 431
+                                 : 400,
+                    too_big      ? "the request body is larger than the limit"
                     : header_big ? "the request header is larger than the limit"
-                                : "malformed HTTP request: " + ec.message(),
+                                 : "malformed HTTP request: " + ec.message(),
                     11, {});
         return;
       }
@@ -277,7 +285,8 @@ HttpServer::HttpServer(Api& api, ServerOptions opt) : impl_(std::make_unique<Imp
   if (!ec) m.acceptor.set_option(net::socket_base::reuse_address(true), ec);
   if (!ec) m.acceptor.bind(ep, ec);
   if (!ec) m.acceptor.listen(net::socket_base::max_listen_connections, ec);
-  if (ec) throw std::runtime_error("cannot listen on " + m.opt.host + ":" + std::to_string(m.opt.port) + ": " + ec.message());
+  if (ec)
+    throw std::runtime_error("cannot listen on " + m.opt.host + ":" + std::to_string(m.opt.port) + ": " + ec.message());
 }
 
 HttpServer::~HttpServer() { stop(); }

@@ -12,12 +12,12 @@ class Api;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;                        // 0: any free port (port() tells which)
-  size_t max_body = 8u << 20;             // bytes; larger bodies get 413
+  int port = 8080;             // 0: any free port (port() tells which)
+  size_t max_body = 8u << 20;  // bytes; larger bodies get 413
   size_t max_header = 16u << 10;
-  int max_connections = 64;               // beyond: 503 and close
-  int io_timeout_s = 30;                  // a client that stalls a read or write longer is dropped
-  std::string cors_origin;                // empty: no CORS headers
+  int max_connections = 64;  // beyond: 503 and close
+  int io_timeout_s = 30;     // a client that stalls a read or write longer is dropped
+  std::string cors_origin;   // empty: no CORS headers
 };
 
 // Serves HTTP on one connected stream socket until the peer closes it (or

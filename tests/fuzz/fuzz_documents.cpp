@@ -19,7 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const Range r{{data[i] % 8, data[i + 1] % 64}, {data[i + 2] % 8, data[i + 3] % 64}};
     const size_t n = std::min<size_t>(data[i + 4] % 8, size - (i + 5));
     const std::string insert(reinterpret_cast<const char*>(data + i + 5), n);
-    const bool ordered = r.end.line > r.start.line || (r.end.line == r.start.line && r.end.character >= r.start.character);
+    const bool ordered =
+        r.end.line > r.start.line || (r.end.line == r.start.line && r.end.character >= r.start.character);
     if (ordered) (void)docs.change("file:///f", version++, r, insert);
     i += 5 + n;
     const auto d = docs.get("file:///f");

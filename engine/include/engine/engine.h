@@ -30,15 +30,15 @@
 namespace moelsp {
 
 struct Request {
-  std::string prompt;                // tokenized with BOS (if the model wants it) and special tokens parsed
+  std::string prompt;                  // tokenized with BOS (if the model wants it) and special tokens parsed
   std::vector<TokenId> prompt_tokens;  // used instead of `prompt` when not empty
   SamplingParams sampling;
   int max_tokens = 256;
-  std::vector<std::string> stop;     // generation ends before any of these strings
+  std::vector<std::string> stop;  // generation ends before any of these strings
   bool ignore_eos = false;
-  int64_t t_max_prompt_ms = 0;       // 0: no limit; a prompt that takes longer is abandoned
-  int64_t t_max_predict_ms = 0;      // 0: no limit; generation stops (keeping its text) after this
-  int priority = 0;                  // higher runs first (see Priority)
+  int64_t t_max_prompt_ms = 0;   // 0: no limit; a prompt that takes longer is abandoned
+  int64_t t_max_predict_ms = 0;  // 0: no limit; generation stops (keeping its text) after this
+  int priority = 0;              // higher runs first (see Priority)
   // A prompt longer than the context: Fit::Error refuses it; Fit::KeepEnd
   // keeps the first `keep_start` tokens (a system prompt) and the most recent
   // ones, dropping from the start of what follows. Either way room is left for
@@ -69,7 +69,7 @@ constexpr int kMaxTopLogprobs = 20;
 
 // Request::priority values used by the servers.
 struct Priority {
-  static constexpr int kCompletion = 10;   // inline completion: someone is waiting at the cursor
+  static constexpr int kCompletion = 10;  // inline completion: someone is waiting at the cursor
   static constexpr int kChat = 0;
   static constexpr int kBackground = -10;  // indexing, prefetching, batch jobs
 };
@@ -78,12 +78,12 @@ enum class FinishReason { Length, Stop, Eos, Cancelled, Timeout, Error };
 const char* to_string(FinishReason r);
 
 struct Timings {
-  int n_prompt = 0;        // prompt tokens in the request (after fitting to the context)
-  int n_prompt_cached = 0; // of which reused from the prefix cache
-  int n_prompt_cut = 0;    // tokens dropped to fit the context (Request::Fit::KeepEnd)
+  int n_prompt = 0;         // prompt tokens in the request (after fitting to the context)
+  int n_prompt_cached = 0;  // of which reused from the prefix cache
+  int n_prompt_cut = 0;     // tokens dropped to fit the context (Request::Fit::KeepEnd)
   int n_generated = 0;
-  int n_preempted = 0;     // times its blocks were taken for a higher-priority request
-  double queue_ms = 0;     // submission to first scheduled step
+  int n_preempted = 0;  // times its blocks were taken for a higher-priority request
+  double queue_ms = 0;  // submission to first scheduled step
   double prompt_ms = 0, generate_ms = 0;
   double prompt_tps() const { return prompt_ms > 0 ? (n_prompt - n_prompt_cached) / (prompt_ms / 1000) : 0; }
   double generate_tps() const { return generate_ms > 0 ? n_generated / (generate_ms / 1000) : 0; }
@@ -115,8 +115,8 @@ struct Callbacks {
 
 class Handle {
  public:
-  void cancel();          // returns at once; the request ends with FinishReason::Cancelled
-  Result wait();          // blocks until done
+  void cancel();  // returns at once; the request ends with FinishReason::Cancelled
+  Result wait();  // blocks until done
   bool done() const;
 
   struct State;
@@ -127,9 +127,9 @@ class Handle {
 };
 
 struct EngineOptions {
-  int n_ctx = 4096;          // tokens per sequence (at most the model's training context)
-  int64_t kv_tokens = 0;     // KV pool capacity in tokens, all sequences together; 0: 4 × n_ctx
-  int block_size = 16;       // tokens per KV block
+  int n_ctx = 4096;       // tokens per sequence (at most the model's training context)
+  int64_t kv_tokens = 0;  // KV pool capacity in tokens, all sequences together; 0: 4 × n_ctx
+  int block_size = 16;    // tokens per KV block
   KvType kv_type = KvType::F16;
   bool prefix_cache = true;  // reuse cached blocks of earlier prompts
   int max_batch = 8;         // sequences advanced together in one step
@@ -142,8 +142,8 @@ struct EngineOptions {
 };
 
 struct EngineMetrics {
-  KvPoolStats kv;              // blocks in use / cached / free, evictions, prefix lookups
-  double prefix_hit_rate = 0;  // prompt tokens found in the cache / prompt tokens looked up
+  KvPoolStats kv;                                     // blocks in use / cached / free, evictions, prefix lookups
+  double prefix_hit_rate = 0;                         // prompt tokens found in the cache / prompt tokens looked up
   int64_t steps = 0, step_seqs = 0, step_tokens = 0;  // forward passes and what they carried
   int last_batch = 0, max_batch = 0;                  // sequences in the last / largest step
   double mean_batch() const { return steps ? double(step_seqs) / double(steps) : 0; }
@@ -175,7 +175,7 @@ class Engine {
 
  private:
   void loop();
-  bool admit(Live& l);     // tokenizes, fits, maps the cached prefix; false when the job ended
+  bool admit(Live& l);  // tokenizes, fits, maps the cached prefix; false when the job ended
   void schedule_step(std::vector<std::unique_ptr<Live>>& running, std::vector<std::unique_ptr<Live>>& waiting);
   bool after_logits(Live& l, const float* logits);  // samples and emits one token; false when the job ended
   TokenLogprob logprob_of(const float* logits, TokenId tok, int top_n) const;
@@ -189,7 +189,7 @@ class Engine {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
-  std::vector<std::function<void()>> tasks_;  // inspect_pool calls
+  std::vector<std::function<void()>> tasks_;    // inspect_pool calls
   std::vector<std::shared_ptr<Job>> finished_;  // results to deliver after this step's metrics
   bool stop_ = false;
   uint64_t seq_ = 0;

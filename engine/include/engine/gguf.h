@@ -33,8 +33,19 @@ class GgufError : public std::runtime_error {
 
 // Metadata value types; the numbering is the file format's.
 enum class ValueType : uint32_t {
-  UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,
-  BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+  UINT8 = 0,
+  INT8 = 1,
+  UINT16 = 2,
+  INT16 = 3,
+  UINT32 = 4,
+  INT32 = 5,
+  FLOAT32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  UINT64 = 10,
+  INT64 = 11,
+  FLOAT64 = 12,
 };
 std::string_view value_type_name(ValueType t);
 
@@ -48,13 +59,13 @@ struct Array {
 // One metadata value. The variant's alternative index equals the ValueType
 // number, so the exact on-disk type survives a read → write round trip.
 struct Value {
-  using Storage = std::variant<uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, float, bool,
-                               std::string, Array, uint64_t, int64_t, double>;
+  using Storage = std::variant<uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, float, bool, std::string, Array,
+                               uint64_t, int64_t, double>;
   Storage v;
 
   Value() = default;
-  template <class T, class = std::enable_if_t<std::is_constructible_v<Storage, T&&> &&
-                                              !std::is_same_v<std::decay_t<T>, Value>>>
+  template <class T,
+            class = std::enable_if_t<std::is_constructible_v<Storage, T&&> && !std::is_same_v<std::decay_t<T>, Value>>>
   Value(T&& x) : v(std::forward<T>(x)) {}  // NOLINT: implicit on purpose
   Value(const char* s) : v(std::string(s)) {}
 
@@ -63,13 +74,15 @@ struct Value {
 
   // Typed access with conversion between numeric types where the value fits;
   // nullopt on a type mismatch or out-of-range value.
-  template <class T> std::optional<T> as() const;
+  template <class T>
+  std::optional<T> as() const;
   // A short human-readable rendering (arrays abbreviated after `max_items`).
   std::string to_string(size_t max_items = 8) const;
 };
 
 // Array helpers for the common homogeneous cases.
-template <class T> Value make_array(const std::vector<T>& xs);
+template <class T>
+Value make_array(const std::vector<T>& xs);
 
 struct TensorInfo {
   std::string name;
@@ -104,14 +117,18 @@ class File {
   // Typed accessors. get() throws GgufError when the key is missing or has
   // an incompatible type; get_opt() returns nullopt when missing and throws on a
   // wrong type; get_or() substitutes a default when missing.
-  template <class T> T get(std::string_view key) const;
-  template <class T> std::optional<T> get_opt(std::string_view key) const;
-  template <class T> T get_or(std::string_view key, T fallback) const {
+  template <class T>
+  T get(std::string_view key) const;
+  template <class T>
+  std::optional<T> get_opt(std::string_view key) const;
+  template <class T>
+  T get_or(std::string_view key, T fallback) const {
     auto v = get_opt<T>(key);
     return v ? *v : fallback;
   }
   // Homogeneous arrays (numeric conversions as in Value::as).
-  template <class T> std::vector<T> get_array(std::string_view key) const;
+  template <class T>
+  std::vector<T> get_array(std::string_view key) const;
 
   const std::vector<TensorInfo>& tensors() const;
   const TensorInfo* tensor(std::string_view name) const;
@@ -131,8 +148,7 @@ class Writer {
   void set(const std::string& key, Value value);
   // Adds a tensor; data is copied. `shape` in ggml order. Throws on a shape whose
   // row length is not a multiple of the type's block size or a size mismatch.
-  void add_tensor(const std::string& name, DType type, std::vector<uint64_t> shape,
-                  std::span<const uint8_t> data);
+  void add_tensor(const std::string& name, DType type, std::vector<uint64_t> shape, std::span<const uint8_t> data);
 
   std::vector<uint8_t> to_bytes() const;
   void write(const std::string& path) const;  // throws std::runtime_error on I/O failure
@@ -154,7 +170,8 @@ class Writer {
 
 // ---- template implementations ---------------------------------------------
 
-template <class T> std::optional<T> Value::as() const {
+template <class T>
+std::optional<T> Value::as() const {
   if constexpr (std::is_same_v<T, std::string>) {
     if (auto* s = std::get_if<std::string>(&v)) return *s;
     return std::nullopt;
@@ -182,7 +199,8 @@ template <class T> std::optional<T> Value::as() const {
   }
 }
 
-template <class T> Value make_array(const std::vector<T>& xs) {
+template <class T>
+Value make_array(const std::vector<T>& xs) {
   Array a;
   a.elem = Value(T{}).type();
   a.items.reserve(xs.size());
@@ -190,10 +208,10 @@ template <class T> Value make_array(const std::vector<T>& xs) {
   return Value(std::move(a));
 }
 
-[[noreturn]] void throw_key_error(const std::string& file, std::string_view key, const char* problem,
-                                  const Value* v);
+[[noreturn]] void throw_key_error(const std::string& file, std::string_view key, const char* problem, const Value* v);
 
-template <class T> std::optional<T> File::get_opt(std::string_view key) const {
+template <class T>
+std::optional<T> File::get_opt(std::string_view key) const {
   const Value* v = find(key);
   if (!v) return std::nullopt;
   auto r = v->as<T>();
@@ -201,7 +219,8 @@ template <class T> std::optional<T> File::get_opt(std::string_view key) const {
   return r;
 }
 
-template <class T> T File::get(std::string_view key) const {
+template <class T>
+T File::get(std::string_view key) const {
   const Value* v = find(key);
   if (!v) throw_key_error(path(), key, "is missing", nullptr);
   auto r = v->as<T>();
@@ -209,7 +228,8 @@ template <class T> T File::get(std::string_view key) const {
   return *r;
 }
 
-template <class T> std::vector<T> File::get_array(std::string_view key) const {
+template <class T>
+std::vector<T> File::get_array(std::string_view key) const {
   const Value* v = find(key);
   if (!v) throw_key_error(path(), key, "is missing", nullptr);
   const auto* a = std::get_if<Array>(&v->v);

@@ -146,7 +146,7 @@ class BlockPool {
   std::list<int32_t> lru_;  // front: least recently used
   std::unordered_map<uint64_t, int32_t> by_hash_;
   std::unordered_multimap<uint64_t, int32_t> by_parent_;  // published blocks (whole or partial) by their parent's name
-  void forget(int32_t b);  // drops b's name from both maps
+  void forget(int32_t b);                                 // drops b's name from both maps
   mutable KvPoolStats stats_;
 };
 

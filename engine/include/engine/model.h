@@ -60,8 +60,8 @@ struct ModelConfig {
   RopeConfig rope;
   bool qk_norm = false;  // qwen3: per-head RMSNorm of q and k
   // Feed-forward
-  int n_ff = 0;               // dense layers
-  int n_ff_exp = 0;           // one routed expert
+  int n_ff = 0;      // dense layers
+  int n_ff_exp = 0;  // one routed expert
   int n_expert = 0, n_expert_used = 0, n_expert_shared = 0;
   int n_layer_dense_lead = 0;  // the first layers are dense (deepseek2)
   Gating gating = Gating::Softmax;
@@ -103,7 +103,7 @@ class Cancelled : public std::runtime_error {
 
 // Routing statistics of one MoE layer, accumulated over forward passes.
 struct MoeLayerStats {
-  std::vector<int64_t> expert_tokens;  // tokens routed to each expert
+  std::vector<int64_t> expert_tokens;               // tokens routed to each expert
   double thread_load_max = 0, thread_load_min = 0;  // planned work of the busiest / idlest thread, summed
   int64_t calls = 0;
   // How evenly the router spreads tokens over experts: the entropy of the
@@ -120,22 +120,22 @@ struct ExpertOptions {
   // on layer l's residual stream, or — per layer, when it has been the more
   // accurate so far — the experts the previous token used there.
   bool predict = false;
-  bool prefetch = false;        // and request their bytes (madvise WILLNEED + touch, on a helper thread)
-  int distance = 1;             // layers ahead
-  uint64_t cache_bytes = 0;     // the most-routed experts held in RAM (0: none)
-  bool pin = true;              // hold them by mlock of their file pages; false (or lock refused): copies
-  int cache_swaps_per_step = 4; // experts copied in per forward pass at most (bounds the added latency)
-  bool populate = false;        // request the whole file's pages at once (weights planned resident)
+  bool prefetch = false;         // and request their bytes (madvise WILLNEED + touch, on a helper thread)
+  int distance = 1;              // layers ahead
+  uint64_t cache_bytes = 0;      // the most-routed experts held in RAM (0: none)
+  bool pin = true;               // hold them by mlock of their file pages; false (or lock refused): copies
+  int cache_swaps_per_step = 4;  // experts copied in per forward pass at most (bounds the added latency)
+  bool populate = false;         // request the whole file's pages at once (weights planned resident)
 };
 
 // Expert prediction and caching, accumulated since the last reset.
 struct ExpertLayerMetrics {
-  int64_t tokens = 0;           // tokens routed here for which a prediction was made
-  int64_t predicted_hits = 0;   // of their k experts, how many were predicted
-  int64_t baseline_hits = 0;    // ... how many the previous token also used here
-  int64_t chosen_hits = 0;      // ... how many the predictor in use for this layer had (the better of the two so far)
-  int64_t routed = 0;           // expert uses (tokens × k)
-  int64_t cache_hits = 0;       // uses of experts the hot cache held
+  int64_t tokens = 0;          // tokens routed here for which a prediction was made
+  int64_t predicted_hits = 0;  // of their k experts, how many were predicted
+  int64_t baseline_hits = 0;   // ... how many the previous token also used here
+  int64_t chosen_hits = 0;     // ... how many the predictor in use for this layer had (the better of the two so far)
+  int64_t routed = 0;          // expert uses (tokens × k)
+  int64_t cache_hits = 0;      // uses of experts the hot cache held
 };
 struct ExpertMetrics {
   std::vector<ExpertLayerMetrics> layers;
@@ -143,7 +143,7 @@ struct ExpertMetrics {
   int64_t prefetch_requests = 0, prefetch_bytes = 0;  // experts' ranges requested
   int64_t prefetch_missing_bytes = 0;                 // of those, pages not in memory (what was read ahead)
   int64_t cache_experts = 0, cache_swaps = 0;
-  bool cache_pinned = false;  // held by mlock (else copies)
+  bool cache_pinned = false;                   // held by mlock (else copies)
   int64_t major_faults = 0, minor_faults = 0;  // during forward passes (getrusage, whole process)
   int64_t forwards = 0;
   double accuracy() const;           // predicted hits / (tokens × k), all layers

@@ -30,8 +30,8 @@ struct ModelSummary {
   std::string path;
   uint32_t gguf_version = 0;
   uint64_t file_size = 0;
-  std::string arch;  // general.architecture
-  std::string name;  // general.name
+  std::string arch;                                          // general.architecture
+  std::string name;                                          // general.name
   std::vector<std::pair<std::string, std::string>> hparams;  // "{arch}." keys with the prefix removed
   TokenizerSummary tokenizer;
   uint64_t total_params = 0;

@@ -19,8 +19,8 @@ class Model;
 
 struct PerplexityParams {
   int ctx = 512;
-  int stride = 0;      // 0: ctx / 2
-  int max_windows = 0; // 0: the whole sequence
+  int stride = 0;       // 0: ctx / 2
+  int max_windows = 0;  // 0: the whole sequence
 };
 
 struct PerplexityResult {

@@ -51,7 +51,7 @@ struct PlanOverrides {
   std::optional<std::string> kv_type;  // f16, bf16, f32, q8_0
   std::optional<int64_t> kv_tokens;
   std::optional<int> block_size;
-  std::optional<bool> paged;           // false: one block per sequence (a contiguous cache)
+  std::optional<bool> paged;  // false: one block per sequence (a contiguous cache)
   std::optional<int64_t> expert_cache_mb;
   std::optional<bool> prefetch;
   std::optional<int> prefetch_distance;
@@ -136,6 +136,5 @@ struct PlannedModel {
   Plan plan;
 };
 PlannedModel load_planned(const std::string& path, const PlanRequest& req, ProfileOptions po = {});
-
 
 }  // namespace moelsp

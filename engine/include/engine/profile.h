@@ -17,7 +17,7 @@ struct CpuProfile {
   int sockets = 1, numa_nodes = 1;
   bool avx2 = false, avx512f = false, avx512_vnni = false, avx512_bf16 = false, amx = false;
   uint64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;  // per core (L1, L2) and per package (L3, all slices)
-  std::string kernel_isa;  // the level the CPU kernels run at
+  std::string kernel_isa;                              // the level the CPU kernels run at
 };
 
 struct MemoryProfile {
@@ -55,9 +55,9 @@ struct HwProfile {
   DiskProfile disk;
   double mem_bw_gbs = 0;  // measured read bandwidth of main memory, all cores
   bool calibrated = false;
-  bool from_cache = false;      // measurements read from the cache file
-  std::string calibrated_at;    // ISO date of the measurements
-  std::string cache_error;      // the cache file could not be written (measurements still used)
+  bool from_cache = false;    // measurements read from the cache file
+  std::string calibrated_at;  // ISO date of the measurements
+  std::string cache_error;    // the cache file could not be written (measurements still used)
 
   // Names the hardware the measurements belong to (CPU, cores, memory size,
   // GPUs); a cached profile under another key is measured again.
@@ -67,11 +67,11 @@ struct HwProfile {
 };
 
 struct ProfileOptions {
-  std::string model_path;      // the disk profiled is the one holding this file
-  bool calibrate = true;       // false: detection only (fast; tests)
-  bool recalibrate = false;    // ignore the cache
-  std::string cache_path;      // default: profile_cache_path()
-  int threads = 0;             // for the bandwidth test; 0: physical cores
+  std::string model_path;    // the disk profiled is the one holding this file
+  bool calibrate = true;     // false: detection only (fast; tests)
+  bool recalibrate = false;  // ignore the cache
+  std::string cache_path;    // default: profile_cache_path()
+  int threads = 0;           // for the bandwidth test; 0: physical cores
 };
 
 // $XDG_CACHE_HOME/moelsp/profile.json, else ~/.cache/moelsp/profile.json.

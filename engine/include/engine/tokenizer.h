@@ -58,8 +58,8 @@ struct EncodeOptions {
 };
 
 struct DecodeOptions {
-  bool render_special = false;       // print control tokens' text instead of dropping them
-  bool strip_leading_space = true;   // SentencePiece: drop the space the encoder prepended
+  bool render_special = false;      // print control tokens' text instead of dropping them
+  bool strip_leading_space = true;  // SentencePiece: drop the space the encoder prepended
 };
 
 class Tokenizer {

@@ -15,10 +15,10 @@ struct DeviceInfo {
   std::string name;
   int cc_major = 0, cc_minor = 0;
   uint64_t total_memory = 0;
-  uint64_t free_memory = 0;   // at discovery (cudaMemGetInfo); 0 when it could not be read
+  uint64_t free_memory = 0;  // at discovery (cudaMemGetInfo); 0 when it could not be read
   int multiprocessors = 0;
-  int memory_bus_bits = 0;    // memory bus width
-  int memory_clock_khz = 0;   // peak memory clock (0 where the runtime no longer reports it)
+  int memory_bus_bits = 0;   // memory bus width
+  int memory_clock_khz = 0;  // peak memory clock (0 where the runtime no longer reports it)
 };
 
 bool compiled_in();  // was this binary built with the CUDA backend?
