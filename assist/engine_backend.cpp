@@ -6,6 +6,7 @@
 
 #include "assist/backend.h"
 #include "engine/gguf.h"
+#include "engine/model.h"
 
 namespace moelsp::assist {
 

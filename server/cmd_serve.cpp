@@ -13,6 +13,7 @@
 #include "assist/service.h"
 #include "commands.h"
 #include "engine/default_model.h"
+#include "engine/model.h"
 #include "http/api.h"
 #include "http/http_server.h"
 

@@ -13,6 +13,7 @@
 #include "assist/completion.h"
 #include "assist/service.h"
 #include "engine/gguf.h"
+#include "engine/model.h"
 #include "engine/tokenizer.h"
 #include "test_data.h"
 

@@ -11,6 +11,7 @@
 #include "engine/chat.h"
 #include "engine/engine.h"
 #include "engine/gguf.h"
+#include "engine/model.h"
 #include "engine/sampling.h"
 #include "test_data.h"
 

@@ -6,11 +6,13 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
 #include "engine/engine.h"
 #include "engine/kv.h"
+#include "engine/model.h"
 #include "test_data.h"
 
 using namespace moelsp;

@@ -1,11 +1,12 @@
-// The engine's API side: handles, submission, options, metrics. The
-// scheduler thread's work is in scheduler.cpp.
+// The engine's API side: handles, submission, options, metrics, and the
+// scheduler's life (construction, shutdown, delivery of results). The
+// scheduler thread's work is in scheduler.cpp (admission, preemption),
+// step.cpp (building and running a forward pass) and output.cpp (sampling
+// and emitting text).
 #include "engine/engine.h"
 
 #include <algorithm>
 #include <future>
-
-#include <fmt/format.h>
 
 #include "internal.h"
 
@@ -36,28 +37,16 @@ bool Handle::done() const {
   return s_->done;
 }
 
-void Engine::Live::end(FinishReason r) {
-  seq.reset();
-  if (ended) return;
-  ended = true;
-  res.reason = r;
-  job->result = res;
-  finished->push_back(job);
-}
+Engine::Engine(std::shared_ptr<Model> model, EngineOptions opt)
+    : sched_(std::make_unique<Scheduler>(std::move(model), opt)) {}
+Engine::~Engine() = default;
+Handle Engine::submit(Request req, Callbacks cb) { return sched_->submit(std::move(req), std::move(cb)); }
+const Model& Engine::model() const { return sched_->model(); }
+const EngineOptions& Engine::options() const { return sched_->options(); }
+EngineMetrics Engine::metrics() const { return sched_->metrics(); }
+void Engine::inspect_pool(const std::function<void(const BlockPool&)>& fn) { sched_->inspect_pool(fn); }
 
-void Engine::deliver() {
-  for (auto& job : finished_) {
-    if (job->cb.on_done) job->cb.on_done(job->result);
-    Handle::State& st = *job->state;
-    std::lock_guard lock(st.mu);
-    st.result = job->result;
-    st.done = true;
-    st.cv.notify_all();
-  }
-  finished_.clear();
-}
-
-Engine::Engine(std::shared_ptr<Model> model, EngineOptions opt) : model_(std::move(model)), opt_(opt) {
+Scheduler::Scheduler(std::shared_ptr<Model> model, EngineOptions opt) : model_(std::move(model)), opt_(opt) {
   if (opt_.n_ctx <= 0) throw ModelError("context size must be positive");
   // Positions past the training context (for rope-scaled models already the
   // extended one) are outside what the model was trained for.
@@ -73,7 +62,7 @@ Engine::Engine(std::shared_ptr<Model> model, EngineOptions opt) : model_(std::mo
   thread_ = std::thread([this] { loop(); });
 }
 
-Engine::~Engine() {
+Scheduler::~Scheduler() {
   {
     std::lock_guard lock(mu_);
     stop_ = true;
@@ -83,7 +72,7 @@ Engine::~Engine() {
   thread_.join();
 }
 
-Handle Engine::submit(Request req, Callbacks cb) {
+Handle Scheduler::submit(Request req, Callbacks cb) {
   auto job = std::make_shared<Job>();
   job->req = std::move(req);
   job->cb = std::move(cb);
@@ -100,12 +89,12 @@ Handle Engine::submit(Request req, Callbacks cb) {
   return h;
 }
 
-EngineMetrics Engine::metrics() const {
+EngineMetrics Scheduler::metrics() const {
   std::lock_guard lock(mu_);
   return published_;
 }
 
-void Engine::inspect_pool(const std::function<void(const BlockPool&)>& fn) {
+void Scheduler::inspect_pool(const std::function<void(const BlockPool&)>& fn) {
   std::promise<void> done;
   {
     std::lock_guard lock(mu_);
@@ -122,7 +111,16 @@ void Engine::inspect_pool(const std::function<void(const BlockPool&)>& fn) {
   done.get_future().get();
 }
 
-void Engine::publish_metrics(int running, int waiting) {
+void Scheduler::end(Live& l, FinishReason r) {
+  l.seq.reset();
+  if (l.phase == Phase::Ended) return;
+  l.phase = Phase::Ended;
+  l.res.reason = r;
+  l.job->result = l.res;
+  finished_.push_back(l.job);
+}
+
+void Scheduler::publish_metrics(int running, int waiting) {
   metrics_.kv = pool_->stats();
   metrics_.prefix_hit_rate =
       metrics_.kv.lookup_tokens ? double(metrics_.kv.hit_tokens) / double(metrics_.kv.lookup_tokens) : 0.0;
@@ -132,6 +130,18 @@ void Engine::publish_metrics(int running, int waiting) {
     published_ = metrics_;
   }
   deliver();
+}
+
+void Scheduler::deliver() {
+  for (auto& job : finished_) {
+    if (job->cb.on_done) job->cb.on_done(job->result);
+    Handle::State& st = *job->state;
+    std::lock_guard lock(st.mu);
+    st.result = job->result;
+    st.done = true;
+    st.cv.notify_all();
+  }
+  finished_.clear();
 }
 
 }  // namespace moelsp

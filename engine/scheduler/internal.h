@@ -1,13 +1,22 @@
 // Shared between the engine's API (engine.cpp) and its scheduler thread
-// (scheduler.cpp): a submitted job, the handle's state, a request in flight.
+// (scheduler.cpp, step.cpp, output.cpp): a submitted job, the handle's state,
+// a request in flight and the scheduler that owns them.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/model.h"
+#include "engine/sampling.h"
 
 namespace moelsp {
 
@@ -21,26 +30,37 @@ struct Handle::State {
   Result result;
 };
 
-struct Engine::Job {
+// A submission as the caller made it; shared with the handle's state.
+struct Job {
   Request req;
   Callbacks cb;
   std::shared_ptr<Handle::State> state;
   uint64_t seq = 0;
   Clock::time_point t_submit;
-  Result result;  // set when it ends, delivered by deliver()
+  Result result;  // set when it ends, delivered by Scheduler::deliver()
 };
 
-// A request being served (running) or waiting to be (new, or preempted).
-struct Engine::Live {
+// Where a request is. A KV sequence exists exactly in Prefill and Decode.
+//   New ──admit──▶ Waiting ──start──▶ Prefill ──prompt done──▶ Decode
+//                     ▲                  │                       │
+//                     └────preempt───────┴───────────────────────┘
+// Any phase ──end──▶ Ended (the result queued for delivery).
+enum class Phase {
+  New,      // submitted, not yet tokenized
+  Waiting,  // tokenized and fitted; no KV sequence: not started yet, or preempted
+  Prefill,  // runs `todo`: its prompt, or what a preemption made it recompute
+  Decode,   // the prompt is done; `feed`, the last sampled token, runs next
+  Ended,
+};
+
+// A request being served (Prefill, Decode) or waiting to be (New, Waiting).
+struct Live {
   std::shared_ptr<Job> job;
-  std::unique_ptr<KvSequence> seq;  // null while waiting
-  bool admitted = false;            // tokenized and fitted
-  bool decoding = false;            // the prompt is done; `feed` runs next
-  bool ended = false;               // on_done was called
-  bool timed_out = false;
-  std::vector<TokenId> todo;  // tokens to run before the next sample (the prompt, or a recomputation)
+  Phase phase = Phase::New;
+  std::unique_ptr<KvSequence> seq;  // set in Prefill and Decode only
+  std::vector<TokenId> todo;        // Prefill: tokens to run before the next sample
   size_t todo_pos = 0;
-  TokenId feed = kNoToken;  // decode: the sampled token whose KV comes next
+  TokenId feed = kNoToken;  // Decode: the sampled token whose KV comes next
   Result res;
   std::vector<TokenId> history;  // prompt + generated, for the sampler's penalties
   std::unique_ptr<Sampler> sampler;
@@ -48,14 +68,84 @@ struct Engine::Live {
   std::string pending;       // decoded text not yet emitted (may start a stop string)
   Clock::time_point t0, t1;  // first scheduled, prompt done
 
-  std::vector<std::shared_ptr<Job>>* finished = nullptr;  // the engine's list of results to deliver
-
   int priority() const { return job->req.priority; }
-  bool wants_out() const { return job->state->cancel.load() || timed_out; }
-  // Releases the blocks and queues the result (once): the scheduler delivers
-  // it after publishing the step's metrics, so whoever waits on the handle
+  bool cancelled() const { return job->state->cancel.load(); }
+  bool running() const { return phase == Phase::Prefill || phase == Phase::Decode; }
+  // The tokens this request would run in a step with `budget` prompt tokens
+  // left: its feed token when decoding (not counted against the budget), else
+  // the next chunk of `todo`.
+  std::span<const TokenId> next_tokens(int64_t budget) const;
+};
+
+using Lives = std::vector<std::unique_ptr<Live>>;
+
+// What the admission of a waiting request came to.
+enum class Admission {
+  Admitted,  // it runs from the next step
+  Failed,    // it cannot run at all (empty or oversized prompt): ended with an error
+  NoBlocks,  // the pool is short and it outranks no one running: it (and all after it) wait
+};
+
+// One forward pass being assembled: which sequences, how many tokens each.
+struct Step {
+  Batch batch;
+  std::vector<Live*> lives;   // batch.seqs[k] belongs to lives[k]
+  std::vector<int> n_tokens;  // the tokens lives[k] runs
+};
+
+// What adding a running request to the step came to.
+enum class StepAdd {
+  Added,
+  NothingToRun,  // its prompt chunk got no budget this step
+  Paused,        // ranks below an interactive request in the step (and so do all after it)
+  NoBlocks,      // no blocks, even after preempting everyone ranked below it
+};
+
+// The scheduler thread and everything it owns. The Engine is its API.
+class Scheduler {
+ public:
+  Scheduler(std::shared_ptr<Model> model, EngineOptions opt);
+  ~Scheduler();
+
+  Handle submit(Request req, Callbacks cb);
+  EngineMetrics metrics() const;
+  void inspect_pool(const std::function<void(const BlockPool&)>& fn);
+  const Model& model() const { return *model_; }
+  const EngineOptions& options() const { return opt_; }
+
+ private:
+  void loop();
+  void sweep(Lives& lives);  // ends the cancelled and timed-out
+  void admit_waiting(Lives& running, Lives& waiting);
+  Admission admit(Live& l, const Lives& running);  // prepares (once), checks blocks, starts it
+  void prepare(Live& l);                           // New → Waiting: tokenized and fitted; throws when it cannot be
+  void start(Live& l);                             // Waiting → Prefill: a KV sequence with the cached prefix
+  void preempt(Live& l);                           // Prefill/Decode → Waiting, releasing its blocks
+  Step build_step(Lives& running);
+  StepAdd add_to_step(Step& step, int64_t& budget, int floor, Lives& running, size_t i);
+  void run_step(Step& step, Lives& running);
+  void advance(Live& l, int n_ran, const float* logits);  // after a forward pass: prompt progress or a sample
+  bool after_logits(Live& l, const float* logits);        // samples and emits one token; false when it ended
+  TokenLogprob logprob_of(const float* logits, TokenId tok, int top_n) const;
+  // Releases the blocks and queues the result (once): the loop delivers it
+  // after publishing the step's metrics, so whoever waits on the handle
   // then sees metrics that include this request's release.
-  void end(FinishReason r);
+  void end(Live& l, FinishReason r);
+  void publish_metrics(int running, int waiting);  // then delivers the finished requests' results
+  void deliver();
+
+  std::shared_ptr<Model> model_;
+  EngineOptions opt_;
+  std::unique_ptr<BlockPool> pool_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;      // submitted, not yet seen by the loop
+  std::vector<std::function<void()>> tasks_;    // inspect_pool calls
+  std::vector<std::shared_ptr<Job>> finished_;  // results to deliver after this step's metrics
+  bool stop_ = false;
+  uint64_t seq_ = 0;
+  EngineMetrics metrics_, published_;  // the scheduler's own, and the snapshot under mu_
+  std::thread thread_;                 // last: starts after everything above exists
 };
 
 inline double ms_since(Clock::time_point t) {

@@ -1,0 +1,101 @@
+// What a caller gives the engine and gets back: a request, its callbacks,
+// its result and timings. Separate from engine.h so that code which builds
+// requests or reads results (the assistant's backends, the servers' JSON)
+// does not pull in the engine itself.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/sampling.h"
+#include "engine/tokenizer.h"
+
+namespace moelsp {
+
+struct Request {
+  std::string prompt;                  // tokenized with BOS (if the model wants it) and special tokens parsed
+  std::vector<TokenId> prompt_tokens;  // used instead of `prompt` when not empty
+  SamplingParams sampling;
+  int max_tokens = 256;
+  std::vector<std::string> stop;  // generation ends before any of these strings
+  bool ignore_eos = false;
+  int64_t t_max_prompt_ms = 0;   // 0: no limit; a prompt that takes longer is abandoned
+  int64_t t_max_predict_ms = 0;  // 0: no limit; generation stops (keeping its text) after this
+  int priority = 0;              // higher runs first (see Priority)
+  // A prompt longer than the context: Fit::Error refuses it; Fit::KeepEnd
+  // keeps the first `keep_start` tokens (a system prompt) and the most recent
+  // ones, dropping from the start of what follows. Either way room is left for
+  // min(max_tokens, n_ctx / 4) generated tokens.
+  enum class Fit { Error, KeepEnd } fit = Fit::Error;
+  int keep_start = 0;
+  // −1: none; N ≥ 0: each generated token's log-probability and its N most
+  // likely alternatives (at most kMaxTopLogprobs), in Result::logprobs and
+  // Callbacks::on_logprob.
+  int logprobs = -1;
+};
+
+// A generated token's log-probability under the model: the log-softmax of the
+// raw logits (before temperature and the other samplers, as vLLM reports
+// them by default), with the most likely tokens at that step.
+struct TokenLogprob {
+  struct Alt {
+    TokenId id;
+    std::string text;  // the token's bytes as text (may be part of a UTF-8 character)
+    float logprob;
+  };
+  TokenId id;
+  std::string text;
+  float logprob;
+  std::vector<Alt> top;
+};
+constexpr int kMaxTopLogprobs = 20;
+
+// Request::priority values used by the servers.
+struct Priority {
+  static constexpr int kCompletion = 10;  // inline completion: someone is waiting at the cursor
+  static constexpr int kChat = 0;
+  static constexpr int kBackground = -10;  // indexing, prefetching, batch jobs
+};
+
+enum class FinishReason { Length, Stop, Eos, Cancelled, Timeout, Error };
+const char* to_string(FinishReason r);
+
+struct Timings {
+  int n_prompt = 0;         // prompt tokens in the request (after fitting to the context)
+  int n_prompt_cached = 0;  // of which reused from the prefix cache
+  int n_prompt_cut = 0;     // tokens dropped to fit the context (Request::Fit::KeepEnd)
+  int n_generated = 0;
+  int n_preempted = 0;  // times its blocks were taken for a higher-priority request
+  double queue_ms = 0;  // submission to first scheduled step
+  double prompt_ms = 0, generate_ms = 0;
+  double prompt_tps() const { return prompt_ms > 0 ? (n_prompt - n_prompt_cached) / (prompt_ms / 1000) : 0; }
+  double generate_tps() const { return generate_ms > 0 ? n_generated / (generate_ms / 1000) : 0; }
+};
+
+struct Result {
+  std::string text;
+  std::vector<TokenId> tokens;
+  std::vector<TokenLogprob> logprobs;  // Request::logprobs ≥ 0
+  FinishReason reason = FinishReason::Length;
+  std::string error;
+  Timings timings;
+};
+
+struct Callbacks {
+  // Text that is final (never a partial UTF-8 character, never part of a stop
+  // string), with the token that completed it. Called on the scheduler thread.
+  std::function<void(TokenId id, const std::string& text)> on_token = nullptr;
+  std::function<void(const Result&)> on_done = nullptr;
+  // Asked with all the text emitted so far, after each piece of it; true ends
+  // generation at once (FinishReason::Stop, the text kept). The completion
+  // pipeline stops a repetition loop here instead of decoding it to the
+  // token limit. Called on the scheduler thread: keep it cheap.
+  std::function<bool(const std::string& text)> should_stop = nullptr;
+  // With Request::logprobs ≥ 0: each token's, right after it is sampled
+  // (before on_token gives the text it completes). Scheduler thread.
+  std::function<void(const TokenLogprob&)> on_logprob = nullptr;
+};
+
+}  // namespace moelsp
