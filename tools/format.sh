@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 fmt=$(command -v clang-format-14 || command -v clang-format || true)
 [ -n "$fmt" ] || { echo "format: clang-format-14 is not installed (apt install clang-format-14)" >&2; exit 1; }
-mapfile -t files < <(git ls-files -- '*.cpp' '*.h' '*.cu' '*.cuh' '*.inc')
+mapfile -t files < <(git ls-files --cached --others --exclude-standard -- '*.cpp' '*.h' '*.cu' '*.cuh' '*.inc')
 if [ "${1:-}" = --check ]; then
   bad=()
   for f in "${files[@]}"; do

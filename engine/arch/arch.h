@@ -7,6 +7,7 @@
 
 #include "../cpu/thread_pool.h"
 #include "../layers/layers.h"
+#include "../model/expert_layer.h"
 #include "../model/weights.h"
 #include "engine/gguf.h"
 #include "engine/model.h"

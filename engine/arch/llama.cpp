@@ -34,14 +34,7 @@ class Llama final : public Model {
       }
       layers_.push_back(std::move(L));
     }
-    std::vector<const layers::MoeWeights*> moe;
-    std::vector<const float*> norms;
-    for (int il = 0; il < c.n_layer; ++il) {
-      const bool is_moe = c.n_expert > 0;
-      moe.push_back(is_moe ? &layers_[size_t(il)].moe : nullptr);
-      norms.push_back(is_moe ? layers_[size_t(il)].ffn_norm.data() : nullptr);
-    }
-    if (c.n_expert > 0) init_experts(std::move(moe), std::move(norms));
+    init_experts(expert_layers(c, layers_));
   }
 
  protected:

@@ -30,13 +30,7 @@ class Qwen3Moe final : public Model {
       L.moe = layers::load_moe(wl, c, il);
       layers_.push_back(std::move(L));
     }
-    std::vector<const layers::MoeWeights*> moe;
-    std::vector<const float*> norms;
-    for (int il = 0; il < c.n_layer; ++il) {  // every qwen3moe layer is MoE
-      moe.push_back(&layers_[size_t(il)].moe);
-      norms.push_back(layers_[size_t(il)].ffn_norm.data());
-    }
-    init_experts(std::move(moe), std::move(norms));
+    init_experts(expert_layers(c, layers_));
   }
 
  protected:

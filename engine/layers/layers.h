@@ -67,7 +67,7 @@ struct MoeWeights {
   Weight shared_gate, shared_up, shared_down;  // optional fused shared experts
 };
 
-// Per-layer routing statistics (accumulated), for metrics and the expert cache later.
+// Per-layer routing statistics (accumulated), for metrics.
 using MoeStats = MoeLayerStats;
 
 // The routed-expert tensors of layer `il` (router, gate/up/down experts of

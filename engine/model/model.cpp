@@ -1,5 +1,6 @@
 #include "engine/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
@@ -58,14 +59,15 @@ int Model::threads() const { return pool_->size(); }
 
 void Model::reset_moe_stats() { moe_stats_.assign(size_t(cfg_.n_layer), MoeLayerStats{}); }
 
-void Model::init_experts(std::vector<const layers::MoeWeights*> moe, std::vector<const float*> ffn_norm) {
+void Model::init_experts(std::vector<ExpertLayer> layers) {
+  if (std::none_of(layers.begin(), layers.end(), [](const ExpertLayer& l) { return l.moe; })) return;
   const uint8_t *lo = nullptr, *hi = nullptr;
   for (const auto& t : file_->tensors()) {
     const auto d = file_->tensor_data(t);
     if (!lo || d.data() < lo) lo = d.data();
     if (!hi || d.data() + d.size() > hi) hi = d.data() + d.size();
   }
-  experts_ = std::make_unique<ExpertRuntime>(cfg_, std::move(moe), std::move(ffn_norm), lo, hi);
+  experts_ = std::make_unique<ExpertRuntime>(cfg_, std::move(layers), lo, hi);
 }
 
 void Model::configure_experts(const ExpertOptions& o) {

@@ -41,7 +41,8 @@ TokenLogprob Scheduler::logprob_of(const float* logits, TokenId tok, int top_n) 
     std::iota(ids.begin(), ids.end(), 0);
     std::partial_sort(ids.begin(), ids.begin() + top_n, ids.end(),
                       [&](TokenId a, TokenId b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
-    for (int i = 0; i < top_n; ++i) out.top.push_back({ids[size_t(i)], t.piece(ids[size_t(i)], true), logits[ids[size_t(i)]] - log_z});
+    for (int i = 0; i < top_n; ++i)
+      out.top.push_back({ids[size_t(i)], t.piece(ids[size_t(i)], true), logits[ids[size_t(i)]] - log_z});
   }
   return out;
 }
@@ -67,9 +68,10 @@ bool Scheduler::after_logits(Live& l, const float* logits) {
   const int nv = int(model_->tokenizer().n_vocab());
   for (int i = 0; i < nv; ++i)
     if (!std::isfinite(logits[i])) {
-      l.res.error = fmt::format("the model computed a non-finite logit (token {}): its weights are damaged or "
-                                "their type is computed wrongly",
-                                i);
+      l.res.error = fmt::format(
+          "the model computed a non-finite logit (token {}): its weights are damaged or "
+          "their type is computed wrongly",
+          i);
       return done(FinishReason::Error);
     }
   const TokenId tok = l.sampler->sample(logits, l.history);

@@ -19,11 +19,9 @@ namespace moelsp {
 namespace gguf {
 class File;
 }
-namespace layers {
-struct MoeWeights;
-}
 class ThreadPool;
 class ExpertRuntime;
+struct ExpertLayer;
 
 class ModelError : public std::runtime_error {
  public:
@@ -206,16 +204,16 @@ class Model {
   virtual void forward_impl(const Batch& batch, float* logits, const CancelCheck& cancel) = 0;
   virtual int kv_k_dim() const = 0;
   virtual int kv_v_dim() const = 0;
-  // Called by an architecture's constructor once its layers are in place:
-  // each layer's MoE weights and FFN norm (nullptr for dense layers).
-  void init_experts(std::vector<const layers::MoeWeights*> moe, std::vector<const float*> ffn_norm);
+  // Called by an architecture's constructor once its layers are in place
+  // (arch.h's expert_layers makes the list); nothing when no layer is MoE.
+  void init_experts(std::vector<ExpertLayer> layers);
 
   ModelConfig cfg_;
   std::unique_ptr<gguf::File> file_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ThreadPool> pool_;
   std::vector<MoeLayerStats> moe_stats_;
-  std::unique_ptr<ExpertRuntime> experts_;  // registered by the architecture's constructor
+  std::unique_ptr<ExpertRuntime> experts_;  // set by init_experts
   uint64_t fingerprint_ = 0;
 };
 
