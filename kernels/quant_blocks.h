@@ -1,12 +1,59 @@
-// Helpers shared by the reference and SIMD block decoders (internal to kernels/).
+// The GGUF block layouts the kernels compute with, and helpers shared by the
+// reference and SIMD block decoders (internal to kernels/). The layouts are
+// ggml's (block_q8_0, block_q4_K, …), which the file format fixes; each
+// size is checked against the type table (kernels/types.h), and code steps
+// through rows by sizeof(blocks::X) and reads fields at offsetof(blocks::X, f)
+// instead of repeating the numbers. Scales are fp16 (half_at reads them).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/convert.h"
+#include "kernels/types.h"
 
 namespace moelsp::kernels::blocks {
+
+struct Q8_0 {  // value = d · qs[i]
+  uint16_t d;
+  int8_t qs[32];
+};
+struct Q4_0 {  // value = d · (nibble − 8); element j in the low nibble of qs[j], j + 16 in the high one
+  uint16_t d;
+  uint8_t qs[16];
+};
+struct Q5_0 {  // as Q4_0, with each value's fifth bit in qh (bit j of the 32)
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+struct Q4_K {  // 8 sub-blocks of 32: value = d · scale · nibble − dmin · min (6-bit scales and mins)
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t qs[128];
+};
+struct Q5_K {  // as Q4_K, with each value's fifth bit in qh
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t qh[32];
+  uint8_t qs[128];
+};
+struct Q6_K {  // 16 sub-blocks of 16: value = d · scale · (6-bit q − 32); low 4 bits in ql, high 2 in qh
+  uint8_t ql[128];
+  uint8_t qh[64];
+  int8_t scales[16];
+  uint16_t d;
+};
+
+static_assert(sizeof(Q8_0) == traits(DType::Q8_0).type_size);
+static_assert(sizeof(Q4_0) == traits(DType::Q4_0).type_size);
+static_assert(sizeof(Q5_0) == traits(DType::Q5_0).type_size);
+static_assert(sizeof(Q4_K) == traits(DType::Q4_K).type_size);
+static_assert(sizeof(Q5_K) == traits(DType::Q5_K).type_size);
+static_assert(sizeof(Q6_K) == traits(DType::Q6_K).type_size);
+static_assert(offsetof(Q4_K, qs) == 16 && offsetof(Q5_K, qh) == 16 && offsetof(Q5_K, qs) == 48);
+static_assert(offsetof(Q6_K, qh) == 128 && offsetof(Q6_K, scales) == 192 && offsetof(Q6_K, d) == 208);
 
 inline float half_at(const uint8_t* p) {
   uint16_t h;

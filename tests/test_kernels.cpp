@@ -358,6 +358,25 @@ TEST_CASE("Q4_0 and Q5_0 blocks dequantize by their layout") {
   CHECK(!matmul_supports(DType::IQ2_XXS));
 }
 
+TEST_CASE("one type table says what the kernels compute with, and every list reads it") {
+  int computable = 0;
+  for (uint32_t id = 0; id < kMaxTypeId; ++id) {
+    const auto tr = dtype_traits(id);
+    if (!tr) continue;
+    const DType t = static_cast<DType>(id);
+    INFO(tr->name);
+    CHECK(matmul_supports(t) == (tr->kernel != Kernel::None));
+    // Quantized types with an int8 path are block types; F32Only ones are plain element types.
+    if (tr->kernel == Kernel::Int8) CHECK(tr->block_size >= 32);
+    if (tr->kernel == Kernel::F32Only) CHECK(tr->block_size == 1);
+    computable += tr->kernel != Kernel::None;
+  }
+  CHECK(int(matmul_types().size()) == computable);
+  CHECK(matmul_type_names() == "F32, F16, BF16, Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K");
+  CHECK(traits(DType::Q4_K).kernel == Kernel::Int8);
+  CHECK(traits(DType::IQ2_XXS).kernel == Kernel::None);
+}
+
 // Tolerance: bit-exact (same arithmetic, same order). Random bytes make every
 // scale, min and high-bit combination appear; the fp16 scales are kept finite.
 TEST_CASE("SIMD K-quant expansion equals the reference bit for bit") {

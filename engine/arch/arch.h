@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "../cpu/thread_pool.h"
 #include "../layers/layers.h"
@@ -52,5 +53,19 @@ struct Embeddings {
 std::unique_ptr<Model> make_llama(std::unique_ptr<gguf::File> f, const LoadOptions& opt);
 std::unique_ptr<Model> make_qwen3moe(std::unique_ptr<gguf::File> f, const LoadOptions& opt);
 std::unique_ptr<Model> make_deepseek2(std::unique_ptr<gguf::File> f, const LoadOptions& opt);
+
+// The one list of architectures: general.architecture → factory. Model::load,
+// supported_architectures() and every "supported: …" message read it.
+struct ArchEntry {
+  std::string_view name;
+  std::unique_ptr<Model> (*make)(std::unique_ptr<gguf::File>, const LoadOptions&);
+};
+inline constexpr ArchEntry kArchitectures[] = {
+    {"deepseek2", make_deepseek2},
+    {"qwen3moe", make_qwen3moe},
+    {"llama", make_llama},
+};
+const ArchEntry* find_architecture(std::string_view name);  // nullptr when unsupported
+std::string architecture_names();                           // "deepseek2, qwen3moe, llama"
 
 }  // namespace moelsp::arch

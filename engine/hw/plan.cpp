@@ -24,7 +24,7 @@ uint64_t kv_bytes_per_token(const ModelFootprint& m, KvType t) {
   const uint64_t f16 = m.kv_bytes_per_token_f16;
   switch (t) {
     case KvType::F32: return f16 * 2;
-    case KvType::Q8_0: return f16 * 34 / 64;  // 34 bytes per 32 elements
+    case KvType::Q8_0: return f16 * kernels::traits(kernels::DType::Q8_0).type_size / 64;  // per 32 elements
     default: return f16;
   }
 }

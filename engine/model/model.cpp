@@ -204,6 +204,22 @@ double MoeLayerStats::thread_imbalance() const {
   return thread_load_max > 0 ? (thread_load_max - thread_load_min) / thread_load_max : 0;
 }
 
+namespace arch {
+
+const ArchEntry* find_architecture(std::string_view name) {
+  for (const ArchEntry& a : kArchitectures)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+std::string architecture_names() {
+  std::string s;
+  for (const ArchEntry& a : kArchitectures) s += (s.empty() ? "" : ", ") + std::string(a.name);
+  return s;
+}
+
+}  // namespace arch
+
 std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& opt) {
   std::unique_ptr<gguf::File> f;
   try {
@@ -213,14 +229,13 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   }
   const std::string arch = f->get_or<std::string>("general.architecture", "");
   if (arch.empty()) throw ModelError(fmt::format("{}: no general.architecture key", path));
-  if (arch != "llama" && arch != "qwen3moe" && arch != "deepseek2")
+  const arch::ArchEntry* entry = arch::find_architecture(arch);
+  if (!entry)
     throw ModelError(
-        fmt::format("{}: architecture '{}' is not supported (supported: deepseek2, qwen3moe, llama)", path, arch));
+        fmt::format("{}: architecture '{}' is not supported (supported: {})", path, arch, arch::architecture_names()));
   check_finite(*f);
   try {
-    if (arch == "llama") return arch::make_llama(std::move(f), opt);
-    if (arch == "qwen3moe") return arch::make_qwen3moe(std::move(f), opt);
-    return arch::make_deepseek2(std::move(f), opt);
+    return entry->make(std::move(f), opt);
   } catch (const std::bad_alloc&) {
     // Absurd sizes in the metadata (block_count 2^31 - 1) end here rather than in the allocator's words.
     throw ModelError(

@@ -5,19 +5,29 @@
 
 #include <fmt/format.h>
 
+#include "../arch/arch.h"
 #include "engine/gguf.h"
 #include "engine/tokenizer.h"
+#include "kernels/types.h"
 
 namespace moelsp {
 
 const std::vector<std::string>& supported_architectures() {
-  static const std::vector<std::string> a{"deepseek2", "qwen3moe", "llama"};
+  static const std::vector<std::string> a = [] {
+    std::vector<std::string> v;
+    for (const arch::ArchEntry& e : arch::kArchitectures) v.emplace_back(e.name);
+    return v;
+  }();
   return a;
 }
 
-// What the CPU kernels compute with today (every quantized type through the int8 kernels).
+// What the CPU kernels compute with (kernels/types.h's table).
 const std::vector<std::string>& supported_weight_types() {
-  static const std::vector<std::string> t{"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q5_0", "Q4_K", "Q5_K", "Q6_K"};
+  static const std::vector<std::string> t = [] {
+    std::vector<std::string> v;
+    for (kernels::DType d : kernels::matmul_types()) v.emplace_back(kernels::dtype_name(d));
+    return v;
+  }();
   return t;
 }
 
@@ -143,7 +153,7 @@ ModelSummary summarize(const gguf::File& f) {
     m.problems.push_back("no general.architecture key");
   } else if (std::find(archs.begin(), archs.end(), m.arch) == archs.end()) {
     m.problems.push_back(
-        fmt::format("architecture '{}' is not supported (supported: deepseek2, qwen3moe, llama)", m.arch));
+        fmt::format("architecture '{}' is not supported (supported: {})", m.arch, arch::architecture_names()));
   } else {
     const ArchRequirements req = requirements(m.arch);
     for (const auto& k : req.keys)

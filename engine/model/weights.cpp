@@ -22,9 +22,8 @@ Weight WeightLoader::maybe(const std::string& name, std::vector<int64_t> shape) 
         fmt::format("{}: tensor '{}' has shape {}, expected {}", f_.path(), name, shape_str(got), shape_str(shape)));
   if (!kernels::matmul_supports(t->type))
     throw ModelError(
-        fmt::format("{}: tensor '{}' has type {}, which this build cannot compute with yet "
-                    "(supported: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K)",
-                    f_.path(), name, kernels::dtype_name(t->type)));
+        fmt::format("{}: tensor '{}' has type {}, which this build cannot compute with yet (supported: {})", f_.path(),
+                    name, kernels::dtype_name(t->type), kernels::matmul_type_names()));
   Weight w;
   w.m.data = f_.tensor_data(*t).data();
   w.m.type = t->type;

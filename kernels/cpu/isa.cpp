@@ -33,9 +33,20 @@ Isa initial() {
   return d;
 }
 
-std::atomic<Isa>& level() {
-  static std::atomic<Isa> l{initial()};
-  return l;
+// The one process-wide setting (8 bytes: lock-free).
+std::atomic<KernelConfig>& config() {
+  static std::atomic<KernelConfig> c{KernelConfig{initial(), Activations::Int8}};
+  return c;
+}
+
+template <class F>
+void update(F change) {
+  KernelConfig old = config().load();
+  KernelConfig next;
+  do {
+    next = old;
+    change(next);
+  } while (!config().compare_exchange_weak(old, next));
 }
 
 }  // namespace
@@ -45,12 +56,18 @@ Isa detected_isa() {
   return d;
 }
 
-Isa isa_level() { return level().load(std::memory_order_relaxed); }
+KernelConfig kernel_config() { return config().load(std::memory_order_relaxed); }
+Isa isa_level() { return kernel_config().isa; }
+Activations activations() { return kernel_config().activations; }
 
 Isa set_isa(Isa l) {
   const Isa use = l < detected_isa() ? l : detected_isa();
-  level().store(use);
+  update([&](KernelConfig& c) { c.isa = use; });
   return use;
+}
+
+void set_activations(Activations a) {
+  update([&](KernelConfig& c) { c.activations = a; });
 }
 
 std::string isa_override_problem() {

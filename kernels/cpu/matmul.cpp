@@ -136,7 +136,7 @@ __attribute__((target("avx2,f16c"))) void f16_row_avx2(const uint16_t* h, float*
 }
 
 __attribute__((target("avx2"))) void q8_0_row_avx2(const uint8_t* b, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n; i += 32, b += 34) {
+  for (int64_t i = 0; i < n; i += 32, b += sizeof(blocks::Q8_0)) {
     uint16_t dh;
     std::memcpy(&dh, b, 2);
     const __m256 d = _mm256_set1_ps(fp16_to_fp32(dh));
@@ -154,7 +154,7 @@ using blocks::half_at;
 // same operation order (no FMA), so the results are bit-identical.
 __attribute__((target("avx2"))) void q4_k_row_avx2(const uint8_t* b, float* dst, int64_t n) {
   const __m256i nib = _mm256_set1_epi32(0x0f);
-  for (int64_t i = 0; i < n; i += 256, b += 144) {
+  for (int64_t i = 0; i < n; i += 256, b += sizeof(blocks::Q4_K)) {
     const float d = half_at(b), dmin = half_at(b + 2);
     const uint8_t* sc = b + 4;
     for (int pair = 0; pair < 4; ++pair) {
@@ -187,8 +187,8 @@ __attribute__((target("avx2"))) inline __m256i load_u8x8(const uint8_t* p) {
 
 __attribute__((target("avx2"))) void q6_k_row_avx2(const uint8_t* b, float* dst, int64_t n) {
   const __m256i nib = _mm256_set1_epi32(0x0f), two = _mm256_set1_epi32(3), off = _mm256_set1_epi32(32);
-  for (int64_t i = 0; i < n; i += 256, b += 210) {
-    const float d = half_at(b + 208);
+  for (int64_t i = 0; i < n; i += 256, b += sizeof(blocks::Q6_K)) {
+    const float d = half_at(b + offsetof(blocks::Q6_K, d));
     const auto* scales = reinterpret_cast<const int8_t*>(b + 192);
     for (int half = 0; half < 2; ++half) {
       const uint8_t* ql = b + 64 * half;
@@ -221,29 +221,27 @@ __attribute__((target("avx2"))) void q6_k_row_avx2(const uint8_t* b, float* dst,
   }
 }
 
-// The Avx2 level includes FMA and F16C (kernels/isa.h).
-bool avx2() { return isa_level() >= Isa::Avx2; }
-
 // Returns a pointer to row r as f32: the row itself for F32 weights, else
-// `buf` filled with the dequantized row.
-const float* row_f32(const MatView& w, int64_t r, float* buf) {
+// `buf` filled with the dequantized row. `avx2`: the level is at least Avx2
+// (which includes FMA and F16C, kernels/isa.h).
+const float* row_f32(const MatView& w, int64_t r, float* buf, bool avx2) {
   const uint8_t* src = w.row(r);
   switch (w.type) {
     case DType::F32: return reinterpret_cast<const float*>(src);
     case DType::F16:
-      if (avx2()) f16_row_avx2(reinterpret_cast<const uint16_t*>(src), buf, w.cols);
+      if (avx2) f16_row_avx2(reinterpret_cast<const uint16_t*>(src), buf, w.cols);
       else ref::dequantize_row(w.type, src, buf, w.cols);
       return buf;
     case DType::Q8_0:
-      if (avx2()) q8_0_row_avx2(src, buf, w.cols);
+      if (avx2) q8_0_row_avx2(src, buf, w.cols);
       else ref::dequantize_row(w.type, src, buf, w.cols);
       return buf;
     case DType::Q4_K:
-      if (avx2()) q4_k_row_avx2(src, buf, w.cols);
+      if (avx2) q4_k_row_avx2(src, buf, w.cols);
       else ref::dequantize_row(w.type, src, buf, w.cols);
       return buf;
     case DType::Q6_K:
-      if (avx2()) q6_k_row_avx2(src, buf, w.cols);
+      if (avx2) q6_k_row_avx2(src, buf, w.cols);
       else ref::dequantize_row(w.type, src, buf, w.cols);
       return buf;
     default: ref::dequantize_row(w.type, src, buf, w.cols); return buf;
@@ -254,38 +252,28 @@ thread_local std::vector<float> tls_row;
 
 }  // namespace
 
-bool matmul_supports(DType t) {
-  switch (t) {
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16:
-    case DType::Q8_0:
-    case DType::Q4_0:
-    case DType::Q5_0:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K: return true;
-    default: return false;
-  }
-}
+bool matmul_supports(DType t) { return traits(t).kernel != Kernel::None; }
 
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   MatView w{src, t, n, 1, 0};
-  const float* r = row_f32(w, 0, dst);
+  const float* r = row_f32(w, 0, dst, kernel_config().isa >= Isa::Avx2);
   if (r != dst) std::memcpy(dst, r, size_t(n) * sizeof(float));
 }
 
-float dot_f32(const float* a, const float* b, int64_t n) { return avx2() ? dot_avx2(a, b, n) : dot_scalar(a, b, n); }
+float dot_f32(const float* a, const float* b, int64_t n) {
+  return kernel_config().isa >= Isa::Avx2 ? dot_avx2(a, b, n) : dot_scalar(a, b, n);
+}
 
 void matmul(const MatmulArgs& a) {
-  if (int8_path_available(a)) return matmul_int8(a);
+  const KernelConfig cfg = kernel_config();  // read once: the whole call uses one setting
+  if (int8_path_available(a, cfg)) return matmul_int8(a, cfg.isa);
   constexpr int64_t kTile = 4, kChunkM = 64;
   const int64_t n = a.w.cols;
-  const bool use_avx2 = avx2();
+  const bool use_avx2 = cfg.isa >= Isa::Avx2;
   if (!use_avx2) {
     if (tls_row.size() < size_t(n)) tls_row.resize(size_t(n));
     for (int64_t r = a.row_begin; r < a.row_end; ++r) {
-      const float* w = row_f32(a.w, r, tls_row.data());
+      const float* w = row_f32(a.w, r, tls_row.data(), use_avx2);
       for (int64_t i = 0; i < a.m; ++i) a.y[i * a.ldy + r] = dot_scalar(w, a.x + i * a.ldx, n);
     }
     return;
@@ -302,7 +290,7 @@ void matmul(const MatmulArgs& a) {
         w = reinterpret_cast<const float*>(a.w.row(r));
       } else {
         for (int64_t k = 0; k < kTile; ++k) {
-          const float* src = row_f32(a.w, r + k, buf + k * n);
+          const float* src = row_f32(a.w, r + k, buf + k * n, use_avx2);
           if (src != buf + k * n) std::memcpy(buf + k * n, src, size_t(n) * sizeof(float));
         }
         w = buf;
@@ -321,7 +309,7 @@ void matmul(const MatmulArgs& a) {
       }
     }
     for (; r < a.row_end; ++r) {
-      const float* w = row_f32(a.w, r, buf);
+      const float* w = row_f32(a.w, r, buf, use_avx2);
       for (int64_t i = i0; i < i1; ++i) a.y[i * a.ldy + r] = dot_1x1_avx2(w, a.x + i * a.ldx, n);
     }
   }
@@ -329,9 +317,9 @@ void matmul(const MatmulArgs& a) {
 
 void matmul_t_accumulate(const MatView& w, const float* s, float* y, int64_t row_begin, int64_t row_end) {
   if (tls_row.size() < size_t(w.cols)) tls_row.resize(size_t(w.cols));
-  const bool use_avx2 = avx2();
+  const bool use_avx2 = kernel_config().isa >= Isa::Avx2;  // read once
   for (int64_t r = row_begin; r < row_end; ++r) {
-    const float* wr = row_f32(w, r, tls_row.data());
+    const float* wr = row_f32(w, r, tls_row.data(), use_avx2);
     if (use_avx2) axpy_avx2(s[r], wr, y, w.cols);
     else axpy_scalar(s[r], wr, y, w.cols);
   }

@@ -29,8 +29,6 @@
 namespace moelsp::kernels {
 namespace {
 
-std::atomic<Activations> g_activations{Activations::Int8};
-
 __attribute__((target("avx2,fma"))) void quantize_row_q8_avx2(const float* x, BlockQ8* out, int64_t n) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < n / 32; ++b) {
@@ -81,9 +79,7 @@ __attribute__((target("avx2,fma"))) inline __m256i block_bytes(const uint8_t* w)
 }
 
 template <DType T>
-constexpr size_t kBlockBytes = T == DType::Q8_0   ? 34
-                               : T == DType::Q5_0 ? 22
-                                                  : 18;
+constexpr size_t kBlockBytes = traits(T).type_size;
 
 template <DType T>
 __attribute__((target("avx2,fma"))) inline __m256 block_dot(const uint8_t* w, const BlockQ8& x) {
@@ -247,7 +243,7 @@ __attribute__((target("avx2,fma,f16c"))) inline void q4_k_block(const uint8_t* w
 // order for every M, so an input's value never depends on its company.
 template <bool kFive, int M>
 __attribute__((target("avx2,fma,f16c"))) void dot_q4_k(const uint8_t* w, const BlockQ8K* x, int64_t nb, float* out) {
-  constexpr size_t kBytes = kFive ? 176 : 144;
+  constexpr size_t kBytes = kFive ? sizeof(blocks::Q5_K) : sizeof(blocks::Q4_K);
   __m256 acc[2][M], acc_min[2][M];
   for (int i = 0; i < M; ++i) acc[0][i] = acc[1][i] = acc_min[0][i] = acc_min[1][i] = _mm256_setzero_ps();
   int64_t b = 0;
@@ -298,7 +294,7 @@ __attribute__((target("avx2,fma,f16c"))) inline void q6_k_block(const uint8_t* w
       }
     }
   }
-  const float d = simd::half_at(w + 208);
+  const float d = simd::half_at(w + offsetof(blocks::Q6_K, d));
 #pragma GCC unroll 4
   for (int i = 0; i < M; ++i)
     acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[i * nb].d), _mm256_cvtepi32_ps(sumi[i]), acc[i]);
@@ -311,10 +307,10 @@ __attribute__((target("avx2,fma,f16c"))) void dot_q6_k(const uint8_t* w, const B
   for (int i = 0; i < M; ++i) acc[0][i] = acc[1][i] = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
-    q6_k_block<M>(w + 210 * b, x + b, nb, acc[0]);
-    q6_k_block<M>(w + 210 * (b + 1), x + b + 1, nb, acc[1]);
+    q6_k_block<M>(w + sizeof(blocks::Q6_K) * b, x + b, nb, acc[0]);
+    q6_k_block<M>(w + sizeof(blocks::Q6_K) * (b + 1), x + b + 1, nb, acc[1]);
   }
-  if (b < nb) q6_k_block<M>(w + 210 * b, x + b, nb, acc[0]);
+  if (b < nb) q6_k_block<M>(w + sizeof(blocks::Q6_K) * b, x + b, nb, acc[0]);
   for (int i = 0; i < M; ++i) out[i] = hsum(_mm256_add_ps(acc[0][i], acc[1][i]));
 }
 
@@ -323,14 +319,8 @@ thread_local std::vector<BlockQ8K> tls_xk;
 
 }  // namespace
 
-void set_activations(Activations a) { g_activations = a; }
-Activations activations() { return g_activations; }
-
-bool int8_path_available(const MatmulArgs& a) {
-  const DType t = a.w.type;
-  return (t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q5_K ||
-          t == DType::Q6_K) &&
-         isa_level() >= Isa::Avx2 && g_activations.load(std::memory_order_relaxed) == Activations::Int8;
+bool int8_path_available(const MatmulArgs& a, const KernelConfig& cfg) {
+  return traits(a.w.type).kernel == Kernel::Int8 && cfg.isa >= Isa::Avx2 && cfg.activations == Activations::Int8;
 }
 
 namespace {
@@ -356,10 +346,10 @@ void dot_k(const uint8_t* w, const BlockQ8K* x, int64_t nb, float* out) {
 }
 
 template <DType T>
-void matmul_k_int8(const MatmulArgs& a) {
+void matmul_k_int8(const MatmulArgs& a, Isa isa) {
   const int64_t nb = a.w.cols / 256;
   by_chunks(a, nb, tls_xk, quantize_row_q8_k_avx2, [&](int64_t i0, int64_t i1) {
-    if (int8_tile_supports(T, i1 - i0)) return matmul_int8_tile(a, i0, i1, tls_xk.data());
+    if (int8_tile_supports(T, i1 - i0, isa)) return matmul_int8_tile(a, i0, i1, tls_xk.data(), isa);
     // Fewer inputs than the lane-vector kernel wants: one row streams at a
     // time (see matmul_q32_int8), unpacked once for kM inputs (measured on
     // 768 × 2048, GMAC/s per thread at 1 / 2 / 3 inputs: Q4_K 35 / 41 / 34,
@@ -381,10 +371,10 @@ void matmul_k_int8(const MatmulArgs& a) {
 }
 
 template <DType T>
-void matmul_q32_int8(const MatmulArgs& a) {
+void matmul_q32_int8(const MatmulArgs& a, Isa isa) {
   const int64_t nb = a.w.cols / 32;
   by_chunks(a, nb, tls_xq, quantize_row_q8_avx2, [&](int64_t i0, int64_t i1) {
-    if (int8_tile_supports(T, i1 - i0)) return matmul_int8_tile(a, i0, i1, tls_xq.data());
+    if (int8_tile_supports(T, i1 - i0, isa)) return matmul_int8_tile(a, i0, i1, tls_xq.data(), isa);
     // One row streams at a time, against every input of the chunk: several
     // interleaved row streams defeat the hardware prefetcher (measured on a
     // 2.7 B Q8_0 model at 2 threads: 4-row lockstep decoded 47 tokens/s,
@@ -410,14 +400,14 @@ void matmul_q32_int8(const MatmulArgs& a) {
 
 }  // namespace
 
-void matmul_int8(const MatmulArgs& a) {
+void matmul_int8(const MatmulArgs& a, Isa isa) {
   switch (a.w.type) {
-    case DType::Q8_0: return matmul_q32_int8<DType::Q8_0>(a);
-    case DType::Q4_0: return matmul_q32_int8<DType::Q4_0>(a);
-    case DType::Q5_0: return matmul_q32_int8<DType::Q5_0>(a);
-    case DType::Q4_K: return matmul_k_int8<DType::Q4_K>(a);
-    case DType::Q5_K: return matmul_k_int8<DType::Q5_K>(a);
-    default: return matmul_k_int8<DType::Q6_K>(a);
+    case DType::Q8_0: return matmul_q32_int8<DType::Q8_0>(a, isa);
+    case DType::Q4_0: return matmul_q32_int8<DType::Q4_0>(a, isa);
+    case DType::Q5_0: return matmul_q32_int8<DType::Q5_0>(a, isa);
+    case DType::Q4_K: return matmul_k_int8<DType::Q4_K>(a, isa);
+    case DType::Q5_K: return matmul_k_int8<DType::Q5_K>(a, isa);
+    default: return matmul_k_int8<DType::Q6_K>(a, isa);
   }
 }
 

@@ -156,44 +156,41 @@ Lanes pack_lanes(const Block* xq, int64_t nb, int64_t m, int64_t cols) {
 #undef TILE_VNNI
 
 template <DType T, class Block>
-void tile_chunk(const MatmulArgs& a, int64_t i0, int64_t i1, const Block* xq, int64_t nb) {
+void tile_chunk(const MatmulArgs& a, int64_t i0, int64_t i1, const Block* xq, int64_t nb, Isa isa) {
   const Lanes L = pack_lanes<T>(xq, nb, i1 - i0, a.w.cols);
   // Tile shapes measured with bench/moelsp_bench_kernels on Zen 4: the
   // 32-value-block types run best at 4 rows × 2 lane vectors (4 × 4 was ~25%
   // slower for Q8_0 at 32 inputs), the K-quants at 4 × 4 (~10% over 4 × 2;
   // 2 × 4, which spills no accumulators, and 4 × 3 were no better).
   constexpr int kNV = T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K ? 4 : 2;
-  if (isa_level() >= Isa::Avx512Vnni) vnni::run<T, 4, kNV>(a, L, i0, i1 - i0);
+  if (isa >= Isa::Avx512Vnni) vnni::run<T, 4, kNV>(a, L, i0, i1 - i0);
   else avx2::run<T, 2, 2>(a, L, i0, i1 - i0);
 }
 
 }  // namespace
 
-bool int8_tile_supports(DType t, int64_t m) {
+bool int8_tile_supports(DType t, int64_t m, Isa level) {
   if (m < kTileMinInputs) return false;
-  const Isa level = isa_level();
-  if (level >= Isa::Avx512Vnni)
-    return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q5_K ||
-           t == DType::Q6_K;
-  return level >= Isa::Avx2 &&
-         (t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K);
+  if (traits(t).kernel != Kernel::Int8) return false;
+  // At AVX2, Q8_0 stays with the row-streaming kernel (its tile measured no faster there).
+  return level >= Isa::Avx512Vnni || (level >= Isa::Avx2 && t != DType::Q8_0);
 }
 
-void matmul_int8_tile(const MatmulArgs& a, int64_t i0, int64_t i1, const BlockQ8* xq) {
+void matmul_int8_tile(const MatmulArgs& a, int64_t i0, int64_t i1, const BlockQ8* xq, Isa isa) {
   const int64_t nb = a.w.cols / 32;
   switch (a.w.type) {
-    case DType::Q8_0: return tile_chunk<DType::Q8_0>(a, i0, i1, xq, nb);
-    case DType::Q4_0: return tile_chunk<DType::Q4_0>(a, i0, i1, xq, nb);
-    default: return tile_chunk<DType::Q5_0>(a, i0, i1, xq, nb);
+    case DType::Q8_0: return tile_chunk<DType::Q8_0>(a, i0, i1, xq, nb, isa);
+    case DType::Q4_0: return tile_chunk<DType::Q4_0>(a, i0, i1, xq, nb, isa);
+    default: return tile_chunk<DType::Q5_0>(a, i0, i1, xq, nb, isa);
   }
 }
 
-void matmul_int8_tile(const MatmulArgs& a, int64_t i0, int64_t i1, const BlockQ8K* xq) {
+void matmul_int8_tile(const MatmulArgs& a, int64_t i0, int64_t i1, const BlockQ8K* xq, Isa isa) {
   const int64_t nb = a.w.cols / 256;
   switch (a.w.type) {
-    case DType::Q4_K: return tile_chunk<DType::Q4_K>(a, i0, i1, xq, nb);
-    case DType::Q5_K: return tile_chunk<DType::Q5_K>(a, i0, i1, xq, nb);
-    default: return tile_chunk<DType::Q6_K>(a, i0, i1, xq, nb);
+    case DType::Q4_K: return tile_chunk<DType::Q4_K>(a, i0, i1, xq, nb, isa);
+    case DType::Q5_K: return tile_chunk<DType::Q5_K>(a, i0, i1, xq, nb, isa);
+    default: return tile_chunk<DType::Q6_K>(a, i0, i1, xq, nb, isa);
   }
 }
 

@@ -53,7 +53,7 @@ __attribute__((target("avx2,fma"))) void rows_avx2(const WeightedRowsArgs& a, in
 }  // namespace
 
 void weighted_rows(const WeightedRowsArgs& a) {
-  if (isa_level() < Isa::Avx2) return ref::weighted_rows(a);
+  if (kernel_config().isa < Isa::Avx2) return ref::weighted_rows(a);
   int64_t i = 0;
   for (; i + 4 <= a.m; i += 4) rows_avx2<4>(a, i);
   for (; i < a.m; ++i) rows_avx2<1>(a, i);

@@ -28,7 +28,7 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     case DType::Q8_0: {
       // block: fp16 scale d, 32 × int8 q; x = d · q
       const auto* b = static_cast<const uint8_t*>(src);
-      for (int64_t i = 0; i < n; i += 32, b += 34) {
+      for (int64_t i = 0; i < n; i += 32, b += sizeof(blocks::Q8_0)) {
         uint16_t dh;
         std::memcpy(&dh, b, 2);
         const float d = kernels::fp16_to_fp32(dh);
@@ -40,7 +40,7 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     case DType::Q4_0: {
       // block: fp16 d, 16 bytes: element j in the low nibble of byte j, element j+16 in its high nibble; x = d·(q − 8)
       const auto* b = static_cast<const uint8_t*>(src);
-      for (int64_t i = 0; i < n; i += 32, b += 18) {
+      for (int64_t i = 0; i < n; i += 32, b += sizeof(blocks::Q4_0)) {
         const float d = half_at(b);
         for (int j = 0; j < 16; ++j) {
           dst[i + j] = d * float((b[2 + j] & 0x0f) - 8);
@@ -52,7 +52,7 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     case DType::Q5_0: {
       // block: fp16 d, 32 high bits (u32 LE, bit j for element j), 16 nibble bytes as Q4_0; x = d·(q − 16)
       const auto* b = static_cast<const uint8_t*>(src);
-      for (int64_t i = 0; i < n; i += 32, b += 22) {
+      for (int64_t i = 0; i < n; i += 32, b += sizeof(blocks::Q5_0)) {
         const float d = half_at(b);
         uint32_t qh;
         std::memcpy(&qh, b + 2, 4);
@@ -71,7 +71,7 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       // 32-element sub-blocks, [Q5_K: 32 bytes of fifth bits], 128 nibble bytes (64 elements per 32 bytes:
       // low nibbles first, then high). x = d·scale·q − dmin·min.
       const bool five = t == DType::Q5_K;
-      const size_t block = five ? 176 : 144;
+      const size_t block = five ? sizeof(blocks::Q5_K) : sizeof(blocks::Q4_K);
       const auto* b = static_cast<const uint8_t*>(src);
       for (int64_t i = 0; i < n; i += 256, b += block) {
         const float d = half_at(b), dmin = half_at(b + 2);
@@ -97,8 +97,8 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       // 256-element super-block: 128 bytes of low nibbles, 64 bytes of 2-bit highs, 16 int8 scales
       // (one per 16 elements), fp16 d. Two halves of 128 elements; x = d·scale·(q − 32).
       const auto* b = static_cast<const uint8_t*>(src);
-      for (int64_t i = 0; i < n; i += 256, b += 210) {
-        const float d = half_at(b + 208);
+      for (int64_t i = 0; i < n; i += 256, b += sizeof(blocks::Q6_K)) {
+        const float d = half_at(b + offsetof(blocks::Q6_K, d));
         const auto* scales = reinterpret_cast<const int8_t*>(b + 192);
         for (int half = 0; half < 2; ++half) {
           const uint8_t* ql = b + 64 * half;

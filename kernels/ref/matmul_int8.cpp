@@ -46,7 +46,7 @@ namespace {
 
 double dot_q8_0(const uint8_t* w, const BlockQ8* x, int64_t nb) {
   double sum = 0;
-  for (int64_t b = 0; b < nb; ++b, w += 34) {
+  for (int64_t b = 0; b < nb; ++b, w += sizeof(blocks::Q8_0)) {
     int32_t isum = 0;
     for (int k = 0; k < 32; ++k) isum += int32_t(int8_t(w[2 + k])) * x[b].q[k];
     sum += double(blocks::half_at(w)) * double(x[b].d) * double(isum);
@@ -57,7 +57,7 @@ double dot_q8_0(const uint8_t* w, const BlockQ8* x, int64_t nb) {
 // Q4_0 / Q5_0: x = d·(q − 8) or d·(q − 16), 32-value blocks (layout: ref/matmul.cpp).
 double dot_q4_0_q5_0(const uint8_t* w, const BlockQ8* x, int64_t nb, bool five) {
   double sum = 0;
-  for (int64_t b = 0; b < nb; ++b, w += five ? 22 : 18) {
+  for (int64_t b = 0; b < nb; ++b, w += five ? sizeof(blocks::Q5_0) : sizeof(blocks::Q4_0)) {
     uint32_t qh = 0;
     if (five) std::memcpy(&qh, w + 2, 4);
     const uint8_t* qs = w + (five ? 6 : 2);
@@ -77,7 +77,7 @@ double dot_q4_0_q5_0(const uint8_t* w, const BlockQ8* x, int64_t nb, bool five) 
 // (Q5_K: + 16 where bit `sub` of qh[l] is set).
 double dot_q4_k_q5_k(const uint8_t* w, const BlockQ8K* x, int64_t nb, bool five) {
   double sum = 0;
-  for (int64_t b = 0; b < nb; ++b, w += five ? 176 : 144) {
+  for (int64_t b = 0; b < nb; ++b, w += five ? sizeof(blocks::Q5_K) : sizeof(blocks::Q4_K)) {
     const uint8_t* qs = w + (five ? 48 : 16);
     const uint8_t* qh = w + 16;
     int64_t isum = 0, msum = 0;
@@ -101,7 +101,7 @@ double dot_q4_k_q5_k(const uint8_t* w, const BlockQ8K* x, int64_t nb, bool five)
 // Q6_K: x = d·scale·(q − 32) per 16-value group, q in [0, 63].
 double dot_q6_k(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
   double sum = 0;
-  for (int64_t b = 0; b < nb; ++b, w += 210) {
+  for (int64_t b = 0; b < nb; ++b, w += sizeof(blocks::Q6_K)) {
     const auto* scales = reinterpret_cast<const int8_t*>(w + 192);
     int64_t isum = 0;
     for (int half = 0; half < 2; ++half) {
@@ -118,7 +118,7 @@ double dot_q6_k(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
                 int64_t(scales[is + 4]) * q3 * q[l + 64] + int64_t(scales[is + 6]) * q4 * q[l + 96];
       }
     }
-    sum += double(blocks::half_at(w + 208)) * double(x[b].d) * double(isum);
+    sum += double(blocks::half_at(w + offsetof(blocks::Q6_K, d))) * double(x[b].d) * double(isum);
   }
   return sum;
 }

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "../quant_blocks.h"
 #include "kernels/convert.h"
 #include "quantize_k.h"
 
@@ -42,7 +43,7 @@ void quantize_row(DType t, const float* x, void* dst, int64_t n) {
       }
       return;
     case DType::Q8_0:  // d = max|x| / 127, q = round(x / d)
-      for (int64_t b = 0; b < n; b += 32, out += 34) {
+      for (int64_t b = 0; b < n; b += 32, out += sizeof(blocks::Q8_0)) {
         float amax = 0;
         for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b + j]));
         const float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
@@ -51,7 +52,7 @@ void quantize_row(DType t, const float* x, void* dst, int64_t n) {
       }
       return;
     case DType::Q4_0:  // d = max / −8 (signed extreme), q = clamp(x/d + 8.5) in 0..15
-      for (int64_t b = 0; b < n; b += 32, out += 18) {
+      for (int64_t b = 0; b < n; b += 32, out += sizeof(blocks::Q4_0)) {
         const float d = signed_max(x + b, 32) / -8.0f, id = d ? 1.0f / d : 0.0f;
         put_half(out, d);
         for (int j = 0; j < 16; ++j) {
@@ -62,7 +63,7 @@ void quantize_row(DType t, const float* x, void* dst, int64_t n) {
       }
       return;
     case DType::Q5_0:  // d = max / −16, q = clamp(x/d + 16.5) in 0..31; fifth bits packed in qh
-      for (int64_t b = 0; b < n; b += 32, out += 22) {
+      for (int64_t b = 0; b < n; b += 32, out += sizeof(blocks::Q5_0)) {
         const float d = signed_max(x + b, 32) / -16.0f, id = d ? 1.0f / d : 0.0f;
         put_half(out, d);
         uint32_t qh = 0;

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "../quant_blocks.h"
 #include "kernels/convert.h"
 #include "quantize_k.h"
 
@@ -136,7 +137,7 @@ void unpack_scale_min(const uint8_t* sc, int j, int* s, int* m) {
 
 void quantize_q4_k_q5_k(const float* x, uint8_t* y, int64_t n, bool five) {
   const int nmax = five ? 31 : 15;
-  const size_t block = five ? 176 : 144;
+  const size_t block = five ? sizeof(blocks::Q5_K) : sizeof(blocks::Q4_K);
   for (int64_t b = 0; b < n / 256; ++b, x += 256, y += block) {
     uint8_t L[256], Laux[32];
     float weights[32], mins[8], scales[8], max_scale = 0, max_min = 0;
@@ -184,20 +185,20 @@ void quantize_q4_k_q5_k(const float* x, uint8_t* y, int64_t n, bool five) {
 }
 
 void quantize_q6_k(const float* x, uint8_t* y, int64_t n) {
-  for (int64_t b = 0; b < n / 256; ++b, x += 256, y += 210) {
+  for (int64_t b = 0; b < n / 256; ++b, x += 256, y += sizeof(blocks::Q6_K)) {
     int8_t L[256];
     float scales[16], max_scale = 0, max_abs_scale = 0;
     for (int ib = 0; ib < 16; ++ib) {
       scales[ib] = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
       if (std::fabs(scales[ib]) > max_abs_scale) max_abs_scale = std::fabs(scales[ib]), max_scale = scales[ib];
     }
-    std::memset(y, 0, 210);
+    std::memset(y, 0, sizeof(blocks::Q6_K));
     if (max_abs_scale < 1e-15f) continue;  // all zeros
     const float iscale = -128.0f / max_scale;
-    put_half(y + 208, 1 / iscale);
+    put_half(y + offsetof(blocks::Q6_K, d), 1 / iscale);
     auto* sc = reinterpret_cast<int8_t*>(y + 192);
     for (int ib = 0; ib < 16; ++ib) sc[ib] = int8_t(std::min(127, nearest_int(iscale * scales[ib])));
-    const float d_all = get_half(y + 208);
+    const float d_all = get_half(y + offsetof(blocks::Q6_K, d));
     for (int j = 0; j < 16; ++j) {
       const float d = d_all * float(sc[j]);
       if (d == 0) continue;

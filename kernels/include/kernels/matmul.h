@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/isa.h"
 #include "kernels/types.h"
 
 namespace moelsp::kernels {
@@ -23,8 +24,8 @@ struct MatView {
   const uint8_t* row(int64_t r) const { return static_cast<const uint8_t*>(data) + size_t(r) * row_bytes; }
 };
 
-// Weight types the matmul kernels accept: F32, F16, BF16, Q8_0, and (through
-// the reference dequantizer, not yet SIMD) Q4_0, Q5_0, Q4_K, Q5_K, Q6_K.
+// Weight types the matmul kernels accept: traits(t).kernel is not
+// Kernel::None (kernels/types.h lists them).
 bool matmul_supports(DType t);
 
 // x: m rows of w.cols floats, `ldx` apart; y: m rows, `ldy` apart.
@@ -41,18 +42,7 @@ struct MatmulArgs {
 
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);  // n elements
 
-// How activations meet quantized weights. Int8 (the default, as llama.cpp
-// does): for Q8_0, Q4_0, Q5_0, Q4_K and Q6_K weights each input row is quantized to blocks
-// of 32 (256 for the K-quants) int8 with an f32 scale (amax/127) and the
-// products are integer dot products,
-// ~2-4× less work than expanding the weights to f32 — the result differs from
-// the F32 path by the activations' rounding (tolerance in
-// tests/test_kernels.cpp). F32: the weights are expanded and dotted in f32,
-// which reproduces a dequantized model exactly (what the reference
-// dequantization checks need). Process-wide; set it before running models.
-enum class Activations { Int8, F32 };
-void set_activations(Activations a);
-Activations activations();
+// The activation mode (Int8 or F32) is part of the kernel setting: kernels/isa.h.
 
 // One input row as int8 blocks for Q8_0-style weights.
 struct BlockQ8 {
