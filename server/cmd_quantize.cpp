@@ -83,9 +83,12 @@ int quantize(const QuantizeOptions& o) {
   try {
     const bool q4_k_m = o.type == "Q4_K_M" || o.type == "q4_k_m";
     const auto target = q4_k_m ? std::optional(kernels::DType::Q4_K) : kernels::dtype_from_name(o.type);
-    if (!target || !kernels::quantize_supports(*target))
-      throw std::runtime_error(fmt::format(
-          "cannot quantize to '{}' (supported: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K, Q4_K_M)", o.type));
+    if (!target || !kernels::quantize_supports(*target)) {
+      std::string names;
+      for (kernels::DType t : kernels::matmul_types())
+        if (kernels::quantize_supports(t)) names += std::string(kernels::dtype_name(t)) + ", ";
+      throw std::runtime_error(fmt::format("cannot quantize to '{}' (supported: {}Q4_K_M)", o.type, names));
+    }
     std::error_code ec;
     if (std::filesystem::exists(o.output, ec) && std::filesystem::equivalent(o.input, o.output, ec))
       throw std::runtime_error(
