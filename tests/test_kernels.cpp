@@ -140,19 +140,23 @@ std::vector<Isa> supported_isas() {
 
 }  // namespace
 
+std::vector<uint8_t> make_random_blocks(DType t, int64_t rows, int64_t cols, std::mt19937& rng);
+
 // Tolerance: |opt − ref| ≤ 1e-5 · Σ|w·x| + 1e-6 per output (f32 vs double accumulation).
 TEST_CASE("matmul matches the reference for every supported weight type") {
   std::mt19937 rng(3);
   set_activations(Activations::F32);  // this case checks the f32 path; the int8 one has its own below
   for (Isa level : supported_isas())
-    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+    for (DType t : matmul_types()) {  // every type the table says the kernels compute with
       set_isa(level);
       INFO("isa " << isa_name(level));
       // m: one input, odd counts, and more than one 64-row chunk; rows: tiles of 4 plus a tail;
       // cols: a tail after the last 8-wide step where the type allows it.
       for (int64_t m : {1, 3, 17, 130}) {
-        const int64_t rows = 37, cols = t == DType::Q8_0 ? 96 : 100;
-        auto w = make_weights(t, rows, cols, rng);
+        const uint32_t block = traits(t).block_size;
+        const int64_t rows = 37, cols = block == 1 ? 100 : block == 32 ? 96 : 512;
+        const bool plain = t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0;
+        auto w = plain ? make_weights(t, rows, cols, rng) : make_random_blocks(t, rows, cols, rng);
         MatView mv{w.data(), t, cols, rows, *row_bytes(t, cols)};
         std::vector<float> x(size_t(m * cols)), y(size_t(m * rows)), yr(size_t(m * rows));
         std::normal_distribution<float> nd;
@@ -187,16 +191,12 @@ TEST_CASE("matmul matches the reference for every supported weight type") {
 // Random quantized blocks: any bytes are valid except the fp16 scales, set small and finite.
 std::vector<uint8_t> make_random_blocks(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
   const size_t bytes = *row_bytes(t, cols);
-  const size_t block = t == DType::Q4_K   ? 144
-                       : t == DType::Q5_K ? 176
-                       : t == DType::Q6_K ? 210
-                       : t == DType::Q5_0 ? 22
-                                          : 18;
+  const size_t block = traits(t).type_size;
   std::vector<uint8_t> out(size_t(rows) * bytes);
   for (auto& v : out) v = uint8_t(rng());
   for (size_t off = 0; off < out.size(); off += block) {
     const uint16_t d = fp32_to_fp16(0.001f + 0.001f * float(rng() % 16)), dmin = fp32_to_fp16(0.002f);
-    if (t == DType::Q6_K) std::memcpy(&out[off + 208], &d, 2);
+    if (t == DType::Q6_K) std::memcpy(&out[off + block - 2], &d, 2);  // Q6_K's d ends its block
     else std::memcpy(&out[off], &d, 2);
     if (t == DType::Q4_K || t == DType::Q5_K) std::memcpy(&out[off + 2], &dmin, 2);
   }
@@ -317,18 +317,25 @@ TEST_CASE("P·V (weighted rows) matches the reference at every ISA level") {
   set_isa(detected_isa());
 }
 
-TEST_CASE("transposed accumulate matches a naive loop") {
+TEST_CASE("transposed accumulate matches a naive loop at every ISA level") {
   std::mt19937 rng(5);
   const int64_t rows = 24, cols = 40;
   auto w = make_weights(DType::F32, rows, cols, rng);
   MatView mv{w.data(), DType::F32, cols, rows, size_t(cols) * 4};
-  std::vector<float> s(rows), y(cols, 0.5f), yr(cols, 0.5f);
+  std::vector<float> s(rows);
   for (auto& v : s) v = float(rng() % 100) / 50.0f - 1.0f;
-  matmul_t_accumulate(mv, s.data(), y.data(), 0, rows);
   const float* wf = reinterpret_cast<const float*>(w.data());
+  std::vector<float> yr(cols, 0.5f);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) yr[size_t(c)] += s[size_t(r)] * wf[r * cols + c];
-  for (int64_t c = 0; c < cols; ++c) CHECK(std::fabs(y[size_t(c)] - yr[size_t(c)]) <= 1e-5f * 40);
+  for (Isa level : supported_isas()) {
+    set_isa(level);
+    INFO("isa " << isa_name(level));
+    std::vector<float> y(cols, 0.5f);
+    matmul_t_accumulate(mv, s.data(), y.data(), 0, rows);
+    for (int64_t c = 0; c < cols; ++c) CHECK(std::fabs(y[size_t(c)] - yr[size_t(c)]) <= 1e-5f * 40);
+  }
+  set_isa(detected_isa());
 }
 
 TEST_CASE("Q4_0 and Q5_0 blocks dequantize by their layout") {
@@ -379,28 +386,32 @@ TEST_CASE("one type table says what the kernels compute with, and every list rea
 
 // Tolerance: bit-exact (same arithmetic, same order). Random bytes make every
 // scale, min and high-bit combination appear; the fp16 scales are kept finite.
-TEST_CASE("SIMD K-quant expansion equals the reference bit for bit") {
+TEST_CASE("SIMD K-quant expansion equals the reference bit for bit at every ISA level") {
   std::mt19937 rng(21);
-  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
-    const int64_t n = 256 * 8;
-    std::vector<uint8_t> blocks(size_t(*row_bytes(t, uint64_t(n))));
-    for (auto& b : blocks) b = uint8_t(rng());
-    const size_t bs = traits(t).type_size;
-    for (size_t off = 0; off < blocks.size(); off += bs) {
-      const uint16_t d = fp32_to_fp16(0.01f * float(rng() % 100 + 1)), dm = fp32_to_fp16(0.001f * float(rng() % 100));
-      if (t == DType::Q6_K) {
-        std::memcpy(&blocks[off + 208], &d, 2);
-      } else {
-        std::memcpy(&blocks[off], &d, 2);
-        std::memcpy(&blocks[off + 2], &dm, 2);
+  for (Isa level : supported_isas())
+    for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+      set_isa(level);
+      INFO("isa " << isa_name(level));
+      const int64_t n = 256 * 8;
+      std::vector<uint8_t> blocks(size_t(*row_bytes(t, uint64_t(n))));
+      for (auto& b : blocks) b = uint8_t(rng());
+      const size_t bs = traits(t).type_size;
+      for (size_t off = 0; off < blocks.size(); off += bs) {
+        const uint16_t d = fp32_to_fp16(0.01f * float(rng() % 100 + 1)), dm = fp32_to_fp16(0.001f * float(rng() % 100));
+        if (t == DType::Q6_K) {
+          std::memcpy(&blocks[off + bs - 2], &d, 2);  // Q6_K's d ends its block
+        } else {
+          std::memcpy(&blocks[off], &d, 2);
+          std::memcpy(&blocks[off + 2], &dm, 2);
+        }
       }
+      std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+      dequantize_row(t, blocks.data(), a.data(), n);
+      ref::dequantize_row(t, blocks.data(), b.data(), n);
+      INFO(dtype_name(t));
+      CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
     }
-    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
-    dequantize_row(t, blocks.data(), a.data(), n);
-    ref::dequantize_row(t, blocks.data(), b.data(), n);
-    INFO(dtype_name(t));
-    CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-  }
+  set_isa(detected_isa());
 }
 
 #include "kernels/quantize.h"

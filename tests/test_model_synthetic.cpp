@@ -1,15 +1,20 @@
 // Models written with our own GGUF writer: a dense llama (no reference file
 // has one) in F32, F16, BF16 and Q8_0. Checks the dense path, the weight types
-// end to end, and that batch prefill equals one-token-at-a-time decoding.
+// end to end, and that batch prefill equals one-token-at-a-time decoding. And
+// the reference deepseek2 file rewritten with a bad hyperparameter: the error
+// names the key.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
 
 #include <catch2/catch.hpp>
 
 #include "engine/gguf.h"
 #include "engine/model.h"
+#include "engine/model_info.h"
 #include "kernels/convert.h"
 #include "test_data.h"
 
@@ -136,4 +141,42 @@ TEST_CASE("dense llama in F32/F16/BF16/Q8_0: batch equals incremental, types agr
     CHECK(max_diff(batch, ref) <= tol);
     std::filesystem::remove(path);
   }
+}
+
+namespace {
+
+// The reference deepseek2 model rewritten with one metadata key dropped or replaced.
+std::string rewrite_reference(const std::string& path, const std::string& key, std::optional<gguf::Value> value) {
+  const auto src = gguf::File::open(test::data_path("reference/deepseek2-lite-ref.gguf"));
+  gguf::Writer w;
+  for (const auto& [k, v] : src.metadata())
+    if (k != key) w.set(k, v);
+  if (value) w.set(key, *value);
+  for (const auto& t : src.tensors()) w.add_tensor(t.name, t.type, t.shape, src.tensor_data(t));
+  w.write(path);
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("a missing or invalid architecture hyperparameter is refused, naming its key") {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string path = (dir / "moelsp_bad_hparam.gguf").string();
+  // The unmodified file loads: the failures below come from the key alone.
+  CHECK_NOTHROW(Model::load(rewrite_reference(path, "general.name", std::nullopt), {.threads = 1}));
+
+  rewrite_reference(path, "deepseek2.attention.kv_lora_rank", std::nullopt);
+  CHECK_THROWS_WITH(Model::load(path, {.threads = 1}), Catch::Contains("deepseek2.attention.kv_lora_rank"));
+  const ModelSummary s = summarize(gguf::File::open(path));
+  CHECK_FALSE(s.supported);
+  CHECK(std::any_of(s.problems.begin(), s.problems.end(), [](const std::string& p) {
+    return p == "missing hyperparameter deepseek2.attention.kv_lora_rank";
+  }));
+
+  rewrite_reference(path, "deepseek2.expert_gating_func", gguf::Value(uint32_t(7)));
+  CHECK_THROWS_WITH(Model::load(path, {.threads = 1}), Catch::Contains("expert_gating_func 7"));
+
+  rewrite_reference(path, "deepseek2.expert_group_count", gguf::Value(uint32_t(3)));  // 3 does not divide the experts
+  CHECK_THROWS_WITH(Model::load(path, {.threads = 1}), Catch::Contains("cannot form 3 groups"));
+  std::filesystem::remove(path);
 }

@@ -15,15 +15,22 @@
 
 #include <fmt/format.h>
 
-#include "../model/experts.h"
-#include "arch.h"
+#include "decoder.h"
 
 namespace moelsp::arch {
 namespace {
 
-class Deepseek2 final : public Model {
+struct Deepseek2Layer : DecoderLayer {
+  std::vector<float> q_a_norm, kv_a_norm;
+  Weight wq, wq_a, wq_b, wkv_a, wo;
+  bool split = false;                        // attn_k_b/attn_v_b rather than attn_kv_b
+  std::vector<kernels::MatView> k_up, v_up;  // per head: latent → k_nope, latent → v
+};
+
+class Deepseek2 final : public Decoder<Deepseek2Layer> {
  public:
-  Deepseek2(std::unique_ptr<gguf::File> file, const LoadOptions& options) : Model(std::move(file), options) {
+  Deepseek2(std::unique_ptr<gguf::File> file, const LoadOptions& options) : Decoder(std::move(file), options) {
+    // Hyperparameters (the common ones are read by Model).
     ModelConfig& c = cfg_;
     const gguf::File& f = *file_;
     const std::string& a = c.arch;
@@ -62,14 +69,14 @@ class Deepseek2 final : public Model {
     }
     c.kq_scale = mscale * mscale / std::sqrt(float(c.head_dim_k));
 
+    // Tensors.
     const WeightLoader wl(f);
     emb_.load(wl, c);
     const int64_t q_dim = int64_t(c.n_head) * c.head_dim_k;
     for (int il = 0; il < c.n_layer; ++il) {
       const std::string b = fmt::format("blk.{}.", il);
-      Layer L;
-      L.attn_norm = wl.vec(b + "attn_norm.weight", c.n_embd);
-      L.ffn_norm = wl.vec(b + "ffn_norm.weight", c.n_embd);
+      Deepseek2Layer L;
+      L.load_norms(wl, c, il);
       if (c.q_lora_rank > 0) {
         L.wq_a = wl.get(b + "attn_q_a.weight", {c.n_embd, c.q_lora_rank});
         L.q_a_norm = wl.vec(b + "attn_q_a_norm.weight", c.q_lora_rank);
@@ -103,13 +110,7 @@ class Deepseek2 final : public Model {
           L.v_up.push_back(v_b.slice(h));
         }
       }
-      if (c.is_moe_layer(il)) {
-        L.moe = layers::load_moe(wl, c, il);
-      } else {
-        L.gate = wl.get(b + "ffn_gate.weight", {c.n_embd, c.n_ff});
-        L.up = wl.get(b + "ffn_up.weight", {c.n_embd, c.n_ff});
-        L.down = wl.get(b + "ffn_down.weight", {c.n_ff, c.n_embd});
-      }
+      L.load_ffn(wl, c, il);  // dense for the first leading_dense_block_count layers, then MoE
       layers_.push_back(std::move(L));
     }
     init_experts(expert_layers(c, layers_));
@@ -119,90 +120,60 @@ class Deepseek2 final : public Model {
   int kv_k_dim() const override { return cfg_.kv_lora_rank + cfg_.qk_rope; }  // [latent | k_pe]
   int kv_v_dim() const override { return 0; }
 
-  void forward_impl(const Batch& batch, float* logits, const CancelCheck& cancel) override {
-    const ModelConfig& c = cfg_;
-    const auto tokens = std::span(batch.tokens);
-    const auto seqs = layers::seq_spans(batch);
-    const int n = int(tokens.size());
-    const size_t nd = size_t(n) * size_t(c.n_embd);
-    std::vector<float> x(nd), h(nd), y(nd);  // [n][n_embd]
-    emb_.embed(tokens, c.n_embd, x.data());
-    for (int il = 0; il < c.n_layer; ++il) {
-      const Layer& L = layers_[size_t(il)];
-      layers::rms_norm(x.data(), L.attn_norm.data(), c.n_embd, c.rms_eps, h.data(), n);
-      mla(L, seqs, il, h.data(), n, y.data());
-      layers::add(x.data(), y.data(), nd);
-      if (experts_) experts_->predict(*pool_, il, x.data(), n);  // layer il + d's experts, from here
-      layers::rms_norm(x.data(), L.ffn_norm.data(), c.n_embd, c.rms_eps, h.data(), n);
-      if (c.is_moe_layer(il))
-        layers::moe(*pool_, c, L.moe, h.data(), n, y.data(), {&moe_stats_[size_t(il)], experts_.get(), il});
-      else layers::swiglu(*pool_, L.gate.m, L.up.m, L.down.m, h.data(), n, y.data());
-      layers::add(x.data(), y.data(), nd);
-      if (cancel && cancel()) throw Cancelled();
-    }
-    emb_.logits(*pool_, c, x.data(), batch, logits);  // [batch.logit_rows()][n_vocab]
-  }
-
  private:
-  struct Layer {
-    std::vector<float> attn_norm, ffn_norm, q_a_norm, kv_a_norm;
-    Weight wq, wq_a, wq_b, wkv_a, wo;
-    bool split = false;                        // attn_k_b/attn_v_b rather than attn_kv_b
-    std::vector<kernels::MatView> k_up, v_up;  // per head: latent → k_nope, latent → v
-    Weight gate, up, down;                     // dense layers
-    layers::MoeWeights moe;
-  };
-
   // k_nope = K_up · lat (qk_nope values) for either layout.
-  void expand_k(const Layer& L, int h, const float* lat, float* k_nope) const {
+  void expand_k(const Deepseek2Layer& L, int h, const float* lat, float* k_nope) const {
     const auto& m = L.k_up[size_t(h)];
     if (!L.split) {
-      kernels::matmul({m, lat, m.cols, 1, k_nope, m.rows, 0, m.rows});
+      kernels::matmul(
+          {.w = m, .x = lat, .ldx = m.cols, .m = 1, .y = k_nope, .ldy = m.rows, .row_begin = 0, .row_end = m.rows});
     } else {  // stored transposed: Σ_r lat[r] · row r
       std::fill(k_nope, k_nope + cfg_.qk_nope, 0.0f);
       kernels::matmul_t_accumulate(m, lat, k_nope, 0, m.rows);
     }
   }
   // q_lat = K_upᵀ · q_nope (kv_lora values): the absorbed query.
-  void absorb_q(const Layer& L, int h, const float* q_nope, float* q_lat) const {
+  void absorb_q(const Deepseek2Layer& L, int h, const float* q_nope, float* q_lat) const {
     const auto& m = L.k_up[size_t(h)];
     if (!L.split) {
       std::fill(q_lat, q_lat + cfg_.kv_lora_rank, 0.0f);
       kernels::matmul_t_accumulate(m, q_nope, q_lat, 0, m.rows);
     } else {
-      kernels::matmul({m, q_nope, m.cols, 1, q_lat, m.rows, 0, m.rows});
+      kernels::matmul(
+          {.w = m, .x = q_nope, .ldx = m.cols, .m = 1, .y = q_lat, .ldy = m.rows, .row_begin = 0, .row_end = m.rows});
     }
   }
 
-  void mla(const Layer& L, std::span<const layers::SeqSpan> seqs, int il, const float* h, int n, float* out) {
+  // Forward: the decoder skeleton (decoder.h) with MLA as its attention.
+  void attention(const Deepseek2Layer& L, std::span<const layers::SeqSpan> seqs, int il, const float* h, int n,
+                 float* out) override {
     const ModelConfig& c = cfg_;
+    layers::Scratch::Frame frame(scratch_);
     const int hk = c.head_dim_k, hv = c.head_dim_v, lora = c.kv_lora_rank, rope = c.qk_rope, nope = c.qk_nope;
     const int64_t q_dim = int64_t(c.n_head) * hk;
 
-    // q [n][n_head·(nope + rope)], for every token of every sequence
-    std::vector<float> q(static_cast<size_t>(n * q_dim));
+    float* q = scratch_.floats(size_t(n * q_dim));  // [n][n_head·(nope + rope)]: every token of every sequence
     if (c.q_lora_rank > 0) {
-      std::vector<float> qa(size_t(n) * size_t(c.q_lora_rank));
-      layers::linear(*pool_, L.wq_a.m, h, n, qa.data());
-      layers::rms_norm(qa.data(), L.q_a_norm.data(), c.q_lora_rank, c.rms_eps, qa.data(), n);
-      layers::linear(*pool_, L.wq_b.m, qa.data(), n, q.data());
+      float* qa = scratch_.floats(size_t(n) * size_t(c.q_lora_rank));  // [n][q_lora]
+      layers::linear(*pool_, L.wq_a.m, h, n, qa);
+      layers::rms_norm(qa, L.q_a_norm.data(), c.q_lora_rank, c.rms_eps, qa, n);
+      layers::linear(*pool_, L.wq_b.m, qa, n, q);
     } else {
-      layers::linear(*pool_, L.wq.m, h, n, q.data());
+      layers::linear(*pool_, L.wq.m, h, n, q);
     }
-    // kv_a [n][lora + rope] → cache row [norm(latent) | rope(k_pe)]
-    std::vector<float> kva(size_t(n) * size_t(lora + rope));
-    layers::linear(*pool_, L.wkv_a.m, h, n, kva.data());
-    std::vector<float> attn(size_t(n) * size_t(c.n_head) * size_t(hv));  // [n][n_head·v]
+    float* kva = scratch_.floats(size_t(n) * size_t(lora + rope));  // [n][lora + rope]: [norm(latent) | rope(k_pe)]
+    layers::linear(*pool_, L.wkv_a.m, h, n, kva);
+    float* attn = scratch_.floats(size_t(n) * size_t(c.n_head) * size_t(hv));  // [n][n_head·v]
     for (const layers::SeqSpan& sp : seqs) {
       KvSequence& seq = *sp.seq;
       const kernels::DType kt = to_dtype(seq.pool().layout().type);
       for (int t = sp.begin; t < sp.begin + sp.n; ++t) {
         const int pos = sp.pos0 + t - sp.begin;
-        float* row = kva.data() + size_t(t) * size_t(lora + rope);
+        float* row = kva + size_t(t) * size_t(lora + rope);
         layers::rms_norm(row, L.kv_a_norm.data(), lora, c.rms_eps, row);
         layers::rope(row, 1, 0, lora, pos, c.rope);
         layers::store_kv(kt, row, seq.row(il, pos), lora + rope);
-        layers::rope(q.data() + t * q_dim, c.n_head, hk, nope, pos, c.rope);  // q_pe of every head
+        layers::rope(q + t * q_dim, c.n_head, hk, nope, pos, c.rope);  // q_pe of every head
       }
       // Which form costs less (multiply-adds): plain expands every cached
       // latent into per-head keys and values (n_kv · E) and then attends with
@@ -215,44 +186,60 @@ class Deepseek2 final : public Model {
       const double E = double(c.n_head) * (nope + hv) * lora;
       const double n_kv = sp.pos0 + sp.n, pairs = double(sp.n) * (sp.pos0 + (sp.n + 1) / 2.0) * c.n_head;
       const double plain = n_kv * E + pairs * (hk + hv), absorbed = sp.n * E + pairs * (2.0 * lora + rope);
-      float* o = attn.data() + size_t(sp.begin) * size_t(c.n_head) * size_t(hv);
-      const float* qs = q.data() + sp.begin * q_dim;
+      float* o = attn + size_t(sp.begin) * size_t(c.n_head) * size_t(hv);
+      const float* qs = q + sp.begin * q_dim;
       if (absorbed <= plain) mla_absorbed(L, seq, il, sp, qs, o);
       else mla_plain(L, seq, il, sp, qs, o);
     }
-    layers::linear(*pool_, L.wo.m, attn.data(), n, out);  // [n][n_embd]
+    layers::linear(*pool_, L.wo.m, attn, n, out);  // [n][n_embd]
   }
 
   // score_j = (K_upᵀ q_nope)·c_j + q_pe·k_pe_j = [q_lat | q_pe]·[c_j | k_pe_j]:
   // multi-query attention over the cached rows themselves (one kv head of
   // size lora + rope whose values are the latents), then o = V_up · o_lat.
-  void mla_absorbed(const Layer& L, KvSequence& seq, int il, const layers::SeqSpan& sp, const float* q, float* out) {
+  void mla_absorbed(const Deepseek2Layer& L, KvSequence& seq, int il, const layers::SeqSpan& sp, const float* q,
+                    float* out) {
     const ModelConfig& c = cfg_;
     const int hk = c.head_dim_k, hv = c.head_dim_v, lora = c.kv_lora_rank, rope = c.qk_rope, nope = c.qk_nope;
     const int64_t q_dim = int64_t(c.n_head) * hk, ldc = int64_t(c.n_head) * (lora + rope);
-    std::vector<float> qc(size_t(sp.n) * size_t(ldc)), ol(size_t(sp.n) * size_t(c.n_head) * size_t(lora));
+    layers::Scratch::Frame frame(scratch_);
+    float* qc = scratch_.floats(size_t(sp.n) * size_t(ldc));  // [n][n_head·(lora + rope)]: [q_lat | q_pe] per head
+    float* ol = scratch_.floats(size_t(sp.n) * size_t(c.n_head) * size_t(lora));  // [n][n_head·lora]: o_lat
     pool_->parallel_for(c.n_head, [&](int64_t hb, int64_t he) {
       for (int64_t hh = hb; hh < he; ++hh)
         for (int t = 0; t < sp.n; ++t) {
           const float* qh = q + t * q_dim + hh * hk;
-          float* qo = qc.data() + t * ldc + hh * (lora + rope);
+          float* qo = qc + t * ldc + hh * (lora + rope);
           absorb_q(L, int(hh), qh, qo);
           std::copy_n(qh + nope, rope, qo + lora);
         }
     });
-    layers::AttentionArgs a;
-    a.q = qc.data(), a.ldq = ldc;
-    a.k = seq.k_rows(il), a.v = seq.k_rows(il);  // values: the first lora elements of the same rows
-    a.n_tokens = sp.n, a.pos0 = sp.pos0;
-    a.n_head = c.n_head, a.n_head_kv = 1, a.hd_k = lora + rope, a.hd_v = lora;
-    a.scale = c.kq_scale;
-    a.out = ol.data(), a.ldo = int64_t(c.n_head) * lora;
+    const layers::AttentionArgs a{.q = qc,
+                                  .ldq = ldc,
+                                  .k = seq.k_rows(il),
+                                  .v = seq.k_rows(il),  // values: the first lora elements of the same rows
+                                  .n_tokens = sp.n,
+                                  .pos0 = sp.pos0,
+                                  .n_head = c.n_head,
+                                  .n_head_kv = 1,
+                                  .hd_k = lora + rope,
+                                  .hd_v = lora,
+                                  .scale = c.kq_scale,
+                                  .out = ol,
+                                  .ldo = int64_t(c.n_head) * lora};
     layers::attention(*pool_, a);
     const int64_t ldo = int64_t(c.n_head) * hv;
     pool_->parallel_for(c.n_head, [&](int64_t hb, int64_t he) {
       for (int64_t hh = hb; hh < he; ++hh) {
         const auto& vm = L.v_up[size_t(hh)];
-        kernels::matmul({vm, ol.data() + hh * lora, a.ldo, sp.n, out + hh * hv, ldo, 0, vm.rows});
+        kernels::matmul({.w = vm,
+                         .x = ol + hh * lora,
+                         .ldx = a.ldo,
+                         .m = sp.n,
+                         .y = out + hh * hv,
+                         .ldy = ldo,
+                         .row_begin = 0,
+                         .row_end = vm.rows});
       }
     });
   }
@@ -261,43 +248,56 @@ class Deepseek2 final : public Model {
   // k = [k_nope | k_pe] and v, one head at a time over all positions (a
   // matmul with n_kv inputs, so the prompt kernels apply and the weights
   // stream once per head), then ordinary multi-head attention.
-  void mla_plain(const Layer& L, KvSequence& seq, int il, const layers::SeqSpan& sp, const float* q, float* out) {
+  void mla_plain(const Deepseek2Layer& L, KvSequence& seq, int il, const layers::SeqSpan& sp, const float* q,
+                 float* out) {
     const ModelConfig& c = cfg_;
     const int hk = c.head_dim_k, hv = c.head_dim_v, lora = c.kv_lora_rank, rope = c.qk_rope, nope = c.qk_nope;
     const int64_t q_dim = int64_t(c.n_head) * hk, ldl = lora + rope, ldv = int64_t(c.n_head) * hv;
     const int n_kv = sp.pos0 + sp.n;
-    std::vector<float> lat(size_t(n_kv) * size_t(ldl));
+    layers::Scratch::Frame frame(scratch_);
+    float* lat = scratch_.floats(size_t(n_kv) * size_t(ldl));  // [n_kv][lora + rope]: the cached rows as f32
     const PagedRows rows = seq.k_rows(il);
     pool_->parallel_for(n_kv, [&](int64_t jb, int64_t je) {
-      for (int64_t j = jb; j < je; ++j) kernels::dequantize_row(rows.type, rows.row(j), lat.data() + j * ldl, ldl);
+      for (int64_t j = jb; j < je; ++j) kernels::dequantize_row(rows.type, rows.row(j), lat + j * ldl, ldl);
     });
-    std::vector<float> K(size_t(n_kv) * size_t(q_dim)), V(size_t(n_kv) * size_t(ldv));
+    float* K = scratch_.floats(size_t(n_kv) * size_t(q_dim));  // [n_kv][n_head·(nope + rope)]
+    float* V = scratch_.floats(size_t(n_kv) * size_t(ldv));    // [n_kv][n_head·v]
     pool_->parallel_for(c.n_head, [&](int64_t hb, int64_t he) {
       for (int64_t hh = hb; hh < he; ++hh) {
-        float* k0 = K.data() + hh * hk;
+        float* k0 = K + hh * hk;
         if (!L.split) {
           const auto& km = L.k_up[size_t(hh)];
-          kernels::matmul({km, lat.data(), ldl, n_kv, k0, q_dim, 0, km.rows});
+          kernels::matmul(
+              {.w = km, .x = lat, .ldx = ldl, .m = n_kv, .y = k0, .ldy = q_dim, .row_begin = 0, .row_end = km.rows});
         } else {
-          for (int j = 0; j < n_kv; ++j) expand_k(L, int(hh), lat.data() + j * ldl, k0 + j * q_dim);
+          for (int j = 0; j < n_kv; ++j) expand_k(L, int(hh), lat + j * ldl, k0 + j * q_dim);
         }
-        for (int j = 0; j < n_kv; ++j) std::copy_n(lat.data() + j * ldl + lora, rope, k0 + j * q_dim + nope);
+        for (int j = 0; j < n_kv; ++j) std::copy_n(lat + j * ldl + lora, rope, k0 + j * q_dim + nope);
         const auto& vm = L.v_up[size_t(hh)];
-        kernels::matmul({vm, lat.data(), ldl, n_kv, V.data() + hh * hv, ldv, 0, vm.rows});
+        kernels::matmul({.w = vm,
+                         .x = lat,
+                         .ldx = ldl,
+                         .m = n_kv,
+                         .y = V + hh * hv,
+                         .ldy = ldv,
+                         .row_begin = 0,
+                         .row_end = vm.rows});
       }
     });
-    layers::AttentionArgs a;
-    a.q = q, a.ldq = q_dim;
-    a.k = PagedRows::contiguous(K.data(), q_dim), a.v = PagedRows::contiguous(V.data(), ldv);
-    a.n_tokens = sp.n, a.pos0 = sp.pos0;
-    a.n_head = c.n_head, a.n_head_kv = c.n_head, a.hd_k = hk, a.hd_v = hv;
-    a.scale = c.kq_scale;
-    a.out = out, a.ldo = ldv;
-    layers::attention(*pool_, a);
+    layers::attention(*pool_, {.q = q,
+                               .ldq = q_dim,
+                               .k = PagedRows::contiguous(K, q_dim),
+                               .v = PagedRows::contiguous(V, ldv),
+                               .n_tokens = sp.n,
+                               .pos0 = sp.pos0,
+                               .n_head = c.n_head,
+                               .n_head_kv = c.n_head,
+                               .hd_k = hk,
+                               .hd_v = hv,
+                               .scale = c.kq_scale,
+                               .out = out,
+                               .ldo = ldv});
   }
-
-  Embeddings emb_;
-  std::vector<Layer> layers_;
 };
 
 }  // namespace

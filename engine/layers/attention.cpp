@@ -70,9 +70,21 @@ void run_job(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float
       sc.kbuf.resize(size_t(j1 - j0) * size_t(a.hd_k));
       for (int64_t j = j0; j < j1; ++j)
         kernels::dequantize_row(K.type, K.row(j), sc.kbuf.data() + size_t(j - j0) * size_t(a.hd_k), a.hd_k);
-      keys = {sc.kbuf.data(), kernels::DType::F32, a.hd_k, j1 - j0, size_t(a.hd_k) * sizeof(float)};
+      keys = {.data = sc.kbuf.data(),
+              .type = kernels::DType::F32,
+              .cols = a.hd_k,
+              .rows = j1 - j0,
+              .row_bytes = size_t(a.hd_k) * sizeof(float)};
     }
-    kernels::matmul({keys, sc.qb.data(), a.hd_k, rows, sc.s.data() + (j0 - jb0), n, 0, j1 - j0});
+    // scores s[row][j] = q_row · key_j for the block's keys
+    kernels::matmul({.w = keys,
+                     .x = sc.qb.data(),
+                     .ldx = a.hd_k,
+                     .m = rows,
+                     .y = sc.s.data() + (j0 - jb0),
+                     .ldy = n,
+                     .row_begin = 0,
+                     .row_end = j1 - j0});
     j0 = j1;
   }
   // e^(s − m) over each row's visible keys; later keys get 0.

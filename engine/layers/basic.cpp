@@ -7,7 +7,9 @@ namespace moelsp::layers {
 
 void linear(ThreadPool& pool, const kernels::MatView& w, const float* x, int64_t m, float* y) {
   // Fewer rows per chunk than threads would leave cores idle; tiny matrices run inline.
-  const auto body = [&](int64_t b, int64_t e) { kernels::matmul({w, x, w.cols, m, y, w.rows, b, e}); };
+  const auto body = [&](int64_t b, int64_t e) {
+    kernels::matmul({.w = w, .x = x, .ldx = w.cols, .m = m, .y = y, .ldy = w.rows, .row_begin = b, .row_end = e});
+  };
   if (w.rows * w.cols * m < 32768) body(0, w.rows);
   else pool.parallel_for(w.rows, body);
 }

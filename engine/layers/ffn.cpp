@@ -214,8 +214,20 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
           v.rows = nr;
           return v;
         };
-        kernels::matmul({rows_of(ex.gate), ex.in, d, n, g.data(), nr, 0, nr});
-        kernels::matmul({rows_of(ex.up), ex.in, d, n, u.data(), nr, 0, nr});
+        // g, u [n][nr] = the expert's inputs · its gate and up rows r0..r1
+        const kernels::MatmulArgs to_g{.w = rows_of(ex.gate),
+                                       .x = ex.in,
+                                       .ldx = d,
+                                       .m = n,
+                                       .y = g.data(),
+                                       .ldy = nr,
+                                       .row_begin = 0,
+                                       .row_end = nr};
+        kernels::matmul(to_g);
+        kernels::MatmulArgs to_u = to_g;
+        to_u.w = rows_of(ex.up);
+        to_u.y = u.data();
+        kernels::matmul(to_u);
         for (int64_t i = 0; i < n; ++i)
           for (int64_t r = 0; r < nr; ++r) {
             const float gv = g[size_t(i * nr + r)];
@@ -236,7 +248,14 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
     for (int64_t t = tb; t < te; ++t)
       for (const Item& it : plan[size_t(t)]) {
         Expert& ex = active[it.expert];
-        kernels::matmul({ex.down, ex.h.data(), ex.down.cols, int64_t(ex.rows.size()), ex.y.data(), d, it.r0, it.r1});
+        kernels::matmul({.w = ex.down,
+                         .x = ex.h.data(),
+                         .ldx = ex.down.cols,
+                         .m = int64_t(ex.rows.size()),
+                         .y = ex.y.data(),
+                         .ldy = d,
+                         .row_begin = it.r0,
+                         .row_end = it.r1});
       }
   });
 

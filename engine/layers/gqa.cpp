@@ -59,15 +59,20 @@ void gqa_attention(ThreadPool& pool, const ModelConfig& c, const GqaWeights& w, 
       store_kv(kt, kt_, row, nk);
       store_kv(kt, v.data() + t * nv, row + v_at, nv);
     }
-    AttentionArgs a;
-    a.q = q.data() + sp.begin * nq, a.ldq = nq;
-    a.k = seq.k_rows(il), a.v = seq.v_rows(il);
-    a.n_tokens = sp.n, a.pos0 = sp.pos0;
-    a.n_head = c.n_head, a.n_head_kv = c.n_head_kv, a.hd_k = c.head_dim_k, a.hd_v = c.head_dim_v;
-    a.scale = c.kq_scale;
-    a.ldo = int64_t(c.n_head) * c.head_dim_v;
-    a.out = attn.data() + sp.begin * a.ldo;
-    attention(pool, a);
+    const int64_t ldo = int64_t(c.n_head) * c.head_dim_v;
+    attention(pool, {.q = q.data() + sp.begin * nq,
+                     .ldq = nq,
+                     .k = seq.k_rows(il),
+                     .v = seq.v_rows(il),
+                     .n_tokens = sp.n,
+                     .pos0 = sp.pos0,
+                     .n_head = c.n_head,
+                     .n_head_kv = c.n_head_kv,
+                     .hd_k = c.head_dim_k,
+                     .hd_v = c.head_dim_v,
+                     .scale = c.kq_scale,
+                     .out = attn.data() + sp.begin * ldo,
+                     .ldo = ldo});
   }
   linear(pool, w.wo.m, attn.data(), n, out);
 }

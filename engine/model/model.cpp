@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "../arch/arch.h"
+#include "../arch/decoder.h"
 #include "../cpu/thread_pool.h"
 #include "engine/gguf.h"
 #include "experts.h"
@@ -293,6 +294,23 @@ void read_common_config(const gguf::File& f, ModelConfig& c) {
     throw ModelError(fmt::format("{}: rope scaling '{}' is not supported", f.path(), scaling));
   }
   c.kq_scale = 1.0f / std::sqrt(float(c.head_dim_k));
+}
+
+void DecoderLayer::load_norms(const WeightLoader& wl, const ModelConfig& c, int il) {
+  const std::string b = fmt::format("blk.{}.", il);
+  attn_norm = wl.vec(b + "attn_norm.weight", c.n_embd);
+  ffn_norm = wl.vec(b + "ffn_norm.weight", c.n_embd);
+}
+
+void DecoderLayer::load_ffn(const WeightLoader& wl, const ModelConfig& c, int il) {
+  if (c.is_moe_layer(il)) {
+    moe = layers::load_moe(wl, c, il);
+    return;
+  }
+  const std::string b = fmt::format("blk.{}.", il);
+  gate = wl.get(b + "ffn_gate.weight", {c.n_embd, c.n_ff});
+  up = wl.get(b + "ffn_up.weight", {c.n_embd, c.n_ff});
+  down = wl.get(b + "ffn_down.weight", {c.n_ff, c.n_embd});
 }
 
 void Embeddings::load(const WeightLoader& wl, const ModelConfig& c) {
