@@ -20,7 +20,6 @@
 #include "assist/remote_backend.h"
 #include "assist/service.h"
 #include "documents.h"
-#include "engine/engine.h"
 #include "engine/model.h"
 #include "protocol.h"
 #include "server.h"
