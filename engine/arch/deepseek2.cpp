@@ -30,7 +30,18 @@ struct Deepseek2Layer : DecoderLayer {
 class Deepseek2 final : public Decoder<Deepseek2Layer> {
  public:
   Deepseek2(std::unique_ptr<gguf::File> file, const LoadOptions& options) : Decoder(std::move(file), options) {
-    // Hyperparameters (the common ones are read by Model).
+    read_hparams();
+    load_tensors();
+    init_experts(expert_layers(cfg_, layers_));
+  }
+
+ protected:
+  int kv_k_dim() const override { return cfg_.kv_lora_rank + cfg_.qk_rope; }  // [latent | k_pe]
+  int kv_v_dim() const override { return 0; }
+
+ private:
+  // Hyperparameters (the common ones are read by Model).
+  void read_hparams() {
     ModelConfig& c = cfg_;
     const gguf::File& f = *file_;
     const std::string& a = c.arch;
@@ -68,9 +79,12 @@ class Deepseek2 final : public Decoder<Deepseek2Layer> {
       c.rope.attn_factor /= 1.0f + 0.1f * ln_factor;
     }
     c.kq_scale = mscale * mscale / std::sqrt(float(c.head_dim_k));
+  }
 
-    // Tensors.
-    const WeightLoader wl(f);
+  // Tensors.
+  void load_tensors() {
+    const ModelConfig& c = cfg_;
+    const WeightLoader wl(*file_);
     emb_.load(wl, c);
     const int64_t q_dim = int64_t(c.n_head) * c.head_dim_k;
     for (int il = 0; il < c.n_layer; ++il) {
@@ -113,14 +127,8 @@ class Deepseek2 final : public Decoder<Deepseek2Layer> {
       L.load_ffn(wl, c, il);  // dense for the first leading_dense_block_count layers, then MoE
       layers_.push_back(std::move(L));
     }
-    init_experts(expert_layers(c, layers_));
   }
 
- protected:
-  int kv_k_dim() const override { return cfg_.kv_lora_rank + cfg_.qk_rope; }  // [latent | k_pe]
-  int kv_v_dim() const override { return 0; }
-
- private:
   // k_nope = K_up · lat (qk_nope values) for either layout.
   void expand_k(const Deepseek2Layer& L, int h, const float* lat, float* k_nope) const {
     const auto& m = L.k_up[size_t(h)];

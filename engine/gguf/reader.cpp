@@ -168,11 +168,27 @@ struct File::Impl {
     if (map) munmap(map, size);
   }
 
+  // Each part checks what it reads and fails naming the byte offset.
   void parse();
+  void read_header(Cursor& c, uint64_t& n_tensors, uint64_t& n_kv);
+  void read_metadata(Cursor& c, uint64_t n_kv);
+  void read_alignment(Cursor& c);
+  void read_tensor_infos(Cursor& c, uint64_t n_tensors);
+  void check_data_section(Cursor& c);  // every tensor inside the file, no two overlapping
 };
 
 void File::Impl::parse() {
   Cursor c(data, size, path);
+  uint64_t n_tensors = 0, n_kv = 0;
+  read_header(c, n_tensors, n_kv);
+  read_metadata(c, n_kv);
+  read_alignment(c);
+  read_tensor_infos(c, n_tensors);
+  check_data_section(c);
+}
+
+// Magic, version, and the two counts (checked against the file's size).
+void File::Impl::read_header(Cursor& c, uint64_t& n_tensors, uint64_t& n_kv) {
   if (size == 0) c.fail(0, "empty file (not a GGUF file)");
   if (size < 4 || std::memcmp(data, "GGUF", 4) != 0) {
     std::string got;
@@ -190,15 +206,17 @@ void File::Impl::parse() {
     c.fail(version_at, fmt::format("unsupported GGUF version {} (supported: 2, 3)", version));
   }
   const uint64_t nt_at = c.pos();
-  const auto n_tensors = c.read<uint64_t>("tensor count");
+  n_tensors = c.read<uint64_t>("tensor count");
   const uint64_t nkv_at = c.pos();
-  const auto n_kv = c.read<uint64_t>("metadata count");
+  n_kv = c.read<uint64_t>("metadata count");
   // A key/value takes at least 8 (key length) + 4 (type) + 1 bytes; a tensor info 8+4+8+4+8.
   if (n_kv > c.remaining() / 13)
     c.fail(nkv_at, fmt::format("absurd metadata count {}: cannot fit in a {}-byte file", n_kv, size));
   if (n_tensors > c.remaining() / 32)
     c.fail(nt_at, fmt::format("absurd tensor count {}: cannot fit in a {}-byte file", n_tensors, size));
+}
 
+void File::Impl::read_metadata(Cursor& c, uint64_t n_kv) {
   kv.reserve(n_kv);
   for (uint64_t i = 0; i < n_kv; ++i) {
     const uint64_t at = c.pos();
@@ -214,7 +232,9 @@ void File::Impl::parse() {
       c.fail(at, fmt::format("duplicate metadata key '{}'", kv.back().first));
     }
   }
+}
 
+void File::Impl::read_alignment(Cursor& c) {
   if (auto it = kv_index.find("general.alignment"); it != kv_index.end()) {
     const Value& v = kv[it->second].second;
     const auto* a = std::get_if<uint32_t>(&v.v);
@@ -222,7 +242,9 @@ void File::Impl::parse() {
     if (*a == 0 || (*a & (*a - 1)) != 0) c.fail(0, fmt::format("general.alignment {} is not a power of two", *a));
     alignment = *a;
   }
+}
 
+void File::Impl::read_tensor_infos(Cursor& c, uint64_t n_tensors) {
   tensors.reserve(n_tensors);
   for (uint64_t i = 0; i < n_tensors; ++i) {
     const uint64_t at = c.pos();
@@ -264,7 +286,9 @@ void File::Impl::parse() {
     if (!tensor_index.emplace(tensors.back().name, tensors.size() - 1).second)
       c.fail(at, fmt::format("duplicate tensor name '{}'", tensors.back().name));
   }
+}
 
+void File::Impl::check_data_section(Cursor& c) {
   const uint64_t header_end = c.pos();
   data_offset = (header_end + alignment - 1) / alignment * alignment;
   if (!tensors.empty() && data_offset > size)

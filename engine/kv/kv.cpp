@@ -178,7 +178,8 @@ bool BlockPool::publish(int32_t b, uint64_t parent, std::span<const TokenId> tok
   if (!by_hash_.emplace(h, b).second) return false;
   by_parent_.emplace(parent, b);
   m.published = true;
-  m.hash = h, m.parent = parent;
+  m.hash = h;
+  m.parent = parent;
   m.tokens.assign(tokens.begin(), tokens.end());
   return true;
 }

@@ -111,13 +111,20 @@ void run_job(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float
       sc.vbuf.resize(size_t(j1 - j0) * size_t(a.hd_v));
       for (int64_t j = j0; j < j1; ++j)
         kernels::dequantize_row(V.type, V.row(j), sc.vbuf.data() + size_t(j - j0) * size_t(a.hd_v), a.hd_v);
-      vp = sc.vbuf.data(), ldv = a.hd_v;
+      vp = sc.vbuf.data();
+      ldv = a.hd_v;
     }
-    kernels::WeightedRowsArgs pv;
-    pv.p = sc.s.data() + (j0 - jb0), pv.ldp = n, pv.m = rows;
-    pv.v = vp, pv.ldv = ldv, pv.n_v = j1 - j0, pv.n = a.hd_v;
-    pv.y = o, pv.ldy = a.hd_v, pv.accumulate = j0 > jb0;
-    kernels::weighted_rows(pv);
+    // o [rows][hd_v] (+)= p [rows][block's keys] · v [block's keys][hd_v]
+    kernels::weighted_rows({.p = sc.s.data() + (j0 - jb0),
+                            .ldp = n,
+                            .m = rows,
+                            .v = vp,
+                            .ldv = ldv,
+                            .n_v = j1 - j0,
+                            .n = a.hd_v,
+                            .y = o,
+                            .ldy = a.hd_v,
+                            .accumulate = j0 > jb0});
     j0 = j1;
   }
 }

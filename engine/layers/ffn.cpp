@@ -98,40 +98,38 @@ void route(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const 
   }
 }
 
-void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const float* x, int64_t m, float* out,
-         const MoeHooks& hooks) {
-  const int n_exp = cfg.n_expert, k = cfg.n_expert_used, d = cfg.n_embd;
-  MoeStats* const stats = hooks.stats;
-  std::vector<int> chosen(static_cast<size_t>(m * k));
-  std::vector<float> weight(static_cast<size_t>(m * k));
-  route(pool, cfg, w, x, m, chosen.data(), weight.data());
-  if (hooks.experts) hooks.experts->routed(hooks.layer, chosen.data(), m);
+namespace {
 
-  // Dispatch. Each active expert's tokens form one batch (its weights stream
-  // once). The work is cut into items — (expert, block of rows) — sized by
-  // tokens × rows and assigned longest-first to the least-loaded thread, so
-  // every thread finishes at about the same time whatever the routing; gate
-  // and up run in the same item, so SwiGLU's product needs no extra pass.
-  struct Expert {
-    int e;  // −1: the shared experts
-    kernels::MatView gate, up, down;
-    std::vector<int64_t> rows;   // token indices
-    std::vector<float> ws;       // their routing weights
-    std::vector<float> x, h, y;  // [n][d] (gathered rows), [n][n_ff], [n][d]
-    const float* in = nullptr;   // its inputs: x, or for the shared experts the layer's input itself
-  };
-  std::vector<Expert> active;
-  if (stats) {
-    stats->expert_tokens.resize(size_t(n_exp), 0);
-    ++stats->calls;
-  }
-  for (int e = 0; e < n_exp; ++e) {
-    Expert ex{e, w.gate.slice(e), w.up.slice(e), w.down.slice(e), {}, {}, {}, {}, {}, nullptr};
+// One expert's share of a MoE layer: its tokens form one batch, so its
+// weights stream once.
+struct ActiveExpert {
+  int e = 0;  // −1: the shared experts
+  kernels::MatView gate, up, down;
+  std::vector<int64_t> rows;   // token indices
+  std::vector<float> ws;       // their routing weights
+  std::vector<float> x, h, y;  // [n][d] (gathered rows), [n][n_ff], [n][d]
+  const float* in = nullptr;   // its inputs: x, or for the shared experts the layer's input itself
+};
+
+// The experts the routing chose, chosen [m][k] with weights [m][k], each with
+// its rows gathered; the shared experts (one fused SwiGLU over every token,
+// weight 1) last, so they are balanced with the routed ones and cost no extra
+// parallel loops (three per layer when run apart).
+std::vector<ActiveExpert> gather_experts(const ModelConfig& cfg, const MoeWeights& w, const float* x, int64_t m,
+                                         const int* chosen, const float* weight, const MoeHooks& hooks) {
+  const int k = cfg.n_expert_used, d = cfg.n_embd;
+  std::vector<ActiveExpert> active;
+  for (int e = 0; e < cfg.n_expert; ++e) {
+    ActiveExpert ex;
+    ex.e = e;
+    ex.gate = w.gate.slice(e);
+    ex.up = w.up.slice(e);
+    ex.down = w.down.slice(e);
     for (int64_t t = 0; t < m; ++t)
       for (int j = 0; j < k; ++j)
-        if (chosen[size_t(t * k + j)] == e) {
+        if (chosen[t * k + j] == e) {
           ex.rows.push_back(t);
-          ex.ws.push_back(weight[size_t(t * k + j)]);
+          ex.ws.push_back(weight[t * k + j]);
         }
     if (ex.rows.empty()) continue;
     if (hooks.experts) {
@@ -140,7 +138,7 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
       ex.up = mats.up;
       ex.down = mats.down;
     }
-    if (stats) stats->expert_tokens[size_t(e)] += int64_t(ex.rows.size());
+    if (hooks.stats) hooks.stats->expert_tokens[size_t(e)] += int64_t(ex.rows.size());
     const size_t n = ex.rows.size();
     ex.x.resize(n * size_t(d));
     for (size_t i = 0; i < n; ++i) std::copy_n(x + ex.rows[i] * d, d, ex.x.data() + i * size_t(d));
@@ -149,62 +147,76 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
     ex.y.resize(n * size_t(d));
     active.push_back(std::move(ex));
   }
-  // The shared experts (one fused SwiGLU over every token, weight 1) join the
-  // same work lists, so they are balanced with the routed ones and cost no
-  // extra parallel loops (three per layer when run apart).
   if (w.shared_gate.present()) {
-    Expert sh{-1, w.shared_gate.m, w.shared_up.m, w.shared_down.m, {}, std::vector<float>(size_t(m), 1.0f), {}, {}, {},
-              x};
+    ActiveExpert sh;
+    sh.e = -1;
+    sh.gate = w.shared_gate.m;
+    sh.up = w.shared_up.m;
+    sh.down = w.shared_down.m;
+    sh.ws.assign(size_t(m), 1.0f);
+    sh.in = x;
     sh.rows.resize(size_t(m));
     std::iota(sh.rows.begin(), sh.rows.end(), int64_t(0));
     sh.h.resize(size_t(m) * size_t(sh.gate.rows));
     sh.y.resize(size_t(m) * size_t(d));
     active.push_back(std::move(sh));
   }
+  return active;
+}
 
-  struct Item {
-    size_t expert;
-    int64_t r0, r1;
-    double cost;
-  };
-  const int n_threads = pool.size();
-  // Longest-processing-time-first onto the least-loaded thread.
-  const auto schedule = [&](std::vector<Item>& items) {
-    std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.cost > b.cost; });
-    std::vector<std::vector<Item>> per(static_cast<size_t>(n_threads));
-    std::vector<double> load(static_cast<size_t>(n_threads), 0.0);
-    for (const Item& it : items) {
-      const size_t t = size_t(std::min_element(load.begin(), load.end()) - load.begin());
-      per[t].push_back(it);
-      load[t] += it.cost;
-    }
-    if (stats && !load.empty()) {
-      const auto [mn, mx] = std::minmax_element(load.begin(), load.end());
-      stats->thread_load_max += *mx;
-      stats->thread_load_min += *mn;
-    }
-    return per;
-  };
-  const auto blocks = [&](int64_t rows) {
-    // About 4 items per thread over all experts, each at least 16 rows.
-    const int64_t total = std::max<int64_t>(1, int64_t(active.size()));
-    const int64_t per_expert = std::max<int64_t>(1, (4 * n_threads + total - 1) / total);
-    return std::max<int64_t>(16, (rows + per_expert - 1) / per_expert);
-  };
+// A unit of work: rows [r0, r1) of one expert's matrix over its tokens.
+struct WorkItem {
+  size_t expert;
+  int64_t r0, r1;
+  double cost;  // tokens × rows
+};
 
-  // Phase 1: h = silu(x·Wgᵀ) ⊙ (x·Wuᵀ) per expert.
-  std::vector<Item> items;
+// The items of a matrix with `rows(expert)` rows per expert, cut so that
+// there are about 4 per thread over all experts, each at least 16 rows.
+template <class Rows>
+std::vector<WorkItem> cut_items(const std::vector<ActiveExpert>& active, int n_threads, Rows rows) {
+  const int64_t total = std::max<int64_t>(1, int64_t(active.size()));
+  const int64_t per_expert = std::max<int64_t>(1, (4 * n_threads + total - 1) / total);
+  std::vector<WorkItem> items;
   for (size_t a = 0; a < active.size(); ++a) {
-    const int64_t n = int64_t(active[a].rows.size()), rows = active[a].gate.rows, step = blocks(rows);
-    for (int64_t r = 0; r < rows; r += step)
-      items.push_back({a, r, std::min(rows, r + step), double(n) * double(std::min(step, rows - r))});
+    const int64_t n = int64_t(active[a].rows.size()), nr = rows(active[a]);
+    const int64_t step = std::max<int64_t>(16, (nr + per_expert - 1) / per_expert);
+    for (int64_t r = 0; r < nr; r += step)
+      items.push_back({a, r, std::min(nr, r + step), double(n) * double(std::min(step, nr - r))});
   }
-  auto plan = schedule(items);
+  return items;
+}
+
+// Longest-processing-time-first onto the least-loaded thread, so every thread
+// finishes at about the same time whatever the routing.
+std::vector<std::vector<WorkItem>> schedule(std::vector<WorkItem> items, int n_threads, MoeStats* stats) {
+  std::sort(items.begin(), items.end(), [](const WorkItem& a, const WorkItem& b) { return a.cost > b.cost; });
+  std::vector<std::vector<WorkItem>> per(static_cast<size_t>(n_threads));
+  std::vector<double> load(static_cast<size_t>(n_threads), 0.0);
+  for (const WorkItem& it : items) {
+    const size_t t = size_t(std::min_element(load.begin(), load.end()) - load.begin());
+    per[t].push_back(it);
+    load[t] += it.cost;
+  }
+  if (stats && !load.empty()) {
+    const auto [mn, mx] = std::minmax_element(load.begin(), load.end());
+    stats->thread_load_max += *mx;
+    stats->thread_load_min += *mn;
+  }
+  return per;
+}
+
+// h = silu(x·Wgᵀ) ⊙ (x·Wuᵀ) for every expert; gate and up run in the same
+// item, so SwiGLU's product needs no extra pass.
+void gate_up(ThreadPool& pool, std::vector<ActiveExpert>& active, int64_t d, MoeStats* stats) {
+  const int n_threads = pool.size();
+  const auto plan =
+      schedule(cut_items(active, n_threads, [](const ActiveExpert& ex) { return ex.gate.rows; }), n_threads, stats);
   pool.parallel_for(n_threads, [&](int64_t tb, int64_t te) {
     std::vector<float> g, u;
     for (int64_t t = tb; t < te; ++t)
-      for (const Item& it : plan[size_t(t)]) {
-        Expert& ex = active[it.expert];
+      for (const WorkItem& it : plan[size_t(t)]) {
+        ActiveExpert& ex = active[it.expert];
         const int64_t n = int64_t(ex.rows.size()), nr = it.r1 - it.r0, ff = ex.gate.rows;
         g.resize(size_t(n * nr));
         u.resize(size_t(n * nr));
@@ -235,19 +247,16 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
           }
       }
   });
+}
 
-  // Phase 2: y = h·Wdᵀ per expert.
-  items.clear();
-  for (size_t a = 0; a < active.size(); ++a) {
-    const int64_t n = int64_t(active[a].rows.size()), step = blocks(d);
-    for (int64_t r = 0; r < d; r += step)
-      items.push_back({a, r, std::min<int64_t>(d, r + step), double(n) * double(std::min<int64_t>(step, d - r))});
-  }
-  plan = schedule(items);
+// y = h·Wdᵀ for every expert.
+void down(ThreadPool& pool, std::vector<ActiveExpert>& active, int64_t d, MoeStats* stats) {
+  const int n_threads = pool.size();
+  const auto plan = schedule(cut_items(active, n_threads, [d](const ActiveExpert&) { return d; }), n_threads, stats);
   pool.parallel_for(n_threads, [&](int64_t tb, int64_t te) {
     for (int64_t t = tb; t < te; ++t)
-      for (const Item& it : plan[size_t(t)]) {
-        Expert& ex = active[it.expert];
+      for (const WorkItem& it : plan[size_t(t)]) {
+        ActiveExpert& ex = active[it.expert];
         kernels::matmul({.w = ex.down,
                          .x = ex.h.data(),
                          .ldx = ex.down.cols,
@@ -258,10 +267,27 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
                          .row_end = it.r1});
       }
   });
+}
 
-  // Weighted combine.
+}  // namespace
+
+void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const float* x, int64_t m, float* out,
+         const MoeHooks& hooks) {
+  const int k = cfg.n_expert_used, d = cfg.n_embd;
+  std::vector<int> chosen(static_cast<size_t>(m * k));    // [m][k] experts
+  std::vector<float> weight(static_cast<size_t>(m * k));  // [m][k] their combine weights
+  route(pool, cfg, w, x, m, chosen.data(), weight.data());
+  if (hooks.experts) hooks.experts->routed(hooks.layer, chosen.data(), m);
+  if (hooks.stats) {
+    hooks.stats->expert_tokens.resize(size_t(cfg.n_expert), 0);
+    ++hooks.stats->calls;
+  }
+  std::vector<ActiveExpert> active = gather_experts(cfg, w, x, m, chosen.data(), weight.data(), hooks);
+  gate_up(pool, active, d, hooks.stats);
+  down(pool, active, d, hooks.stats);
+  // out [m][d] = Σ over each token's experts of weight · y
   std::fill(out, out + m * d, 0.0f);
-  for (const Expert& ex : active)
+  for (const ActiveExpert& ex : active)
     for (size_t i = 0; i < ex.rows.size(); ++i) {
       float* o = out + ex.rows[i] * d;
       const float* yi = ex.y.data() + i * size_t(d);

@@ -124,7 +124,8 @@ void Scheduler::publish_metrics(int running, int waiting) {
   metrics_.kv = pool_->stats();
   metrics_.prefix_hit_rate =
       metrics_.kv.lookup_tokens ? double(metrics_.kv.hit_tokens) / double(metrics_.kv.lookup_tokens) : 0.0;
-  metrics_.running = running, metrics_.waiting = waiting;
+  metrics_.running = running;
+  metrics_.waiting = waiting;
   {
     std::lock_guard lock(mu_);
     published_ = metrics_;

@@ -111,11 +111,8 @@ bool one_of(std::string_view s, const std::array<const char*, N>& xs) {
   return std::any_of(xs.begin(), xs.end(), [&](const char* x) { return s == x; });
 }
 
-}  // namespace
-
-Vocab load_vocab(const gguf::File& f) {
-  Vocab v;
-  v.file = f.path();
+// tokenizer.ggml.model (llama or gpt2) and .pre.
+void read_kind(const gguf::File& f, Vocab& v) {
   try {
     v.model = f.get<std::string>("tokenizer.ggml.model");
   } catch (const gguf::GgufError&) {
@@ -129,7 +126,10 @@ Vocab load_vocab(const gguf::File& f) {
            "code models, which use 'llama' (SentencePiece) or 'gpt2' (byte-level BPE)");
     fail(v, fmt::format("unknown tokenizer model '{}' (supported: llama, gpt2)", v.model));
   }
+}
 
+// The tokens' text, scores and attributes, and the text → id map.
+void read_tokens(const gguf::File& f, Vocab& v) {
   v.text = f.get_array<std::string>("tokenizer.ggml.tokens");
   const size_t n = v.text.size();
   if (n == 0) fail(v, "tokenizer.ggml.tokens is empty");
@@ -154,11 +154,16 @@ Vocab load_vocab(const gguf::File& f) {
     if (v.text[i].empty()) v.text[i] = fmt::format("[EMPTY_{}]", i);  // as llama.cpp names them
     v.text_to_id[v.text[i]] = TokenId(i);                             // a later duplicate wins, as in llama.cpp
   }
+}
 
-  // Family defaults, then the file's keys.
+// The special tokens: the family's defaults, then the file's keys.
+void read_special_tokens(const gguf::File& f, Vocab& v) {
+  const size_t n = v.text.size();
   SpecialTokens& s = v.special;
   if (v.model == "llama") {
-    s.bos = 1, s.eos = 2, s.unk = 0;
+    s.bos = 1;
+    s.eos = 2;
+    s.unk = 0;
     s.add_bos = true;
     v.add_space_prefix = f.get_or<bool>("tokenizer.ggml.add_space_prefix", true);
   } else {
@@ -196,8 +201,13 @@ Vocab load_vocab(const gguf::File& f) {
   }
   s.add_bos = f.get_or<bool>("tokenizer.ggml.add_bos_token", s.add_bos);
   s.add_eos = f.get_or<bool>("tokenizer.ggml.add_eos_token", s.add_eos);
+}
 
-  // Recognise EOT / FIM tokens by text where the file gave no id, and make them control tokens.
+// EOT / FIM tokens recognised by their text where the file gave no id (made
+// control tokens), and the unused control tokens marked.
+void detect_special_by_text(Vocab& v) {
+  const size_t n = v.text.size();
+  SpecialTokens& s = v.special;
   auto detect = [&](TokenId& id, const auto& texts) {
     if (id != kNoToken) return;
     for (size_t i = 0; i < n; ++i)
@@ -218,8 +228,13 @@ Vocab load_vocab(const gguf::File& f) {
 
   for (size_t i = 0; i < n; ++i)
     if ((v.attr[i] & kAttrControl) && v.text[i].find("unused") != std::string::npos) v.attr[i] |= kAttrUnused;
+}
 
-  // End-of-generation set.
+// The end-of-generation set: the FIM pad/repo/separator tokens, tokens whose
+// text ends a turn in some family, EOS, EOT and EOM.
+void collect_eog(Vocab& v) {
+  const size_t n = v.text.size();
+  const SpecialTokens& s = v.special;
   auto add_eog = [&](TokenId id) {
     if (id != kNoToken && std::find(v.eog.begin(), v.eog.end(), id) == v.eog.end()) v.eog.push_back(id);
   };
@@ -235,7 +250,20 @@ Vocab load_vocab(const gguf::File& f) {
   add_eog(s.eot);
   add_eog(s.eom);
   std::sort(v.eog.begin(), v.eog.end());
+}
 
+}  // namespace
+
+Vocab load_vocab(const gguf::File& f) {
+  Vocab v;
+  v.file = f.path();
+  read_kind(f, v);
+  read_tokens(f, v);
+  read_special_tokens(f, v);
+  detect_special_by_text(v);
+  collect_eog(v);
+  // Tokens the pre-tokenizer splits out before anything else, longest first.
+  const size_t n = v.text.size();
   for (size_t i = 0; i < n; ++i)
     if (v.attr[i] & (kAttrControl | kAttrUserDefined | kAttrUnknown)) v.partition_tokens.push_back(TokenId(i));
   std::stable_sort(v.partition_tokens.begin(), v.partition_tokens.end(),

@@ -2,6 +2,7 @@
 // product in double precision. The oracle for kernels/cpu/matmul.cpp.
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "../quant_blocks.h"
@@ -12,114 +13,116 @@ namespace moelsp::kernels::ref {
 
 using blocks::half_at;
 
+namespace {
+
+// x = d · q
+void dequantize_q8_0(const uint8_t* b, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; i += 32, b += sizeof(blocks::Q8_0)) {
+    const float d = half_at(b + offsetof(blocks::Q8_0, d));
+    const auto* q = reinterpret_cast<const int8_t*>(b + offsetof(blocks::Q8_0, qs));
+    for (int j = 0; j < 32; ++j) dst[i + j] = d * float(q[j]);
+  }
+}
+
+// Element j in the low nibble of qs[j], element j + 16 in its high nibble; x = d·(q − 8).
+void dequantize_q4_0(const uint8_t* b, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; i += 32, b += sizeof(blocks::Q4_0)) {
+    const float d = half_at(b + offsetof(blocks::Q4_0, d));
+    const uint8_t* qs = b + offsetof(blocks::Q4_0, qs);
+    for (int j = 0; j < 16; ++j) {
+      dst[i + j] = d * float((qs[j] & 0x0f) - 8);
+      dst[i + j + 16] = d * float((qs[j] >> 4) - 8);
+    }
+  }
+}
+
+// As Q4_0 with each element's fifth bit in qh (u32 LE, bit j for element j); x = d·(q − 16).
+void dequantize_q5_0(const uint8_t* b, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; i += 32, b += sizeof(blocks::Q5_0)) {
+    const float d = half_at(b + offsetof(blocks::Q5_0, d));
+    uint32_t qh;
+    std::memcpy(&qh, b + offsetof(blocks::Q5_0, qh), 4);
+    const uint8_t* qs = b + offsetof(blocks::Q5_0, qs);
+    for (int j = 0; j < 16; ++j) {
+      const int lo = (qs[j] & 0x0f) | int(((qh >> j) & 1) << 4);
+      const int hi = (qs[j] >> 4) | int(((qh >> (j + 16)) & 1) << 4);
+      dst[i + j] = d * float(lo - 16);
+      dst[i + j + 16] = d * float(hi - 16);
+    }
+  }
+}
+
+// 256-element super-blocks of eight 32-element sub-blocks, each with a 6-bit
+// (scale, min) pair; the nibbles hold 64 elements per 32 bytes (low nibbles
+// first, then high); Q5_K adds each element's fifth bit. x = d·scale·q − dmin·min.
+template <bool kFive>
+void dequantize_q4_k(const uint8_t* b, float* dst, int64_t n) {
+  using Block = std::conditional_t<kFive, blocks::Q5_K, blocks::Q4_K>;
+  for (int64_t i = 0; i < n; i += 256, b += sizeof(Block)) {
+    const float d = half_at(b + offsetof(Block, d)), dmin = half_at(b + offsetof(Block, dmin));
+    const uint8_t* sc = b + offsetof(Block, scales);
+    const uint8_t* qh = b + offsetof(blocks::Q5_K, qh);  // Q5_K only
+    const uint8_t* qs = b + offsetof(Block, qs);
+    float* y = dst + i;
+    for (int sub = 0; sub < 8; ++sub) {
+      int scale, min;
+      blocks::k4_scale_min(sc, sub, &scale, &min);
+      const uint8_t* q = qs + 32 * (sub / 2);
+      const int shift = (sub % 2) * 4;
+      for (int l = 0; l < 32; ++l) {
+        int v = (q[l] >> shift) & 0x0f;
+        if (kFive && (qh[l] >> sub) & 1) v += 16;
+        y[32 * sub + l] = d * float(scale) * float(v) - dmin * float(min);
+      }
+    }
+  }
+}
+
+// 256-element super-blocks in two halves of 128: low nibbles in ql, 2-bit
+// highs in qh, an int8 scale per 16 elements. x = d·scale·(q − 32).
+void dequantize_q6_k(const uint8_t* b, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; i += 256, b += sizeof(blocks::Q6_K)) {
+    const float d = half_at(b + offsetof(blocks::Q6_K, d));
+    const auto* scales = reinterpret_cast<const int8_t*>(b + offsetof(blocks::Q6_K, scales));
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* ql = b + offsetof(blocks::Q6_K, ql) + 64 * half;
+      const uint8_t* qh = b + offsetof(blocks::Q6_K, qh) + 32 * half;
+      const int8_t* s = scales + 8 * half;
+      float* y = dst + i + 128 * half;
+      for (int l = 0; l < 32; ++l) {
+        const int is = l / 16;
+        const int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        y[l] = d * float(s[is]) * float(q1);
+        y[l + 32] = d * float(s[is + 2]) * float(q2);
+        y[l + 64] = d * float(s[is + 4]) * float(q3);
+        y[l + 96] = d * float(s[is + 6]) * float(q4);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const uint8_t*>(src);
+  const auto* h = static_cast<const uint16_t*>(src);
   switch (t) {
     case DType::F32: std::memcpy(dst, src, size_t(n) * sizeof(float)); return;
-    case DType::F16: {
-      const auto* h = static_cast<const uint16_t*>(src);
+    case DType::F16:
       for (int64_t i = 0; i < n; ++i) dst[i] = kernels::fp16_to_fp32(h[i]);
       return;
-    }
-    case DType::BF16: {
-      const auto* h = static_cast<const uint16_t*>(src);
+    case DType::BF16:
       for (int64_t i = 0; i < n; ++i) dst[i] = kernels::bf16_to_fp32(h[i]);
       return;
-    }
-    case DType::Q8_0: {
-      // block: fp16 scale d, 32 × int8 q; x = d · q
-      const auto* b = static_cast<const uint8_t*>(src);
-      for (int64_t i = 0; i < n; i += 32, b += sizeof(blocks::Q8_0)) {
-        uint16_t dh;
-        std::memcpy(&dh, b, 2);
-        const float d = kernels::fp16_to_fp32(dh);
-        const auto* q = reinterpret_cast<const int8_t*>(b + 2);
-        for (int j = 0; j < 32; ++j) dst[i + j] = d * float(q[j]);
-      }
-      return;
-    }
-    case DType::Q4_0: {
-      // block: fp16 d, 16 bytes: element j in the low nibble of byte j, element j+16 in its high nibble; x = d·(q − 8)
-      const auto* b = static_cast<const uint8_t*>(src);
-      for (int64_t i = 0; i < n; i += 32, b += sizeof(blocks::Q4_0)) {
-        const float d = half_at(b);
-        for (int j = 0; j < 16; ++j) {
-          dst[i + j] = d * float((b[2 + j] & 0x0f) - 8);
-          dst[i + j + 16] = d * float((b[2 + j] >> 4) - 8);
-        }
-      }
-      return;
-    }
-    case DType::Q5_0: {
-      // block: fp16 d, 32 high bits (u32 LE, bit j for element j), 16 nibble bytes as Q4_0; x = d·(q − 16)
-      const auto* b = static_cast<const uint8_t*>(src);
-      for (int64_t i = 0; i < n; i += 32, b += sizeof(blocks::Q5_0)) {
-        const float d = half_at(b);
-        uint32_t qh;
-        std::memcpy(&qh, b + 2, 4);
-        for (int j = 0; j < 16; ++j) {
-          const int lo = (b[6 + j] & 0x0f) | int(((qh >> j) & 1) << 4);
-          const int hi = (b[6 + j] >> 4) | int(((qh >> (j + 16)) & 1) << 4);
-          dst[i + j] = d * float(lo - 16);
-          dst[i + j + 16] = d * float(hi - 16);
-        }
-      }
-      return;
-    }
-    case DType::Q4_K:
-    case DType::Q5_K: {
-      // 256-element super-block: fp16 d, fp16 dmin, 12 bytes of 6-bit (scale, min) pairs for eight
-      // 32-element sub-blocks, [Q5_K: 32 bytes of fifth bits], 128 nibble bytes (64 elements per 32 bytes:
-      // low nibbles first, then high). x = d·scale·q − dmin·min.
-      const bool five = t == DType::Q5_K;
-      const size_t block = five ? sizeof(blocks::Q5_K) : sizeof(blocks::Q4_K);
-      const auto* b = static_cast<const uint8_t*>(src);
-      for (int64_t i = 0; i < n; i += 256, b += block) {
-        const float d = half_at(b), dmin = half_at(b + 2);
-        const uint8_t* sc = b + 4;
-        const uint8_t* qh = b + 16;
-        const uint8_t* qs = b + (five ? 48 : 16);
-        float* y = dst + i;
-        for (int sub = 0; sub < 8; ++sub) {
-          int scale, min;
-          blocks::k4_scale_min(sc, sub, &scale, &min);
-          const uint8_t* q = qs + 32 * (sub / 2);
-          const int shift = (sub % 2) * 4;
-          for (int l = 0; l < 32; ++l) {
-            int v = (q[l] >> shift) & 0x0f;
-            if (five && (qh[l] >> sub) & 1) v += 16;
-            y[32 * sub + l] = d * float(scale) * float(v) - dmin * float(min);
-          }
-        }
-      }
-      return;
-    }
-    case DType::Q6_K: {
-      // 256-element super-block: 128 bytes of low nibbles, 64 bytes of 2-bit highs, 16 int8 scales
-      // (one per 16 elements), fp16 d. Two halves of 128 elements; x = d·scale·(q − 32).
-      const auto* b = static_cast<const uint8_t*>(src);
-      for (int64_t i = 0; i < n; i += 256, b += sizeof(blocks::Q6_K)) {
-        const float d = half_at(b + offsetof(blocks::Q6_K, d));
-        const auto* scales = reinterpret_cast<const int8_t*>(b + 192);
-        for (int half = 0; half < 2; ++half) {
-          const uint8_t* ql = b + 64 * half;
-          const uint8_t* qh = b + 128 + 32 * half;
-          const int8_t* s = scales + 8 * half;
-          float* y = dst + i + 128 * half;
-          for (int l = 0; l < 32; ++l) {
-            const int is = l / 16;
-            const int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
-            const int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
-            const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-            const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-            y[l] = d * float(s[is]) * float(q1);
-            y[l + 32] = d * float(s[is + 2]) * float(q2);
-            y[l + 64] = d * float(s[is + 4]) * float(q3);
-            y[l + 96] = d * float(s[is + 6]) * float(q4);
-          }
-        }
-      }
-      return;
-    }
+    case DType::Q8_0: return dequantize_q8_0(b, dst, n);
+    case DType::Q4_0: return dequantize_q4_0(b, dst, n);
+    case DType::Q5_0: return dequantize_q5_0(b, dst, n);
+    case DType::Q4_K: return dequantize_q4_k<false>(b, dst, n);
+    case DType::Q5_K: return dequantize_q4_k<true>(b, dst, n);
+    case DType::Q6_K: return dequantize_q6_k(b, dst, n);
     default: throw std::invalid_argument(std::string("dequantize_row: unsupported type ") + std::string(dtype_name(t)));
   }
 }

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/sampling.h"
+#include "engine/sampling_params.h"
 #include "engine/tokenizer.h"
 
 namespace moelsp {

@@ -49,7 +49,7 @@ struct BlockQ8 {
   float d;  // scale: value = d · q
   int8_t q[32];
 };
-// ... and as 256-value blocks for the K-quants (Q4_K, Q6_K), with the sums of
+// ... and as 256-value blocks for the K-quants (Q4_K, Q5_K, Q6_K), with the sums of
 // each 16 values for their per-sub-block offsets (mins, the −32 of Q6_K).
 struct BlockQ8K {
   float d;
