@@ -43,37 +43,31 @@ namespace {
 // min); stored values are unsigned with kOffset subtracted; activations come
 // in kActBlock-value blocks (Q8_0's rule for 32, Q8_K's for 256); a
 // super-block's kSuperGroups scales are decoded together.
+struct Groups {
+  int size, offset, act_block, super_groups;
+  bool min;
+};
+// One row per type: it reads as the table it is.
+// clang-format off
+constexpr Groups groups_of(DType t) {
+  switch (t) {
+    //                       size offset act_block super_groups min
+    case DType::Q8_0: return {32,  128,   32,       1,           false};
+    case DType::Q4_0: return {32,  8,     32,       1,           false};
+    case DType::Q5_0: return {32,  16,    32,       1,           false};
+    case DType::Q4_K: return {32,  0,     256,      8,           true};
+    case DType::Q5_K: return {32,  0,     256,      8,           true};
+    case DType::Q6_K: return {16,  32,    256,      16,          false};
+    default:          return {0,   0,     0,        0,           false};
+  }
+}
+// clang-format on
 template <DType T>
-struct GroupOf;
-template <>
-struct GroupOf<DType::Q8_0> {
-  static constexpr int kSize = 32, kOffset = 128, kActBlock = 32, kSuperGroups = 1;
-  static constexpr bool kMin = false;
-};
-template <>
-struct GroupOf<DType::Q4_0> {
-  static constexpr int kSize = 32, kOffset = 8, kActBlock = 32, kSuperGroups = 1;
-  static constexpr bool kMin = false;
-};
-template <>
-struct GroupOf<DType::Q5_0> {
-  static constexpr int kSize = 32, kOffset = 16, kActBlock = 32, kSuperGroups = 1;
-  static constexpr bool kMin = false;
-};
-template <>
-struct GroupOf<DType::Q4_K> {
-  static constexpr int kSize = 32, kOffset = 0, kActBlock = 256, kSuperGroups = 8;
-  static constexpr bool kMin = true;
-};
-template <>
-struct GroupOf<DType::Q5_K> {
-  static constexpr int kSize = 32, kOffset = 0, kActBlock = 256, kSuperGroups = 8;
-  static constexpr bool kMin = true;
-};
-template <>
-struct GroupOf<DType::Q6_K> {
-  static constexpr int kSize = 16, kOffset = 32, kActBlock = 256, kSuperGroups = 16;
-  static constexpr bool kMin = false;
+struct GroupOf {
+  static constexpr Groups g = groups_of(T);
+  static_assert(g.size > 0, "no int8 tile kernel for this type");
+  static constexpr int kSize = g.size, kOffset = g.offset, kActBlock = g.act_block, kSuperGroups = g.super_groups;
+  static constexpr bool kMin = g.min;
 };
 
 // Q5_0's high bits: 4 bits → 4 bytes, byte j = 16 if bit j is set.
