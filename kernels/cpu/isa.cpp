@@ -33,19 +33,26 @@ Isa initial() {
   return d;
 }
 
-// The one process-wide setting (8 bytes: lock-free).
-std::atomic<KernelConfig>& config() {
-  static std::atomic<KernelConfig> c{KernelConfig{initial(), Activations::Int8}};
+// The one process-wide setting. Held 8-byte aligned so that its atomic is
+// lock-free on every compiler (KernelConfig alone is 4-byte aligned, and
+// clang then calls libatomic's __atomic_load, which nothing links).
+struct alignas(8) Setting {
+  KernelConfig c;
+};
+static_assert(sizeof(Setting) == 8 && std::atomic<Setting>::is_always_lock_free);
+
+std::atomic<Setting>& config() {
+  static std::atomic<Setting> c{Setting{KernelConfig{initial(), Activations::Int8}}};
   return c;
 }
 
 template <class F>
 void update(F change) {
-  KernelConfig old = config().load();
-  KernelConfig next;
+  Setting old = config().load();
+  Setting next;
   do {
     next = old;
-    change(next);
+    change(next.c);
   } while (!config().compare_exchange_weak(old, next));
 }
 
@@ -56,7 +63,7 @@ Isa detected_isa() {
   return d;
 }
 
-KernelConfig kernel_config() { return config().load(std::memory_order_relaxed); }
+KernelConfig kernel_config() { return config().load(std::memory_order_relaxed).c; }
 Isa isa_level() { return kernel_config().isa; }
 Activations activations() { return kernel_config().activations; }
 
