@@ -153,25 +153,32 @@ class Deepseek2 final : public Decoder<Deepseek2Layer> {
   }
 
   // Forward: the decoder skeleton (decoder.h) with MLA as its attention.
+  // Its temporaries are vectors, not scratch_ buffers: taken from the arena
+  // (packed back to back), pp256 on a 2-layer 1.1 B deepseek2 (F16, 2
+  // threads) fell from 217-244 to 191-194 tokens/s, measured 2026-12-02;
+  // separate allocations restore it.
   void attention(const Deepseek2Layer& L, std::span<const layers::SeqSpan> seqs, int il, const float* h, int n,
                  float* out) override {
     const ModelConfig& c = cfg_;
-    layers::Scratch::Frame frame(scratch_);
     const int hk = c.head_dim_k, hv = c.head_dim_v, lora = c.kv_lora_rank, rope = c.qk_rope, nope = c.qk_nope;
     const int64_t q_dim = int64_t(c.n_head) * hk;
 
-    float* q = scratch_.floats(size_t(n * q_dim));  // [n][n_head·(nope + rope)]: every token of every sequence
+    std::vector<float> q_v(size_t(n * q_dim));
+    float* q = q_v.data();  // [n][n_head·(nope + rope)]: every token of every sequence
     if (c.q_lora_rank > 0) {
-      float* qa = scratch_.floats(size_t(n) * size_t(c.q_lora_rank));  // [n][q_lora]
+      std::vector<float> qa_v(size_t(n) * size_t(c.q_lora_rank));
+      float* qa = qa_v.data();  // [n][q_lora]
       layers::linear(*pool_, L.wq_a.m, h, n, qa);
       layers::rms_norm(qa, L.q_a_norm.data(), c.q_lora_rank, c.rms_eps, qa, n);
       layers::linear(*pool_, L.wq_b.m, qa, n, q);
     } else {
       layers::linear(*pool_, L.wq.m, h, n, q);
     }
-    float* kva = scratch_.floats(size_t(n) * size_t(lora + rope));  // [n][lora + rope]: [norm(latent) | rope(k_pe)]
+    std::vector<float> kva_v(size_t(n) * size_t(lora + rope));
+    float* kva = kva_v.data();  // [n][lora + rope]: [norm(latent) | rope(k_pe)]
     layers::linear(*pool_, L.wkv_a.m, h, n, kva);
-    float* attn = scratch_.floats(size_t(n) * size_t(c.n_head) * size_t(hv));  // [n][n_head·v]
+    std::vector<float> attn_v(size_t(n) * size_t(c.n_head) * size_t(hv));
+    float* attn = attn_v.data();  // [n][n_head·v]
     for (const layers::SeqSpan& sp : seqs) {
       KvSequence& seq = *sp.seq;
       const kernels::DType kt = to_dtype(seq.pool().layout().type);
@@ -210,9 +217,10 @@ class Deepseek2 final : public Decoder<Deepseek2Layer> {
     const ModelConfig& c = cfg_;
     const int hk = c.head_dim_k, hv = c.head_dim_v, lora = c.kv_lora_rank, rope = c.qk_rope, nope = c.qk_nope;
     const int64_t q_dim = int64_t(c.n_head) * hk, ldc = int64_t(c.n_head) * (lora + rope);
-    layers::Scratch::Frame frame(scratch_);
-    float* qc = scratch_.floats(size_t(sp.n) * size_t(ldc));  // [n][n_head·(lora + rope)]: [q_lat | q_pe] per head
-    float* ol = scratch_.floats(size_t(sp.n) * size_t(c.n_head) * size_t(lora));  // [n][n_head·lora]: o_lat
+    std::vector<float> qc_v(size_t(sp.n) * size_t(ldc));
+    float* qc = qc_v.data();  // [n][n_head·(lora + rope)]: [q_lat | q_pe] per head
+    std::vector<float> ol_v(size_t(sp.n) * size_t(c.n_head) * size_t(lora));
+    float* ol = ol_v.data();  // [n][n_head·lora]: o_lat
     pool_->parallel_for(c.n_head, [&](int64_t hb, int64_t he) {
       for (int64_t hh = hb; hh < he; ++hh)
         for (int t = 0; t < sp.n; ++t) {
@@ -262,14 +270,16 @@ class Deepseek2 final : public Decoder<Deepseek2Layer> {
     const int hk = c.head_dim_k, hv = c.head_dim_v, lora = c.kv_lora_rank, rope = c.qk_rope, nope = c.qk_nope;
     const int64_t q_dim = int64_t(c.n_head) * hk, ldl = lora + rope, ldv = int64_t(c.n_head) * hv;
     const int n_kv = sp.pos0 + sp.n;
-    layers::Scratch::Frame frame(scratch_);
-    float* lat = scratch_.floats(size_t(n_kv) * size_t(ldl));  // [n_kv][lora + rope]: the cached rows as f32
+    std::vector<float> lat_v(size_t(n_kv) * size_t(ldl));
+    float* lat = lat_v.data();  // [n_kv][lora + rope]: the cached rows as f32
     const PagedRows rows = seq.k_rows(il);
     pool_->parallel_for(n_kv, [&](int64_t jb, int64_t je) {
       for (int64_t j = jb; j < je; ++j) kernels::dequantize_row(rows.type, rows.row(j), lat + j * ldl, ldl);
     });
-    float* K = scratch_.floats(size_t(n_kv) * size_t(q_dim));  // [n_kv][n_head·(nope + rope)]
-    float* V = scratch_.floats(size_t(n_kv) * size_t(ldv));    // [n_kv][n_head·v]
+    std::vector<float> K_v(size_t(n_kv) * size_t(q_dim));
+    float* K = K_v.data();  // [n_kv][n_head·(nope + rope)]
+    std::vector<float> V_v(size_t(n_kv) * size_t(ldv));
+    float* V = V_v.data();  // [n_kv][n_head·v]
     pool_->parallel_for(c.n_head, [&](int64_t hb, int64_t he) {
       for (int64_t hh = hb; hh < he; ++hh) {
         float* k0 = K + hh * hk;
