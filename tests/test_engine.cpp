@@ -311,39 +311,3 @@ TEST_CASE(
   CHECK(r.tokens.empty());
   for (const auto& f : {norm, embd, layer}) std::filesystem::remove(f);
 }
-
-#include <algorithm>
-#include <cstdint>
-
-#include "../engine/layers/scratch.h"
-
-TEST_CASE("the forward pass's scratch: zeroed, aligned, frames give back, reset grows to the peak") {
-  layers::Scratch s;
-  s.reset();
-  float* a = s.floats(10);
-  CHECK(reinterpret_cast<uintptr_t>(a) % 64 == 0);
-  CHECK(std::all_of(a, a + 10, [](float v) { return v == 0.0f; }));
-  std::fill_n(a, 10, 1.0f);
-  {
-    layers::Scratch::Frame f(s);
-    float* b = s.floats(1000);  // more than the main block holds: an overflow allocation
-    CHECK(reinterpret_cast<uintptr_t>(b) % 64 == 0);
-    std::fill_n(b, 1000, 2.0f);
-    CHECK(a[9] == 1.0f);  // buffers never overlap
-  }
-  s.reset();  // the main block now holds the peak: both buffers, each rounded to 16 floats
-  CHECK((s.capacity() == 0 || s.capacity() >= 16 + 1008));
-  float* c = s.floats(10);
-  CHECK(std::all_of(c, c + 10, [](float v) { return v == 0.0f; }));  // zeroed again
-  float* d = nullptr;
-  {
-    layers::Scratch::Frame f(s);
-    d = s.floats(500);
-    CHECK(d != c);
-    std::fill_n(d, 500, 3.0f);
-  }
-  float* e = s.floats(500);  // the frame gave its buffer back
-  CHECK(e != c);
-  if (s.capacity() > 0) CHECK(e == d);  // taken again from the same place (ASan builds allocate each apart)
-  CHECK(std::all_of(e, e + 500, [](float v) { return v == 0.0f; }));
-}

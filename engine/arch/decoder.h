@@ -11,13 +11,13 @@
 // DecoderLayer): the constructor reads the hyperparameters and loads the
 // tensors (load_norms, its attention's tensors, load_ffn, then
 // init_experts), and attention() is its own forward code. Activations come
-// from scratch_, reset at the start of each pass.
+// from x_, h_ and y_, kept between passes (llama2.c's RunState), so a decode
+// step allocates none of them once the largest pass has sized them.
 #pragma once
 
 #include <span>
 #include <vector>
 
-#include "../layers/scratch.h"
 #include "../model/experts.h"
 #include "arch.h"
 
@@ -49,10 +49,12 @@ class Decoder : public Model {
     const auto seqs = layers::seq_spans(batch);
     const int n = int(batch.tokens.size());
     const size_t nd = size_t(n) * size_t(c.n_embd);
-    scratch_.reset();
-    float* x = scratch_.floats(nd);  // [n][n_embd] the residual stream
-    float* h = scratch_.floats(nd);  // [n][n_embd] a block's normed input
-    float* y = scratch_.floats(nd);  // [n][n_embd] a block's output
+    x_.assign(nd, 0.0f);
+    h_.assign(nd, 0.0f);
+    y_.assign(nd, 0.0f);
+    float* x = x_.data();  // [n][n_embd] the residual stream
+    float* h = h_.data();  // [n][n_embd] a block's normed input
+    float* y = y_.data();  // [n][n_embd] a block's output
     emb_.embed(batch.tokens, c.n_embd, x);
     for (int il = 0; il < c.n_layer; ++il) {
       const Layer& L = layers_[size_t(il)];
@@ -73,7 +75,7 @@ class Decoder : public Model {
 
   Embeddings emb_;
   std::vector<Layer> layers_;
-  layers::Scratch scratch_;  // this model's activations; forward passes run one at a time
+  std::vector<float> x_, h_, y_;  // the activations above; forward passes run one at a time
 };
 
 }  // namespace moelsp::arch

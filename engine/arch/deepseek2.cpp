@@ -153,10 +153,9 @@ class Deepseek2 final : public Decoder<Deepseek2Layer> {
   }
 
   // Forward: the decoder skeleton (decoder.h) with MLA as its attention.
-  // Its temporaries are vectors, not scratch_ buffers: taken from the arena
-  // (packed back to back), pp256 on a 2-layer 1.1 B deepseek2 (F16, 2
-  // threads) fell from 217-244 to 191-194 tokens/s, measured 2026-12-02;
-  // separate allocations restore it.
+  // Its temporaries are separate vectors: taken from one arena (packed back
+  // to back), pp256 on a 2-layer 1.1 B deepseek2 (F16, 2 threads) fell from
+  // 217-244 to 191-194 tokens/s, measured 2026-12-02.
   void attention(const Deepseek2Layer& L, std::span<const layers::SeqSpan> seqs, int il, const float* h, int n,
                  float* out) override {
     const ModelConfig& c = cfg_;
