@@ -145,9 +145,10 @@ TEST_CASE("dense llama in F32/F16/BF16/Q8_0: batch equals incremental, types agr
 
 namespace {
 
-// The reference deepseek2 model rewritten with one metadata key dropped or replaced.
-std::string rewrite_reference(const std::string& path, const std::string& key, std::optional<gguf::Value> value) {
-  const auto src = gguf::File::open(test::data_path("reference/deepseek2-lite-ref.gguf"));
+// A reference model (deepseek2 unless named) rewritten with one metadata key dropped or replaced.
+std::string rewrite_reference(const std::string& path, const std::string& key, std::optional<gguf::Value> value,
+                              const std::string& model = "deepseek2-lite-ref") {
+  const auto src = gguf::File::open(test::data_path("reference/" + model + ".gguf"));
   gguf::Writer w;
   for (const auto& [k, v] : src.metadata())
     if (k != key) w.set(k, v);
@@ -178,5 +179,15 @@ TEST_CASE("a missing or invalid architecture hyperparameter is refused, naming i
 
   rewrite_reference(path, "deepseek2.expert_group_count", gguf::Value(uint32_t(3)));  // 3 does not divide the experts
   CHECK_THROWS_WITH(Model::load(path, {.threads = 1}), Catch::Contains("cannot form 3 groups"));
+
+  // glm4moe: the MTP block count, the expert width and the partial rotary width.
+  CHECK_NOTHROW(Model::load(rewrite_reference(path, "general.name", std::nullopt, "glm4moe-ref"), {.threads = 1}));
+  rewrite_reference(path, "glm4moe.expert_feed_forward_length", std::nullopt, "glm4moe-ref");
+  CHECK_THROWS_WITH(Model::load(path, {.threads = 1}), Catch::Contains("glm4moe.expert_feed_forward_length"));
+  CHECK_FALSE(summarize(gguf::File::open(path)).supported);
+  rewrite_reference(path, "glm4moe.nextn_predict_layers", gguf::Value(uint32_t(5)), "glm4moe-ref");
+  CHECK_THROWS_WITH(Model::load(path, {.threads = 1}), Catch::Contains("glm4moe.nextn_predict_layers 5"));
+  rewrite_reference(path, "glm4moe.rope.dimension_count", gguf::Value(uint32_t(48)), "glm4moe-ref");
+  CHECK_THROWS_WITH(Model::load(path, {.threads = 1}), Catch::Contains("glm4moe.rope.dimension_count 48"));
   std::filesystem::remove(path);
 }

@@ -136,6 +136,11 @@ TEST_CASE("deepseek2 (q_lora, split attn_k_b/attn_v_b, sigmoid + bias, group-lim
 }
 TEST_CASE("qwen3moe (GQA, q/k norm, NeoX RoPE) matches llama.cpp") { check_f32("qwen3moe-ref"); }
 TEST_CASE("llama with experts (Mixtral) matches llama.cpp") { check_f32("mixtral-ref"); }
+TEST_CASE(
+    "glm4moe (biases, q/k norm, NeoX RoPE on half of each head, sigmoid + bias, MTP block not run) matches "
+    "llama.cpp") {
+  check_f32("glm4moe-ref");
+}
 
 namespace {
 void check_quantized(const std::string& name) {

@@ -19,6 +19,11 @@ namespace moelsp::arch {
 // length, heads, context, rms eps, rope base/type/scaling, vocabulary size).
 void read_common_config(const gguf::File& f, ModelConfig& c);
 
+// The routed-expert hyperparameters of the DeepSeek-style MoE (deepseek2,
+// glm4moe, glm-dsa): expert FFN width, shared experts, dense lead layers,
+// gating function, weight norm and scale, expert groups.
+void read_moe_config(const gguf::File& f, ModelConfig& c);
+
 // Helpers for reading "{arch}.key" with a clear error when required.
 template <class T>
 T req(const gguf::File& f, const std::string& arch, const std::string& key) {
@@ -53,6 +58,7 @@ struct Embeddings {
 std::unique_ptr<Model> make_llama(std::unique_ptr<gguf::File> f, const LoadOptions& opt);
 std::unique_ptr<Model> make_qwen3moe(std::unique_ptr<gguf::File> f, const LoadOptions& opt);
 std::unique_ptr<Model> make_deepseek2(std::unique_ptr<gguf::File> f, const LoadOptions& opt);
+std::unique_ptr<Model> make_glm4moe(std::unique_ptr<gguf::File> f, const LoadOptions& opt);
 
 // The one list of architectures: general.architecture → factory. Model::load,
 // supported_architectures() and every "supported: …" message read it.
@@ -64,6 +70,7 @@ inline constexpr ArchEntry kArchitectures[] = {
     {"deepseek2", make_deepseek2},
     {"qwen3moe", make_qwen3moe},
     {"llama", make_llama},
+    {"glm4moe", make_glm4moe},
 };
 const ArchEntry* find_architecture(std::string_view name);  // nullptr when unsupported
 std::string architecture_names();                           // "deepseek2, qwen3moe, llama"

@@ -28,8 +28,9 @@ struct DecoderLayer {
   Weight gate, up, down;                   // a dense FFN layer: {n_embd, n_ff}, …, {n_ff, n_embd}
   layers::MoeWeights moe;                  // a MoE layer (cfg.is_moe_layer)
 
-  // blk.{il}.attn_norm and ffn_norm.
-  void load_norms(const WeightLoader& wl, const ModelConfig& c, int il);
+  // blk.{il}.attn_norm and the pre-FFN norm: ffn_norm, or post_attention_norm
+  // in the files of glm4moe and gpt-oss (the same place in the layer).
+  void load_norms(const WeightLoader& wl, const ModelConfig& c, int il, const char* ffn_norm_name = "ffn_norm");
   // The FFN: routed (and shared) experts where cfg.is_moe_layer(il), else a dense SwiGLU.
   void load_ffn(const WeightLoader& wl, const ModelConfig& c, int il);
 };

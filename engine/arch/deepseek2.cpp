@@ -55,19 +55,7 @@ class Deepseek2 final : public Decoder<Deepseek2Layer> {
     if (c.qk_nope <= 0)
       throw ModelError(fmt::format("{}: key length {} ≤ rope dims {}", f.path(), c.head_dim_k, c.qk_rope));
     c.rope.type = RopeType::Norm;
-    c.n_layer_dense_lead = int(opt<uint32_t>(f, a, "leading_dense_block_count", 0));
-    c.n_ff_exp = int(req<uint32_t>(f, a, "expert_feed_forward_length"));
-    c.n_expert_shared = int(opt<uint32_t>(f, a, "expert_shared_count", 0));
-    c.expert_weights_norm = opt<bool>(f, a, "expert_weights_norm", false);
-    c.expert_weights_scale = opt<float>(f, a, "expert_weights_scale", 0.0f);
-    const uint32_t gating = opt<uint32_t>(f, a, "expert_gating_func", 1);
-    if (gating > 2) throw ModelError(fmt::format("{}: unknown expert_gating_func {}", f.path(), gating));
-    c.gating = gating == 2 ? Gating::Sigmoid : Gating::Softmax;
-    c.n_group = int(opt<uint32_t>(f, a, "expert_group_count", 1));
-    c.n_group_used = int(opt<uint32_t>(f, a, "expert_group_used_count", uint32_t(c.n_group)));
-    if (c.n_group < 1 || c.n_expert % c.n_group || c.n_group_used < 1 || c.n_group_used > c.n_group)
-      throw ModelError(fmt::format("{}: {} experts cannot form {} groups ({} used)", f.path(), c.n_expert, c.n_group,
-                                   c.n_group_used));
+    read_moe_config(f, c);
 
     // YaRN: the magnitude correction goes into the attention scale (mscale²),
     // not into cos/sin (llama.cpp: TAG_DEEPSEEK2_YARN_LOG_MUL_FIX).
@@ -240,6 +228,8 @@ class Deepseek2 final : public Decoder<Deepseek2Layer> {
                                   .hd_k = lora + rope,
                                   .hd_v = lora,
                                   .scale = c.kq_scale,
+                                  .window = 0,
+                                  .sinks = nullptr,
                                   .out = ol,
                                   .ldo = int64_t(c.n_head) * lora};
     layers::attention(*pool_, a);
@@ -312,6 +302,8 @@ class Deepseek2 final : public Decoder<Deepseek2Layer> {
                                .hd_k = hk,
                                .hd_v = hv,
                                .scale = c.kq_scale,
+                               .window = 0,
+                               .sinks = nullptr,
                                .out = out,
                                .ldo = ldv});
   }

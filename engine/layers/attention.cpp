@@ -25,6 +25,12 @@
 // int8-quantized queries in the int8 kernel, as llama.cpp's quantized cache
 // does, but on the qwen3moe reference that made the logit error 0.69 instead
 // of 0.064: the queries' outliers do not survive 8 bits.
+//
+// gpt-oss adds two things: a sliding window (query t sees keys t − window + 1
+// … t; the job's key range starts there, so a windowed layer's cost does not
+// grow with the context) and a per-head sink, a learned logit that joins the
+// softmax's denominator only: l' = l + e^(sink − m), applied where each row is
+// normalised (after merging the ranges in the split form).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -54,7 +60,10 @@ struct Scratch {
 // (m_r = −∞, l_r = 0 when it sees none of them).
 void run_job(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float* m, float* l) {
   const int rows = (jb.t1 - jb.t0) * jb.heads;
-  const int64_t jb0 = jb.j_begin, je = std::min<int64_t>(jb.j_end, a.pos0 + jb.t1), n = std::max<int64_t>(0, je - jb0);
+  // A sliding window hides keys older than window − 1 positions before the
+  // job's first token: they are never read.
+  const int64_t j_lo = a.window > 0 ? std::max<int64_t>(jb.j_begin, a.pos0 + jb.t0 + 1 - a.window) : jb.j_begin;
+  const int64_t jb0 = j_lo, je = std::min<int64_t>(jb.j_end, a.pos0 + jb.t1), n = std::max<int64_t>(0, je - jb0);
   const PagedRows K = a.k.at(int64_t(jb.g) * a.hd_k), V = a.v.at(int64_t(jb.g) * a.hd_v);
   sc.qb.resize(size_t(rows) * size_t(a.hd_k));
   for (int t = jb.t0; t < jb.t1; ++t)
@@ -90,11 +99,14 @@ void run_job(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float
   // e^(s − m) over each row's visible keys; later keys get 0.
   for (int r = 0; r < rows; ++r) {
     float* p = sc.s.data() + size_t(r) * size_t(n);
-    const int64_t visible = std::clamp<int64_t>(a.pos0 + jb.t0 + r / jb.heads + 1 - jb0, 0, n);
+    const int64_t pos = a.pos0 + jb.t0 + r / jb.heads;  // the query's position: it sees keys ≤ pos
+    const int64_t visible = std::clamp<int64_t>(pos + 1 - jb0, 0, n);
+    const int64_t first = a.window > 0 ? std::clamp<int64_t>(pos + 1 - a.window - jb0, 0, visible) : 0;
     float mx = -INFINITY;
-    for (int64_t j = 0; j < visible; ++j) mx = std::max(mx, p[j] *= a.scale);
+    for (int64_t j = first; j < visible; ++j) mx = std::max(mx, p[j] *= a.scale);
     double sum = 0;
-    for (int64_t j = 0; j < visible; ++j) sum += p[j] = std::exp(p[j] - mx);
+    for (int64_t j = first; j < visible; ++j) sum += p[j] = std::exp(p[j] - mx);
+    std::fill(p, p + first, 0.0f);
     std::fill(p + visible, p + n, 0.0f);
     m[r] = mx, l[r] = float(sum);
   }
@@ -178,7 +190,8 @@ void attention(ThreadPool& pool, const AttentionArgs& a) {
         run_job(a, jb, sc, o.data(), m.data(), l.data());
         const int rows = (jb.t1 - jb.t0) * jb.heads;
         for (int r = 0; r < rows; ++r) {
-          const float inv = 1.0f / l[size_t(r)], *src = o.data() + size_t(r) * size_t(a.hd_v);
+          const float sink = a.sinks ? std::exp(a.sinks[jb.h0 + r % jb.heads] - m[size_t(r)]) : 0.0f;
+          const float inv = 1.0f / (l[size_t(r)] + sink), *src = o.data() + size_t(r) * size_t(a.hd_v);
           float* dst = out_row(a, jb, r);
           for (int c = 0; c < a.hd_v; ++c) dst[c] = src[c] * inv;
         }
@@ -212,6 +225,7 @@ void attention(ThreadPool& pool, const AttentionArgs& a) {
         const float* src = o.data() + at * size_t(a.hd_v);
         for (int c = 0; c < a.hd_v; ++c) dst[c] += w * src[c];
       }
+      if (a.sinks) sum += std::exp(double(a.sinks[jb.h0 + r % jb.heads]) - mx);
       const float inv = float(1.0 / sum);
       for (int c = 0; c < a.hd_v; ++c) dst[c] *= inv;
     }

@@ -11,13 +11,22 @@ GqaWeights load_gqa(const WeightLoader& wl, const ModelConfig& c, int il) {
   w.wk = wl.get(b + "attn_k.weight", {c.n_embd, int64_t(c.n_head_kv) * c.head_dim_k});
   w.wv = wl.get(b + "attn_v.weight", {c.n_embd, int64_t(c.n_head_kv) * c.head_dim_v});
   w.wo = wl.get(b + "attn_output.weight", {int64_t(c.n_head) * c.head_dim_v, c.n_embd});
-  if (c.qk_norm) {
+  if (c.qk_norm || wl.has(b + "attn_q_norm.weight")) {  // glm4moe: "optional for GLM-4.5 355B"
     w.q_norm = wl.vec(b + "attn_q_norm.weight", c.head_dim_k);
     w.k_norm = wl.vec(b + "attn_k_norm.weight", c.head_dim_k);
   }
-  if (wl.has(b + "attn_q.bias") || wl.has(b + "attn_output.bias"))
-    throw ModelError(fmt::format("layer {}: attention biases are not supported for {}", il, c.arch));
+  w.bq = wl.maybe_vec(b + "attn_q.bias", int64_t(c.n_head) * c.head_dim_k);
+  w.bk = wl.maybe_vec(b + "attn_k.bias", int64_t(c.n_head_kv) * c.head_dim_k);
+  w.bv = wl.maybe_vec(b + "attn_v.bias", int64_t(c.n_head_kv) * c.head_dim_v);
+  w.bo = wl.maybe_vec(b + "attn_output.bias", c.n_embd);
+  w.sinks = wl.maybe_vec(b + "attn_sinks.weight", c.n_head);
   return w;
+}
+
+void add_bias(float* y, const std::vector<float>& b, int64_t m) {
+  const size_t n = b.size();
+  for (int64_t t = 0; t < m; ++t)
+    for (size_t i = 0; i < n; ++i) y[size_t(t) * n + i] += b[i];
 }
 
 std::vector<SeqSpan> seq_spans(const Batch& b) {
@@ -40,6 +49,9 @@ void gqa_attention(ThreadPool& pool, const ModelConfig& c, const GqaWeights& w, 
   linear(pool, w.wq.m, h, n, q.data());  // [n][n_head·hd]
   linear(pool, w.wk.m, h, n, k.data());  // [n][n_head_kv·hd]
   linear(pool, w.wv.m, h, n, v.data());  // [n][n_head_kv·hd_v]
+  add_bias(q.data(), w.bq, n);
+  add_bias(k.data(), w.bk, n);
+  add_bias(v.data(), w.bv, n);
   std::vector<float> attn(size_t(n) * size_t(c.n_head) * size_t(c.head_dim_v));
   for (const SeqSpan& sp : seqs) {
     KvSequence& seq = *sp.seq;
@@ -71,10 +83,13 @@ void gqa_attention(ThreadPool& pool, const ModelConfig& c, const GqaWeights& w, 
                      .hd_k = c.head_dim_k,
                      .hd_v = c.head_dim_v,
                      .scale = c.kq_scale,
+                     .window = w.window,
+                     .sinks = w.sinks.empty() ? nullptr : w.sinks.data(),
                      .out = attn.data() + sp.begin * ldo,
                      .ldo = ldo});
   }
   linear(pool, w.wo.m, attn.data(), n, out);
+  add_bias(out, w.bo, n);
 }
 
 }  // namespace moelsp::layers

@@ -51,7 +51,9 @@ struct AttentionArgs {
   int n_tokens = 0, pos0 = 0;
   int n_head = 0, n_head_kv = 0, hd_k = 0, hd_v = 0;
   float scale = 1.0f;
-  float* out = nullptr;  // [n_tokens][ldo], head h at h·hd_v
+  int window = 0;                // > 0: query t sees only keys t − window + 1 … t (sliding window)
+  const float* sinks = nullptr;  // [n_head] or null: a logit per head in the softmax's denominator only
+  float* out = nullptr;          // [n_tokens][ldo], head h at h·hd_v
   int64_t ldo = 0;
 };
 void attention(ThreadPool& pool, const AttentionArgs& a);
@@ -95,16 +97,26 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
 
 namespace moelsp::layers {
 
-// Grouped-query self-attention of one layer: projections, optional per-head
-// q/k RMSNorm (qwen3), RoPE, append to the KV cache, causal attention, output
-// projection. h [n][n_embd] → out [n][n_embd].
+// Grouped-query self-attention of one layer: projections (+ biases where the
+// file has them: glm4moe, gpt-oss), optional per-head q/k RMSNorm (qwen3,
+// glm4moe), RoPE on the first rope.n_dims of each head, append to the KV
+// cache, causal attention (optionally windowed, with sinks: gpt-oss), output
+// projection (+ bias). h [n][n_embd] → out [n][n_embd].
 struct GqaWeights {
   Weight wq, wk, wv, wo;
+  std::vector<float> bq, bk, bv, bo;  // biases, empty when absent
   std::vector<float> q_norm, k_norm;  // per head (head_dim), empty when absent
+  std::vector<float> sinks;           // [n_head] attention sinks, empty when absent
+  int window = 0;                     // sliding window of this layer, 0 = full causal
 };
 void gqa_attention(ThreadPool& pool, const ModelConfig& c, const GqaWeights& w, std::span<const SeqSpan> seqs,
                    int layer, const float* h, int n, float* out);
+// q/k norms are required when c.qk_norm and loaded when present otherwise;
+// biases and sinks are loaded when present.
 GqaWeights load_gqa(const WeightLoader& wl, const ModelConfig& c, int layer);
+
+// y[m][b.size()] += b for each row.
+void add_bias(float* y, const std::vector<float>& b, int64_t m);
 
 // Adds `y` into `x` (residual connection).
 inline void add(float* x, const float* y, size_t n) {

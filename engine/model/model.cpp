@@ -296,10 +296,29 @@ void read_common_config(const gguf::File& f, ModelConfig& c) {
   c.kq_scale = 1.0f / std::sqrt(float(c.head_dim_k));
 }
 
-void DecoderLayer::load_norms(const WeightLoader& wl, const ModelConfig& c, int il) {
+void DecoderLayer::load_norms(const WeightLoader& wl, const ModelConfig& c, int il, const char* ffn_norm_name) {
   const std::string b = fmt::format("blk.{}.", il);
   attn_norm = wl.vec(b + "attn_norm.weight", c.n_embd);
-  ffn_norm = wl.vec(b + "ffn_norm.weight", c.n_embd);
+  ffn_norm = wl.vec(b + ffn_norm_name + ".weight", c.n_embd);
+}
+
+void read_moe_config(const gguf::File& f, ModelConfig& c) {
+  const std::string& a = c.arch;
+  c.n_layer_dense_lead = int(opt<uint32_t>(f, a, "leading_dense_block_count", 0));
+  c.n_ff_exp = int(req<uint32_t>(f, a, "expert_feed_forward_length"));
+  c.n_expert_shared = int(opt<uint32_t>(f, a, "expert_shared_count", 0));
+  c.expert_weights_norm = opt<bool>(f, a, "expert_weights_norm", false);
+  c.expert_weights_scale = opt<float>(f, a, "expert_weights_scale", 0.0f);
+  const uint32_t gating = opt<uint32_t>(f, a, "expert_gating_func", 1);
+  if (gating > 2)
+    throw ModelError(fmt::format("{}: unknown {}.expert_gating_func {} (1 softmax, 2 sigmoid)", f.path(), a, gating));
+  c.gating = gating == 2 ? Gating::Sigmoid : Gating::Softmax;
+  c.n_group = int(opt<uint32_t>(f, a, "expert_group_count", 1));
+  c.n_group_used = int(opt<uint32_t>(f, a, "expert_group_used_count", uint32_t(c.n_group)));
+  if (c.n_expert <= 0) throw ModelError(fmt::format("{}: {} without {}.expert_count", f.path(), a, a));
+  if (c.n_group < 1 || c.n_expert % c.n_group || c.n_group_used < 1 || c.n_group_used > c.n_group)
+    throw ModelError(fmt::format("{}: {} experts cannot form {} groups ({} used) ({}.expert_group_count)", f.path(),
+                                 c.n_expert, c.n_group, c.n_group_used, a));
 }
 
 void DecoderLayer::load_ffn(const WeightLoader& wl, const ModelConfig& c, int il) {
