@@ -189,5 +189,14 @@ TEST_CASE("a missing or invalid architecture hyperparameter is refused, naming i
   CHECK_THROWS_WITH(Model::load(path, {.threads = 1}), Catch::Contains("glm4moe.nextn_predict_layers 5"));
   rewrite_reference(path, "glm4moe.rope.dimension_count", gguf::Value(uint32_t(48)), "glm4moe-ref");
   CHECK_THROWS_WITH(Model::load(path, {.threads = 1}), Catch::Contains("glm4moe.rope.dimension_count 48"));
+
+  // glm-dsa: the indexer's shape and its layer types.
+  CHECK_NOTHROW(Model::load(rewrite_reference(path, "general.name", std::nullopt, "glm-dsa-ref"), {.threads = 1}));
+  rewrite_reference(path, "glm-dsa.attention.indexer.top_k", std::nullopt, "glm-dsa-ref");
+  CHECK_THROWS_WITH(Model::load(path, {.threads = 1}), Catch::Contains("glm-dsa.attention.indexer.top_k"));
+  CHECK_FALSE(summarize(gguf::File::open(path)).supported);
+  gguf::Array two{gguf::ValueType::BOOL, {gguf::Value(true), gguf::Value(false)}};
+  rewrite_reference(path, "glm-dsa.attention.indexer.types", gguf::Value(two), "glm-dsa-ref");
+  CHECK_THROWS_WITH(Model::load(path, {.threads = 1}), Catch::Contains("indexer.types has 2 entries for 5 layers"));
   std::filesystem::remove(path);
 }

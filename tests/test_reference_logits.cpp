@@ -141,6 +141,9 @@ TEST_CASE(
     "llama.cpp") {
   check_f32("glm4moe-ref");
 }
+TEST_CASE("glm-dsa (MLA with the lightning indexer's top-k keys, full and shared indexer layers) matches llama.cpp") {
+  check_f32("glm-dsa-ref");
+}
 
 namespace {
 void check_quantized(const std::string& name) {

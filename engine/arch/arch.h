@@ -19,10 +19,16 @@ namespace moelsp::arch {
 // length, heads, context, rms eps, rope base/type/scaling, vocabulary size).
 void read_common_config(const gguf::File& f, ModelConfig& c);
 
+// MLA's hyperparameters (deepseek2, glm-dsa): q/kv lora ranks, the MLA head
+// sizes, the rope/nope split, and YaRN's correction moved into the scale.
+void read_mla_config(const gguf::File& f, ModelConfig& c);
+
 // The routed-expert hyperparameters of the DeepSeek-style MoE (deepseek2,
 // glm4moe, glm-dsa): expert FFN width, shared experts, dense lead layers,
-// gating function, weight norm and scale, expert groups.
-void read_moe_config(const gguf::File& f, ModelConfig& c);
+// gating function (`when_unset` where expert_gating_func is absent or 0, as
+// llama.cpp: softmax for deepseek2, sigmoid for the GLMs), weight norm and
+// scale, expert groups.
+void read_moe_config(const gguf::File& f, ModelConfig& c, Gating when_unset = Gating::Softmax);
 
 // Helpers for reading "{arch}.key" with a clear error when required.
 template <class T>
@@ -59,6 +65,7 @@ std::unique_ptr<Model> make_llama(std::unique_ptr<gguf::File> f, const LoadOptio
 std::unique_ptr<Model> make_qwen3moe(std::unique_ptr<gguf::File> f, const LoadOptions& opt);
 std::unique_ptr<Model> make_deepseek2(std::unique_ptr<gguf::File> f, const LoadOptions& opt);
 std::unique_ptr<Model> make_glm4moe(std::unique_ptr<gguf::File> f, const LoadOptions& opt);
+std::unique_ptr<Model> make_glm_dsa(std::unique_ptr<gguf::File> f, const LoadOptions& opt);
 
 // The one list of architectures: general.architecture → factory. Model::load,
 // supported_architectures() and every "supported: …" message read it.
@@ -67,10 +74,8 @@ struct ArchEntry {
   std::unique_ptr<Model> (*make)(std::unique_ptr<gguf::File>, const LoadOptions&);
 };
 inline constexpr ArchEntry kArchitectures[] = {
-    {"deepseek2", make_deepseek2},
-    {"qwen3moe", make_qwen3moe},
-    {"llama", make_llama},
-    {"glm4moe", make_glm4moe},
+    {"deepseek2", make_deepseek2}, {"qwen3moe", make_qwen3moe}, {"llama", make_llama},
+    {"glm4moe", make_glm4moe},     {"glm-dsa", make_glm_dsa},
 };
 const ArchEntry* find_architecture(std::string_view name);  // nullptr when unsupported
 std::string architecture_names();                           // "deepseek2, qwen3moe, llama"

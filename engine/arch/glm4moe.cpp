@@ -32,7 +32,7 @@ class Glm4Moe final : public Decoder<Glm4MoeLayer> {
     ModelConfig& c = cfg_;
     const gguf::File& f = *file_;
     c.rope.type = RopeType::Neox;
-    read_moe_config(f, c);
+    read_moe_config(f, c, Gating::Sigmoid);
     const int nextn = int(opt<uint32_t>(f, c.arch, "nextn_predict_layers", 0));
     if (nextn < 0 || nextn >= c.n_layer)
       throw ModelError(

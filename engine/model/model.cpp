@@ -302,17 +302,43 @@ void DecoderLayer::load_norms(const WeightLoader& wl, const ModelConfig& c, int 
   ffn_norm = wl.vec(b + ffn_norm_name + ".weight", c.n_embd);
 }
 
-void read_moe_config(const gguf::File& f, ModelConfig& c) {
+void read_mla_config(const gguf::File& f, ModelConfig& c) {
+  const std::string& a = c.arch;
+  c.q_lora_rank = int(opt<uint32_t>(f, a, "attention.q_lora_rank", 0));
+  c.kv_lora_rank = int(req<uint32_t>(f, a, "attention.kv_lora_rank"));
+  c.head_dim_k = int(opt<uint32_t>(f, a, "attention.key_length_mla", uint32_t(c.head_dim_k)));
+  c.head_dim_v = int(opt<uint32_t>(f, a, "attention.value_length_mla", uint32_t(c.head_dim_v)));
+  c.qk_rope = c.rope.n_dims;
+  c.qk_nope = c.head_dim_k - c.qk_rope;
+  c.n_head_kv = c.n_head;  // after expansion every head has its own k and v
+  if (c.qk_nope <= 0 || c.kv_lora_rank <= 0)
+    throw ModelError(fmt::format("{}: {}.attention.key_length_mla {} ≤ rope dims {} (or kv_lora_rank {})", f.path(), a,
+                                 c.head_dim_k, c.qk_rope, c.kv_lora_rank));
+  c.rope.type = RopeType::Norm;
+
+  // YaRN: the magnitude correction goes into the attention scale (mscale²),
+  // not into cos/sin (llama.cpp: TAG_DEEPSEEK2_YARN_LOG_MUL_FIX).
+  float mscale = 1.0f;
+  if (c.rope.yarn) {
+    const float ln_factor = std::log(1.0f / c.rope.freq_scale);
+    const float log_mul = opt<float>(f, a, "rope.scaling.yarn_log_multiplier", 0.0f);
+    mscale = c.rope.attn_factor * (1.0f + log_mul * ln_factor);
+    c.rope.attn_factor /= 1.0f + 0.1f * ln_factor;
+  }
+  c.kq_scale = mscale * mscale / std::sqrt(float(c.head_dim_k));
+}
+
+void read_moe_config(const gguf::File& f, ModelConfig& c, Gating when_unset) {
   const std::string& a = c.arch;
   c.n_layer_dense_lead = int(opt<uint32_t>(f, a, "leading_dense_block_count", 0));
   c.n_ff_exp = int(req<uint32_t>(f, a, "expert_feed_forward_length"));
   c.n_expert_shared = int(opt<uint32_t>(f, a, "expert_shared_count", 0));
   c.expert_weights_norm = opt<bool>(f, a, "expert_weights_norm", false);
   c.expert_weights_scale = opt<float>(f, a, "expert_weights_scale", 0.0f);
-  const uint32_t gating = opt<uint32_t>(f, a, "expert_gating_func", 1);
+  const uint32_t gating = opt<uint32_t>(f, a, "expert_gating_func", 0);  // 0: none given
   if (gating > 2)
     throw ModelError(fmt::format("{}: unknown {}.expert_gating_func {} (1 softmax, 2 sigmoid)", f.path(), a, gating));
-  c.gating = gating == 2 ? Gating::Sigmoid : Gating::Softmax;
+  c.gating = gating == 0 ? when_unset : gating == 2 ? Gating::Sigmoid : Gating::Softmax;
   c.n_group = int(opt<uint32_t>(f, a, "expert_group_count", 1));
   c.n_group_used = int(opt<uint32_t>(f, a, "expert_group_used_count", uint32_t(c.n_group)));
   if (c.n_expert <= 0) throw ModelError(fmt::format("{}: {} without {}.expert_count", f.path(), a, a));

@@ -61,6 +61,14 @@ ArchRequirements requirements(const std::string& arch) {
             {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
              "ffn_norm.weight"},
             {"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}};
+  if (arch == "glm-dsa")
+    return {
+        {"block_count", "embedding_length", "attention.head_count", "attention.layer_norm_rms_epsilon",
+         "attention.q_lora_rank", "attention.kv_lora_rank", "rope.dimension_count", "expert_count", "expert_used_count",
+         "expert_feed_forward_length", "attention.indexer.head_count", "attention.indexer.key_length",
+         "attention.indexer.top_k"},
+        {"attn_norm.weight", "attn_kv_a_mqa.weight", "attn_kv_a_norm.weight", "attn_output.weight", "ffn_norm.weight"},
+        {"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}};
   if (arch == "glm4moe")
     return {{"block_count", "embedding_length", "attention.head_count", "attention.head_count_kv",
              "attention.layer_norm_rms_epsilon", "rope.dimension_count", "expert_count", "expert_used_count",
@@ -183,7 +191,7 @@ ModelSummary summarize(const gguf::File& f) {
         } else if (!f.tensor(blk + "ffn_up.weight")) {
           m.problems.push_back("missing tensor " + blk + "ffn_up.weight");
         }
-        if (m.arch == "deepseek2") {
+        if (m.arch == "deepseek2" || m.arch == "glm-dsa") {
           const bool q_direct = f.tensor(blk + "attn_q.weight");
           const bool q_lora = f.tensor(blk + "attn_q_a.weight") && f.tensor(blk + "attn_q_b.weight");
           if (!q_direct && !q_lora)
