@@ -1,13 +1,16 @@
 // Single-thread matmul throughput per weight type, input count and ISA level:
 //
 //   moelsp_bench_kernels [--rows 768] [--cols 2048] [--ms 1,4,16,32,64] [--types Q8_0,Q4_K,...] [--ms-per-case 300]
+//                        [--metric gmacs|ms|gbs]
 //
 // The default shape is one Qwen3-30B-A3B expert's gate projection; m is the
 // number of inputs (1 = decode; 16-32 = an expert's share of a 512-token
-// prompt). Prints GMAC/s (weights × inputs per second) for every ISA level
+// prompt). Prints GMAC/s (weights × inputs per second; --metric ms: milliseconds
+// per matmul call, gbs: weight bytes read per second, GB/s) for every ISA level
 // this CPU supports, so the AVX-512 VNNI and AVX2 variants can be compared on
 // one machine; timed in thread CPU time. Kernel work only: the weights stay in cache for small shapes,
-// so m = 1 here measures compute, not the memory bandwidth decode is bound by.
+// so m = 1 here measures compute, not the memory bandwidth decode is bound by
+// (a shape larger than the caches, e.g. --rows 8192 --cols 4096, streams them).
 #include <cstdio>
 #include <ctime>
 #include <random>
@@ -46,13 +49,16 @@ double thread_seconds() {
 int main(int argc, char** argv) {
   CLI::App app{"Single-thread matmul throughput per weight type, input count and ISA level"};
   int64_t rows = 768, cols = 2048;
-  std::string ms_s = "1,4,16,32,64", types_s = "Q8_0,Q4_0,Q4_K,Q6_K,F16";
+  std::string ms_s = "1,4,16,32,64", types_s = "Q8_0,Q4_0,Q4_K,MXFP4,Q6_K,F16", metric = "gmacs";
   double ms_per_case = 300;
   app.add_option("--rows", rows, "Weight rows")->capture_default_str();
   app.add_option("--cols", cols, "Weight columns (the contracted dimension; a multiple of 256)")->capture_default_str();
   app.add_option("--ms", ms_s, "Input counts, comma-separated")->capture_default_str();
   app.add_option("--types", types_s, "Weight types, comma-separated")->capture_default_str();
   app.add_option("--ms-per-case", ms_per_case, "Time spent per measurement")->capture_default_str();
+  app.add_option("--metric", metric, "gmacs (GMAC/s), ms (per matmul call) or gbs (weight GB/s)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"gmacs", "ms", "gbs"}));
   CLI11_PARSE(app, argc, argv);
 
   std::mt19937 rng(1);
@@ -65,7 +71,8 @@ int main(int argc, char** argv) {
 
   std::printf("%-6s %5s", "type", "m");
   for (Isa l : levels) std::printf(" %14s", std::string(isa_name(l)).c_str());
-  std::printf("   (GMAC/s, 1 thread, %lld x %lld)\n", (long long)rows, (long long)cols);
+  const char* unit = metric == "ms" ? "ms per matmul" : metric == "gbs" ? "weight GB/s" : "GMAC/s";
+  std::printf("   (%s, 1 thread, %lld x %lld)\n", unit, (long long)rows, (long long)cols);
   for (const std::string& tn : split(types_s)) {
     const auto t = dtype_from_name(tn);
     if (!t || !quantize_supports(*t) || !row_bytes(*t, uint64_t(cols))) {
@@ -92,7 +99,11 @@ int main(int argc, char** argv) {
           ++reps;
           s = thread_seconds() - t0;
         } while (s * 1e3 < ms_per_case);
-        std::printf(" %14.2f", double(reps) * double(rows * cols * m) / s / 1e9);
+        const double per_call = s / double(reps);
+        const double v = metric == "ms"    ? per_call * 1e3
+                         : metric == "gbs" ? double(rb) * double(rows) / per_call / 1e9
+                                           : double(rows * cols * m) / per_call / 1e9;
+        std::printf(" %14.*f", metric == "ms" ? 3 : 2, v);
         std::fflush(stdout);
       }
       std::printf("\n");

@@ -46,12 +46,23 @@ struct Q6_K {  // 16 sub-blocks of 16: value = d · scale · (6-bit q − 32); l
   uint16_t d;
 };
 
+// MXFP4 (OCP microscaling FP4): value = kMxfp4Values[code] · 2^(e − 128), e an
+// e8m0 exponent byte, codes e2m1 (sign, 2-bit exponent, 1-bit mantissa) in the
+// same nibble layout as Q4_0 (element j low, j + 16 high). The table is the
+// e2m1 values doubled (ggml's kvalues_mxfp4), hence 2^(e − 128), not 2^(e − 127).
+struct MXFP4 {
+  uint8_t e;
+  uint8_t qs[16];
+};
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
 static_assert(sizeof(Q8_0) == traits(DType::Q8_0).type_size);
 static_assert(sizeof(Q4_0) == traits(DType::Q4_0).type_size);
 static_assert(sizeof(Q5_0) == traits(DType::Q5_0).type_size);
 static_assert(sizeof(Q4_K) == traits(DType::Q4_K).type_size);
 static_assert(sizeof(Q5_K) == traits(DType::Q5_K).type_size);
 static_assert(sizeof(Q6_K) == traits(DType::Q6_K).type_size);
+static_assert(sizeof(MXFP4) == traits(DType::MXFP4).type_size && offsetof(MXFP4, qs) == 1);
 static_assert(offsetof(Q4_K, qs) == 16 && offsetof(Q5_K, qh) == 16 && offsetof(Q5_K, qs) == 48);
 static_assert(offsetof(Q6_K, qh) == 128 && offsetof(Q6_K, scales) == 192 && offsetof(Q6_K, d) == 208);
 
@@ -59,6 +70,17 @@ inline float half_at(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
   return fp16_to_fp32(h);
+}
+
+// An MXFP4 block's scale 2^(e − 128) built from its f32 bits, as ggml's
+// GGML_E8M0_TO_FP32_HALF: e ≥ 2 is the normal number with biased exponent
+// e − 1; e = 0 and 1 are the subnormals 2^−128 and 2^−127. Exact for every
+// byte; e = 255 is 2^127 (no NaN).
+inline float e8m0_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : uint32_t(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 
 // Q4_K / Q5_K: the 6-bit scale and min of sub-block `sub` (0..7) packed in 12 bytes.

@@ -1,12 +1,20 @@
 // moelsp quantize IN.gguf OUT.gguf TYPE: rewrite a model's weights in another
-// type. Recipes (as llama.cpp's): matrices take TYPE; 1-D tensors (norms,
-// biases, selection bias) and the MoE router stay F32, since they are tiny and
-// precision-critical (a router error changes the experts). Q4_K_M, a mix:
-// Q4_K by default; Q6_K for the output matrix (or the tied embeddings) and,
-// in the layers use_more_bits picks (the first and last eighths and every
-// third between), for attn_v and every ffn_down; in models with exactly 8
-// experts Q8_0 for attn_k and attn_v and Q5_K for attn_output. A row that is not a whole number of 256-value
-// blocks falls back: Q4_K → Q5_0, Q5_K and Q6_K → Q8_0.
+// type. Recipes (as llama.cpp's): matrices named *.weight take TYPE; other
+// tensors (norms, biases — expert biases are 2-D —, selection bias, sinks) and
+// the MoE router stay F32, since they are tiny and precision-critical (a
+// router error changes the experts). Q4_K_M, a mix: Q4_K by default; Q6_K for
+// the output matrix (or the tied embeddings) and, in the layers use_more_bits
+// picks (the first and last eighths and every third between), for attn_v and
+// every ffn_down; in models with exactly 8 experts Q8_0 for attn_k and attn_v
+// and Q5_K for attn_output. A row that is not a whole number of 256-value
+// blocks falls back: Q4_K → Q5_0, Q5_K and Q6_K → Q8_0. MXFP4_MOE (llama.cpp's
+// LLAMA_FTYPE_MOSTLY_MXFP4_MOE, gpt-oss's format): MXFP4 for the 3-D expert
+// tensors (ffn_{gate,up,down}_exps: more than one matrix along the third
+// dimension), Q8_0 for every other matrix, the output matrix and the
+// embeddings included. A row that is not a whole number of 32-value blocks
+// becomes F16 (llama.cpp refuses such a tensor for MXFP4_MOE: it defines no
+// fallback for Q8_0 or MXFP4).
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -36,6 +44,7 @@ uint32_t file_type(kernels::DType t) {
     case kernels::DType::Q5_K: return 16;  // "mostly Q5_K_S"
     case kernels::DType::Q6_K: return 18;
     case kernels::DType::BF16: return 32;
+    case kernels::DType::MXFP4: return 38;  // "MXFP4 MoE" (every matrix MXFP4: llama-quantize --pure)
     default: return 0;
   }
 }
@@ -49,15 +58,22 @@ int layer_of(const std::string& name) {
   return std::atoi(name.c_str() + 4);
 }
 
+// The mixes: a base type with per-tensor choices, as llama.cpp's llama-quant.cpp makes them.
+enum class Mix { None, Q4_K_M, MXFP4_MOE };
+
 struct Recipe {
   kernels::DType base;
-  bool q4_k_m = false;
+  Mix mix = Mix::None;
   int n_layer = 0, n_expert = 0;
   bool tied = false;  // no output.weight: token_embd is also the output matrix
 
-  kernels::DType pick(const std::string& name) const {
+  kernels::DType pick(const std::string& name, const std::vector<uint64_t>& shape) const {
     using kernels::DType;
-    if (!q4_k_m) return base;
+    if (mix == Mix::None) return base;
+    if (mix == Mix::MXFP4_MOE) {  // the output matrix (and tied embeddings) Q8_0, then by shape
+      const bool experts = shape.size() >= 3 && shape[2] > 1;
+      return experts && name != "output.weight" && !(tied && name == "token_embd.weight") ? DType::MXFP4 : DType::Q8_0;
+    }
     const auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
     if (name == "output.weight" || (tied && name == "token_embd.weight")) return DType::Q6_K;
     if ((has("attn_k.weight") || has("attn_v.weight")) && n_expert == 8) return DType::Q8_0;
@@ -77,17 +93,33 @@ kernels::DType fallback(kernels::DType t) {
     default: return DType::F16;
   }
 }
+
+// Only matrices named *.weight are quantized (llama.cpp's tensor_allows_quantization);
+// the MoE router (ffn_gate_inp) stays F32 too.
+bool quantizable(const gguf::TensorInfo& t) {
+  const std::string& n = t.name;
+  const bool weight = n.size() >= 6 && n.compare(n.size() - 6, 6, "weight") == 0;
+  return t.shape.size() >= 2 && weight && n.find("_norm.weight") == std::string::npos &&
+         n.find("ffn_gate_inp") == std::string::npos;
+}
 }  // namespace
 
 int quantize(const QuantizeOptions& o) {
   try {
-    const bool q4_k_m = o.type == "Q4_K_M" || o.type == "q4_k_m";
-    const auto target = q4_k_m ? std::optional(kernels::DType::Q4_K) : kernels::dtype_from_name(o.type);
+    const auto is = [&](std::string name) {  // as written, or in lower case
+      if (o.type == name) return true;
+      for (char& c : name) c = char(std::tolower(static_cast<unsigned char>(c)));
+      return o.type == name;
+    };
+    const Mix mix = is("Q4_K_M") ? Mix::Q4_K_M : is("MXFP4_MOE") ? Mix::MXFP4_MOE : Mix::None;
+    const auto target = mix == Mix::Q4_K_M      ? std::optional(kernels::DType::Q4_K)
+                        : mix == Mix::MXFP4_MOE ? std::optional(kernels::DType::MXFP4)
+                                                : kernels::dtype_from_name(o.type);
     if (!target || !kernels::quantize_supports(*target)) {
       std::string names;
       for (kernels::DType t : kernels::matmul_types())
         if (kernels::quantize_supports(t)) names += std::string(kernels::dtype_name(t)) + ", ";
-      throw std::runtime_error(fmt::format("cannot quantize to '{}' (supported: {}Q4_K_M)", o.type, names));
+      throw std::runtime_error(fmt::format("cannot quantize to '{}' (supported: {}Q4_K_M, MXFP4_MOE)", o.type, names));
     }
     std::error_code ec;
     if (std::filesystem::exists(o.output, ec) && std::filesystem::equivalent(o.input, o.output, ec))
@@ -95,22 +127,20 @@ int quantize(const QuantizeOptions& o) {
           fmt::format("{} is the input file: give another output name (the input is never overwritten)", o.output));
     const auto in = gguf::File::open(o.input);
     const std::string arch = in.get_or<std::string>("general.architecture", "");
-    Recipe recipe{*target, q4_k_m};
+    Recipe recipe{*target, mix};
     recipe.n_layer = int(in.get_or<uint32_t>(arch + ".block_count", 0));
     recipe.n_expert = int(in.get_or<uint32_t>(arch + ".expert_count", 0));
     recipe.tied = !in.tensor("output.weight");
     gguf::Writer w(3, uint32_t(in.alignment()));
     for (const auto& [k, v] : in.metadata())
       if (k != "general.alignment") w.set(k, v);
-    w.set("general.file_type", q4_k_m ? uint32_t(15) : file_type(*target));
+    w.set("general.file_type", mix == Mix::Q4_K_M ? uint32_t(15) : file_type(*target));
     if (traits(*target).block_size > 1) w.set("general.quantization_version", uint32_t(2));
 
     std::map<std::string, int> counts;
     uint64_t bytes_in = 0, bytes_out = 0;
     for (const auto& t : in.tensors()) {
-      const bool matrix = t.shape.size() >= 2;
-      const bool router = t.name.find("ffn_gate_inp") != std::string::npos;
-      kernels::DType to = matrix && !router ? recipe.pick(t.name) : kernels::DType::F32;
+      kernels::DType to = quantizable(t) ? recipe.pick(t.name, t.shape) : kernels::DType::F32;
       if (!kernels::row_bytes(to, t.shape[0])) to = fallback(to);  // row not a whole number of blocks
       if (!kernels::row_bytes(to, t.shape[0])) to = kernels::DType::F16;
       if (to == t.type) {

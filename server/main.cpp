@@ -186,10 +186,12 @@ int main(int argc, char** argv) {
   moelsp::cli::QuantizeOptions qo;
   auto* c_qo = app.add_subcommand("quantize",
                                   "Rewrite a model's weight matrices in another type (F16, BF16, Q8_0, Q4_0, Q5_0, "
-                                  "Q4_K, Q5_K, Q6_K) or the Q4_K_M mix");
+                                  "Q4_K, Q5_K, Q6_K, MXFP4) or one of llama.cpp's mixes: Q4_K_M, MXFP4_MOE (MXFP4 "
+                                  "experts, Q8_0 for the other matrices)");
   c_qo->add_option("input", qo.input, "Input GGUF")->required();
   c_qo->add_option("output", qo.output, "Output GGUF")->required();
-  c_qo->add_option("type", qo.type, "Target type for weight matrices, or Q4_K_M (llama.cpp's mix)")->required();
+  c_qo->add_option("type", qo.type, "Target type for weight matrices, or Q4_K_M / MXFP4_MOE (llama.cpp's mixes)")
+      ->required();
 
   moelsp::cli::ProfileOptions pf;
   auto* c_pf = app.add_subcommand(

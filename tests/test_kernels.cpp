@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -195,6 +196,10 @@ std::vector<uint8_t> make_random_blocks(DType t, int64_t rows, int64_t cols, std
   std::vector<uint8_t> out(size_t(rows) * bytes);
   for (auto& v : out) v = uint8_t(rng());
   for (size_t off = 0; off < out.size(); off += block) {
+    if (t == DType::MXFP4) {  // the exponent byte: scales 2^−8 .. 2^−1
+      out[off] = uint8_t(120 + rng() % 8);
+      continue;
+    }
     const uint16_t d = fp32_to_fp16(0.001f + 0.001f * float(rng() % 16)), dmin = fp32_to_fp16(0.002f);
     if (t == DType::Q6_K) std::memcpy(&out[off + block - 2], &d, 2);  // Q6_K's d ends its block
     else std::memcpy(&out[off], &d, 2);
@@ -203,7 +208,7 @@ std::vector<uint8_t> make_random_blocks(DType t, int64_t rows, int64_t cols, std
   return out;
 }
 
-// Int8 activations (the default for Q8_0, Q4_0, Q5_0, Q4_K, Q5_K and Q6_K weights). Two tolerances:
+// Int8 activations (the default for Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K and MXFP4 weights). Two tolerances:
 // - against the scalar reference (same quantization, integer block sums):
 //   |opt − ref| ≤ 1e-5 · Σ|w·x| + 1e-6 (only the f32 accumulation order differs;
 //   a one-step difference in any quantized activation would exceed it);
@@ -214,11 +219,12 @@ std::vector<uint8_t> make_random_blocks(DType t, int64_t rows, int64_t cols, std
 // (matmul_int8_tile.cpp; 8 inputs per vector, tiles of 4 vectors, then 2, then
 // 1): 5 (one part-filled vector), 16, 24, 40, and 70 (a 64-input chunk + 6).
 // Every ISA level the CPU supports with an int8 path runs (AVX2; AVX-512 VNNI).
-TEST_CASE("int8 activations: Q8_0, Q4_0, Q5_0, Q4_K, Q5_K and Q6_K against the scalar reference and the f32 product") {
+TEST_CASE(
+    "int8 activations: Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K and MXFP4 against the scalar reference and the f32 product") {
   std::mt19937 rng(11);
   set_activations(Activations::Int8);
   for (Isa level : supported_isas())
-    for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::MXFP4}) {
       if (level < Isa::Avx2) continue;  // the generic level has no int8 path
       set_isa(level);
       const int64_t qb = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ? 256 : 32;  // activation block
@@ -365,6 +371,58 @@ TEST_CASE("Q4_0 and Q5_0 blocks dequantize by their layout") {
   CHECK(!matmul_supports(DType::IQ2_XXS));
 }
 
+// Tolerance: bit-exact. The expected values come from std::ldexp (value ·
+// 2^(E − 128)), not from the bit construction the decoders share, so the
+// subnormal scales (E = 0, 1) and the overflow to inf (E = 255, |value| ≥ 2) are
+// checked against the arithmetic ggml's dequantize_row_mxfp4 does.
+TEST_CASE("MXFP4 blocks dequantize bit-exactly: every code, exponent extremes, every ISA level") {
+  const int kValues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  // Byte j: code j in the low nibble (element j), code 15 − j in the high one (element j + 16).
+  std::vector<uint8_t> blocks;
+  const std::vector<int> exps = {0, 1, 2, 3, 100, 126, 127, 128, 129, 200, 253, 254, 255};
+  for (int e : exps) {
+    blocks.push_back(uint8_t(e));
+    for (int j = 0; j < 16; ++j) blocks.push_back(uint8_t(j | ((15 - j) << 4)));
+  }
+  const int64_t n = 32 * int64_t(exps.size());
+  std::vector<float> expect(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+  for (size_t b = 0; b < exps.size(); ++b)
+    for (int j = 0; j < 16; ++j) {
+      expect[32 * b + size_t(j)] = std::ldexp(float(kValues[j]), exps[b] - 128);
+      expect[32 * b + size_t(j) + 16] = std::ldexp(float(kValues[15 - j]), exps[b] - 128);
+    }
+  CHECK(expect[32 * 0 + 1] == 0x1p-128f);  // E = 0: the subnormal 2^−128 (one of the table)
+  CHECK(expect[32 * 7 + 7] == 12.0f);      // E = 128: the table itself
+  CHECK(std::isinf(expect[32 * 12 + 2]));  // E = 255: 2 · 2^127 overflows
+  CHECK(expect[32 * 12 + 1] == 0x1p127f);
+  ref::dequantize_row(DType::MXFP4, blocks.data(), y.data(), n);
+  CHECK(std::memcmp(y.data(), expect.data(), y.size() * sizeof(float)) == 0);
+  for (int64_t i = 0; i < n; ++i) {
+    INFO("element " << i << " (E = " << exps[size_t(i / 32)] << ")");
+    REQUIRE(std::memcmp(&y[size_t(i)], &expect[size_t(i)], 4) == 0);  // code 8 is +0, not −0
+  }
+  // The optimised expansion (the f32 path's row_f32) at every level, on these blocks and on random
+  // bytes (every exponent and code pattern).
+  std::mt19937 rng(39);
+  std::vector<uint8_t> rnd(17 * 256 * 4);
+  for (auto& v : rnd) v = uint8_t(rng());
+  for (size_t b = 0; b < 256; ++b) rnd[17 * b] = uint8_t(b);
+  std::vector<float> r1(32 * 256 * 4), r2(r1.size());
+  ref::dequantize_row(DType::MXFP4, rnd.data(), r2.data(), int64_t(r2.size()));
+  for (Isa level : supported_isas()) {
+    set_isa(level);
+    INFO("isa " << isa_name(level));
+    dequantize_row(DType::MXFP4, blocks.data(), y.data(), n);
+    CHECK(std::memcmp(y.data(), expect.data(), y.size() * sizeof(float)) == 0);
+    dequantize_row(DType::MXFP4, rnd.data(), r1.data(), int64_t(r1.size()));
+    CHECK(std::memcmp(r1.data(), r2.data(), r1.size() * sizeof(float)) == 0);
+  }
+  set_isa(detected_isa());
+  CHECK(traits(DType::MXFP4).block_size == 32);
+  CHECK(traits(DType::MXFP4).type_size == 17);
+  CHECK(row_bytes(DType::MXFP4, 2880) == 1530u);  // a gpt-oss expert row
+}
+
 TEST_CASE("one type table says what the kernels compute with, and every list reads it") {
   int computable = 0;
   for (uint32_t id = 0; id < kMaxTypeId; ++id) {
@@ -379,7 +437,7 @@ TEST_CASE("one type table says what the kernels compute with, and every list rea
     computable += tr->kernel != Kernel::None;
   }
   CHECK(int(matmul_types().size()) == computable);
-  CHECK(matmul_type_names() == "F32, F16, BF16, Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K");
+  CHECK(matmul_type_names() == "F32, F16, BF16, Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4");
   CHECK(traits(DType::Q4_K).kernel == Kernel::Int8);
   CHECK(traits(DType::IQ2_XXS).kernel == Kernel::None);
 }
@@ -499,4 +557,120 @@ TEST_CASE("K-quant quantizers: error levels, ordering against Q4_0/Q5_0, zeros")
   CHECK(q6k < q5k);
   WARN("relative RMSE: Q4_K " << q4k << ", Q5_K " << q5k << ", Q6_K " << q6k << " (Q4_0 " << q40 << ", Q5_0 " << q50
                               << ")");
+}
+
+namespace {
+// One MXFP4 block of 32 values, quantized.
+std::vector<uint8_t> mxfp4_of(const std::vector<float>& x) {
+  std::vector<uint8_t> q(size_t(*row_bytes(DType::MXFP4, x.size())));
+  quantize_row(DType::MXFP4, x.data(), q.data(), int64_t(x.size()));
+  return q;
+}
+int mxfp4_code(const std::vector<uint8_t>& q, int element) {
+  return element < 16 ? q[size_t(1 + element)] & 15 : q[size_t(1 + element - 16)] >> 4;
+}
+}  // namespace
+
+// Tolerance: bit-exact. Cases computed by hand from ggml's quantize_row_mxfp4_ref:
+// e = floor(log2 amax) − 2 + 127, d = 2^(e − 128), and each value takes the code
+// whose value · d is nearest, the first in table order on a tie (table: 0, 1, 2,
+// 3, 4, 6, 8, 12, then −0, −1, … −12 as codes 8..15).
+TEST_CASE("MXFP4 quantizer picks ggml's exponent and nearest code, ties included") {
+  // amax 6: floor(log2 6) = 2 → e = 127, d = 0.5; representable 0, ±0.5, ±1, ±1.5, ±2, ±3, ±4, ±6.
+  std::vector<float> x(32, 0.0f);
+  x[0] = 6.0f;     // 12·d → code 7
+  x[1] = 1.25f;    // halfway 1 (code 2) and 1.5 (code 3): the first, code 2
+  x[2] = -1.25f;   // halfway −1 (code 10) and −1.5 (code 11): code 10
+  x[3] = 0.25f;    // halfway 0 and 0.5: code 0
+  x[4] = 0.26f;    // nearer 0.5: code 1
+  x[5] = -0.0f;    // code 0 (+0), never 8
+  x[6] = 5.0f;     // halfway 4 (code 6) and 6 (code 7): code 6
+  x[7] = 2.5f;     // halfway 2 (code 4) and 3 (code 5): code 4
+  x[16] = -6.0f;   // code 15
+  x[17] = -3.3f;   // nearest −3: code 13
+  x[18] = 0.74f;   // nearest 0.5: code 1
+  x[19] = 1e-30f;  // code 0
+  x[31] = -0.26f;  // code 9
+  auto q = mxfp4_of(x);
+  CHECK(q[0] == 127);
+  const int want[32] = {7,  2,  10, 0, 1, 0, 6, 4, 0, 0, 0, 0, 0, 0, 0, 0,
+                        15, 13, 1,  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9};
+  for (int j = 0; j < 32; ++j) {
+    INFO("element " << j);
+    CHECK(mxfp4_code(q, j) == want[j]);
+  }
+  // amax 10: floor(log2 10) = 3 → e = 128, d = 1; 7 is halfway 6 and 8: code 5; −8 is code 14.
+  std::fill(x.begin(), x.end(), 0.0f);
+  x[0] = -8.0f, x[1] = 7.0f, x[2] = 10.0f - 1e-6f, x[3] = 10.0f;  // below halfway 8/12: 8; halfway: 8
+  q = mxfp4_of(x);
+  CHECK(q[0] == 128);
+  CHECK(mxfp4_code(q, 0) == 14);
+  CHECK(mxfp4_code(q, 1) == 5);
+  CHECK(mxfp4_code(q, 2) == 6);
+  CHECK(mxfp4_code(q, 3) == 6);
+  // amax just below a power of two keeps the lower exponent: 7.999 → floor(log2) = 2 → e = 127,
+  // d = 0.5, so 7.999 clamps to 6 (code 7); amax in [12d, 16d) is the clamped range.
+  x[0] = 7.999f, x[1] = x[2] = x[3] = 0.0f;
+  q = mxfp4_of(x);
+  CHECK(q[0] == 127);
+  CHECK(mxfp4_code(q, 0) == 7);
+  // Extremes: all zeros → e = 0 and zero codes; the largest floats → e = 252 (2^124 steps);
+  // tiny normals → small exponents.
+  std::fill(x.begin(), x.end(), 0.0f);
+  q = mxfp4_of(x);
+  CHECK(std::all_of(q.begin(), q.end(), [](uint8_t b) { return b == 0; }));
+  x[0] = 3.0e38f;  // 3e38 / 2^124 ≈ 14.1 → 12 (code 7)
+  q = mxfp4_of(x);
+  CHECK(q[0] == 252);
+  CHECK(mxfp4_code(q, 0) == 7);
+  x[0] = 0x1p-120f;  // floor(log2) = −120 → e = 5, d = 2^−123: 2^−120 = 8·d (code 6)
+  q = mxfp4_of(x);
+  CHECK(q[0] == 5);
+  CHECK(mxfp4_code(q, 0) == 6);
+}
+
+// Tolerance: per element, half the gap between the two representable values
+// around it (gaps d, 2d, 4d below 4d, 8d, 12d); above 12d (amax reaches 16d at
+// most) the value clamps to ±12d, off by |x| − 12d. Signs and zeros are kept.
+// A block of values already on the grid whose largest code is ±8 or ±12 comes
+// back byte for byte (its amax gives the same exponent).
+TEST_CASE("MXFP4 quantize then dequantize: within half a step, grid values round-trip") {
+  const int64_t n = 32 * 256;
+  std::vector<float> x = gaussian(n, 5), y(static_cast<size_t>(n));
+  for (int64_t i = 32; i < 64; ++i) x[size_t(i)] = 0.0f;  // an all-zero block
+  std::vector<uint8_t> q(size_t(*row_bytes(DType::MXFP4, uint64_t(n))));
+  quantize_row(DType::MXFP4, x.data(), q.data(), n);
+  ref::dequantize_row(DType::MXFP4, q.data(), y.data(), n);
+  double e2 = 0, x2 = 0;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float d = std::ldexp(1.0f, int(q[size_t(17 * b)]) - 128);
+    for (int64_t i = 32 * b; i < 32 * b + 32; ++i) {
+      const float v = std::fabs(x[size_t(i)]), err = std::fabs(x[size_t(i)] - y[size_t(i)]);
+      const float tol = v > 12 * d ? v - 12 * d : v > 8 * d ? 2 * d : v > 4 * d ? d : 0.5f * d;
+      INFO("element " << i << " x " << x[size_t(i)] << " y " << y[size_t(i)] << " d " << d);
+      REQUIRE(err <= tol * (1 + 1e-6f));
+      REQUIRE((y[size_t(i)] == 0 || std::signbit(y[size_t(i)]) == std::signbit(x[size_t(i)])));
+      if (x[size_t(i)] == 0) REQUIRE(y[size_t(i)] == 0);
+      e2 += double(err) * err, x2 += double(x[size_t(i)]) * x[size_t(i)];
+    }
+  }
+  WARN("MXFP4 relative RMSE on Gaussian data: " << std::sqrt(e2 / x2));
+  CHECK(std::sqrt(e2 / x2) < 0.12);
+  // Grid values: random codes without −0 (code 8), one of ±8/±12 in each block, exponents 3..250.
+  std::mt19937 rng(7);
+  std::vector<uint8_t> g(q.size());
+  for (int64_t b = 0; b < n / 32; ++b) {
+    uint8_t* blk = g.data() + 17 * b;
+    blk[0] = uint8_t(3 + rng() % 248);
+    for (int j = 1; j < 17; ++j) {
+      int lo = int(rng() % 15), hi = int(rng() % 15);
+      blk[j] = uint8_t((lo >= 8 ? lo + 1 : lo) | ((hi >= 8 ? hi + 1 : hi) << 4));
+    }
+    const int big[4] = {6, 7, 14, 15};
+    uint8_t& at = blk[1 + rng() % 16];
+    at = uint8_t(big[rng() % 4] | (at & 0xf0));
+  }
+  ref::dequantize_row(DType::MXFP4, g.data(), y.data(), n);
+  quantize_row(DType::MXFP4, y.data(), q.data(), n);
+  CHECK(q == g);
 }

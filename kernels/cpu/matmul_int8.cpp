@@ -1,5 +1,5 @@
-// Quantized weights × int8 activations (AVX2): Q8_0, Q4_0 and Q5_0 against
-// 32-value blocks, Q4_K, Q5_K and Q6_K against 256-value blocks. Performance
+// Quantized weights × int8 activations (AVX2): Q8_0, Q4_0, Q5_0 and MXFP4
+// against 32-value blocks, Q4_K, Q5_K and Q6_K against 256-value blocks. Performance
 // model: a Q8_0 block is one 32-byte load of weights and one of activations,
 // two sign ops, one maddubs (u8·s8 pairs → s16), one madd (→ s32), a convert
 // and an FMA with the two scales: ~8 instructions per 32 MACs, where the f32
@@ -7,8 +7,10 @@
 // and 6-bit values are unsigned, so they go straight into maddubs; their
 // per-sub-block scales multiply the s16 pair sums in the madd, and their
 // offsets (Q4_K/Q5_K's mins, Q6_K's −32) come from the activation block's
-// 16-value sums, once per block. Decode streams one row at a time, two blocks
-// per step in separate accumulators. These kernels serve decode (one input)
+// 16-value sums, once per block. MXFP4's codes become their signed values
+// (kMxfp4Values, within ±12) by one byte shuffle and take Q4_0's signed path;
+// its scale is a power of two built from the exponent byte. Decode streams one
+// row at a time, two blocks per step in separate accumulators. These kernels serve decode (one input)
 // and small batches; from kTileMinInputs inputs on, matmul_int8_tile.cpp's
 // lane-vector kernel takes over where the ISA level has it.
 #include <immintrin.h>
@@ -58,6 +60,15 @@ template <DType T>
 __attribute__((target("avx2,fma"))) inline __m256i block_bytes(const uint8_t* w) {
   if constexpr (T == DType::Q8_0) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2));
+  } else if constexpr (T == DType::MXFP4) {
+    // Q4_0's nibble layout (high nibbles shifted into the upper half, one mask); each code
+    // becomes its value in [-12, 12] by one byte shuffle through the table (in both halves).
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + offsetof(blocks::MXFP4, qs)));
+    const __m256i tbl =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks::kMxfp4Values)));
+    const __m256i codes = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1),
+                                           _mm256_set1_epi8(0x0f));
+    return _mm256_shuffle_epi8(tbl, codes);
   } else {
     // Nibbles: elements 0..15 in the low halves of the 16 bytes, 16..31 in the high halves.
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (T == DType::Q5_0 ? 6 : 2)));
@@ -81,6 +92,13 @@ __attribute__((target("avx2,fma"))) inline __m256i block_bytes(const uint8_t* w)
 template <DType T>
 constexpr size_t kBlockBytes = traits(T).type_size;
 
+// A 32-value weight block's scale: fp16 d first in the block, or MXFP4's exponent byte.
+template <DType T>
+__attribute__((target("avx2,f16c"))) inline float block_scale(const uint8_t* w) {
+  if constexpr (T == DType::MXFP4) return blocks::e8m0_half(w[offsetof(blocks::MXFP4, e)]);
+  else return simd::half_at(w);
+}
+
 template <DType T>
 __attribute__((target("avx2,fma"))) inline __m256 block_dot(const uint8_t* w, const BlockQ8& x) {
   const __m256i qw = block_bytes<T>(w);
@@ -102,7 +120,7 @@ __attribute__((target("avx2,fma,f16c"))) void dot_q32_1xm(const uint8_t* w, cons
   for (int i = 0; i < M; ++i) acc[0][i] = acc[1][i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, w += kBlockBytes<T>) {
     const __m256i qw = block_bytes<T>(w);
-    const float dw = simd::half_at(w);
+    const float dw = block_scale<T>(w);
 #pragma GCC unroll 4
     for (int i = 0; i < M; ++i) {
       const BlockQ8& xb = x[i * nb + b];
@@ -121,11 +139,11 @@ __attribute__((target("avx2,fma,f16c"))) float dot_q32_1x1(const uint8_t* w, con
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2, w += 2 * kBlockBytes<T>) {
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(simd::half_at(w) * x[b].d), block_dot<T>(w, x[b]), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(simd::half_at(w + kBlockBytes<T>) * x[b + 1].d),
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(block_scale<T>(w) * x[b].d), block_dot<T>(w, x[b]), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(block_scale<T>(w + kBlockBytes<T>) * x[b + 1].d),
                            block_dot<T>(w + kBlockBytes<T>, x[b + 1]), acc1);
   }
-  if (b < nb) acc0 = _mm256_fmadd_ps(_mm256_set1_ps(simd::half_at(w) * x[b].d), block_dot<T>(w, x[b]), acc0);
+  if (b < nb) acc0 = _mm256_fmadd_ps(_mm256_set1_ps(block_scale<T>(w) * x[b].d), block_dot<T>(w, x[b]), acc0);
   return hsum(_mm256_add_ps(acc0, acc1));
 }
 
@@ -405,6 +423,7 @@ void matmul_int8(const MatmulArgs& a, Isa isa) {
     case DType::Q8_0: return matmul_q32_int8<DType::Q8_0>(a, isa);
     case DType::Q4_0: return matmul_q32_int8<DType::Q4_0>(a, isa);
     case DType::Q5_0: return matmul_q32_int8<DType::Q5_0>(a, isa);
+    case DType::MXFP4: return matmul_q32_int8<DType::MXFP4>(a, isa);
     case DType::Q4_K: return matmul_k_int8<DType::Q4_K>(a, isa);
     case DType::Q5_K: return matmul_k_int8<DType::Q5_K>(a, isa);
     default: return matmul_k_int8<DType::Q6_K>(a, isa);

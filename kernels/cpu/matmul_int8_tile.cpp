@@ -15,10 +15,11 @@
 // multiply-adds where the decode kernel needs ~10.
 //
 // vpdpbusd multiplies unsigned by signed bytes, so weights are made unsigned:
-// Q8_0 by flipping the sign bit (q + 128), the 4/5/6-bit types are unsigned in
-// the file. The offset comes back exactly as an integer: each lane's
-// accumulator starts at −offset·Σ(the group's activations). Q4_K's min is a
-// float term, −min·Σ(activations)·d_x per group.
+// Q8_0 by flipping the sign bit (q + 128), MXFP4 by a byte shuffle of its codes
+// into value + 12, the 4/5/6-bit types are unsigned in the file. The offset
+// comes back exactly as an integer: each lane's accumulator starts at
+// −offset·Σ(the group's activations). Q4_K's min is a float term,
+// −min·Σ(activations)·d_x per group.
 //
 // Two builds of the same body (matmul_int8_tile.inc): AVX-512 VNNI (vpdpbusd on
 // 256-bit vectors, whose VL encoding also gives 32 registers: 4 rows × 2 lane
@@ -58,6 +59,7 @@ constexpr Groups groups_of(DType t) {
     case DType::Q4_K: return {32,  0,     256,      8,           true};
     case DType::Q5_K: return {32,  0,     256,      8,           true};
     case DType::Q6_K: return {16,  32,    256,      16,          false};
+    case DType::MXFP4: return {32, 12,    32,       1,           false};
     default:          return {0,   0,     0,        0,           false};
   }
 }
@@ -80,6 +82,16 @@ constexpr uint32_t spread16(uint32_t n) {
 constexpr uint32_t kSpread16[16] = {spread16(0),  spread16(1),  spread16(2),  spread16(3), spread16(4),  spread16(5),
                                     spread16(6),  spread16(7),  spread16(8),  spread16(9), spread16(10), spread16(11),
                                     spread16(12), spread16(13), spread16(14), spread16(15)};
+
+// MXFP4's values made unsigned for vpdpbusd: kMxfp4Values + 12 (its kOffset), in
+// both 128-bit halves (byte shuffles index within each half).
+struct Mxfp4Unsigned {
+  alignas(32) uint8_t v[32];
+  constexpr Mxfp4Unsigned() : v{} {
+    for (int i = 0; i < 32; ++i) v[i] = uint8_t(blocks::kMxfp4Values[i % 16] + 12);
+  }
+};
+constexpr Mxfp4Unsigned kMxfp4Unsigned;
 
 // A chunk's activations as lane vectors (v = input / 8, lane l = input % 8).
 struct Lanes {
@@ -175,6 +187,7 @@ void matmul_int8_tile(const MatmulArgs& a, int64_t i0, int64_t i1, const BlockQ8
   switch (a.w.type) {
     case DType::Q8_0: return tile_chunk<DType::Q8_0>(a, i0, i1, xq, nb, isa);
     case DType::Q4_0: return tile_chunk<DType::Q4_0>(a, i0, i1, xq, nb, isa);
+    case DType::MXFP4: return tile_chunk<DType::MXFP4>(a, i0, i1, xq, nb, isa);
     default: return tile_chunk<DType::Q5_0>(a, i0, i1, xq, nb, isa);
   }
 }

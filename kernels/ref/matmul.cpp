@@ -104,6 +104,20 @@ void dequantize_q6_k(const uint8_t* b, float* dst, int64_t n) {
   }
 }
 
+// MXFP4: x = kMxfp4Values[code] · 2^(e − 128), nibbles laid out as Q4_0's. The
+// product of a small integer and a power of two, in f32 as ggml's
+// dequantize_row_mxfp4 computes it (bit-identical, subnormals and inf included).
+void dequantize_mxfp4(const uint8_t* b, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; i += 32, b += sizeof(blocks::MXFP4)) {
+    const float d = blocks::e8m0_half(b[offsetof(blocks::MXFP4, e)]);
+    const uint8_t* qs = b + offsetof(blocks::MXFP4, qs);
+    for (int j = 0; j < 16; ++j) {
+      dst[i + j] = float(blocks::kMxfp4Values[qs[j] & 0x0f]) * d;
+      dst[i + j + 16] = float(blocks::kMxfp4Values[qs[j] >> 4]) * d;
+    }
+  }
+}
+
 }  // namespace
 
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
@@ -123,6 +137,7 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     case DType::Q4_K: return dequantize_q4_k<false>(b, dst, n);
     case DType::Q5_K: return dequantize_q4_k<true>(b, dst, n);
     case DType::Q6_K: return dequantize_q6_k(b, dst, n);
+    case DType::MXFP4: return dequantize_mxfp4(b, dst, n);
     default: throw std::invalid_argument(std::string("dequantize_row: unsupported type ") + std::string(dtype_name(t)));
   }
 }

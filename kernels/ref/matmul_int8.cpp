@@ -73,6 +73,19 @@ double dot_q4_0_q5_0(const uint8_t* w, const BlockQ8* x, int64_t nb, bool five) 
   return sum;
 }
 
+// MXFP4: x = 2^(e − 128) · kMxfp4Values[code], 32-value blocks (layout: ref/matmul.cpp).
+double dot_mxfp4(const uint8_t* w, const BlockQ8* x, int64_t nb) {
+  double sum = 0;
+  for (int64_t b = 0; b < nb; ++b, w += sizeof(blocks::MXFP4)) {
+    const uint8_t* qs = w + offsetof(blocks::MXFP4, qs);
+    int32_t isum = 0;
+    for (int j = 0; j < 16; ++j)
+      isum += blocks::kMxfp4Values[qs[j] & 15] * x[b].q[j] + blocks::kMxfp4Values[qs[j] >> 4] * x[b].q[j + 16];
+    sum += double(blocks::e8m0_half(w[offsetof(blocks::MXFP4, e)])) * double(x[b].d) * double(isum);
+  }
+  return sum;
+}
+
 // Q4_K / Q5_K: x = d·scale·q − dmin·min per 32-value sub-block, q in [0, 15]
 // (Q5_K: + 16 where bit `sub` of qh[l] is set).
 double dot_q4_k_q5_k(const uint8_t* w, const BlockQ8K* x, int64_t nb, bool five) {
@@ -142,7 +155,9 @@ void matmul_int8(const MatmulArgs& a) {
         case DType::Q4_K: v = dot_q4_k_q5_k(a.w.row(r), xk.data(), nb, false); break;
         case DType::Q5_K: v = dot_q4_k_q5_k(a.w.row(r), xk.data(), nb, true); break;
         case DType::Q6_K: v = dot_q6_k(a.w.row(r), xk.data(), nb); break;
-        default: throw std::invalid_argument("ref::matmul_int8: Q8_0, Q4_0, Q5_0, Q4_K, Q5_K or Q6_K weights only");
+        case DType::MXFP4: v = dot_mxfp4(a.w.row(r), xq.data(), nb); break;
+        default:
+          throw std::invalid_argument("ref::matmul_int8: Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K or MXFP4 weights only");
       }
       a.y[i * a.ldy + r] = float(v);
     }

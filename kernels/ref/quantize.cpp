@@ -1,6 +1,7 @@
 // Reference quantizers (scalar; quantizing is offline work).
 #include "kernels/quantize.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -24,11 +25,42 @@ float signed_max(const float* x, int n) {
     if (std::fabs(x[i]) > amax) amax = std::fabs(x[i]), max = x[i];
   return max;
 }
+
+// ggml's quantize_row_mxfp4_ref, block by block: the exponent puts the largest
+// magnitude amax in [8, 16) steps of d = 2^(e − 128), e = floor(log2 amax) + 125
+// (0 for an all-zero block; amax below 2^−125 wraps modulo 256 as ggml's
+// float → uint8_t cast does on x86), and each value takes the code whose value
+// · d is nearest, the first in table order on a tie (so the smaller magnitude,
+// and +0 for zeros).
+void quantize_mxfp4(const float* x, uint8_t* out, int64_t n) {
+  for (int64_t b = 0; b < n; b += 32, out += sizeof(blocks::MXFP4), x += 32) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    // An infinite amax gets 0, the low byte of x86's result for ggml's (undefined) cast of inf.
+    const uint8_t e = amax > 0 && std::isfinite(amax) ? uint8_t(int32_t(std::floor(std::log2(amax)) - 2 + 127)) : 0;
+    const float d = blocks::e8m0_half(e);
+    const auto nearest = [d](float v) {
+      int best = 0;
+      float best_err = std::fabs(float(blocks::kMxfp4Values[0]) * d - v);
+      for (int i = 1; i < 16; ++i) {
+        const float err = std::fabs(float(blocks::kMxfp4Values[i]) * d - v);
+        if (err < best_err) {
+          best = i;
+          best_err = err;
+        }
+      }
+      return best;
+    };
+    out[offsetof(blocks::MXFP4, e)] = e;
+    for (int j = 0; j < 16; ++j)
+      out[offsetof(blocks::MXFP4, qs) + j] = uint8_t(nearest(x[j]) | (nearest(x[j + 16]) << 4));
+  }
+}
 }  // namespace
 
 bool quantize_supports(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0 ||
-         t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+         t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::MXFP4;
 }
 
 void quantize_row(DType t, const float* x, void* dst, int64_t n) {
@@ -80,6 +112,7 @@ void quantize_row(DType t, const float* x, void* dst, int64_t n) {
     case DType::Q4_K:
     case DType::Q5_K: return kquant::quantize_q4_k_q5_k(x, out, n, t == DType::Q5_K);
     case DType::Q6_K: return kquant::quantize_q6_k(x, out, n);
+    case DType::MXFP4: return quantize_mxfp4(x, out, n);
     default: throw std::invalid_argument("quantize_row: cannot produce " + std::string(dtype_name(t)));
   }
 }

@@ -8,7 +8,7 @@
 
 namespace moelsp::kernels {
 
-// Types quantize_row can produce: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K.
+// Types quantize_row can produce: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K, MXFP4.
 bool quantize_supports(DType t);
 // n must be a multiple of the type's block size; dst holds row_bytes(t, n).
 void quantize_row(DType t, const float* src, void* dst, int64_t n);

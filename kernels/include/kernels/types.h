@@ -83,6 +83,7 @@ constexpr std::array<DTypeTraits, kMaxTypeId> make_type_table() {
   set(DType::Q4_K, "Q4_K", 256, 144, Kernel::Int8);
   set(DType::Q5_K, "Q5_K", 256, 176, Kernel::Int8);
   set(DType::Q6_K, "Q6_K", 256, 210, Kernel::Int8);
+  set(DType::MXFP4, "MXFP4", 32, 17, Kernel::Int8);
   set(DType::F64, "F64", 1, 8);
   set(DType::I8, "I8", 1, 1);
   set(DType::I16, "I16", 1, 2);
@@ -105,7 +106,6 @@ constexpr std::array<DTypeTraits, kMaxTypeId> make_type_table() {
   set(DType::IQ1_M, "IQ1_M", 256, 56);
   set(DType::TQ1_0, "TQ1_0", 256, 54);
   set(DType::TQ2_0, "TQ2_0", 256, 66);
-  set(DType::MXFP4, "MXFP4", 32, 17);
   set(DType::NVFP4, "NVFP4", 64, 36);
   set(DType::Q1_0, "Q1_0", 128, 18);
   set(DType::Q2_0, "Q2_0", 64, 18);
