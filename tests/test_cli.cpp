@@ -171,13 +171,13 @@ TEST_CASE("quantize writes loadable files whose logits track the original") {
     double min_cos;
     size_t n_vocab;
   };
-  for (const auto& [model, type, min_cos, nv_given] :
-       std::vector<Case>{{"mixtral-ref", "F16", 0.9999, 32000},
-                         {"mixtral-ref", "Q8_0", 0.995, 32000},
-                         {"mixtral-ref", "Q5_0", 0.97, 32000},
-                         {"mixtral-ref", "Q4_0", 0.9, 32000},
-                         {"qwen3moe-quant-ref-Q8_0", "Q6_K", 0.99, 0},
-                         {"qwen3moe-quant-ref-Q8_0", "Q4_K_M", 0.95, 0}}) {
+  for (const auto& [model, type, min_cos, nv_given] : std::vector<Case>{{"mixtral-ref", "F16", 0.9999, 32000},
+                                                                        {"mixtral-ref", "Q8_0", 0.995, 32000},
+                                                                        {"mixtral-ref", "Q5_0", 0.97, 32000},
+                                                                        {"mixtral-ref", "Q4_0", 0.9, 32000},
+                                                                        {"qwen3moe-quant-ref-Q8_0", "Q6_K", 0.99, 0},
+                                                                        {"qwen3moe-quant-ref-Q8_0", "Q4_K_M", 0.95, 0},
+                                                                        {"mixtral-ref", "MXFP4_MOE", 0.97, 32000}}) {
     const std::string src = moelsp::test::data_path("reference/" + model + ".gguf");
     const auto j =
         nlohmann::json::parse(moelsp::test::read_file(moelsp::test::data_path("reference/" + model + ".json")));

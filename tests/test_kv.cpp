@@ -45,8 +45,8 @@ std::vector<float> fresh_logits(Model& m, const std::vector<TokenId>& prompt, Kv
   return out;
 }
 
-const char* const kModels[] = {"qwen3moe-ref",     "mixtral-ref", "deepseek2-lite-ref",
-                               "deepseek2-v3-ref", "glm4moe-ref", "glm-dsa-ref"};
+const char* const kModels[] = {"qwen3moe-ref", "mixtral-ref", "deepseek2-lite-ref", "deepseek2-v3-ref",
+                               "glm4moe-ref",  "glm-dsa-ref", "gpt-oss-ref"};
 
 }  // namespace
 
@@ -283,20 +283,22 @@ TEST_CASE("the block size does not change the result") {
 
 // Measured bounds: the largest |Δlogit| against an F32 cache over a 60-token
 // prompt and 8 decode steps on the reference models (logits of magnitude ~1-10).
-// Two models need more, measured 2026-12-02: glm4moe's Q8_0 rows 0.45 (each
-// of its heads is a single 32-value block with one scale; why this random
-// model suffers 7× qwen3moe's error is not investigated), glm-dsa's BF16 rows
-// 0.070 (BF16-rounded indexer keys can reorder near-tied scores, so a query
-// keeps a different top-k key).
+// Three models need more, measured 2026-12-02: glm4moe Q8_0 0.45, gpt-oss
+// F16 0.022 and Q8_0 0.25, glm-dsa BF16 0.070. Their errors do not grow
+// smoothly with the row type's precision (gpt-oss: F16 worse than BF16), the
+// mark of a discrete choice flipping: a router's near-tied top-k (these random
+// models have gaps down to 2e-4) or, in glm-dsa, the indexer's top-k keys.
 TEST_CASE("F16, BF16 and Q8_0 KV rows stay close to F32; Q8_0 refuses heads it cannot hold") {
   std::mt19937 rng(21);
   for (const char* name : kModels) {
     auto m = load(name);
     const auto p = random_tokens(rng, 60, m->config().n_vocab);
     const std::string model = name;
-    const std::pair<KvType, double> types[] = {{KvType::F16, 1e-2},
+    const std::pair<KvType, double> types[] = {{KvType::F16, model == "gpt-oss-ref" ? 0.05 : 1e-2},
                                                {KvType::BF16, model == "glm-dsa-ref" ? 0.1 : 5e-2},
-                                               {KvType::Q8_0, model == "glm4moe-ref" ? 0.6 : 0.1}};
+                                               {KvType::Q8_0, model == "glm4moe-ref"   ? 0.6
+                                                              : model == "gpt-oss-ref" ? 0.4
+                                                                                       : 0.1}};
     for (auto [type, bound] : types) {
       std::unique_ptr<KvCache> c;
       try {

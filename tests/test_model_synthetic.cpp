@@ -198,5 +198,11 @@ TEST_CASE("a missing or invalid architecture hyperparameter is refused, naming i
   gguf::Array two{gguf::ValueType::BOOL, {gguf::Value(true), gguf::Value(false)}};
   rewrite_reference(path, "glm-dsa.attention.indexer.types", gguf::Value(two), "glm-dsa-ref");
   CHECK_THROWS_WITH(Model::load(path, {.threads = 1}), Catch::Contains("indexer.types has 2 entries for 5 layers"));
+
+  // gpt-oss: the sliding window.
+  CHECK_NOTHROW(Model::load(rewrite_reference(path, "general.name", std::nullopt, "gpt-oss-ref"), {.threads = 1}));
+  rewrite_reference(path, "gpt-oss.attention.sliding_window", std::nullopt, "gpt-oss-ref");
+  CHECK_THROWS_WITH(Model::load(path, {.threads = 1}), Catch::Contains("gpt-oss.attention.sliding_window"));
+  CHECK_FALSE(summarize(gguf::File::open(path)).supported);
   std::filesystem::remove(path);
 }

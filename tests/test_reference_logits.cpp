@@ -146,11 +146,12 @@ TEST_CASE("glm-dsa (MLA with the lightning indexer's top-k keys, full and shared
 }
 
 namespace {
-void check_quantized(const std::string& name) {
+void check_quantized(const std::string& name, bool incremental = false) {
   const Ref r = load_ref(name);
   auto m = Model::load(test::data_path("reference/" + name + ".gguf"), {.threads = 2});
   const auto& tol = r.doc["tolerance"];
-  const auto rows = run(*m, r, false);
+  const auto rows = run(*m, r, incremental);
+  INFO(name << (incremental ? ": prefill one token at a time" : ": prefill in one batch"));
   std::vector<double> row_max;
   for (size_t i = 0; i < rows.size(); ++i) {
     const bool pre = int(i) < r.n_prompt;
@@ -175,7 +176,7 @@ void check_quantized(const std::string& name) {
   // With F32 activations on dequantized weights the engine must match
   // llama.cpp running the dequantized file in F32 to 1e-3.
   kernels::set_activations(kernels::Activations::F32);
-  const auto rows_f32 = run(*m, r, false);
+  const auto rows_f32 = run(*m, r, incremental);
   kernels::set_activations(kernels::Activations::Int8);
   const auto& dq = r.doc["dequant_f32_check"];
   const auto ids = dq["ids"].get<std::vector<int>>();
@@ -218,4 +219,12 @@ TEST_CASE("bad model files and requests give clear errors") {
   const std::vector<TokenId> ok{1, 2};
   CHECK_THROWS_AS(m->forward(ok, *cache, logits.data(), true, [] { return true; }), Cancelled);
   CHECK(cache->n_past() == 0);
+}
+
+// gpt-oss: MXFP4 experts (F16 elsewhere), attention sinks, a sliding window on
+// even layers, YaRN, biases, the clamped SwiGLU, softmax over the chosen
+// experts only. Its deqcheck pins the MXFP4 decoding.
+TEST_CASE("gpt-oss meets the quantized tolerance and the dequantization check, batch and one token at a time") {
+  check_quantized("gpt-oss-ref");
+  check_quantized("gpt-oss-ref", true);
 }

@@ -66,6 +66,7 @@ std::unique_ptr<Model> make_qwen3moe(std::unique_ptr<gguf::File> f, const LoadOp
 std::unique_ptr<Model> make_deepseek2(std::unique_ptr<gguf::File> f, const LoadOptions& opt);
 std::unique_ptr<Model> make_glm4moe(std::unique_ptr<gguf::File> f, const LoadOptions& opt);
 std::unique_ptr<Model> make_glm_dsa(std::unique_ptr<gguf::File> f, const LoadOptions& opt);
+std::unique_ptr<Model> make_gpt_oss(std::unique_ptr<gguf::File> f, const LoadOptions& opt);
 
 // The one list of architectures: general.architecture → factory. Model::load,
 // supported_architectures() and every "supported: …" message read it.
@@ -75,7 +76,7 @@ struct ArchEntry {
 };
 inline constexpr ArchEntry kArchitectures[] = {
     {"deepseek2", make_deepseek2}, {"qwen3moe", make_qwen3moe}, {"llama", make_llama},
-    {"glm4moe", make_glm4moe},     {"glm-dsa", make_glm_dsa},
+    {"glm4moe", make_glm4moe},     {"glm-dsa", make_glm_dsa},   {"gpt-oss", make_gpt_oss},
 };
 const ArchEntry* find_architecture(std::string_view name);  // nullptr when unsupported
 std::string architecture_names();                           // "deepseek2, qwen3moe, llama"

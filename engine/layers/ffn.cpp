@@ -27,7 +27,19 @@ MoeWeights load_moe(const WeightLoader& wl, const ModelConfig& c, int il) {
   const std::string b = "blk." + std::to_string(il) + ".";
   MoeWeights w;
   w.router = wl.get(b + "ffn_gate_inp.weight", {c.n_embd, c.n_expert});
+  w.router_bias = wl.maybe_vec(b + "ffn_gate_inp.bias", c.n_expert);
   w.selection_bias = wl.maybe_vec(b + "exp_probs_b.bias", c.n_expert);
+  // Per-expert biases {rows, n_expert}, as one f32 array [n_expert][rows].
+  const auto expert_bias = [&](const std::string& name, int64_t rows) {
+    const Weight t = wl.maybe(name, {rows, c.n_expert});
+    std::vector<float> v(t.present() ? size_t(rows) * size_t(c.n_expert) : 0);
+    for (int64_t e = 0; e < (t.present() ? c.n_expert : 0); ++e)
+      kernels::dequantize_row(t.m.type, t.m.row(e), v.data() + e * rows, rows);
+    return v;
+  };
+  w.gate_b = expert_bias(b + "ffn_gate_exps.bias", c.n_ff_exp);
+  w.up_b = expert_bias(b + "ffn_up_exps.bias", c.n_ff_exp);
+  w.down_b = expert_bias(b + "ffn_down_exps.bias", c.n_embd);
   w.gate = wl.get(b + "ffn_gate_exps.weight", {c.n_embd, c.n_ff_exp, c.n_expert});
   w.up = wl.get(b + "ffn_up_exps.weight", {c.n_embd, c.n_ff_exp, c.n_expert});
   w.down = wl.get(b + "ffn_down_exps.weight", {c.n_ff_exp, c.n_embd, c.n_expert});
@@ -46,9 +58,12 @@ void route(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const 
   // Router: [m][n_exp] logits → probabilities.
   std::vector<float> probs(static_cast<size_t>(m * n_exp));
   linear(pool, w.router.m, x, m, probs.data());
+  if (!w.router_bias.empty()) add_bias(probs.data(), w.router_bias, m);
   for (int64_t t = 0; t < m; ++t) {
     float* p = probs.data() + t * n_exp;
-    if (cfg.gating == Gating::Softmax) {
+    if (cfg.gating == Gating::SoftmaxChosen) {
+      continue;  // the logits themselves choose; the softmax comes after the top k
+    } else if (cfg.gating == Gating::Softmax) {
       const float mx = *std::max_element(p, p + n_exp);
       double s = 0;
       for (int e = 0; e < n_exp; ++e) s += p[e] = std::exp(p[e] - mx);
@@ -88,6 +103,12 @@ void route(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const 
       chosen[t * k + j] = order[size_t(j)];
       weight[t * k + j] = p[order[size_t(j)]];
       sum += p[order[size_t(j)]];
+    }
+    if (cfg.gating == Gating::SoftmaxChosen) {  // softmax over the k chosen logits
+      const float mx = weight[t * k];           // the largest: they come sorted
+      double s = 0;
+      for (int j = 0; j < k; ++j) s += weight[t * k + j] = std::exp(weight[t * k + j] - mx);
+      for (int j = 0; j < k; ++j) weight[t * k + j] = float(weight[t * k + j] / s);
     }
     if (cfg.expert_weights_norm) {
       const float inv = float(1.0 / std::max(sum, 6.103515625e-5));
@@ -206,9 +227,12 @@ std::vector<std::vector<WorkItem>> schedule(std::vector<WorkItem> items, int n_t
   return per;
 }
 
-// h = silu(x·Wgᵀ) ⊙ (x·Wuᵀ) for every expert; gate and up run in the same
+// h = silu(x·Wgᵀ) ⊙ (x·Wuᵀ) for every expert (gpt-oss: with biases and its
+// clamped activation, ModelConfig::swiglu_oai); gate and up run in the same
 // item, so SwiGLU's product needs no extra pass.
-void gate_up(ThreadPool& pool, std::vector<ActiveExpert>& active, int64_t d, MoeStats* stats) {
+void gate_up(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, std::vector<ActiveExpert>& active,
+             int64_t d, MoeStats* stats) {
+  const bool oai = cfg.swiglu_oai;
   const int n_threads = pool.size();
   const auto plan =
       schedule(cut_items(active, n_threads, [](const ActiveExpert& ex) { return ex.gate.rows; }), n_threads, stats);
@@ -240,10 +264,23 @@ void gate_up(ThreadPool& pool, std::vector<ActiveExpert>& active, int64_t d, Moe
         to_u.w = rows_of(ex.up);
         to_u.y = u.data();
         kernels::matmul(to_u);
+        // Expert biases (gpt-oss) for rows r0..r1; the shared experts have none.
+        const float* gb = ex.e >= 0 && !w.gate_b.empty() ? w.gate_b.data() + ex.e * ff + it.r0 : nullptr;
+        const float* ub = ex.e >= 0 && !w.up_b.empty() ? w.up_b.data() + ex.e * ff + it.r0 : nullptr;
         for (int64_t i = 0; i < n; ++i)
           for (int64_t r = 0; r < nr; ++r) {
-            const float gv = g[size_t(i * nr + r)];
-            ex.h[size_t(i * ff + it.r0 + r)] = gv / (1.0f + std::exp(-gv)) * u[size_t(i * nr + r)];
+            float gv = g[size_t(i * nr + r)], uv = u[size_t(i * nr + r)];
+            if (gb) gv += gb[r];
+            if (ub) uv += ub[r];
+            float hv;
+            if (oai) {  // gpt-oss: clamped, α = 1.702, and (u + 1)
+              gv = std::min(gv, 7.0f);
+              uv = std::clamp(uv, -7.0f, 7.0f);
+              hv = gv / (1.0f + std::exp(-1.702f * gv)) * (uv + 1.0f);
+            } else {
+              hv = gv / (1.0f + std::exp(-gv)) * uv;
+            }
+            ex.h[size_t(i * ff + it.r0 + r)] = hv;
           }
       }
   });
@@ -283,7 +320,7 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
     ++hooks.stats->calls;
   }
   std::vector<ActiveExpert> active = gather_experts(cfg, w, x, m, chosen.data(), weight.data(), hooks);
-  gate_up(pool, active, d, hooks.stats);
+  gate_up(pool, cfg, w, active, d, hooks.stats);
   down(pool, active, d, hooks.stats);
   // out [m][d] = Σ over each token's experts of weight · y
   std::fill(out, out + m * d, 0.0f);
@@ -292,6 +329,8 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
       float* o = out + ex.rows[i] * d;
       const float* yi = ex.y.data() + i * size_t(d);
       for (int c = 0; c < d; ++c) o[c] += ex.ws[i] * yi[c];
+      if (ex.e >= 0 && !w.down_b.empty())
+        for (int c = 0; c < d; ++c) o[c] += ex.ws[i] * w.down_b[size_t(ex.e) * size_t(d) + size_t(c)];
     }
 }
 

@@ -64,7 +64,9 @@ void swiglu(ThreadPool& pool, const kernels::MatView& gate, const kernels::MatVi
 
 struct MoeWeights {
   Weight router;                               // {n_embd, n_expert}
+  std::vector<float> router_bias;              // [n_expert] added to the logits (gpt-oss), empty when absent
   std::vector<float> selection_bias;           // exp_probs_b: added to scores for selection only
+  std::vector<float> gate_b, up_b, down_b;     // [n_expert][rows] expert biases (gpt-oss), empty when absent
   Weight gate, up, down;                       // 3-D: {n_embd, n_ff_exp, n_expert}, …, {n_ff_exp, n_embd, n_expert}
   Weight shared_gate, shared_up, shared_down;  // optional fused shared experts
 };

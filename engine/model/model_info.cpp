@@ -69,6 +69,13 @@ ArchRequirements requirements(const std::string& arch) {
          "attention.indexer.top_k"},
         {"attn_norm.weight", "attn_kv_a_mqa.weight", "attn_kv_a_norm.weight", "attn_output.weight", "ffn_norm.weight"},
         {"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}};
+  if (arch == "gpt-oss")
+    return {{"block_count", "embedding_length", "attention.head_count", "attention.head_count_kv",
+             "attention.layer_norm_rms_epsilon", "attention.sliding_window", "expert_count", "expert_used_count",
+             "expert_feed_forward_length"},
+            {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
+             "attn_sinks.weight", "post_attention_norm.weight"},
+            {"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}};
   if (arch == "glm4moe")
     return {{"block_count", "embedding_length", "attention.head_count", "attention.head_count_kv",
              "attention.layer_norm_rms_epsilon", "rope.dimension_count", "expert_count", "expert_used_count",

@@ -45,7 +45,10 @@ struct RopeConfig {
   float corr_low = 0, corr_high = 0;  // YaRN correction range in pair indices
 };
 
-enum class Gating { Softmax, Sigmoid };
+// How router logits become expert weights: softmax over all experts, or
+// sigmoid scores (both then pick the top k, optionally renormalised), or
+// (gpt-oss) pick the top k logits and softmax over those k only.
+enum class Gating { Softmax, Sigmoid, SoftmaxChosen };
 
 struct ModelConfig {
   std::string arch;
@@ -66,6 +69,9 @@ struct ModelConfig {
   bool expert_weights_norm = false;
   float expert_weights_scale = 1.0f;
   int n_group = 1, n_group_used = 1;
+  // gpt-oss's expert activation: min(g, 7)·σ(1.702·min(g, 7))·(clamp(u, −7, 7) + 1)
+  // in place of SwiGLU's silu(g)·u.
+  bool swiglu_oai = false;
   // MLA (deepseek2)
   int q_lora_rank = 0, kv_lora_rank = 0, qk_nope = 0, qk_rope = 0;
 
