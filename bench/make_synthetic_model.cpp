@@ -16,6 +16,14 @@
 //     first layer dense with 10,944) with V2/V3's low-rank query (q_lora 1536)
 //     × 5 layers, deepseek-llm vocabulary (102,400): ≈2.8 B parameters, ≈0.8 B
 //     active (the 102,400 × 2048 embedding and output count in both).
+//   glm-dsa: GLM-5's attention as its config.json describes it (d 6144, 64
+//     heads, q_lora 2048, MLA with kv_lora 512, qk 192+64, v 256; DeepSeek
+//     Sparse Attention's indexer with 32 heads of 128 keeping 2048 keys) × 2
+//     layers (the first runs the indexer, the second reuses its keys), with a
+//     small MoE (4 experts of 512, 2 used, 1 shared: the experts are not what
+//     this shape measures) and the deepseek-coder vocabulary (32,256): ≈0.8 B
+//     parameters. --dense writes the same weights as a deepseek2 file without
+//     the indexer: the same model with dense attention, for bench_dsa.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -97,9 +105,11 @@ int main(int argc, char** argv) {
   CLI::App app{"Random-weight MoE models with real shapes, for benchmarks"};
   std::string shape, out, data = std::string(MOELSP_SOURCE_DIR) + "/tests/data/vocab";
   int layers = 0;
-  app.add_option("--shape", shape, "qwen3moe-3b or deepseek2-3b")->required();
+  app.add_option("--shape", shape, "qwen3moe-3b, deepseek2-3b or glm-dsa")->required();
   app.add_option("-o,--out", out, "Output GGUF")->required();
-  app.add_option("--layers", layers, "Layers (default: 4 for qwen3moe-3b, 5 for deepseek2-3b)");
+  app.add_option("--layers", layers, "Layers (default: 4 for qwen3moe-3b, 5 for deepseek2-3b, 2 for glm-dsa)");
+  bool dense = false;
+  app.add_flag("--dense", dense, "glm-dsa: write it as deepseek2 without the indexer (dense attention)");
   CLI11_PARSE(app, argc, argv);
   try {
     Model m;
@@ -170,8 +180,66 @@ int main(int argc, char** argv) {
           m.tensor(b + "ffn_down_shexp.weight", {ff * shared, d});
         }
       }
+    } else if (shape == "glm-dsa") {
+      const std::string arch = dense ? "deepseek2" : "glm-dsa", a = arch + ".";
+      const uint64_t D = 6144, nl = layers > 0 ? uint64_t(layers) : 2, h = 64, q_lora = 2048, lora = 512, nope = 192,
+                     rope = 64, vd = 256, ih = 32, id = 128, ne = 4, ff = 512;
+      common(m, {arch, data + "/ggml-vocab-deepseek-coder.gguf", D, nl, ff, h, 1, ne, 2, 202752, 1e6f});
+      m.w.set(a + "leading_dense_block_count", uint32_t(0));
+      m.w.set(a + "attention.q_lora_rank", uint32_t(q_lora));
+      m.w.set(a + "attention.kv_lora_rank", uint32_t(lora));
+      m.w.set(a + "attention.key_length", uint32_t(lora + rope));
+      m.w.set(a + "attention.value_length", uint32_t(lora));
+      m.w.set(a + "attention.key_length_mla", uint32_t(nope + rope));
+      m.w.set(a + "attention.value_length_mla", uint32_t(vd));
+      m.w.set(a + "rope.dimension_count", uint32_t(rope));
+      m.w.set(a + "expert_feed_forward_length", uint32_t(ff));
+      m.w.set(a + "expert_shared_count", uint32_t(1));
+      m.w.set(a + "expert_gating_func", uint32_t(2));
+      m.w.set(a + "expert_weights_norm", true);
+      m.w.set(a + "expert_weights_scale", 2.5f);
+      if (!dense) {
+        m.w.set(a + "attention.indexer.head_count", uint32_t(ih));
+        m.w.set(a + "attention.indexer.key_length", uint32_t(id));
+        m.w.set(a + "attention.indexer.top_k", uint32_t(2048));
+        gguf::Array types{gguf::ValueType::BOOL, {}};
+        for (uint64_t il = 0; il < nl; ++il) types.items.emplace_back(il == 0);
+        m.w.set(a + "attention.indexer.types", types);
+      }
+      for (uint64_t il = 0; il < nl; ++il) {
+        const std::string b = fmt::format("blk.{}.", il);
+        m.tensor(b + "attn_norm.weight", {D});
+        m.tensor(b + "attn_q_a.weight", {D, q_lora});
+        m.tensor(b + "attn_q_a_norm.weight", {q_lora});
+        m.tensor(b + "attn_q_b.weight", {q_lora, h * (nope + rope)});
+        m.tensor(b + "attn_kv_a_mqa.weight", {D, lora + rope});
+        m.tensor(b + "attn_kv_a_norm.weight", {lora});
+        m.tensor(b + "attn_k_b.weight", {nope, lora, h});
+        m.tensor(b + "attn_v_b.weight", {lora, vd, h});
+        m.tensor(b + "attn_output.weight", {h * vd, D});
+        if (!dense && il == 0) {
+          // Drawn from a side stream, so every other tensor gets the same
+          // values in the --dense file.
+          const uint64_t saved = g_state;
+          m.tensor(b + "indexer.k_norm.weight", {id});
+          m.tensor(b + "indexer.k_norm.bias", {id});
+          m.tensor(b + "indexer.proj.weight", {D, ih});
+          m.tensor(b + "indexer.attn_k.weight", {D, id});
+          m.tensor(b + "indexer.attn_q_b.weight", {q_lora, ih * id});
+          g_state = saved;
+        }
+        m.tensor(b + "ffn_norm.weight", {D});
+        m.tensor(b + "ffn_gate_inp.weight", {D, ne});
+        m.tensor(b + "exp_probs_b.bias", {ne});
+        m.tensor(b + "ffn_gate_exps.weight", {D, ff, ne});
+        m.tensor(b + "ffn_up_exps.weight", {D, ff, ne});
+        m.tensor(b + "ffn_down_exps.weight", {ff, D, ne});
+        m.tensor(b + "ffn_gate_shexp.weight", {D, ff});
+        m.tensor(b + "ffn_up_shexp.weight", {D, ff});
+        m.tensor(b + "ffn_down_shexp.weight", {ff, D});
+      }
     } else {
-      std::fprintf(stderr, "unknown shape '%s' (qwen3moe-3b, deepseek2-3b)\n", shape.c_str());
+      std::fprintf(stderr, "unknown shape '%s' (qwen3moe-3b, deepseek2-3b, glm-dsa)\n", shape.c_str());
       return 2;
     }
     m.w.write(out);
