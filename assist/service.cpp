@@ -4,6 +4,8 @@
 #include <chrono>
 #include <thread>
 
+#include "engine/harmony.h"
+
 namespace moelsp::assist {
 
 namespace {
@@ -190,10 +192,23 @@ ChatAnswer Service::chat(const ChatQuery& q, const std::function<void(const std:
       return m;
     };
   }
+  // gpt-oss answers in harmony channels: only the final one is the answer,
+  // streamed as it comes; the analysis is the reasoning (engine/harmony.h).
+  // Other models' text passes through unchanged.
+  HarmonyStream streamed;
+  const auto relay = [&](const std::string& t) {
+    const std::string shown = streamed.push(t);
+    if (!shown.empty() && on_text) on_text(shown);
+  };
   begin_busy();
-  const Generation g = backend->chat(in, on_text, ticket);
+  const Generation g = backend->chat(in, relay, ticket);
   end_busy(g.timings.generate_tps());
-  out.text = g.text;
+  if (const std::string tail = streamed.finish(); !tail.empty() && on_text) on_text(tail);
+  HarmonyStream whole;  // the result from the whole text, whatever the backend streamed
+  whole.push(g.text);
+  whole.finish();
+  out.text = whole.answer();
+  out.reasoning = whole.reasoning();
   out.reason = ticket.cancelled() ? FinishReason::Cancelled : g.reason;
   out.error = g.error;
   out.tokens_per_second = g.timings.generate_tps();

@@ -73,7 +73,8 @@ struct ChatQuery {
 };
 
 struct ChatAnswer {
-  std::string text;
+  std::string text;       // the answer (gpt-oss: its final channel)
+  std::string reasoning;  // gpt-oss: its analysis channel; empty for other models
   FinishReason reason = FinishReason::Length;
   double tokens_per_second = 0;
   std::string error;  // reason == Error

@@ -84,7 +84,9 @@ void Server::Impl::chat(const std::string& command, const ChatParams& args, Repl
     if (ticket->cancelled() || a.reason == FinishReason::Cancelled)
       return reply.error(kRequestCancelled, "request cancelled");
     if (a.reason == FinishReason::Error) return reply.error(kInternalError, a.error);
-    reply({{"text", a.text}, {"finishReason", to_string(a.reason)}, {"tokensPerSecond", a.tokens_per_second}});
+    json result{{"text", a.text}, {"finishReason", to_string(a.reason)}, {"tokensPerSecond", a.tokens_per_second}};
+    if (!a.reasoning.empty()) result["reasoning"] = a.reasoning;
+    reply(result);
   });
 }
 

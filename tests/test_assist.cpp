@@ -13,6 +13,7 @@
 #include "assist/completion.h"
 #include "assist/service.h"
 #include "engine/gguf.h"
+#include "engine/harmony.h"
 #include "engine/model.h"
 #include "engine/tokenizer.h"
 #include "test_data.h"
@@ -127,6 +128,74 @@ TEST_CASE("chat streams through on_text; the model's missing template is a clear
   CHECK(streamed == a.text);
   CHECK(pieces >= 1);
   CHECK(!s.busy());
+}
+
+namespace {
+// A backend that answers every chat with fixed text, streamed in pieces of
+// `piece` bytes: what a harmony model (gpt-oss) generates.
+class ScriptedBackend final : public Backend {
+ public:
+  ScriptedBackend(std::string text, size_t piece) : text_(std::move(text)), piece_(piece) {}
+  Generation fim(const FimInput&, Ticket&) override { return {}; }
+  Generation text(const TextInput&, const std::function<void(const std::string&)>&, Ticket&) override { return {}; }
+  Generation chat(const ChatInput&, const std::function<void(const std::string&)>& on_text, Ticket&) override {
+    for (size_t i = 0; i < text_.size(); i += piece_) on_text(text_.substr(i, piece_));
+    Generation g;
+    g.text = text_;
+    g.reason = FinishReason::Eos;
+    return g;
+  }
+
+ private:
+  std::string text_;
+  size_t piece_;
+};
+}  // namespace
+
+TEST_CASE("a harmony answer (gpt-oss) shows only its final channel; the analysis is the reasoning") {
+  const std::string harmony =
+      "<|channel|>analysis<|message|>The user wants a sum.<|end|>"
+      "<|start|>assistant<|channel|>final<|message|>Use `sum(xs)`.";
+  for (size_t piece : {size_t(1), size_t(3), size_t(7), harmony.size()}) {
+    Service s;
+    s.set_backend(std::make_shared<ScriptedBackend>(harmony, piece));
+    ChatQuery q;
+    q.messages = {{"user", "How do I add a list?"}};
+    std::string streamed;
+    Ticket t;
+    const ChatAnswer a = s.chat(
+        q, [&](const std::string& text) { streamed += text; }, t);
+    INFO("pieces of " << piece << " bytes");
+    CHECK(a.text == "Use `sum(xs)`.");
+    CHECK(streamed == a.text);
+    CHECK(a.reasoning == "The user wants a sum.\n");
+  }
+  // Any other model's text passes through, even one that mentions a marker later.
+  Service s;
+  s.set_backend(std::make_shared<ScriptedBackend>("Call f(); the <|end|> token is special.", 2));
+  ChatQuery q;
+  q.messages = {{"user", "?"}};
+  std::string streamed;
+  Ticket t;
+  const ChatAnswer a = s.chat(
+      q, [&](const std::string& text) { streamed += text; }, t);
+  CHECK(a.text == "Call f(); the <|end|> token is special.");
+  CHECK(streamed == a.text);
+  CHECK(a.reasoning.empty());
+}
+
+// A harmony stream cut anywhere: a header or marker split across pieces is
+// held back, never shown half.
+TEST_CASE("HarmonyStream holds back partial markers and drops a cut-off header") {
+  HarmonyStream h;
+  std::string out;
+  for (const char* p : {"<|chan", "nel|>final<|mess", "age|>ab<|e", "nd|><|start|>assistant<|channel|>anal"})
+    out += h.push(p);
+  out += h.finish();
+  CHECK(h.is_harmony());
+  CHECK(out == "ab");
+  CHECK(h.answer() == "ab");
+  CHECK(h.reasoning().empty());
 }
 
 // ---- the completion pipeline's pieces (assist/completion.h) --------------------------

@@ -160,3 +160,31 @@ TEST_CASE("a tiny BPE vocabulary built with our writer merges by rank") {
   CHECK(tok->encode(" a") == std::vector<TokenId>{7});
   CHECK(tok->decode(std::vector<TokenId>{7, 5}) == " aabc");
 }
+
+// gpt-oss's harmony vocabulary: <|end|> closes a channel's message inside an
+// answer, so it must neither end generation nor vanish from the text; the
+// turn ends at <|return|> or <|call|>.
+TEST_CASE("harmony vocabularies: <|end|> is not end-of-generation and the channel markers render as text") {
+  const std::vector<std::string> texts{"a",       "b",          "<|start|>", "<|channel|>",   "<|message|>",
+                                       "<|end|>", "<|return|>", "<|call|>",  "<|constrain|>", "<|endoftext|>"};
+  const auto build = [&](size_t n) {
+    gguf::Writer w;
+    w.set("tokenizer.ggml.model", "gpt2");
+    w.set("tokenizer.ggml.pre", "gpt-2");
+    w.set("tokenizer.ggml.tokens", gguf::make_array(std::vector<std::string>(texts.begin(), texts.begin() + n)));
+    std::vector<int32_t> types(n, 1);
+    for (size_t i = 2; i < n; ++i) types[i] = 3;  // CONTROL, as the converter writes them
+    w.set("tokenizer.ggml.token_type", gguf::make_array(types));
+    w.set("tokenizer.ggml.merges", gguf::make_array(std::vector<std::string>{}));
+    w.set("tokenizer.ggml.eos_token_id", uint32_t(n - 1));
+    return Tokenizer::from_gguf(gguf::File::from_bytes(w.to_bytes(), "harmony.gguf"));
+  };
+  const auto tok = build(texts.size());
+  CHECK_FALSE(tok->is_eog(5));  // <|end|>
+  CHECK(tok->is_eog(6));        // <|return|>
+  CHECK(tok->is_eog(7));        // <|call|>
+  CHECK(tok->decode(std::vector<TokenId>{3, 0, 4, 1, 5, 2}) == "<|channel|>a<|message|>b<|end|><|start|>");
+  // Without <|return|> and <|call|> (another family's <|end|>), <|end|> still ends generation.
+  const auto other = build(6);
+  CHECK(other->is_eog(5));
+}

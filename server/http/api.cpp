@@ -596,13 +596,16 @@ HttpResponse Api::chat_completions(const std::string& body, const std::function<
     es->send("[DONE]");
     return streamed();
   }
+  // gpt-oss's analysis channel, where llama.cpp's server puts reasoning.
+  json message{{"role", "assistant"}, {"content", a.text}};
+  if (!a.reasoning.empty()) message["reasoning_content"] = a.reasoning;
   return ok({{"id", id},
              {"object", "chat.completion"},
              {"created", now_s()},
              {"model", model_id},
              {"choices",
               {{{"index", 0},
-                {"message", {{"role", "assistant"}, {"content", a.text}}},
+                {"message", message},
                 {"logprobs", q.logprobs.top >= 0 ? chat_logprobs(a.logprobs) : json()},
                 {"finish_reason", openai_reason(a.reason)}}}},
              {"usage", usage(a.timings)}});
