@@ -69,46 +69,52 @@ Generation EngineBackend::fim(const FimInput& in, Ticket& ticket) {
   return run(*engine_, std::move(req), nullptr, in.should_stop, ticket);
 }
 
+namespace {
+// The chat prompt fitted to the context, keeping a quarter (or max_tokens,
+// if less) for the answer: the code loses whole lines from its end first.
+std::string fitted_prompt(Engine& eng, const ChatTemplate& tmpl, const ChatInput& in) {
+  const Tokenizer& tok = eng.model().tokenizer();
+  const int budget = eng.n_ctx() - std::min(in.max_tokens, eng.n_ctx() / 4);
+  const auto prompt = [&](const std::string& code) {
+    return tmpl.apply(in.with_code ? in.with_code(code) : in.messages);
+  };
+  const auto fits = [&](const std::string& code) {
+    const auto ids = tok.encode(prompt(code), {.add_special = true, .parse_special = true});
+    return int(ids.size()) <= budget;
+  };
+  const std::string& code = in.code;
+  if (code.empty() || fits(code)) return prompt(code);
+  std::vector<size_t> ends;  // line ends: candidate cut points
+  for (size_t i = code.find('\n'); i != std::string::npos; i = code.find('\n', i + 1)) ends.push_back(i);
+  size_t lo = 0, hi = ends.size();  // keep ends[k-1] lines: the largest k that fits
+  while (lo < hi) {
+    const size_t mid = (lo + hi + 1) / 2;
+    if (fits(code.substr(0, ends[mid - 1]) + "\n...")) lo = mid;
+    else hi = mid - 1;
+  }
+  const std::string shown = lo > 0 ? code.substr(0, ends[lo - 1]) + "\n..." : "...";
+  spdlog::info("chat: code context cut to {} of {} bytes to fit the context of {} tokens", shown.size(), code.size(),
+               eng.n_ctx());
+  return prompt(shown);
+}
+}  // namespace
+
 Generation EngineBackend::chat(const ChatInput& in, const std::function<void(const std::string&)>& on_text,
                                Ticket& ticket) {
   Engine& eng = *engine_;
   Generation g;
-  std::string tmpl;
+  Request req;
   try {
-    const std::string jinja = eng.model().file().get_or<std::string>("tokenizer.chat_template", "");
-    tmpl = resolve_chat_template(jinja, in.template_override);
+    // The model's template, or the built-in one the user chose; either may
+    // refuse the conversation (raise_exception), which ends the chat here.
+    const ChatTemplate tmpl =
+        ChatTemplate::for_model(eng.model().file(), eng.model().tokenizer(), in.template_override);
+    req.prompt = fitted_prompt(eng, tmpl, in);
   } catch (const std::exception& e) {
     g.reason = FinishReason::Error;
     g.error = std::string(e.what()) + " (setting: chat.template)";
     return g;
   }
-  // Fit the prompt to the context, keeping a quarter (or max_tokens, if
-  // less) for the answer: the code loses whole lines from its end first.
-  const Tokenizer& tok = eng.model().tokenizer();
-  const int budget = eng.n_ctx() - std::min(in.max_tokens, eng.n_ctx() / 4);
-  const auto messages = [&](const std::string& code) { return in.with_code ? in.with_code(code) : in.messages; };
-  const auto fits = [&](const std::string& code) {
-    const auto ids =
-        tok.encode(apply_chat_template(tmpl, messages(code)), {.add_special = true, .parse_special = true});
-    return int(ids.size()) <= budget;
-  };
-  const std::string& code = in.code;
-  std::string shown = code;
-  if (!code.empty() && !fits(code)) {
-    std::vector<size_t> ends;  // line ends: candidate cut points
-    for (size_t i = code.find('\n'); i != std::string::npos; i = code.find('\n', i + 1)) ends.push_back(i);
-    size_t lo = 0, hi = ends.size();  // keep ends[k-1] lines: the largest k that fits
-    while (lo < hi) {
-      const size_t mid = (lo + hi + 1) / 2;
-      if (fits(code.substr(0, ends[mid - 1]) + "\n...")) lo = mid;
-      else hi = mid - 1;
-    }
-    shown = lo > 0 ? code.substr(0, ends[lo - 1]) + "\n..." : "...";
-    spdlog::info("chat: code context cut to {} of {} bytes to fit the context of {} tokens", shown.size(), code.size(),
-                 eng.n_ctx());
-  }
-  Request req;
-  req.prompt = apply_chat_template(tmpl, messages(shown));
   req.max_tokens = in.max_tokens;
   req.sampling = in.sampling;
   req.stop = in.stop;

@@ -152,13 +152,12 @@ int chat(const ChatOptions& o) {
   try {
     const PlannedModel pm = load_planned_model(o.m);
     auto model = pm.model;
-    const std::string jinja = model->file().get_or<std::string>("tokenizer.chat_template", "");
-    const std::string tmpl = resolve_chat_template(jinja, o.chat_template);
+    const ChatTemplate tmpl = ChatTemplate::for_model(model->file(), model->tokenizer(), o.chat_template);
     Engine engine(model, pm.plan.engine_options());
     std::vector<ChatMessage> history;
     if (!o.system.empty()) history.push_back({"system", o.system});
-    std::fprintf(stderr, "moelsp chat (%s template). /reset clears the conversation, /exit or Ctrl-D quits.\n",
-                 tmpl.c_str());
+    std::fprintf(stderr, "moelsp chat (%s). /reset clears the conversation, /exit or Ctrl-D quits.\n",
+                 tmpl.describe().c_str());
     uint64_t seed = pick_seed(o.seed);
     for (std::string line;;) {
       std::fprintf(stderr, "\n> ");
@@ -171,7 +170,13 @@ int chat(const ChatOptions& o) {
       if (line.empty()) continue;
       history.push_back({"user", line});
       Request req;
-      req.prompt = apply_chat_template(tmpl, history);
+      try {
+        req.prompt = tmpl.apply(history);
+      } catch (const ChatTemplateError& e) {  // e.g. the template refuses this conversation
+        std::fprintf(stderr, "error: %s\n", e.what());
+        history.pop_back();
+        continue;
+      }
       req.max_tokens = o.n_predict;
       req.sampling.temperature = o.temp;
       req.sampling.repeat_penalty = 1.1f;

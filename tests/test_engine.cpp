@@ -241,13 +241,23 @@ TEST_CASE("chat templates") {
   CHECK(apply_chat_template("deepseek2", msgs) == "Be brief.\n\nUser: Hi\n\nAssistant:");
   CHECK(apply_chat_template("mistral", {{"user", "Hi"}, {"assistant", "Hello"}, {"user", "Bye"}}) ==
         "[INST] Hi [/INST] Hello</s>[INST] Bye [/INST]");
-  CHECK(resolve_chat_template("{% for m in messages %}<|im_start|>{{ m.role }}...", "") == "chatml");
-  CHECK(resolve_chat_template("... 'Assistant: ' + message['content'] + eos_token ...", "") == "deepseek2");
-  CHECK(resolve_chat_template("{{ '[INST] ' + content + ' [/INST]' }}", "") == "mistral");
-  CHECK(resolve_chat_template("whatever", "chatml") == "chatml");
-  CHECK_THROWS_WITH(resolve_chat_template("{{ something new }}", ""), Catch::Contains("--chat-template"));
-  CHECK_THROWS_WITH(resolve_chat_template("", ""), Catch::Contains("no chat template"));
-  CHECK_THROWS_WITH(resolve_chat_template("", "nope"), Catch::Contains("unknown chat template 'nope'"));
+  // The model's own template runs, whatever it is; a built-in one only when chosen.
+  const ChatTemplate own(
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+      "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+      "");
+  CHECK(own.apply(msgs) == apply_chat_template("chatml", msgs));
+  CHECK(own.describe() == "the model's template");
+  CHECK(ChatTemplate("{{ messages[-1].content }}!", "").apply(msgs) == "Hi!");
+  CHECK(ChatTemplate("{{ messages[-1].content }}!", "chatml").apply(msgs) == apply_chat_template("chatml", msgs));
+  CHECK_THROWS_WITH(ChatTemplate("", ""), Catch::Contains("no chat template") && Catch::Contains("--chat-template"));
+  CHECK_THROWS_WITH(ChatTemplate("", "nope"), Catch::Contains("unknown chat template 'nope'"));
+  CHECK_THROWS_WITH(ChatTemplate("{{ x }}\n{{ x | nosuch }}", ""),
+                    Catch::Contains("line 2: unknown filter 'nosuch'") && Catch::Contains("--chat-template"));
+  // A BOS the tokenizer adds itself is not written twice.
+  const ChatTemplate with_bos("{{ bos_token }}{{ messages[-1].content }}", "",
+                              {.bos = "<s>", .eos = "</s>", .tokenizer_adds_bos = true});
+  CHECK(with_bos.apply(msgs) == "Hi");
 }
 
 TEST_CASE("a higher-priority request overtakes a running one between tokens") {

@@ -39,9 +39,12 @@ export CCACHE_BASEDIR="$root"
 #   nodejs npm             the vscode-jsonrpc client test (test mode only; skipped when node is already on PATH)
 #   clang libclang-rt-14-dev   libFuzzer (clang's -fsanitize=fuzzer) for the fuzz targets (test mode only)
 #   clang-format-14        the style check (tools/format.sh --check; test mode only)
+#   python3-jinja2         Python's Jinja2, the reference for the chat-template interpreter's expected outputs
+#                          (tools/jinja_expect.py --check; test mode only)
 packages=(cmake ninja-build ccache pkg-config g++ libsentencepiece-dev libpcre2-dev nlohmann-json3-dev
           libhwloc-dev libspdlog-dev libfmt-dev libcli11-dev catch2 python3 libboost1.81-dev libssl-dev)
-test_packages=(neovim emacs-nox elpa-eglot vim chromium libkrb5-dev build-essential curl openssl clang libclang-rt-14-dev clang-format-14)
+test_packages=(neovim emacs-nox elpa-eglot vim chromium libkrb5-dev build-essential curl openssl clang libclang-rt-14-dev clang-format-14
+               python3-jinja2)
 command -v node >/dev/null && command -v npm >/dev/null || test_packages+=(nodejs npm)
 
 install_deps() {
