@@ -142,7 +142,23 @@ std::string Interpreter::render() {
   // so its `set`s do not change the caller's variables.
   auto top = std::make_shared<Scope>();
   top->parent = scope_;
-  return capture(program_.body, top);
+  try {
+    std::string out = capture(program_.body, top);
+    break_cycles();
+    return out;
+  } catch (...) {
+    break_cycles();
+    throw;
+  }
+}
+
+void Interpreter::break_cycles() {
+  for (const auto& w : closures_)
+    if (auto s = w.lock()) s->vars.clear();
+  for (const auto& w : namespaces_)
+    if (auto d = w.lock()) d->items.clear();
+  closures_.clear();
+  namespaces_.clear();
 }
 
 std::string Interpreter::capture(const Body& body, std::shared_ptr<Scope> scope) {
@@ -216,7 +232,10 @@ Interpreter::Flow Interpreter::exec(const Stmt& s) {
         scope_->vars[s.text] = Value(apply_filters(s.filters, capture(s.body, child)));
         break;
       }
-      case StmtKind::Macro: scope_->vars[s.text] = Value::object(std::make_shared<Macro>(s, scope_)); break;
+      case StmtKind::Macro:
+        scope_->vars[s.text] = Value::object(std::make_shared<Macro>(s, scope_));
+        closures_.push_back(scope_);
+        break;
       case StmtKind::CallBlock: exec_call_block(s); break;
       case StmtKind::FilterBlock: {
         auto child = std::make_shared<Scope>();
@@ -314,6 +333,7 @@ void Interpreter::exec_call_block(const Stmt& s) {
   Value callee = eval(*call.a);
   Args args = eval_args(call.args);
   args.kw.emplace_back("caller", Value::object(std::make_shared<Macro>(s, scope_)));
+  closures_.push_back(scope_);
   *out_ += to_str(call_value(*this, callee, args));
 }
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "ast.h"
 #include "builtins.h"
@@ -52,6 +53,8 @@ class Interpreter {
   // Counts work (loop iterations, calls) so a hostile template cannot run
   // forever, and nested calls so it cannot exhaust the stack.
   void charge(int64_t units = 1);
+  // A namespace can end up holding itself; the render empties it at the end.
+  void track_namespace(const Value& ns) { namespaces_.push_back(ns.dict_ref()); }
   struct CallDepth {
     Interpreter& in;
     explicit CallDepth(Interpreter& i);
@@ -67,6 +70,12 @@ class Interpreter {
   Clock clock_;
   int64_t budget_;
   int call_depth_ = 0;
+  // A macro holds the scope it was defined in, which holds the macro: these
+  // cycles (and namespaces holding themselves) are broken when the render
+  // ends, or every render of such a template would leak them.
+  std::vector<std::weak_ptr<Scope>> closures_;
+  std::vector<std::weak_ptr<DictData>> namespaces_;
+  void break_cycles();
 
   Flow exec(const Body& body);
   Flow exec(const Stmt& s);

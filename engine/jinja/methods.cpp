@@ -408,7 +408,12 @@ Value strftime_now(Interpreter& in, Args& a) {
 Value make_global(std::string_view name) {
   const auto fn = [&](Function::Fn f) { return Value::object(std::make_shared<Function>(std::string(name), f)); };
   if (name == "range") return fn(range_fn);
-  if (name == "namespace") return fn([](Interpreter&, Args& a) { return Value::ns(kwargs_items(a, "namespace")); });
+  if (name == "namespace")
+    return fn([](Interpreter& in, Args& a) {
+      Value ns = Value::ns(kwargs_items(a, "namespace"));
+      in.track_namespace(ns);
+      return ns;
+    });
   if (name == "dict") return fn([](Interpreter&, Args& a) { return Value::dict(kwargs_items(a, "dict")); });
   if (name == "raise_exception")
     return fn([](Interpreter&, Args& a) -> Value {

@@ -87,6 +87,7 @@ class Value {
   const ListData& list() const { return *std::get<std::shared_ptr<ListData>>(data_); }
   DictData& dict() const { return *std::get<std::shared_ptr<DictData>>(data_); }
   Object& obj() const { return *std::get<std::shared_ptr<Object>>(data_); }
+  std::weak_ptr<DictData> dict_ref() const { return std::get<std::shared_ptr<DictData>>(data_); }
   const std::string& undefined_message() const { return std::get<std::string>(data_); }
   // Identity, for `is sameas` and comparing objects.
   const void* identity() const;
