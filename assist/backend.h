@@ -71,8 +71,14 @@ struct ChatInput {
   std::vector<ChatMessage> messages;  // system prompt first
   std::string code;
   std::function<std::vector<ChatMessage>(const std::string& code)> with_code;
+  // The conversation as a JSON array of message objects with every field
+  // the client sent (tool_calls, tool_call_id, reasoning_content, …): the
+  // model's Jinja template reads it in place of `messages` when set (HTTP
+  // chat completions); `messages` stays the role/content view of it.
+  std::string messages_json;
+  ChatOptions template_options;  // tools, enable_thinking, further template variables
   int max_tokens = 1024;
-  std::string template_override;  // when the model's own is missing or unknown
+  std::string template_override;  // a built-in template the user chose instead of the model's own
   SamplingParams sampling = chat_sampling();
   std::vector<std::string> stop;
   LogprobRequest logprobs;
@@ -103,6 +109,10 @@ struct TextInput {
 class Backend {
  public:
   virtual ~Backend() = default;
+  // The prompt chat() would generate from (the conversation through the chat
+  // template, fitted to the context); nullopt where another server applies
+  // the template (a remote backend).
+  virtual std::optional<std::string> chat_prompt(const ChatInput&) { return std::nullopt; }
   virtual Generation fim(const FimInput& in, Ticket& ticket) = 0;
   virtual Generation chat(const ChatInput& in, const std::function<void(const std::string&)>& on_text,
                           Ticket& ticket) = 0;
@@ -115,6 +125,7 @@ class Backend {
 class EngineBackend final : public Backend {
  public:
   explicit EngineBackend(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {}
+  std::optional<std::string> chat_prompt(const ChatInput& in) override;  // throws ChatTemplateError
   Generation fim(const FimInput& in, Ticket& ticket) override;
   Generation chat(const ChatInput& in, const std::function<void(const std::string&)>& on_text, Ticket& ticket) override;
   Generation text(const TextInput& in, const std::function<void(const std::string&)>& on_text, Ticket& ticket) override;

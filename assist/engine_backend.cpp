@@ -76,7 +76,8 @@ std::string fitted_prompt(Engine& eng, const ChatTemplate& tmpl, const ChatInput
   const Tokenizer& tok = eng.model().tokenizer();
   const int budget = eng.n_ctx() - std::min(in.max_tokens, eng.n_ctx() / 4);
   const auto prompt = [&](const std::string& code) {
-    return tmpl.apply(in.with_code ? in.with_code(code) : in.messages);
+    if (!in.messages_json.empty()) return tmpl.apply_json(in.messages_json, in.template_options);
+    return tmpl.apply(in.with_code ? in.with_code(code) : in.messages, in.template_options);
   };
   const auto fits = [&](const std::string& code) {
     const auto ids = tok.encode(prompt(code), {.add_special = true, .parse_special = true});
@@ -98,6 +99,12 @@ std::string fitted_prompt(Engine& eng, const ChatTemplate& tmpl, const ChatInput
   return prompt(shown);
 }
 }  // namespace
+
+std::optional<std::string> EngineBackend::chat_prompt(const ChatInput& in) {
+  Engine& eng = *engine_;
+  return fitted_prompt(eng, ChatTemplate::for_model(eng.model().file(), eng.model().tokenizer(), in.template_override),
+                       in);
+}
 
 Generation EngineBackend::chat(const ChatInput& in, const std::function<void(const std::string&)>& on_text,
                                Ticket& ticket) {

@@ -155,14 +155,7 @@ CompletionAnswer Service::complete(const CompletionQuery& q, Ticket& ticket) {
   return out;
 }
 
-ChatAnswer Service::chat(const ChatQuery& q, const std::function<void(const std::string&)>& on_text, Ticket& ticket) {
-  ChatAnswer out;
-  const auto backend = this->backend();
-  if (!backend) {
-    out.reason = FinishReason::Error;
-    out.error = "the model is not loaded (see moelsp/status)";
-    return out;
-  }
+ChatInput Service::chat_input(const ChatQuery& q) {
   // The conversation, with the code as context: a chat puts it ahead of the
   // last message, the commands after their question.
   std::vector<ChatMessage> asked = q.messages;
@@ -175,6 +168,8 @@ ChatAnswer Service::chat(const ChatQuery& q, const std::function<void(const std:
   ChatInput in;
   if (!q.as_given) in.messages = {{"system", kSystem}};
   in.messages.insert(in.messages.end(), asked.begin(), asked.end());
+  if (q.kind == ChatKind::Chat) in.messages_json = q.messages_json;
+  in.template_options = q.template_options;
   in.sampling = q.sampling;
   in.stop = q.stop;
   in.code = q.code;
@@ -192,6 +187,24 @@ ChatAnswer Service::chat(const ChatQuery& q, const std::function<void(const std:
       return m;
     };
   }
+  return in;
+}
+
+std::optional<std::string> Service::chat_prompt(const ChatQuery& q) {
+  const auto backend = this->backend();
+  if (!backend) return std::nullopt;
+  return backend->chat_prompt(chat_input(q));
+}
+
+ChatAnswer Service::chat(const ChatQuery& q, const std::function<void(const std::string&)>& on_text, Ticket& ticket) {
+  ChatAnswer out;
+  const auto backend = this->backend();
+  if (!backend) {
+    out.reason = FinishReason::Error;
+    out.error = "the model is not loaded (see moelsp/status)";
+    return out;
+  }
+  const ChatInput in = chat_input(q);
   // gpt-oss answers in harmony channels: only the final one is the answer,
   // streamed as it comes; the analysis is the reasoning (engine/harmony.h).
   // Other models' text passes through unchanged.

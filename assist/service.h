@@ -67,6 +67,8 @@ struct ChatQuery {
   // HTTP clients send the whole conversation, their own system prompt
   // included, and their sampling settings: used as they are.
   bool as_given = false;
+  std::string messages_json;     // ChatInput::messages_json: the conversation with all its fields (HTTP)
+  ChatOptions template_options;  // tools, enable_thinking, further template variables
   SamplingParams sampling = ChatInput::chat_sampling();
   std::vector<std::string> stop;
   LogprobRequest logprobs;
@@ -104,6 +106,10 @@ class Service {
   // Both block until the answer is complete (or cancelled through the ticket).
   CompletionAnswer complete(const CompletionQuery& q, Ticket& ticket);
   ChatAnswer chat(const ChatQuery& q, const std::function<void(const std::string& text)>& on_text, Ticket& ticket);
+  // The prompt chat(q) would generate from; nullopt without a model or with
+  // a remote backend (its server applies the template). Throws
+  // ChatTemplateError when the template fails.
+  std::optional<std::string> chat_prompt(const ChatQuery& q);
   // Plain text continuation (no FIM, no template); error when no backend.
   Generation text(const TextInput& in, const std::function<void(const std::string& text)>& on_text, Ticket& ticket);
 
@@ -119,6 +125,7 @@ class Service {
   std::function<void()> on_busy_change;
 
  private:
+  static ChatInput chat_input(const ChatQuery& q);
   struct CacheEntry {
     std::string prefix, suffix, text;
   };

@@ -107,7 +107,7 @@ const std::vector<SettingSpec> kSpecs = {
      TOP(chat_max_tokens)},
     {.key = "chat.template", .kind = K::String, .flag = "--chat-template", .commands = kLspFlag | kServeFlag,
      .choices = {"chatml", "deepseek2", "deepseek3", "mistral", "llama2", "chatglm4"}, .default_text = "from the model",
-     .help = "chat template when the model's is missing or unknown", TOP(chat_template)},
+     .help = "a built-in chat template instead of the model's own (tokenizer.chat_template)", TOP(chat_template)},
     {.key = "weights", .kind = K::String, .flag = "--weights", .commands = kEngineFlags, .choices = {"ram", "stream"},
      .default_text = "plan: `ram` when weights + KV fit the memory budget, else `stream`",
      .help = "`ram`: the file's pages are requested at load and stay; `stream`: dense parts resident, experts read "

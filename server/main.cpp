@@ -157,7 +157,8 @@ int main(int argc, char** argv) {
   add_model_opts(c_ch, ch.m);
   c_ch->add_option(
       "--chat-template", ch.chat_template,
-      "Template name when the model's is missing or unknown: chatml, deepseek2, deepseek3, mistral, llama2, chatglm4");
+      "A built-in template instead of the model's own Jinja template: chatml, deepseek2, deepseek3, mistral, llama2, "
+      "chatglm4");
   c_ch->add_option("--system", ch.system, "System message");
   c_ch->add_option("-n,--n-predict", ch.n_predict, "Tokens per answer at most")
       ->capture_default_str()

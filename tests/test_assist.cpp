@@ -4,6 +4,7 @@
 // the pipeline's pieces: post-processing, degenerate-output rules, the FIM
 // prompt's budget.
 #include <chrono>
+#include <filesystem>
 #include <random>
 #include <thread>
 
@@ -182,6 +183,45 @@ TEST_CASE("a harmony answer (gpt-oss) shows only its final channel; the analysis
   CHECK(a.text == "Call f(); the <|end|> token is special.");
   CHECK(streamed == a.text);
   CHECK(a.reasoning.empty());
+}
+
+// The model's own Jinja template gets the whole conversation: tools, an
+// assistant's tool calls and the tool's answer (HTTP chat completions pass
+// them as JSON), as Qwen3-Coder's template renders them.
+TEST_CASE("chat_prompt: tools and tool calls reach the model's Jinja template") {
+  const std::string path = (std::filesystem::temp_directory_path() / "moelsp_qwen3coder_template.gguf").string();
+  {
+    const auto src = gguf::File::open(test::data_path("reference/qwen3moe-ref.gguf"));
+    gguf::Writer w;
+    for (const auto& [k, v] : src.metadata()) w.set(k, v);
+    w.set("tokenizer.chat_template", test::read_file(test::data_path("templates/Qwen3-Coder.jinja")));
+    for (const auto& t : src.tensors()) w.add_tensor(t.name, t.type, t.shape, src.tensor_data(t));
+    w.write(path);
+  }
+  auto m = std::shared_ptr<Model>(Model::load(path, {.threads = 2}));
+  Service s;
+  s.set_backend(std::make_shared<EngineBackend>(std::make_unique<Engine>(m, EngineOptions{.n_ctx = 1024})));
+  ChatQuery q;
+  q.as_given = true;
+  q.messages = {{"user", "Weather in Paris?"}};
+  q.messages_json = R"([{"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": "", "tool_calls": [{"type": "function",
+      "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+    {"role": "tool", "tool_call_id": "0", "content": "18 C, sunny"}])";
+  q.template_options.tools_json = R"([{"type": "function", "function": {"name": "get_weather",
+    "description": "Current weather", "parameters": {"type": "object",
+    "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])";
+  const auto prompt = s.chat_prompt(q);
+  REQUIRE(prompt);
+  CHECK_THAT(*prompt, Catch::Contains("<tools>") && Catch::Contains("<name>get_weather</name>"));
+  CHECK_THAT(*prompt, Catch::Contains("<function=get_weather>\n<parameter=city>\nParis\n</parameter>"));
+  CHECK_THAT(*prompt, Catch::Contains("<tool_response>\n18 C, sunny\n</tool_response>"));
+  CHECK_THAT(*prompt, Catch::EndsWith("<|im_start|>assistant\n"));
+  // The same conversation by role and content alone: no tools section.
+  q.messages_json.clear();
+  q.template_options = {};
+  CHECK_THAT(*s.chat_prompt(q), !Catch::Contains("<tools>"));
+  std::filesystem::remove(path);
 }
 
 // A harmony stream cut anywhere: a header or marker split across pieces is

@@ -227,6 +227,25 @@ def main():
         check("".join(d.get("content", "") for d in deltas) == c["choices"][0]["message"]["content"],
               "the streamed chat differs from the non-streamed one")
 
+        # /apply-template: the prompt a chat would run, through the model's own (ChatML) Jinja template;
+        # a tool call's JSON-string arguments, tools and chat_template_kwargs are accepted
+        status, at, _ = s.request("POST", "/apply-template", chat)
+        check(status == 200 and at["prompt"].endswith("<|im_start|>assistant\n")
+              and "<|im_start|>user\nWhat is a list in Python?<|im_end|>" in at["prompt"], f"/apply-template: {status} {at}")
+        tool_chat = {"messages": [{"role": "user", "content": [{"type": "text", "text": "Weather?"}]},
+                                  {"role": "assistant", "content": None, "tool_calls": [
+                                      {"id": "c1", "type": "function",
+                                       "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+                                  {"role": "tool", "tool_call_id": "c1", "content": "sunny"}],
+                     "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}],
+                     "chat_template_kwargs": {"enable_thinking": False}}
+        status, at, _ = s.request("POST", "/apply-template", tool_chat)
+        check(status == 200 and "<|im_start|>user\nWeather?<|im_end|>" in at["prompt"], f"tool conversation: {status} {at}")
+        status, e, _ = s.request("POST", "/apply-template", {**tool_chat, "tools": "get_weather"})
+        check(status == 400 and "tools" in e["error"]["message"], f"tools not an array: {status} {e}")
+        status, e, _ = s.request("POST", "/v1/chat/completions", {**chat, "chat_template_kwargs": [1]})
+        check(status == 400 and "chat_template_kwargs" in e["error"]["message"], f"bad chat_template_kwargs: {status} {e}")
+
         # logprobs: the chosen tokens spell the text; greedy takes the most likely
         status, lp, _ = s.request("POST", "/v1/completions", {**req, "logprobs": 3})
         check(status == 200 and lp["choices"][0]["text"] == a["choices"][0]["text"], f"logprobs changed the text: {lp}")

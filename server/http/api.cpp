@@ -339,7 +339,7 @@ HttpResponse Api::route(const HttpRequest& req, const std::function<EventStream*
   };
   static const Route routes[] = {
       {"/v1/models", false},          {"/metrics", false}, {"/v1/status", false}, {"/v1/completions", true},
-      {"/v1/chat/completions", true}, {"/infill", true},   {"/completion", true}};
+      {"/v1/chat/completions", true}, {"/infill", true},   {"/completion", true}, {"/apply-template", true}};
   const auto route = std::find_if(std::begin(routes), std::end(routes), [&](const Route& r) { return path == r.path; });
   if (route == std::end(routes)) return error(404, "no such endpoint: " + path, "invalid_request_error", "not_found");
   if ((route->post && !post) || (!route->post && !get))
@@ -370,6 +370,7 @@ HttpResponse Api::route(const HttpRequest& req, const std::function<EventStream*
     if (path == "/v1/completions") return completions(req.body, open_stream);
     if (path == "/v1/chat/completions") return chat_completions(req.body, open_stream);
     if (path == "/infill") return infill(req.body, open_stream);
+    if (path == "/apply-template") return apply_template(req.body);
     return llama_completion(req.body, open_stream);
   } catch (const BadField& e) {
     return error(400, e.what());
@@ -524,28 +525,90 @@ HttpResponse Api::completions(const std::string& body, const std::function<Event
 }
 
 // POST /v1/chat/completions: the conversation through the model's chat template.
-HttpResponse Api::chat_completions(const std::string& body, const std::function<EventStream*()>& open_stream) {
-  const json j = json::parse(body);
-  if (!j.is_object()) throw BadField("the body must be a JSON object");
-  check_model(field<std::string>(j, "model", ""));
+// The conversation of an OpenAI chat request as the chat template sees it:
+// `messages` with every field the client sent (tool_calls, tool_call_id,
+// name, reasoning_content, …), their text parts joined into one string and a
+// null content as "" (most templates concatenate it), a tool call's `arguments` given as a JSON
+// string parsed into an object (templates iterate it; one that prints it with
+// tojson gets the same JSON back); `tools`; chat_template_kwargs
+// (enable_thinking and any other template variable) and reasoning_effort
+// (gpt-oss's templates read it).
+assist::ChatQuery Api::chat_query(const json& j) const {
   if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty())
     throw BadField("field 'messages' must be a non-empty array of {role, content}");
   assist::ChatQuery q;
   q.as_given = true;
+  json messages = json::array();
   for (const auto& m : j["messages"]) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
       throw BadField("each message needs a string 'role'");
+    json msg = m;
     std::string content;
     if (m.contains("content") && m["content"].is_string()) content = m["content"];
     else if (m.contains("content") && m["content"].is_array())  // [{type: text, text}]
       for (const auto& part : m["content"])
         if (part.is_object() && part.value("type", "") == "text") content += part.value("text", "");
+    msg["content"] = content;  // null (an assistant's tool-call turn) as "", which every template can concatenate
+    if (msg.contains("tool_calls") && msg["tool_calls"].is_array())
+      for (auto& call : msg["tool_calls"])
+        if (call.is_object() && call.contains("function") && call["function"].is_object()) {
+          json& args = call["function"]["arguments"];
+          if (args.is_string()) {
+            json parsed = json::parse(args.get<std::string>(), nullptr, false);
+            if (parsed.is_object()) args = std::move(parsed);
+          }
+        }
     q.messages.push_back({m["role"], content});
+    messages.push_back(std::move(msg));
   }
+  q.messages_json = messages.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (j.contains("tools") && !j["tools"].is_null()) {
+    if (!j["tools"].is_array()) throw BadField("field 'tools' must be an array of tool schemas");
+    if (!j["tools"].empty())
+      q.template_options.tools_json = j["tools"].dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+  json extra = json::object();
+  if (j.contains("chat_template_kwargs") && !j["chat_template_kwargs"].is_null()) {
+    if (!j["chat_template_kwargs"].is_object()) throw BadField("field 'chat_template_kwargs' must be an object");
+    for (const auto& [k, v] : j["chat_template_kwargs"].items()) {
+      if (k == "enable_thinking") {
+        if (!v.is_boolean()) throw BadField("chat_template_kwargs.enable_thinking must be true or false");
+        q.template_options.enable_thinking = v.get<bool>();
+      } else {
+        extra[k] = v;
+      }
+    }
+  }
+  if (j.contains("reasoning_effort") && j["reasoning_effort"].is_string() && !extra.contains("reasoning_effort"))
+    extra["reasoning_effort"] = j["reasoning_effort"];
+  if (!extra.empty()) q.template_options.extra_json = extra.dump(-1, ' ', false, json::error_handler_t::replace);
+  q.template_override = opt_.chat_template;
+  return q;
+}
+
+// POST /apply-template (llama.cpp's): the prompt a chat request would
+// generate from, without generating: {"prompt": "..."}.
+HttpResponse Api::apply_template(const std::string& body) {
+  const json j = json::parse(body);
+  if (!j.is_object()) throw BadField("the body must be a JSON object");
+  const assist::ChatQuery q = chat_query(j);
+  try {
+    const auto prompt = service_.chat_prompt(q);
+    if (!prompt) return error(501, "the chat template is applied by the remote backend, not here", "server_error");
+    return ok({{"prompt", *prompt}});
+  } catch (const ChatTemplateError& e) {
+    return error(400, e.what());
+  }
+}
+
+HttpResponse Api::chat_completions(const std::string& body, const std::function<EventStream*()>& open_stream) {
+  const json j = json::parse(body);
+  if (!j.is_object()) throw BadField("the body must be a JSON object");
+  check_model(field<std::string>(j, "model", ""));
+  assist::ChatQuery q = chat_query(j);
   q.max_tokens = max_tokens(j, j.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens", 1024);
   q.sampling = sampling(j, 1.0f);
   q.stop = stops(j);
-  q.template_override = opt_.chat_template;
   q.logprobs.top = chat_logprobs_field(j);
   const bool stream = field<bool>(j, "stream", false);
   const std::string id = "chatcmpl-" + std::to_string(next_id_++);

@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "assist/service.h"
 
 namespace moelsp::http {
@@ -90,6 +92,8 @@ class Api {
   HttpResponse models();
   HttpResponse completions(const std::string& body, const std::function<EventStream*()>& open_stream);
   HttpResponse chat_completions(const std::string& body, const std::function<EventStream*()>& open_stream);
+  HttpResponse apply_template(const std::string& body);
+  assist::ChatQuery chat_query(const nlohmann::json& body) const;
   HttpResponse infill(const std::string& body, const std::function<EventStream*()>& open_stream);
   HttpResponse llama_completion(const std::string& body, const std::function<EventStream*()>& open_stream);
   HttpResponse health();
