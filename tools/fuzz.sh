@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_gguf fuzz_transport fuzz_documents fuzz_tokenizer fuzz_http)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_gguf fuzz_transport fuzz_documents fuzz_tokenizer fuzz_http fuzz_jinja)
 build=build-fuzz
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOELSP_FUZZ=ON \
   -DMOELSP_TESTS=OFF -DMOELSP_BENCH=OFF -DMOELSP_CUDA=OFF >/dev/null
