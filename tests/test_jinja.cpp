@@ -221,6 +221,105 @@ TEST_CASE("a hostile template is stopped rather than obeyed") {
         "line 1: the template nests too deeply");
 }
 
+TEST_CASE("numbers from a template cannot overflow, exhaust memory or crash the interpreter") {
+  // Each input is one a fuzzer found (tests/fuzz); Python's result where it is small.
+  const auto fails_with = [](const std::string& src, const std::string& what) {
+    const std::string f = failure(src);
+    INFO(src << " -> " << f);
+    CHECK(f.rfind("line 1: ", 0) == 0);
+    CHECK(f.find(what) != std::string::npos);
+  };
+  const std::string too_big = "larger than 256 MiB, the limit on one value in a template";
+  fails_with("{{ (-9223372036854775807 - 1) | abs }}", "integer overflow");
+  CHECK(render("{{ (-9223372036854775807) | abs }} {{ -3 | abs }}") == "9223372036854775807 3");
+  fails_with("{{ 'x'.center(9223372036854775807) }}", "the padded string would be " + too_big);
+  fails_with("{{ 'x'.ljust(300000000) }}", too_big);
+  fails_with("{{ 'x'.zfill(300000000) }}", too_big);
+  fails_with("{{ 'x' | center(9223372036854775807) }}", too_big);
+  fails_with("{{ 'x'.center(5, 'ab') }}", "The fill character must be exactly one character long");
+  CHECK(render("{{ 'x'.center(5, '-') }}|{{ 'x' | center(4) }}|{{ '7'.zfill(3) }}") == "--x--| x  |007");
+  fails_with("{{ 'a' | indent(x) }}", "'x' is undefined");
+  fails_with("{{ 'a' | indent(1.5) }}", "can't multiply sequence by non-int of type 'float'");
+  fails_with("{{ 'a' | indent(1000000000) }}", "the indent width would be " + too_big);
+  CHECK(render("{{ 'a\nb' | indent(2) }}|{{ 'a\nb' | indent('> ') }}") == "a\n  b|a\n> b");
+  fails_with("{{ ([0] * 1000000000) | length }}", "the repeated list would be " + too_big);
+  fails_with("{{ ('x' * 100000000000) | length }}", "the repeated str would be " + too_big);
+  fails_with("{% set s = 'x' * 140000000 %}{{ (s ~ s) | length }}", "the string would be " + too_big);
+  fails_with("{{ [1] | batch(1000000000, 0) | list }}", too_big);
+  CHECK(render("{{ [1] | batch(9223372036854775807) | list }} {{ [1, 2, 3] | batch(2, 0) | list }}") ==
+        "[[1]] [[1, 2], [3, 0]]");
+  CHECK(render("{{ ('ab' * 3) | length }} {{ [1, 2] * 2 }} {{ 'x' * -1 }}|{{ [0] * 0 }}") == "6 [1, 2, 1, 2] |[]");
+  fails_with("{{ '%.2147483647f' % 1.0 }}", "precision too big");
+  fails_with("{{ '%-9223372036854775808s' % 'x' }}", "width too big");
+  fails_with("{{ '%200000000s' % ('x' * 70000000) }}", "the formatted string would be " + too_big);
+  fails_with("{{ '%d' % (1e300) }}", "integer overflow");
+  fails_with("{{ '%d' % (1e308 * 10) }}", "cannot convert float infinity to integer");
+  CHECK(render("{{ '%.3f|%5.1f|%-4s|%.2s|%d' % (3.14159, 2.25, 'ab', 'xyz', 2.9) }}") == "3.142|  2.2|ab  |xy|2");
+  CHECK(render("{{ '%.60f' % 1.0 }}") == "1." + std::string(60, '0'));  // longer than a fixed buffer
+  CHECK(render("{{ range(-9223372036854775807 - 1, 9223372036854775807, 4611686018427387904) | list }}") ==
+        "[-9223372036854775808, -4611686018427387904, 0, 4611686018427387904]");
+  CHECK(render("{{ range(9223372036854775807, -9223372036854775807 - 1, -9223372036854775807 - 1) | list }}") ==
+        "[9223372036854775807, -1]");
+  CHECK(render("{{ range(10, 0, -3) | list }} {{ range(0) | list }} {{ range(5, 1) | list }}") ==
+        "[10, 7, 4, 1] [] []");
+  fails_with("{{ range(-9223372036854775807 - 1, 9223372036854775807) | list }}", "range too big");
+  CHECK(render("{{ 'abc'[1::9223372036854775807] }}|{{ 'abc'[1::-9223372036854775807 - 1] }}|{{ [1, 2, 3][::-2] }}") ==
+        "b|b|[3, 1]");
+  fails_with("{{ 'ab'.split('') }}", "empty separator");
+  fails_with("{{ 'ab'.rsplit('') }}", "empty separator");
+  fails_with("{{ 'ab'.partition('') }}", "empty separator");
+  CHECK(render("{{ 'ab'.replace('', '-') }} {{ 'ab'.count('') }} {{ 'ab'.find('') }} {{ 'ab'.rfind('') }} "
+               "{{ 'ab'.replace('', '-', 1) }} {{ 'ab' | replace('', '.') }}") == "-a-b- 3 0 2 -ab .a.b.");
+  fails_with("{% set s = 'x' * 100000 %}{{ s.replace('', s) | length }}", "the replaced string would be " + too_big);
+  fails_with("{% set s = 'x' * 100000 %}{{ s | replace('x', s) | length }}", "the replaced string would be " + too_big);
+  fails_with("{% set s = 'x' * 100000 %}{{ s.join(['a'] * 10000) | length }}", "the joined string would be " + too_big);
+  fails_with("{% set s = 'x' * 100000 %}{{ (['a'] * 10000) | join(s) | length }}",
+             "the joined string would be " + too_big);
+  CHECK(render("{{ '-'.join(['a', 'b']) }} {{ ['a', 'b'] | join('+') }} {{ 'aXbX'.replace('X', '--') }}") ==
+        "a-b a+b a--b--");
+  fails_with("{{ 1 | tojson(indent=1.5) }}", "can't multiply sequence by non-int of type 'float'");
+  fails_with("{{ [1] | tojson(indent=1000000000) }}", too_big);
+  CHECK(render("{{ [1] | tojson(indent=1) }}|{{ [1] | tojson(indent='\t') }}") == "[\n 1\n]|[\n\t1\n]");
+  fails_with("{{ '{99999999999999999999}'.format(1) }}", "no argument for {99999999999999999999}");
+  CHECK(render("{{ [{'a': 1}] | map(attribute='99999999999999999999') | list }}") == "[Undefined]");
+  fails_with("{{ '1' | int(base=1) }}", "int() base must be >= 2 and <= 36, or 0");
+  CHECK(render("{{ 'abc def' | truncate(9223372036854775807, leeway=9223372036854775807) }}") == "abc def");
+  fails_with("{{ [1][2,:] }}", "a slice inside a tuple subscript ([a, b:c]) is not supported");
+  fails_with("{{ [1][:, 0] }}", "a slice inside a tuple subscript");
+  CHECK(render("{{ [1, 2, 3][1:] }} {{ {(1, 2): 'x'}[1, 2] }}") == "[2, 3] x");
+  fails_with("{{ 'a' is divisibleby 2 }}", "not all arguments converted during string formatting");
+}
+
+TEST_CASE("values that hold themselves or nest deeply print and compare without recursing forever") {
+  // Python prints a container met again as [...] / {...}.
+  CHECK(render("{% set ns = namespace() %}{% set ns.self = ns %}{{ ns }}") ==
+        "<Namespace {'self': <Namespace {...}>}>");
+  CHECK(render("{% set ns = namespace() %}{% set ns.l = [ns, 1] %}{{ ns.l }} {{ ns }}") ==
+        "[<Namespace {'l': [...]}>, 1] <Namespace {'l': [<Namespace {...}>, 1]}>");
+  CHECK(render("{% set ns = namespace() %}{% set ns.d = {'k': ns} %}{{ ns.d }}|{{ [ns] == [ns] }}|{{ ns == ns }}") ==
+        "{'k': <Namespace {'d': {...}}>}|True|True");
+  CHECK(failure("{% set ns = namespace() %}{% set ns.self = ns %}{{ ns | tojson }}") ==
+        "line 1: Object of type Namespace is not JSON serializable");
+  // Nested a million levels deep through namespaces (each level a new list):
+  // printing, comparing and tojson stop at a depth limit; freeing it does
+  // not recurse.
+  const std::string deep =
+      "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% for j in range(10) %}"
+      "{% set ns.x = [ns.x] %}{% endfor %}{% endfor %}";
+  CHECK(render(deep + "{{ ns.x | length }}") == "1");
+  CHECK(failure(deep + "{{ ns.x }}") == "line 1: maximum recursion depth exceeded while getting the repr of an object");
+  CHECK(failure(deep + "{{ ns.x == ns.x[0] }}") == "line 1: maximum recursion depth exceeded in comparison");
+  CHECK(failure(deep + "{{ ns.x < ns.x[0] }}") == "line 1: maximum recursion depth exceeded in comparison");
+  CHECK(failure(deep + "{{ ns.x | tojson }}") ==
+        "line 1: maximum recursion depth exceeded while encoding a JSON object");
+  CHECK(render(deep + "{% set ns.x = 0 %}{{ ns.x }}") == "0");
+  // A chain of namespaces, each holding the next, freed when the render ends.
+  CHECK(render("{% set ns = namespace(head=namespace()) %}{% set ns.cur = ns.head %}"
+               "{% for i in range(100000) %}{% for j in range(3) %}{% set c = ns.cur %}{% set n = namespace() %}"
+               "{% set c.next = n %}{% set ns.cur = n %}{% endfor %}{% endfor %}{% set ns.head = none %}ok") == "ok");
+  CHECK(failure("{{ dict(a=1) | tojson(indent=x) }}") == "line 1: 'x' is undefined");
+}
+
 // ---- the real templates ------------------------------------------------------
 
 namespace {

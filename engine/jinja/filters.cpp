@@ -53,7 +53,8 @@ Value attribute_of(const Value& item, const std::string& path) {
     const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     const bool digits =
         !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit((unsigned char)c); });
-    v = get_item(v, digits ? Value(int64_t(std::stoll(part))) : Value(part));
+    const bool index = digits && part.size() <= 18;  // fits in int64
+    v = get_item(v, index ? Value(int64_t(std::stoll(part))) : Value(part));
     if (dot == std::string::npos) return v;
     start = dot + 1;
   }
@@ -70,7 +71,7 @@ Value sort_key(const Value& v, bool case_sensitive) {
 Value f_abs(Interpreter&, const Value& v, Args&) {
   if (!v.is_number()) throw Error("bad operand type for abs(): '" + type_name(v) + "'");
   if (v.type() == Type::Float) return Value(std::fabs(v.as_float()));
-  return Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
+  return Value(v.as_int() < 0 ? checked_sub(0, v.as_int()) : v.as_int());
 }
 
 Value f_attr(Interpreter&, const Value& v, Args& a) {
@@ -92,8 +93,10 @@ Value f_batch(Interpreter&, const Value& v, Args& a) {
     if (int64_t(cur.size()) == n) out.push_back(Value::list(std::exchange(cur, {})));
   }
   if (!cur.empty()) {
-    if (fill && !fill->is_none())
+    if (fill && !fill->is_none()) {
+      check_size(uint64_t(n) * sizeof(Value), "a batch of " + std::to_string(n) + " items");
       while (int64_t(cur.size()) < n) cur.push_back(*fill);
+    }
     out.push_back(Value::list(std::move(cur)));
   }
   return Value::generator(std::move(out));
@@ -121,6 +124,7 @@ Value f_center(Interpreter&, const Value& v, Args& a) {
   const std::string s = soft_str(v);
   const int64_t width = int_arg(a, 0, "width", 80), len = int64_t(py::length(s));
   if (width <= len) return Value(s);
+  check_size(uint64_t(width - len) + s.size(), "the centered string");
   const int64_t total = width - len, left = total / 2 + (total & width & 1);
   return Value(std::string(size_t(left), ' ') + s + std::string(size_t(total - left), ' '));
 }
@@ -199,6 +203,7 @@ Value f_float(Interpreter&, const Value& v, Args& a) {
 Value f_int(Interpreter&, const Value& v, Args& a) {
   const Value fallback = arg_or(a, 0, "default", Value(0));
   const int64_t base = int_arg(a, 1, "base", 10);
+  if (base != 0 && (base < 2 || base > 36)) throw Error("int() base must be >= 2 and <= 36, or 0");
   if (v.type() == Type::Float) {
     const double d = v.as_float();
     if (!std::isfinite(d) || std::fabs(d) >= 9.2e18) return fallback;
@@ -221,12 +226,23 @@ Value f_int(Interpreter&, const Value& v, Args& a) {
   return fallback;
 }
 
+// indent(width) and tojson(indent=width): a string as is, else " " * width
+// (an int; Python's TypeError for anything else).
+std::string indent_text(const Value& width, const char* what) {
+  if (width.is_string()) return width.str();
+  if (width.is_undefined()) fail_undefined(width);
+  if (width.type() != Type::Int && width.type() != Type::Bool)
+    throw Error(std::string(what) + ": can't multiply sequence by non-int of type '" + type_name(width) + "'");
+  const int64_t n = std::max<int64_t>(0, width.as_int());
+  check_size(uint64_t(n), std::string("the ") + what + " width");
+  return std::string(size_t(n), ' ');
+}
+
 Value f_indent(Interpreter&, const Value& v, Args& a) {
-  const Value width = arg_or(a, 0, "width", Value(4));
-  const std::string ind =
-      width.is_string() ? width.str() : std::string(size_t(std::max<int64_t>(0, width.as_int())), ' ');
+  const std::string ind = indent_text(arg_or(a, 0, "width", Value(4)), "indent");
   const bool first = bool_arg(a, 1, "first", false), blank = bool_arg(a, 2, "blank", false);
   std::vector<std::string> lines = py::splitlines(soft_str(v) + "\n");
+  check_size(uint64_t(lines.size() + 1) * ind.size() + soft_str(v).size(), "the indented text");
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i > 0) out += "\n";
@@ -251,7 +267,10 @@ Value f_join(Interpreter&, const Value& v, Args& a) {
   std::string out;
   bool first = true;
   for (const Value& x : iterate(v)) {
-    out += (first ? "" : sep) + soft_str(attribute && !attribute->is_none() ? attribute_of(x, to_str(*attribute)) : x);
+    const std::string part = soft_str(attribute && !attribute->is_none() ? attribute_of(x, to_str(*attribute)) : x);
+    check_size(uint64_t(out.size()) + sep.size() + part.size(), "the joined string");
+    if (!first) out += sep;
+    out += part;
     first = false;
   }
   return Value(std::move(out));
@@ -420,7 +439,7 @@ Value f_truncate(Interpreter&, const Value& v, Args& a) {
   const int64_t end_len = int64_t(py::length(end));
   if (len < end_len) throw Error("expected length >= " + std::to_string(end_len) + ", got " + std::to_string(len));
   const std::u32string u = py::decode(s);
-  if (int64_t(u.size()) <= len + leeway) return Value(s);
+  if (__int128(u.size()) <= __int128(len) + leeway) return Value(s);
   std::string head = py::encode(u.substr(0, size_t(len - end_len)));
   if (!killwords) head = py::rsplit(head, std::string(" "), 1).front();
   return Value(head + end);
@@ -454,7 +473,7 @@ Value f_tojson(Interpreter&, const Value& v, Args& a) {
   const Value indent = arg_or(a, 1, "indent", Value::none());
   if (!indent.is_none()) {
     opt.pretty = true;
-    opt.indent = indent.is_string() ? indent.str() : std::string(size_t(std::max<int64_t>(0, indent.as_int())), ' ');
+    opt.indent = indent_text(indent, "tojson");
     opt.item_sep = ",";  // json.dumps' default separators when indenting
   }
   const Value seps = arg_or(a, 2, "separators", Value::none());

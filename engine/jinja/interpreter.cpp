@@ -1,5 +1,7 @@
 #include "interpreter.h"
 
+#include <new>
+
 #include "jinja.h"
 
 namespace moelsp::jinja {
@@ -111,6 +113,11 @@ class Loop : public Object {
 
 }  // namespace
 
+Scope::~Scope() {
+  DeferredRelease release;
+  for (auto& [name, v] : vars) release.add(v);
+}
+
 const Value* Scope::find(const std::string& name) const {
   for (const Scope* s = this; s; s = s->parent.get()) {
     const auto it = s->vars.find(name);
@@ -153,12 +160,25 @@ std::string Interpreter::render() {
 }
 
 void Interpreter::break_cycles() {
+  // Everything is held while being emptied, so no emptying frees a chain.
+  std::vector<std::shared_ptr<Scope>> scopes;
+  std::vector<std::shared_ptr<DictData>> dicts;
   for (const auto& w : closures_)
-    if (auto s = w.lock()) s->vars.clear();
+    if (auto s = w.lock()) scopes.push_back(std::move(s));
   for (const auto& w : namespaces_)
-    if (auto d = w.lock()) d->items.clear();
+    if (auto d = w.lock()) dicts.push_back(std::move(d));
   closures_.clear();
   namespaces_.clear();
+  DeferredRelease release;
+  for (auto& s : scopes)
+    for (auto& [name, v] : s->vars) release.add(v);
+  for (auto& d : dicts)
+    for (auto& [k, v] : d->items) {
+      release.add(k);
+      release.add(v);
+    }
+  for (auto& s : scopes) s->vars.clear();
+  for (auto& d : dicts) d->items.clear();
 }
 
 std::string Interpreter::capture(const Body& body, std::shared_ptr<Scope> scope) {
@@ -256,6 +276,11 @@ Interpreter::Flow Interpreter::exec(const Stmt& s) {
   } catch (Error& e) {
     if (e.line == 0) e.line = s.line;
     throw;
+  } catch (const std::bad_alloc&) {
+    // A safety net: every allocation a template can size is checked first.
+    throw Error("out of memory", s.line);
+  } catch (const std::exception& e) {
+    throw Error(std::string("internal error: ") + e.what(), s.line);
   }
   if (out_->size() > kMaxOutput) throw Error("the template's output is larger than 256 MiB", s.line);
   return Flow::Normal;

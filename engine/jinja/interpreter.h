@@ -19,6 +19,7 @@ namespace moelsp::jinja {
 struct Scope {
   std::unordered_map<std::string, Value> vars;
   std::shared_ptr<Scope> parent;
+  ~Scope();  // releases its values without recursion (DeferredRelease)
 
   const Value* find(const std::string& name) const;
 };

@@ -1,6 +1,7 @@
 // Attribute and item access as Jinja's ImmutableSandboxedEnvironment does
 // it, the Python methods of str, dict and list that templates call, and the
 // global functions.
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 
@@ -134,10 +135,15 @@ Value str_format(const std::string& fmt, const Args& a) {
       throw Error("str.format: only plain {} fields are supported, not {" + field + "}");
     const Value* v = nullptr;
     if (field.empty()) v = a.find(auto_index++, "");
-    else if (std::isdigit(static_cast<unsigned char>(field[0]))) v = a.find(std::stoul(field), "");
-    else v = a.find(SIZE_MAX, field);
+    else if (std::isdigit(static_cast<unsigned char>(field[0]))) {
+      if (field.size() > 9 ||
+          !std::all_of(field.begin(), field.end(), [](char d) { return std::isdigit((unsigned char)d); }))
+        throw Error("str.format: no argument for {" + field + "}");
+      v = a.find(std::stoul(field), "");
+    } else v = a.find(SIZE_MAX, field);
     if (!v) throw Error("str.format: no argument for {" + field + "}");
     out += to_str(*v);
+    check_size(out.size(), "the formatted string");
     i = close;
   }
   return Value(std::move(out));
@@ -146,9 +152,11 @@ Value str_format(const std::string& fmt, const Args& a) {
 Value pad(const std::string& s, const Args& a, char how) {
   const int64_t width = opt_int(a, 0, "width", 0);
   const std::string fill = opt_str(a, 1, "fillchar").value_or(" ");
+  if (py::length(fill) != 1) throw Error("The fill character must be exactly one character long");
   const int64_t len = int64_t(py::length(s));
   if (width <= len) return Value(s);
   const int64_t total = width - len;
+  check_size(uint64_t(total) * fill.size() + s.size(), "the padded string");
   int64_t left = how == 'l' ? 0 : how == 'r' ? total : total / 2 + (total & width & 1);
   std::string out;
   for (int64_t i = 0; i < left; ++i) out += fill;
@@ -167,8 +175,12 @@ Value partition(const std::string& s, const std::string& sep, bool from_right) {
 Value string_method(const std::string& s, const std::string& name, const Args& a) {
   if (name == "strip" || name == "lstrip" || name == "rstrip")
     return Value(py::strip(s, opt_str(a, 0, "chars"), name != "rstrip", name != "lstrip"));
-  if (name == "split") return str_list(py::split(s, opt_str(a, 0, "sep"), opt_int(a, 1, "maxsplit", -1)));
-  if (name == "rsplit") return str_list(py::rsplit(s, opt_str(a, 0, "sep"), opt_int(a, 1, "maxsplit", -1)));
+  if (name == "split" || name == "rsplit") {
+    const std::optional<std::string> sep = opt_str(a, 0, "sep");
+    if (sep && sep->empty()) throw Error("empty separator");
+    const int64_t maxsplit = opt_int(a, 1, "maxsplit", -1);
+    return str_list(name == "split" ? py::split(s, sep, maxsplit) : py::rsplit(s, sep, maxsplit));
+  }
   if (name == "splitlines") return str_list(py::splitlines(s));
   if (name == "startswith" || name == "endswith") {
     const Value* affix = a.find(0, "prefix");
@@ -196,10 +208,18 @@ Value string_method(const std::string& s, const std::string& name, const Args& a
     std::string out;
     const Value* seq = a.find(0, "iterable");
     if (!seq) throw Error("join() takes exactly one argument");
-    bool first = true;
-    for (const Value& v : iterate(*seq)) {
+    const std::vector<Value> items = iterate(*seq);
+    uint64_t total = 0;
+    for (const Value& v : items) {
       if (!v.is_string()) throw Error("sequence item: expected str instance, " + type_name(v) + " found");
-      out += (first ? "" : s) + v.str();
+      total += s.size() + v.str().size();
+      check_size(total, "the joined string");
+    }
+    out.reserve(size_t(total));
+    bool first = true;
+    for (const Value& v : items) {
+      if (!first) out += s;
+      out += v.str();
       first = false;
     }
     return Value(std::move(out));
@@ -225,10 +245,15 @@ Value string_method(const std::string& s, const std::string& name, const Args& a
   if (name == "zfill") {
     const int64_t width = opt_int(a, 0, "width", 0), len = int64_t(py::length(s));
     if (width <= len) return Value(s);
+    check_size(uint64_t(width - len) + s.size(), "the zero-filled string");
     const size_t sign = !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
     return Value(s.substr(0, sign) + std::string(size_t(width - len), '0') + s.substr(sign));
   }
-  if (name == "partition" || name == "rpartition") return partition(s, str_arg(a, 0, "sep"), name[0] == 'r');
+  if (name == "partition" || name == "rpartition") {
+    const std::string& sep = str_arg(a, 0, "sep");
+    if (sep.empty()) throw Error("empty separator");
+    return partition(s, sep, name[0] == 'r');
+  }
   if (name == "removeprefix") {
     const std::string& p = str_arg(a, 0, "prefix");
     return Value(s.compare(0, p.size(), p) == 0 ? s.substr(p.size()) : s);
@@ -368,11 +393,14 @@ Value range_fn(Interpreter& in, Args& a) {
     if (a.pos.size() == 3) step = num(2);
   } else throw Error("range expected 1 to 3 arguments, got " + std::to_string(a.pos.size()));
   if (step == 0) throw Error("range() arg 3 must not be zero");
+  // Python's range length, in unsigned arithmetic: no int64 overflow on the way.
+  uint64_t n = 0;
+  if (step > 0 && start < stop) n = (uint64_t(stop) - uint64_t(start) - 1) / uint64_t(step) + 1;
+  else if (step < 0 && start > stop) n = (uint64_t(start) - uint64_t(stop) - 1) / (0 - uint64_t(step)) + 1;
+  if (n > 100000) throw Error("range too big, the sandbox allows 100000 items");  // Jinja's MAX_RANGE
   std::vector<Value> out;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-    if (out.size() >= 100000) throw Error("range too big, the sandbox allows 100000 items");  // Jinja's MAX_RANGE
-    out.emplace_back(i);
-  }
+  out.reserve(size_t(n));
+  for (uint64_t k = 0; k < n; ++k) out.emplace_back(int64_t(uint64_t(start) + k * uint64_t(step)));
   in.charge(int64_t(out.size()));
   return Value::list(std::move(out));
 }

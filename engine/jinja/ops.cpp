@@ -17,27 +17,7 @@ namespace {
   throw Error("unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
 }
 
-[[noreturn]] void overflow() { throw Error("integer overflow: the result does not fit in 64 bits"); }
-
 bool is_float(const Value& a, const Value& b) { return a.type() == Type::Float || b.type() == Type::Float; }
-
-int64_t checked_add(int64_t a, int64_t b) {
-  int64_t r = 0;
-  if (__builtin_add_overflow(a, b, &r)) overflow();
-  return r;
-}
-
-int64_t checked_sub(int64_t a, int64_t b) {
-  int64_t r = 0;
-  if (__builtin_sub_overflow(a, b, &r)) overflow();
-  return r;
-}
-
-int64_t checked_mul(int64_t a, int64_t b) {
-  int64_t r = 0;
-  if (__builtin_mul_overflow(a, b, &r)) overflow();
-  return r;
-}
 
 Value add(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) {
@@ -51,9 +31,11 @@ Value add(const Value& a, const Value& b) {
       const std::string r = b.is_markup() ? b.str() : py::html_escape(b.str());
       return Value::markup(l + r);
     }
+    check_size(uint64_t(a.str().size()) + b.str().size(), "the string");
     return Value(a.str() + b.str());
   }
   if (a.is_list() && b.is_list() && a.list().tuple() == b.list().tuple()) {
+    check_size((uint64_t(a.list().items.size()) + b.list().items.size()) * sizeof(Value), "the list");
     std::vector<Value> items = a.list().items;
     items.insert(items.end(), b.list().items.begin(), b.list().items.end());
     return a.list().tuple() ? Value::tuple(std::move(items)) : Value::list(std::move(items));
@@ -63,10 +45,26 @@ Value add(const Value& a, const Value& b) {
   unsupported("+", a, b);
 }
 
+// The bytes a list's items take (its strings' text included): what repeating
+// it copies.
+uint64_t list_bytes(const std::vector<Value>& items) {
+  uint64_t n = 0;
+  for (const Value& v : items) n += sizeof(Value) + (v.is_string() ? v.str().size() : 0);
+  return n;
+}
+
 Value repeat(const Value& seq, int64_t n) {
+  if (n < 0) n = 0;
+  const uint64_t unit = seq.is_string() ? seq.str().size() : list_bytes(seq.list().items);
+  // unit and n are both far below 2^64 / kMaxValueBytes when the product fits.
+  if (unit != 0 && uint64_t(n) > kMaxValueBytes / unit)
+    check_size(kMaxValueBytes + 1, "the repeated " + type_name(seq));
   if (seq.is_string()) {
     std::string out;
-    for (int64_t i = 0; i < n; ++i) out += seq.str();
+    const size_t total = size_t(unit * uint64_t(n));
+    out.reserve(total);
+    if (n > 0) out = seq.str();
+    while (out.size() < total) out.append(out, 0, std::min(out.size(), total - out.size()));  // doubling
     return Value(std::move(out));
   }
   std::vector<Value> items;
@@ -128,8 +126,29 @@ Value power(const Value& a, const Value& b) {
   return Value(std::pow(a.as_float(), b.as_float()));
 }
 
-// One %-conversion of Python's printf-style formatting.
-std::string format_one(char conv, const std::string& flags, int width, int precision, const Value& v) {
+// printf's text for one numeric conversion: `spec` ends in the conversion.
+template <class T>
+std::string c_format(const std::string& spec, T x) {
+  const int n = std::snprintf(nullptr, 0, spec.c_str(), x);
+  if (n < 0) throw Error("cannot format " + spec);
+  std::string out(size_t(n) + 1, '\0');
+  std::snprintf(out.data(), out.size(), spec.c_str(), x);
+  out.resize(size_t(n));
+  return out;
+}
+
+// %d of a float: Python's int(x), which must fit.
+long long float_to_int(double d) {
+  if (std::isnan(d)) throw Error("cannot convert float NaN to integer");
+  if (std::isinf(d)) throw Error("cannot convert float infinity to integer");
+  const double t = std::trunc(d);
+  if (t < -9223372036854775808.0 || t >= 9223372036854775808.0) overflow();
+  return (long long)t;
+}
+
+// One %-conversion of Python's printf-style formatting. `width` and
+// `precision` are at most kMaxValueBytes (the parser checks).
+std::string format_one(char conv, const std::string& flags, int64_t width, int64_t precision, const Value& v) {
   std::string body;
   if (conv == 's') body = to_str(v);
   else if (conv == 'r' || conv == 'a') body = repr(v);
@@ -139,18 +158,20 @@ std::string format_one(char conv, const std::string& flags, int width, int preci
     std::string spec = "%" + flags;
     if (width > 0) spec += std::to_string(width);
     if (precision >= 0) spec += "." + std::to_string(precision);
-    char buf[512];
     if (conv == 'd' || conv == 'i' || conv == 'x' || conv == 'X' || conv == 'o') {
-      const long long n = v.type() == Type::Float ? (long long)std::trunc(v.as_float()) : (long long)v.as_int();
-      std::snprintf(buf, sizeof buf, (spec + "ll" + (conv == 'i' ? 'd' : conv)).c_str(), n);
-    } else {
-      std::snprintf(buf, sizeof buf, (spec + conv).c_str(), v.as_float());
+      const long long n = v.type() == Type::Float ? float_to_int(v.as_float()) : (long long)v.as_int();
+      return c_format(spec + "ll" + (conv == 'i' ? 'd' : conv), n);
     }
-    return buf;  // printf applied the width and flags
+    return c_format(spec + conv, v.as_float());  // printf applied the width and flags
+  }
+  if (precision >= 0) {  // '%.3s': at most that many code points
+    const std::u32string u = py::decode(body);
+    if (u.size() > uint64_t(precision)) body = py::encode(std::u32string_view(u).substr(0, size_t(precision)));
   }
   const bool left = flags.find('-') != std::string::npos;
   const size_t len = py::length(body);
   if (width > 0 && len < size_t(width)) {
+    check_size(body.size() + uint64_t(width), "the formatted string");
     const std::string pad(size_t(width) - len, ' ');
     body = left ? body + pad : pad + body;
   }
@@ -163,6 +184,7 @@ Value percent_format(const std::string& fmt, const Value& args) {
   size_t next = 0;
   std::string out;
   for (size_t i = 0; i < fmt.size(); ++i) {
+    check_size(out.size(), "the formatted string");
     if (fmt[i] != '%') {
       out += fmt[i];
       continue;
@@ -178,12 +200,22 @@ Value percent_format(const std::string& fmt, const Value& args) {
     }
     std::string flags;
     while (i < fmt.size() && std::string_view("-+ #0").find(fmt[i]) != std::string_view::npos) flags += fmt[i++];
-    int width = 0, precision = -1;
-    while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i]))) width = width * 10 + (fmt[i++] - '0');
+    // A number in the format: Python's "width too big" past its int limit;
+    // here past what one value may hold.
+    const auto number = [&](const char* what) {
+      int64_t n = 0;
+      while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i]))) {
+        n = n * 10 + (fmt[i++] - '0');
+        if (n > int64_t(kMaxValueBytes))
+          throw Error(std::string(what) + " too big (the limit on one value in a template is 256 MiB)");
+      }
+      return n;
+    };
+    const int64_t width = number("width");
+    int64_t precision = -1;
     if (i < fmt.size() && fmt[i] == '.') {
-      precision = 0;
-      while (++i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i])))
-        precision = precision * 10 + (fmt[i] - '0');
+      ++i;
+      precision = number("precision");
     }
     if (i >= fmt.size()) throw Error("incomplete format");
     const char conv = fmt[i];
@@ -206,7 +238,11 @@ Value percent_format(const std::string& fmt, const Value& args) {
 }  // namespace
 
 Value binary_op(const std::string& op, const Value& a, const Value& b) {
-  if (op == "~") return Value(to_str(a) + to_str(b));
+  if (op == "~") {
+    std::string l = to_str(a), r = to_str(b);
+    check_size(uint64_t(l.size()) + r.size(), "the string");
+    return Value(l + r);
+  }
   if (a.is_undefined()) fail_undefined(a);
   if (b.is_undefined()) fail_undefined(b);
   if (op == "+") return add(a, b);
@@ -266,7 +302,11 @@ std::vector<int64_t> slice_positions(int64_t len, const Value& start, const Valu
   const int64_t b = adjust(start, st < 0 ? len - 1 : 0, "start");
   const int64_t e = adjust(stop, st < 0 ? -1 : len, "stop");
   std::vector<int64_t> out;
-  for (int64_t i = b; st > 0 ? i < e : i > e; i += st) out.push_back(i);
+  for (int64_t i = b; st > 0 ? i < e : i > e; i += st) {
+    out.push_back(i);
+    // The next position may lie past int64's range: stop before computing it.
+    if (st > 0 ? e - i <= st : i - e + st <= 0) break;
+  }
   return out;
 }
 }  // namespace

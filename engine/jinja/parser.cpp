@@ -589,6 +589,9 @@ class Parser {
       parts[0]->a = std::move(obj);
       return std::move(parts[0]);
     }
+    if (parts.size() > 1)
+      for (const ExprPtr& p : parts)  // x[1, :] indexes with a tuple holding a slice: nothing a template needs
+        if (p->kind == ExprKind::Slice) fail("a slice inside a tuple subscript ([a, b:c]) is not supported");
     if (parts.size() == 1) {
       g->b = std::move(parts[0]);
     } else {

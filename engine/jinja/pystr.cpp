@@ -1,5 +1,7 @@
 #include "pystr.h"
 
+#include "value.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -323,6 +325,9 @@ std::string replace(std::string_view s, std::string_view from, std::string_view 
   std::string out;
   if (from.empty()) {  // Python inserts `to` around every character
     const std::u32string u = decode(s);
+    const uint64_t n = count < 0 ? u.size() + 1 : std::min<uint64_t>(uint64_t(count), u.size() + 1);
+    if (!to.empty() && n > kMaxValueBytes / to.size()) check_size(kMaxValueBytes + 1, "the replaced string");
+    check_size(s.size() + n * to.size(), "the replaced string");
     int64_t done = 0;
     for (char32_t c : u) {
       if (count < 0 || done < count) out += to, ++done;
@@ -330,6 +335,14 @@ std::string replace(std::string_view s, std::string_view from, std::string_view 
     }
     if (count < 0 || done < count) out += to;
     return out;
+  }
+  if (to.size() > from.size()) {  // the size it grows to, checked before building it
+    uint64_t n = 0;
+    for (size_t at = s.find(from); at != s.npos && (count < 0 || int64_t(n) < count);
+         at = s.find(from, at + from.size()))
+      ++n;
+    if (n && to.size() - from.size() > kMaxValueBytes / n) check_size(kMaxValueBytes + 1, "the replaced string");
+    check_size(s.size() + n * (to.size() - from.size()), "the replaced string");
   }
   size_t start = 0;
   int64_t done = 0;

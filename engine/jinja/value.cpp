@@ -22,6 +22,108 @@ Value Args::get(size_t i, std::string_view name, const Value& fallback) const {
   return v ? *v : fallback;
 }
 
+void check_size(uint64_t bytes, std::string_view what) {
+  if (bytes > kMaxValueBytes)
+    throw Error(fmt::format("{} would be larger than 256 MiB, the limit on one value in a template", what));
+}
+
+void overflow() { throw Error("integer overflow: the result does not fit in 64 bits"); }
+
+int64_t checked_add(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) overflow();
+  return r;
+}
+
+int64_t checked_sub(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_sub_overflow(a, b, &r)) overflow();
+  return r;
+}
+
+int64_t checked_mul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) overflow();
+  return r;
+}
+
+int64_t int_value(const Value& v, std::string_view what) {
+  if (v.type() == Type::Int || v.type() == Type::Bool) return v.as_int();
+  if (v.is_undefined()) fail_undefined(v);
+  throw Error(fmt::format("{}: '{}' object cannot be interpreted as an integer", what, type_name(v)));
+}
+
+namespace {
+
+// Recursion guard of repr, ==, <, tojson and from_json: values nested deeper
+// than kMaxNesting (through namespaces a template can build any depth) raise
+// `message` instead of exhausting the stack.
+thread_local int g_depth = 0;
+
+class DepthGuard {
+ public:
+  explicit DepthGuard(const char* message) {
+    if (g_depth >= kMaxNesting) throw Error(message);
+    ++g_depth;
+  }
+  DepthGuard(const DepthGuard&) = delete;
+  DepthGuard& operator=(const DepthGuard&) = delete;
+  ~DepthGuard() { --g_depth; }
+};
+
+// The containers repr is printing, innermost last: one met again is a cycle
+// (a namespace holding itself), printed as Python prints it: [...], {...}.
+thread_local std::vector<const void*> g_printing;
+
+class Printing {
+ public:
+  explicit Printing(const void* id) : guard_("maximum recursion depth exceeded while getting the repr of an object") {
+    g_printing.push_back(id);
+  }
+  Printing(const Printing&) = delete;
+  Printing& operator=(const Printing&) = delete;
+  ~Printing() { g_printing.pop_back(); }
+  static bool active(const void* id) { return std::find(g_printing.begin(), g_printing.end(), id) != g_printing.end(); }
+
+ private:
+  DepthGuard guard_;
+};
+
+thread_local bool g_releasing = false;
+thread_local std::vector<Value> g_release;
+
+}  // namespace
+
+DeferredRelease::DeferredRelease() : outermost_(!g_releasing) { g_releasing = true; }
+
+DeferredRelease::~DeferredRelease() {
+  if (!outermost_) return;
+  while (!g_release.empty()) {
+    Value v = std::move(g_release.back());  // its destructor may add more
+    g_release.pop_back();
+  }
+  g_releasing = false;
+}
+
+void DeferredRelease::add(Value& v) {
+  const Type t = v.type();
+  if (t == Type::List || t == Type::Dict || t == Type::Namespace || t == Type::Object)
+    g_release.push_back(std::move(v));
+}
+
+ListData::~ListData() {
+  DeferredRelease r;
+  for (Value& v : items) r.add(v);
+}
+
+DictData::~DictData() {
+  DeferredRelease r;
+  for (auto& [k, v] : items) {
+    r.add(k);
+    r.add(v);
+  }
+}
+
 Value::Value() : Value(Type::Undefined, std::string()) {}
 Value::Value(bool b) : Value(Type::Bool, b) {}
 Value::Value(int v) : Value(Type::Int, int64_t(v)) {}
@@ -76,9 +178,60 @@ Value Value::ns(std::vector<std::pair<Value, Value>> items) {
 
 Value Value::object(std::shared_ptr<Object> o) { return Value(Type::Object, std::move(o)); }
 
-int64_t Value::as_int() const { return type_ == Type::Bool ? int64_t(as_bool()) : std::get<int64_t>(data_); }
+namespace {
+[[noreturn]] void wrong_type(const Value& v, const char* want) {
+  if (v.is_undefined()) fail_undefined(v);
+  throw Error(fmt::format("expected {}, not '{}'", want, type_name(v)));
+}
+}  // namespace
 
-double Value::as_float() const { return type_ == Type::Float ? std::get<double>(data_) : double(as_int()); }
+bool Value::as_bool() const {
+  if (type_ != Type::Bool) wrong_type(*this, "a bool");
+  return std::get<bool>(data_);
+}
+
+int64_t Value::as_int() const {
+  if (type_ == Type::Bool) return int64_t(std::get<bool>(data_));
+  if (type_ != Type::Int) {
+    if (is_undefined()) fail_undefined(*this);
+    throw Error(fmt::format("'{}' object cannot be interpreted as an integer", type_name(*this)));
+  }
+  return std::get<int64_t>(data_);
+}
+
+double Value::as_float() const {
+  if (type_ == Type::Float) return std::get<double>(data_);
+  if (type_ != Type::Int && type_ != Type::Bool) {
+    if (is_undefined()) fail_undefined(*this);
+    throw Error(fmt::format("must be real number, not {}", type_name(*this)));
+  }
+  return double(as_int());
+}
+
+const std::string& Value::str() const {
+  if (type_ != Type::String) wrong_type(*this, "a string");
+  return std::get<std::string>(data_);
+}
+
+const ListData& Value::list() const {
+  if (type_ != Type::List) wrong_type(*this, "a list");
+  return *std::get<std::shared_ptr<ListData>>(data_);
+}
+
+DictData& Value::dict() const {
+  if (type_ != Type::Dict && type_ != Type::Namespace) wrong_type(*this, "a dict");
+  return *std::get<std::shared_ptr<DictData>>(data_);
+}
+
+Object& Value::obj() const {
+  if (type_ != Type::Object) wrong_type(*this, "an object");
+  return *std::get<std::shared_ptr<Object>>(data_);
+}
+
+std::shared_ptr<DictData> Value::dict_ref() const {
+  if (type_ != Type::Dict && type_ != Type::Namespace) wrong_type(*this, "a dict");
+  return std::get<std::shared_ptr<DictData>>(data_);
+}
 
 const void* Value::identity() const {
   switch (type_) {
@@ -168,6 +321,18 @@ bool dicts_equal(const DictData& a, const DictData& b) {
 }  // namespace
 
 bool equal(const Value& a, const Value& b) {
+  if (a.type() == Type::List || a.type() == Type::Dict) {
+    DepthGuard guard("maximum recursion depth exceeded in comparison");
+    if (a.type() != b.type()) return false;
+    if (a.type() == Type::Dict) return a.identity() == b.identity() || dicts_equal(a.dict(), b.dict());
+    const ListData &x = a.list(), &y = b.list();
+    if (&x == &y) return true;
+    if (x.kind == ListData::Kind::Generator || y.kind == ListData::Kind::Generator) return false;
+    if (x.kind != y.kind || x.label != y.label || x.items.size() != y.items.size()) return false;
+    for (size_t i = 0; i < x.items.size(); ++i)
+      if (!equal(x.items[i], y.items[i])) return false;
+    return true;
+  }
   if (a.is_number() && b.is_number()) {
     if (a.type() == Type::Float || b.type() == Type::Float) return a.as_float() == b.as_float();
     return a.as_int() == b.as_int();
@@ -177,15 +342,6 @@ bool equal(const Value& a, const Value& b) {
     case Type::Undefined:
     case Type::None: return true;
     case Type::String: return a.str() == b.str();
-    case Type::List: {
-      const ListData &x = a.list(), &y = b.list();
-      if (x.kind == ListData::Kind::Generator || y.kind == ListData::Kind::Generator) return &x == &y;
-      if (x.kind != y.kind || x.label != y.label || x.items.size() != y.items.size()) return false;
-      for (size_t i = 0; i < x.items.size(); ++i)
-        if (!equal(x.items[i], y.items[i])) return false;
-      return true;
-    }
-    case Type::Dict: return dicts_equal(a.dict(), b.dict());
     default: return a.identity() == b.identity();
   }
 }
@@ -197,6 +353,7 @@ bool less(const Value& a, const Value& b) {
   }
   if (a.is_string() && b.is_string()) return a.str() < b.str();  // UTF-8 byte order is code point order
   if (a.is_list() && b.is_list() && a.list().tuple() == b.list().tuple()) {
+    DepthGuard guard("maximum recursion depth exceeded in comparison");
     const auto &x = a.list().items, &y = b.list().items;
     for (size_t i = 0; i < x.size() && i < y.size(); ++i)
       if (!equal(x[i], y[i])) return less(x[i], y[i]);
@@ -210,14 +367,21 @@ bool less(const Value& a, const Value& b) {
 namespace {
 std::string join_repr(const std::vector<Value>& items) {
   std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + repr(items[i]);
+  for (size_t i = 0; i < items.size(); ++i) {
+    out += (i ? ", " : "") + repr(items[i]);
+    check_size(out.size(), "the repr of the list");
+  }
   return out;
 }
 
 std::string dict_repr(const DictData& d) {
+  if (Printing::active(&d)) return "{...}";
+  Printing printing(&d);
   std::string out = "{";
-  for (size_t i = 0; i < d.items.size(); ++i)
+  for (size_t i = 0; i < d.items.size(); ++i) {
     out += (i ? ", " : "") + repr(d.items[i].first) + ": " + repr(d.items[i].second);
+    check_size(out.size(), "the repr of the dict");
+  }
   return out + "}";
 }
 }  // namespace
@@ -232,6 +396,9 @@ std::string to_str(const Value& v) {
     case Type::String: return v.str();
     case Type::List: {
       const ListData& l = v.list();
+      if (l.kind != ListData::Kind::Generator && Printing::active(&l))
+        return l.kind == ListData::Kind::List ? "[...]" : l.kind == ListData::Kind::Tuple ? "(...)" : "...";
+      Printing printing(&l);
       switch (l.kind) {
         case ListData::Kind::List: return "[" + join_repr(l.items) + "]";
         case ListData::Kind::Tuple: return "(" + join_repr(l.items) + (l.items.size() == 1 ? ",)" : ")");
@@ -318,6 +485,7 @@ void dump(const Value& v, const JsonOptions& opt, int level, std::string& out);
 void item_prefix(size_t i, const JsonOptions& opt, int level, std::string& out) {
   if (i) out += opt.item_sep;
   if (!opt.pretty) return;
+  check_size(out.size() + (uint64_t(level) + 1) * opt.indent.size(), "the JSON text");
   out += '\n';
   for (int k = 0; k <= level; ++k) out += opt.indent;
 }
@@ -349,6 +517,8 @@ void dump_dict(const DictData& d, const JsonOptions& opt, int level, std::string
 }
 
 void dump(const Value& v, const JsonOptions& opt, int level, std::string& out) {
+  check_size(out.size(), "the JSON text");
+  DepthGuard guard("maximum recursion depth exceeded while encoding a JSON object");
   switch (v.type()) {
     case Type::None: out += "null"; return;
     case Type::Bool: out += v.as_bool() ? "true" : "false"; return;
@@ -377,6 +547,7 @@ void dump(const Value& v, const JsonOptions& opt, int level, std::string& out) {
 
 Value from_nlohmann(const nlohmann::ordered_json& j) {
   using J = nlohmann::ordered_json;
+  DepthGuard guard("the JSON nests too deeply");
   switch (j.type()) {
     case J::value_t::null: return Value::none();
     case J::value_t::boolean: return Value(j.get<bool>());
@@ -405,6 +576,7 @@ Value from_nlohmann(const nlohmann::ordered_json& j) {
 std::string to_json(const Value& v, const JsonOptions& opt) {
   std::string out;
   dump(v, opt, 0, out);
+  check_size(out.size(), "the JSON text");
   return out;
 }
 

@@ -33,6 +33,24 @@ enum class Type : uint8_t { Undefined, None, Bool, Int, Float, String, List, Dic
 
 class Value;
 class Interpreter;
+
+// What one value may grow to. A template can ask for any size with a number
+// ('x' * n, center(n), '%*s', range, indent); these limits refuse the
+// allocation before it is made, with an error naming the limit, where Python
+// would raise MemoryError or try.
+constexpr size_t kMaxValueBytes = 256u << 20;  // a string or list built by one operation (as the output limit)
+constexpr int kMaxNesting = 512;               // how deep repr, ==, <, tojson and from_json follow nested values
+
+// Throws unless `bytes` (what `what` would build) fits within kMaxValueBytes.
+void check_size(uint64_t bytes, std::string_view what);
+// Python's int arithmetic on 64 bits: a result that does not fit throws.
+[[noreturn]] void overflow();
+int64_t checked_add(int64_t a, int64_t b);
+int64_t checked_sub(int64_t a, int64_t b);
+int64_t checked_mul(int64_t a, int64_t b);
+// `v` as an integer argument `what` takes: an int or bool, else the error
+// Python raises (an undefined value raises its own error).
+int64_t int_value(const Value& v, std::string_view what);
 struct ListData;
 struct DictData;
 class Object;
@@ -80,14 +98,17 @@ class Value {
   bool is_mapping() const { return type_ == Type::Dict; }
   bool is_markup() const { return markup_; }
 
-  bool as_bool() const { return std::get<bool>(data_); }
+  // The accessors check the type: a value of another type raises a template
+  // Error (a TypeError-like message, or an undefined value's own error),
+  // never std::bad_variant_access.
+  bool as_bool() const;
   int64_t as_int() const;   // Int or Bool
   double as_float() const;  // any number
-  const std::string& str() const { return std::get<std::string>(data_); }
-  const ListData& list() const { return *std::get<std::shared_ptr<ListData>>(data_); }
-  DictData& dict() const { return *std::get<std::shared_ptr<DictData>>(data_); }
-  Object& obj() const { return *std::get<std::shared_ptr<Object>>(data_); }
-  std::weak_ptr<DictData> dict_ref() const { return std::get<std::shared_ptr<DictData>>(data_); }
+  const std::string& str() const;
+  const ListData& list() const;
+  DictData& dict() const;  // Dict or Namespace
+  Object& obj() const;
+  std::shared_ptr<DictData> dict_ref() const;
   const std::string& undefined_message() const { return std::get<std::string>(data_); }
   // Identity, for `is sameas` and comparing objects.
   const void* identity() const;
@@ -109,6 +130,7 @@ struct ListData {
   mutable bool consumed = false;  // Generator: iterated once already
 
   bool tuple() const { return kind == Kind::Tuple; }
+  ~ListData();
 };
 
 struct DictData {
@@ -116,6 +138,23 @@ struct DictData {
   const Value* find(const Value& key) const;
   const Value* find_str(std::string_view key) const;  // a str key
   void set(const Value& key, Value v);
+  ~DictData();
+};
+
+// Destroys values without recursing: a list holding a list holding … (a
+// template can build millions of levels) would otherwise overflow the stack
+// as each destructor runs the next. The destructors of containers hand their
+// items to one of these; the outermost one destroys them in a loop.
+class DeferredRelease {
+ public:
+  DeferredRelease();
+  DeferredRelease(const DeferredRelease&) = delete;
+  DeferredRelease& operator=(const DeferredRelease&) = delete;
+  ~DeferredRelease();
+  void add(Value& v);  // takes `v` (leaving it empty) if it holds a container or object
+
+ private:
+  bool outermost_;
 };
 
 // Macros, builtins, bound methods, `loop`.
