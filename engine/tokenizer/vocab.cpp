@@ -254,23 +254,18 @@ void collect_eog(Vocab& v) {
   // <|call|>; its <|end|> closes one channel's message inside the answer
   // (analysis, then final), so it must not end generation, and it and the
   // channel markers are rendered as text for the chat layer to parse
-  // (engine/chat.h: split_harmony). llama.cpp does the same.
-  const auto find = [&](std::string_view t) {
-    for (size_t i = 0; i < n; ++i)
-      if (v.text[i] == t) return TokenId(i);
-    return kNoToken;
-  };
+  // (engine/harmony.h). llama.cpp does the same.
   const auto in_eog = [&](TokenId id) {
     return id != kNoToken && std::find(v.eog.begin(), v.eog.end(), id) != v.eog.end();
   };
-  const TokenId end = find("<|end|>");
-  if (in_eog(end) && ((in_eog(find("<|return|>")) && in_eog(find("<|call|>"))) ||
-                      (in_eog(find("<|calls|>")) && in_eog(find("<|flush|>"))))) {
+  const TokenId end = v.find("<|end|>");
+  if (in_eog(end) && ((in_eog(v.find("<|return|>")) && in_eog(v.find("<|call|>"))) ||
+                      (in_eog(v.find("<|calls|>")) && in_eog(v.find("<|flush|>"))))) {
     v.eog.erase(std::find(v.eog.begin(), v.eog.end(), end));
     v.attr[size_t(end)] = kAttrUserDefined;
   }
   for (const char* t : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"})
-    if (const TokenId id = find(t); id != kNoToken) v.attr[size_t(id)] = kAttrUserDefined;
+    if (const TokenId id = v.find(t); id != kNoToken) v.attr[size_t(id)] = kAttrUserDefined;
   std::sort(v.eog.begin(), v.eog.end());
 }
 
