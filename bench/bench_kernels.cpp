@@ -12,6 +12,7 @@
 // so m = 1 here measures compute, not the memory bandwidth decode is bound by
 // (a shape larger than the caches, e.g. --rows 8192 --cols 4096, streams them).
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <random>
 #include <sstream>
@@ -42,6 +43,25 @@ double thread_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// Random blocks with a sane fp16 scale, for the types we do not quantize (the
+// i-quants, whose quantizers need an importance matrix): every byte pattern is
+// a valid block of them, and speed does not depend on the values.
+std::vector<uint8_t> random_blocks(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::vector<uint8_t> w(*row_bytes(t, uint64_t(cols)) * size_t(rows));
+  for (auto& b : w) b = uint8_t(rng());
+  const uint16_t d = 0x1400;  // fp16 ≈ 0.001
+  const size_t block = traits(t).type_size;
+  for (size_t off = 0; off < w.size(); off += block) {
+    if (t == DType::IQ1_M) {  // its scale is the top nibbles of the four u16 scale words at byte 48
+      for (int k = 0; k < 4; ++k)
+        w[off + 49 + 2 * size_t(k)] = uint8_t((w[off + 49 + 2 * size_t(k)] & 0x0f) | (((d >> (4 * k)) & 15) << 4));
+      continue;
+    }
+    std::memcpy(&w[off], &d, 2);  // the i-quants keep d first
+  }
+  return w;
 }
 
 }  // namespace
@@ -75,13 +95,15 @@ int main(int argc, char** argv) {
   std::printf("   (%s, 1 thread, %lld x %lld)\n", unit, (long long)rows, (long long)cols);
   for (const std::string& tn : split(types_s)) {
     const auto t = dtype_from_name(tn);
-    if (!t || !quantize_supports(*t) || !row_bytes(*t, uint64_t(cols))) {
+    if (!t || !matmul_supports(*t) || !row_bytes(*t, uint64_t(cols))) {
       std::fprintf(stderr, "unsupported type or shape: %s\n", tn.c_str());
       return 2;
     }
     const size_t rb = *row_bytes(*t, uint64_t(cols));
     std::vector<uint8_t> w(rb * size_t(rows));
-    for (int64_t r = 0; r < rows; ++r) quantize_row(*t, wf.data() + r * cols, w.data() + size_t(r) * rb, cols);
+    if (quantize_supports(*t))
+      for (int64_t r = 0; r < rows; ++r) quantize_row(*t, wf.data() + r * cols, w.data() + size_t(r) * rb, cols);
+    else w = random_blocks(*t, rows, cols, rng);
     for (const std::string& m_s : split(ms_s)) {
       const int64_t m = std::stoll(m_s);
       std::vector<float> x(size_t(m * cols)), y(size_t(m * rows));

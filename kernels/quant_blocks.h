@@ -46,6 +46,76 @@ struct Q6_K {  // 16 sub-blocks of 16: value = d · scale · (6-bit q − 32); l
   uint16_t d;
 };
 
+struct Q4_1 {  // value = d · nibble + m (Q4_0's nibble layout)
+  uint16_t d, m;
+  uint8_t qs[16];
+};
+struct Q5_1 {  // as Q4_1, with each value's fifth bit in qh (bit j of the 32)
+  uint16_t d, m;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+struct Q2_K {  // 16 groups of 16: value = d · (scale & 15) · q − dmin · (scale >> 4), q 2 bits
+  uint8_t scales[16];
+  uint8_t qs[64];  // 2-bit values: byte l of each 32 holds groups at shifts 0, 2, 4, 6
+  uint16_t d, dmin;
+};
+struct Q3_K {  // 16 groups of 16: value = d · (s − 32) · (q − 4·!hbit), q 2 bits, s 6 bits
+  uint8_t hmask[32];
+  uint8_t qs[64];
+  uint8_t scales[12];
+  uint16_t d;
+};
+struct IQ4_NL {  // value = d · kIq4nlValues[nibble] (Q4_0's nibble layout)
+  uint16_t d;
+  uint8_t qs[16];
+};
+struct IQ4_XS {  // 8 groups of 32: value = d · (ls − 32) · kIq4nlValues[nibble], ls 6 bits
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[4];
+  uint8_t qs[128];
+};
+// The i-quants (IQ1_S … IQ3_S) store indices into fixed codebooks of 8 or 4
+// values (kernels/iq_grids.h) with separate sign bits; decode_blocks.h reads them.
+struct IQ2_XXS {
+  uint16_t d;
+  uint16_t qs[32];
+};
+struct IQ2_XS {
+  uint16_t d;
+  uint16_t qs[32];
+  uint8_t scales[8];
+};
+struct IQ2_S {
+  uint16_t d;
+  uint8_t qs[64];  // 32 grid index low bytes, then 32 sign bytes
+  uint8_t qh[8];
+  uint8_t scales[8];
+};
+struct IQ3_XXS {
+  uint16_t d;
+  uint8_t qs[96];  // 64 grid indices, then 8 × u32 scale-and-signs
+};
+struct IQ3_S {
+  uint16_t d;
+  uint8_t qs[64];
+  uint8_t qh[8];
+  uint8_t signs[32];
+  uint8_t scales[4];
+};
+struct IQ1_S {
+  uint16_t d;
+  uint8_t qs[32];
+  uint16_t qh[8];
+};
+struct IQ1_M {  // the fp16 super-block scale is spread over the top nibbles of the four u16 scale words
+  uint8_t qs[32];
+  uint8_t qh[16];
+  uint8_t scales[8];
+};
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
 // MXFP4 (OCP microscaling FP4): value = kMxfp4Values[code] · 2^(e − 128), e an
 // e8m0 exponent byte, codes e2m1 (sign, 2-bit exponent, 1-bit mantissa) in the
 // same nibble layout as Q4_0 (element j low, j + 16 high). The table is the
@@ -62,6 +132,13 @@ static_assert(sizeof(Q5_0) == traits(DType::Q5_0).type_size);
 static_assert(sizeof(Q4_K) == traits(DType::Q4_K).type_size);
 static_assert(sizeof(Q5_K) == traits(DType::Q5_K).type_size);
 static_assert(sizeof(Q6_K) == traits(DType::Q6_K).type_size);
+static_assert(sizeof(Q4_1) == traits(DType::Q4_1).type_size && sizeof(Q5_1) == traits(DType::Q5_1).type_size);
+static_assert(sizeof(Q2_K) == traits(DType::Q2_K).type_size && sizeof(Q3_K) == traits(DType::Q3_K).type_size);
+static_assert(sizeof(IQ4_NL) == traits(DType::IQ4_NL).type_size && sizeof(IQ4_XS) == traits(DType::IQ4_XS).type_size);
+static_assert(sizeof(IQ2_XXS) == traits(DType::IQ2_XXS).type_size && sizeof(IQ2_XS) == traits(DType::IQ2_XS).type_size);
+static_assert(sizeof(IQ2_S) == traits(DType::IQ2_S).type_size && sizeof(IQ3_XXS) == traits(DType::IQ3_XXS).type_size);
+static_assert(sizeof(IQ3_S) == traits(DType::IQ3_S).type_size && sizeof(IQ1_S) == traits(DType::IQ1_S).type_size);
+static_assert(sizeof(IQ1_M) == traits(DType::IQ1_M).type_size);
 static_assert(sizeof(MXFP4) == traits(DType::MXFP4).type_size && offsetof(MXFP4, qs) == 1);
 static_assert(offsetof(Q4_K, qs) == 16 && offsetof(Q5_K, qh) == 16 && offsetof(Q5_K, qs) == 48);
 static_assert(offsetof(Q6_K, qh) == 128 && offsetof(Q6_K, scales) == 192 && offsetof(Q6_K, d) == 208);

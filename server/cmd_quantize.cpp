@@ -2,18 +2,28 @@
 // type. Recipes (as llama.cpp's): matrices named *.weight take TYPE; other
 // tensors (norms, biases — expert biases are 2-D —, selection bias, sinks) and
 // the MoE router stay F32, since they are tiny and precision-critical (a
-// router error changes the experts). Q4_K_M, a mix: Q4_K by default; Q6_K for
-// the output matrix (or the tied embeddings) and, in the layers use_more_bits
-// picks (the first and last eighths and every third between), for attn_v and
-// every ffn_down; in models with exactly 8 experts Q8_0 for attn_k and attn_v
-// and Q5_K for attn_output. A row that is not a whole number of 256-value
-// blocks falls back: Q4_K → Q5_0, Q5_K and Q6_K → Q8_0. MXFP4_MOE (llama.cpp's
-// LLAMA_FTYPE_MOSTLY_MXFP4_MOE, gpt-oss's format): MXFP4 for the 3-D expert
-// tensors (ffn_{gate,up,down}_exps: more than one matrix along the third
-// dimension), Q8_0 for every other matrix, the output matrix and the
-// embeddings included. A row that is not a whole number of 32-value blocks
-// becomes F16 (llama.cpp refuses such a tensor for MXFP4_MOE: it defines no
-// fallback for Q8_0 or MXFP4).
+// router error changes the experts).
+//
+// The K mixes (llama.cpp's llama_tensor_get_type for these ftypes), base type
+// Q3_K, Q4_K, Q5_K or Q6_K for Q3_K_M, Q4_K_M, Q5_K_M, Q6_K:
+// - the output matrix (or the tied embeddings): Q6_K;
+// - in models with exactly 8 experts, attn_k and attn_v: Q8_0;
+// - attn_v: Q3_K_M Q5_K in the first two layers, else Q4_K; Q4_K_M and Q5_K_M
+//   Q6_K in the layers use_more_bits picks (the first and last eighths and
+//   every third between);
+// - ffn_down (dense, experts, shared): Q3_K_M Q5_K in the first sixteenth of
+//   the layers, else Q4_K; Q4_K_M and Q5_K_M Q6_K where use_more_bits;
+// - attn_output: Q5_K in 8-expert models for Q3_K_M and Q4_K_M; Q4_K for
+//   Q3_K_M otherwise;
+// - everything else the base type.
+// A row that is not a whole number of 256-value blocks falls back as
+// llama.cpp's tensor_type_fallback: Q2_K, Q3_K → Q4_0; Q4_K → Q5_0; Q5_K →
+// Q5_1; Q6_K → Q8_0. MXFP4_MOE (llama.cpp's LLAMA_FTYPE_MOSTLY_MXFP4_MOE,
+// gpt-oss's format): MXFP4 for the 3-D expert tensors (ffn_{gate,up,down}_exps:
+// more than one matrix along the third dimension), Q8_0 for every other
+// matrix, the output matrix and the embeddings included. A row that is not a
+// whole number of 32-value blocks becomes F16 (llama.cpp refuses such a
+// tensor for MXFP4_MOE: it defines no fallback for Q8_0 or MXFP4).
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -38,8 +48,12 @@ uint32_t file_type(kernels::DType t) {
     case kernels::DType::F32: return 0;
     case kernels::DType::F16: return 1;
     case kernels::DType::Q4_0: return 2;
+    case kernels::DType::Q4_1: return 3;
     case kernels::DType::Q8_0: return 7;
     case kernels::DType::Q5_0: return 8;
+    case kernels::DType::Q5_1: return 9;
+    case kernels::DType::Q2_K: return 10;
+    case kernels::DType::Q3_K: return 11;  // "mostly Q3_K_S"
     case kernels::DType::Q4_K: return 14;  // "mostly Q4_K_S"
     case kernels::DType::Q5_K: return 16;  // "mostly Q5_K_S"
     case kernels::DType::Q6_K: return 18;
@@ -59,7 +73,19 @@ int layer_of(const std::string& name) {
 }
 
 // The mixes: a base type with per-tensor choices, as llama.cpp's llama-quant.cpp makes them.
-enum class Mix { None, Q4_K_M, MXFP4_MOE };
+enum class Mix { None, Q3_K_M, Q4_K_M, Q5_K_M, Q6_K, MXFP4_MOE };
+
+struct MixInfo {
+  const char* name;
+  Mix mix;
+  kernels::DType base;
+  uint32_t file_type;  // LLAMA_FTYPE_MOSTLY_*
+};
+constexpr MixInfo kMixes[] = {
+    {"Q3_K_M", Mix::Q3_K_M, kernels::DType::Q3_K, 12},        {"Q4_K_M", Mix::Q4_K_M, kernels::DType::Q4_K, 15},
+    {"Q5_K_M", Mix::Q5_K_M, kernels::DType::Q5_K, 17},        {"Q6_K", Mix::Q6_K, kernels::DType::Q6_K, 18},
+    {"MXFP4_MOE", Mix::MXFP4_MOE, kernels::DType::MXFP4, 38},
+};
 
 struct Recipe {
   kernels::DType base;
@@ -78,17 +104,30 @@ struct Recipe {
     if (name == "output.weight" || (tied && name == "token_embd.weight")) return DType::Q6_K;
     if ((has("attn_k.weight") || has("attn_v.weight")) && n_expert == 8) return DType::Q8_0;
     const int il = layer_of(name);
-    if ((has("attn_v.weight") || has("ffn_down")) && il >= 0 && use_more_bits(il, n_layer)) return DType::Q6_K;
-    if (has("attn_output.weight") && n_expert == 8) return DType::Q5_K;
-    return DType::Q4_K;
+    const bool more = il >= 0 && use_more_bits(il, n_layer);
+    if (has("attn_v.weight")) {
+      if (mix == Mix::Q3_K_M) return il >= 0 && il < 2 ? DType::Q5_K : DType::Q4_K;
+      if ((mix == Mix::Q4_K_M || mix == Mix::Q5_K_M) && more) return DType::Q6_K;
+    }
+    if (has("ffn_down")) {
+      if (mix == Mix::Q3_K_M) return il >= 0 && il < n_layer / 16 ? DType::Q5_K : DType::Q4_K;
+      if ((mix == Mix::Q4_K_M || mix == Mix::Q5_K_M) && more) return DType::Q6_K;
+    }
+    if (has("attn_output.weight")) {
+      if ((mix == Mix::Q3_K_M || mix == Mix::Q4_K_M) && n_expert == 8) return DType::Q5_K;
+      if (mix == Mix::Q3_K_M) return DType::Q4_K;
+    }
+    return base;
   }
 };
 
 kernels::DType fallback(kernels::DType t) {
   using kernels::DType;
   switch (t) {
+    case DType::Q2_K:
+    case DType::Q3_K: return DType::Q4_0;
     case DType::Q4_K: return DType::Q5_0;
-    case DType::Q5_K:
+    case DType::Q5_K: return DType::Q5_1;
     case DType::Q6_K: return DType::Q8_0;
     default: return DType::F16;
   }
@@ -111,15 +150,19 @@ int quantize(const QuantizeOptions& o) {
       for (char& c : name) c = char(std::tolower(static_cast<unsigned char>(c)));
       return o.type == name;
     };
-    const Mix mix = is("Q4_K_M") ? Mix::Q4_K_M : is("MXFP4_MOE") ? Mix::MXFP4_MOE : Mix::None;
-    const auto target = mix == Mix::Q4_K_M      ? std::optional(kernels::DType::Q4_K)
-                        : mix == Mix::MXFP4_MOE ? std::optional(kernels::DType::MXFP4)
-                                                : kernels::dtype_from_name(o.type);
+    const MixInfo* mix_info = nullptr;
+    for (const MixInfo& m : kMixes)
+      if (is(m.name)) mix_info = &m;
+    const Mix mix = mix_info ? mix_info->mix : Mix::None;
+    const auto target = mix_info ? std::optional(mix_info->base) : kernels::dtype_from_name(o.type);
     if (!target || !kernels::quantize_supports(*target)) {
       std::string names;
       for (kernels::DType t : kernels::matmul_types())
-        if (kernels::quantize_supports(t)) names += std::string(kernels::dtype_name(t)) + ", ";
-      throw std::runtime_error(fmt::format("cannot quantize to '{}' (supported: {}Q4_K_M, MXFP4_MOE)", o.type, names));
+        if (kernels::quantize_supports(t) && t != kernels::DType::Q6_K)
+          names += std::string(kernels::dtype_name(t)) + ", ";
+      throw std::runtime_error(fmt::format(
+          "cannot quantize to '{}' (supported: {}and llama.cpp's mixes Q3_K_M, Q4_K_M, Q5_K_M, Q6_K, MXFP4_MOE)",
+          o.type, names));
     }
     std::error_code ec;
     if (std::filesystem::exists(o.output, ec) && std::filesystem::equivalent(o.input, o.output, ec))
@@ -134,7 +177,7 @@ int quantize(const QuantizeOptions& o) {
     gguf::Writer w(3, uint32_t(in.alignment()));
     for (const auto& [k, v] : in.metadata())
       if (k != "general.alignment") w.set(k, v);
-    w.set("general.file_type", mix == Mix::Q4_K_M ? uint32_t(15) : file_type(*target));
+    w.set("general.file_type", mix_info ? mix_info->file_type : file_type(*target));
     if (traits(*target).block_size > 1) w.set("general.quantization_version", uint32_t(2));
 
     std::map<std::string, int> counts;

@@ -186,12 +186,13 @@ int main(int argc, char** argv) {
 
   moelsp::cli::QuantizeOptions qo;
   auto* c_qo = app.add_subcommand("quantize",
-                                  "Rewrite a model's weight matrices in another type (F16, BF16, Q8_0, Q4_0, Q5_0, "
-                                  "Q4_K, Q5_K, Q6_K, MXFP4) or one of llama.cpp's mixes: Q4_K_M, MXFP4_MOE (MXFP4 "
-                                  "experts, Q8_0 for the other matrices)");
+                                  "Rewrite a model's weight matrices in another type (F16, BF16, Q8_0, Q4_0, Q4_1, "
+                                  "Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, MXFP4) or one of llama.cpp's mixes: Q3_K_M, "
+                                  "Q4_K_M, Q5_K_M, Q6_K, MXFP4_MOE (MXFP4 experts, Q8_0 for the other matrices)");
   c_qo->add_option("input", qo.input, "Input GGUF")->required();
   c_qo->add_option("output", qo.output, "Output GGUF")->required();
-  c_qo->add_option("type", qo.type, "Target type for weight matrices, or Q4_K_M / MXFP4_MOE (llama.cpp's mixes)")
+  c_qo->add_option("type", qo.type,
+                   "Target type for weight matrices, or a mix: Q3_K_M, Q4_K_M, Q5_K_M, Q6_K, MXFP4_MOE")
       ->required();
 
   moelsp::cli::ProfileOptions pf;

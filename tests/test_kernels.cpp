@@ -201,14 +201,26 @@ std::vector<uint8_t> make_random_blocks(DType t, int64_t rows, int64_t cols, std
       continue;
     }
     const uint16_t d = fp32_to_fp16(0.001f + 0.001f * float(rng() % 16)), dmin = fp32_to_fp16(0.002f);
-    if (t == DType::Q6_K) std::memcpy(&out[off + block - 2], &d, 2);  // Q6_K's d ends its block
-    else std::memcpy(&out[off], &d, 2);
-    if (t == DType::Q4_K || t == DType::Q5_K) std::memcpy(&out[off + 2], &dmin, 2);
+    if (t == DType::IQ1_M) {  // its fp16 scale is the top nibbles of the four u16 scale words at 48
+      for (int k = 0; k < 4; ++k) {
+        uint16_t w;
+        std::memcpy(&w, &out[off + 48 + 2 * size_t(k)], 2);
+        w = uint16_t((w & 0x0fff) | (((d >> (4 * k)) & 15) << 12));
+        std::memcpy(&out[off + 48 + 2 * size_t(k)], &w, 2);
+      }
+      continue;
+    }
+    // Where each type keeps its fp16 scale (and min): the end of the block for
+    // Q6_K and Q3_K, after scales and values for Q2_K, else the start.
+    const size_t at = t == DType::Q6_K || t == DType::Q3_K ? block - 2 : t == DType::Q2_K ? 80 : 0;
+    std::memcpy(&out[off + at], &d, 2);
+    if (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q4_1 || t == DType::Q5_1 || t == DType::Q2_K)
+      std::memcpy(&out[off + at + 2], &dmin, 2);
   }
   return out;
 }
 
-// Int8 activations (the default for Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K and MXFP4 weights). Two tolerances:
+// Int8 activations (the default for every quantized type with Kernel::Int8). Two tolerances:
 // - against the scalar reference (same quantization, integer block sums):
 //   |opt − ref| ≤ 1e-5 · Σ|w·x| + 1e-6 (only the f32 accumulation order differs;
 //   a one-step difference in any quantized activation would exceed it);
@@ -219,15 +231,18 @@ std::vector<uint8_t> make_random_blocks(DType t, int64_t rows, int64_t cols, std
 // (matmul_int8_tile.cpp; 8 inputs per vector, tiles of 4 vectors, then 2, then
 // 1): 5 (one part-filled vector), 16, 24, 40, and 70 (a 64-input chunk + 6).
 // Every ISA level the CPU supports with an int8 path runs (AVX2; AVX-512 VNNI).
-TEST_CASE(
-    "int8 activations: Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K and MXFP4 against the scalar reference and the f32 product") {
+TEST_CASE("int8 activations: every quantized type against the scalar reference and the f32 product") {
   std::mt19937 rng(11);
   set_activations(Activations::Int8);
+  std::vector<DType> types;
+  for (DType t : matmul_types())
+    if (traits(t).kernel == Kernel::Int8) types.push_back(t);
+  REQUIRE(types.size() == 20);  // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, the K-quants Q2_K…Q6_K, MXFP4, IQ4_NL/XS, 7 i-quants
   for (Isa level : supported_isas())
-    for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::MXFP4}) {
+    for (DType t : types) {
       if (level < Isa::Avx2) continue;  // the generic level has no int8 path
       set_isa(level);
-      const int64_t qb = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ? 256 : 32;  // activation block
+      const int64_t qb = traits(t).block_size == 256 ? 256 : 32;  // activation block
       for (int64_t m : {1, 2, 3, 5, 16, 24, 40, 70}) {
         const int64_t rows = 38, cols = 1024;
         auto w = t == DType::Q8_0 ? make_weights(t, rows, cols, rng) : make_random_blocks(t, rows, cols, rng);
@@ -368,7 +383,7 @@ TEST_CASE("Q4_0 and Q5_0 blocks dequantize by their layout") {
     CHECK(y[j + 16] == 0.5f * float(j - 16));
   }
   CHECK(matmul_supports(DType::Q4_K));
-  CHECK(!matmul_supports(DType::IQ2_XXS));
+  CHECK(!matmul_supports(DType::TQ1_0));
 }
 
 // Tolerance: bit-exact. The expected values come from std::ldexp (value ·
@@ -437,9 +452,11 @@ TEST_CASE("one type table says what the kernels compute with, and every list rea
     computable += tr->kernel != Kernel::None;
   }
   CHECK(int(matmul_types().size()) == computable);
-  CHECK(matmul_type_names() == "F32, F16, BF16, Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4");
+  CHECK(matmul_type_names() ==
+        "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, IQ2_XS, IQ3_XXS, IQ1_S, "
+        "IQ4_NL, IQ3_S, IQ2_S, IQ4_XS, IQ1_M, MXFP4");
   CHECK(traits(DType::Q4_K).kernel == Kernel::Int8);
-  CHECK(traits(DType::IQ2_XXS).kernel == Kernel::None);
+  CHECK(traits(DType::TQ1_0).kernel == Kernel::None);
 }
 
 // Tolerance: bit-exact (same arithmetic, same order). Random bytes make every

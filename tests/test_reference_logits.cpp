@@ -146,6 +146,8 @@ TEST_CASE("glm-dsa (MLA with the lightning indexer's top-k keys, full and shared
 }
 
 namespace {
+void check_dequantized(Model& m, const Ref& r, bool incremental, const std::string& name);
+
 void check_quantized(const std::string& name, bool incremental = false) {
   const Ref r = load_ref(name);
   auto m = Model::load(test::data_path("reference/" + name + ".gguf"), {.threads = 2});
@@ -172,18 +174,23 @@ void check_quantized(const std::string& name, bool incremental = false) {
   CHECK(row_max[row_max.size() / 2] <= tol["median_row_max_abs_diff"].get<double>());
 
   WARN(name << " (int8 activations): median row max |Δlogit| vs llama.cpp " << row_max[row_max.size() / 2]);
+  check_dequantized(*m, r, incremental, name);
+}
 
-  // With F32 activations on dequantized weights the engine must match
-  // llama.cpp running the dequantized file in F32 to 1e-3.
+// With F32 activations on dequantized weights the engine must match llama.cpp
+// running the dequantized file in F32 (the file's dequant_f32_check: its
+// tolerance per row RMS, at the vocabulary ids it lists).
+void check_dequantized(Model& m, const Ref& r, bool incremental, const std::string& name) {
   kernels::set_activations(kernels::Activations::F32);
-  const auto rows_f32 = run(*m, r, incremental);
+  const auto rows_f32 = run(m, r, incremental);
   kernels::set_activations(kernels::Activations::Int8);
   const auto& dq = r.doc["dequant_f32_check"];
   const auto ids = dq["ids"].get<std::vector<int>>();
   const auto rms = dq["row_rms_full"].get<std::vector<double>>();
-  const auto ref = read_f32(test::data_path("reference/" + dq["file"].get<std::string>()), rows.size() * ids.size());
+  const auto ref =
+      read_f32(test::data_path("reference/" + dq["file"].get<std::string>()), rows_f32.size() * ids.size());
   double worst = 0;
-  for (size_t i = 0; i < rows.size(); ++i) {
+  for (size_t i = 0; i < rows_f32.size(); ++i) {
     double mx = 0;
     for (size_t j = 0; j < ids.size(); ++j)
       mx = std::max(mx, double(std::fabs(rows_f32[i][size_t(ids[j])] - ref[i * ids.size() + j])));
@@ -193,7 +200,49 @@ void check_quantized(const std::string& name, bool incremental = false) {
   }
   WARN(name << ": dequantized-F32 check worst max |Δlogit| " << worst);
 }
+
+// A file whose every weight matrix is one of the types llama.cpp's
+// llama-quantize writes that the first references do not hold (Q4_1, Q5_1,
+// Q2_K, Q3_K, IQ4_NL, IQ4_XS and the seven i-quants, with an importance
+// matrix; tests/data/README.md). Its extreme low-bit experts (IQ1_S/IQ1_M)
+// make the router's choices fragile (gaps down to 2e-4 between the 2nd and
+// 3rd expert), so the int8 rule is statistical: median row cosine vs
+// llama.cpp ≥ 0.999 and worst ≥ 0.995, median row max |Δ| ≤ 0.3 (measured
+// 0.99964, 0.99918 and 0.138, batch and one token at a time alike).
+// The dequantization check is tight (1e-3 per RMS): it pins every block
+// decoder through the whole model.
+void check_mix(bool incremental) {
+  const std::string name = "qwen3moe-quant-ref-mix";
+  const Ref r = load_ref(name);
+  auto m = Model::load(test::data_path("reference/" + name + ".gguf"), {.threads = 2});
+  const auto rows = run(*m, r, incremental);
+  std::vector<double> row_max, cosines;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const bool pre = int(i) < r.n_prompt;
+    const int k = pre ? int(i) : int(i) - r.n_prompt;
+    const RowStats s = compare(rows[i].data(), pre ? r.prefill_row(k) : r.decode_row(k), r.n_vocab);
+    row_max.push_back(s.max_abs);
+    cosines.push_back(s.cosine);
+  }
+  std::sort(row_max.begin(), row_max.end());
+  std::sort(cosines.begin(), cosines.end());
+  const double med_max = row_max[row_max.size() / 2], med_cos = cosines[cosines.size() / 2];
+  INFO(name << (incremental ? " incremental" : " batch") << ": median row max |Δ| " << med_max << ", median cosine "
+            << med_cos << ", worst cosine " << cosines.front());
+  CHECK(med_cos >= 0.999);
+  CHECK(cosines.front() >= 0.995);
+  CHECK(med_max <= 0.3);
+  WARN(name << (incremental ? " incremental" : " batch") << " (int8 activations): median row max |Δlogit| vs llama.cpp "
+            << med_max << ", median cosine " << med_cos << ", worst cosine " << cosines.front());
+  check_dequantized(*m, r, incremental, name);
+}
+
 }  // namespace
+
+TEST_CASE("Q4_1 Q5_1 Q2_K Q3_K IQ4_NL IQ4_XS and the i-quants match llama.cpp in one mixed file") {
+  check_mix(false);
+  check_mix(true);
+}
 
 TEST_CASE("qwen3moe Q8_0 meets the quantized tolerance and the dequantization check") {
   check_quantized("qwen3moe-quant-ref-Q8_0");

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <vector>
 
+#include "../decode_blocks.h"
 #include "../quant_blocks.h"
 #include "kernels/convert.h"
 #include "kernels/isa.h"
@@ -337,24 +338,14 @@ thread_local std::vector<BlockQ8K> tls_xk;
 
 }  // namespace
 
+void quantize_row_q8_simd(const float* x, BlockQ8* out, int64_t n) { quantize_row_q8_avx2(x, out, n); }
+void quantize_row_q8_k_simd(const float* x, BlockQ8K* out, int64_t n) { quantize_row_q8_k_avx2(x, out, n); }
+
 bool int8_path_available(const MatmulArgs& a, const KernelConfig& cfg) {
   return traits(a.w.type).kernel == Kernel::Int8 && cfg.isa >= Isa::Avx2 && cfg.activations == Activations::Int8;
 }
 
 namespace {
-
-// Inputs go in chunks of 64 rows: each chunk is quantized into `buf` (input i
-// at buf + (i − i0)·nb), then body(i0, i1) runs the thread's weight rows over it.
-template <typename Block, typename Quantize, typename Body>
-void by_chunks(const MatmulArgs& a, int64_t nb, std::vector<Block>& buf, Quantize quantize, Body body) {
-  constexpr int64_t kChunkM = 64;
-  for (int64_t i0 = 0; i0 < a.m; i0 += kChunkM) {
-    const int64_t i1 = std::min(a.m, i0 + kChunkM);
-    if (buf.size() < size_t((i1 - i0) * nb)) buf.resize(size_t((i1 - i0) * nb));
-    for (int64_t i = i0; i < i1; ++i) quantize(a.x + i * a.ldx, buf.data() + (i - i0) * nb, a.w.cols);
-    body(i0, i1);
-  }
-}
 
 // One K-quant row against M inputs.
 template <DType T, int M>
@@ -419,6 +410,7 @@ void matmul_q32_int8(const MatmulArgs& a, Isa isa) {
 }  // namespace
 
 void matmul_int8(const MatmulArgs& a, Isa isa) {
+  if (blocks::is_decoded(a.w.type)) return matmul_int8_decoded(a, isa);
   switch (a.w.type) {
     case DType::Q8_0: return matmul_q32_int8<DType::Q8_0>(a, isa);
     case DType::Q4_0: return matmul_q32_int8<DType::Q4_0>(a, isa);

@@ -1,6 +1,9 @@
 // Internal: the int8-activation kernels behind kernels::matmul.
 #pragma once
 
+#include <algorithm>
+#include <vector>
+
 #include "kernels/matmul.h"
 
 namespace moelsp::kernels {
@@ -8,6 +11,25 @@ namespace moelsp::kernels {
 // Whether matmul should take the int8 path for these weights (type, ISA, setting).
 bool int8_path_available(const MatmulArgs& a, const KernelConfig& cfg);
 void matmul_int8(const MatmulArgs& a, Isa isa);  // the Kernel::Int8 types, at Avx2 or above
+// The types of decode_blocks.h (matmul_int8_decoded.cpp).
+void matmul_int8_decoded(const MatmulArgs& a, Isa isa);
+
+// The activation quantizers (AVX2), with ref::quantize_row_q8 / _q8_k's results.
+void quantize_row_q8_simd(const float* x, BlockQ8* out, int64_t n);
+void quantize_row_q8_k_simd(const float* x, BlockQ8K* out, int64_t n);
+
+// Inputs go in chunks of 64 rows: each chunk is quantized into `buf` (input i
+// at buf + (i − i0)·nb), then body(i0, i1) runs the thread's weight rows over it.
+template <typename Block, typename Quantize, typename Body>
+void by_chunks(const MatmulArgs& a, int64_t nb, std::vector<Block>& buf, Quantize quantize, Body body) {
+  constexpr int64_t kChunkM = 64;
+  for (int64_t i0 = 0; i0 < a.m; i0 += kChunkM) {
+    const int64_t i1 = std::min(a.m, i0 + kChunkM);
+    if (buf.size() < size_t((i1 - i0) * nb)) buf.resize(size_t((i1 - i0) * nb));
+    for (int64_t i = i0; i < i1; ++i) quantize(a.x + i * a.ldx, buf.data() + (i - i0) * nb, a.w.cols);
+    body(i0, i1);
+  }
+}
 
 // The lane-vector kernel for many inputs (matmul_int8_tile.cpp): whether it
 // serves weight type t for m inputs at ISA level `isa`, and the kernel

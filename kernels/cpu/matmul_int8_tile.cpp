@@ -31,6 +31,7 @@
 #include <cstring>
 #include <vector>
 
+#include "../decode_blocks.h"
 #include "../quant_blocks.h"
 #include "kernels/convert.h"
 #include "kernels/isa.h"
@@ -48,6 +49,31 @@ struct Groups {
   int size, offset, act_block, super_groups;
   bool min;
 };
+// The types of decode_blocks.h: groups as their decoders define them.
+template <DType T>
+constexpr Groups groups_of_decoder() {
+  using D = blocks::Decoder<T>;
+  return {D::kGroup, D::kOffset, D::kElems, D::kElems / D::kGroup, D::kMin};
+}
+constexpr Groups decoded_groups(DType t) {
+  switch (t) {
+    case DType::Q4_1: return groups_of_decoder<DType::Q4_1>();
+    case DType::Q5_1: return groups_of_decoder<DType::Q5_1>();
+    case DType::Q2_K: return groups_of_decoder<DType::Q2_K>();
+    case DType::Q3_K: return groups_of_decoder<DType::Q3_K>();
+    case DType::IQ4_NL: return groups_of_decoder<DType::IQ4_NL>();
+    case DType::IQ4_XS: return groups_of_decoder<DType::IQ4_XS>();
+    case DType::IQ2_XXS: return groups_of_decoder<DType::IQ2_XXS>();
+    case DType::IQ2_XS: return groups_of_decoder<DType::IQ2_XS>();
+    case DType::IQ2_S: return groups_of_decoder<DType::IQ2_S>();
+    case DType::IQ3_XXS: return groups_of_decoder<DType::IQ3_XXS>();
+    case DType::IQ3_S: return groups_of_decoder<DType::IQ3_S>();
+    case DType::IQ1_S: return groups_of_decoder<DType::IQ1_S>();
+    case DType::IQ1_M: return groups_of_decoder<DType::IQ1_M>();
+    default: return {0, 0, 0, 0, false};
+  }
+}
+
 // One row per type: it reads as the table it is.
 // clang-format off
 constexpr Groups groups_of(DType t) {
@@ -60,7 +86,7 @@ constexpr Groups groups_of(DType t) {
     case DType::Q5_K: return {32,  0,     256,      8,           true};
     case DType::Q6_K: return {16,  32,    256,      16,          false};
     case DType::MXFP4: return {32, 12,    32,       1,           false};
-    default:          return {0,   0,     0,        0,           false};
+    default:          return decoded_groups(t);
   }
 }
 // clang-format on
@@ -145,6 +171,42 @@ Lanes pack_lanes(const Block* xq, int64_t nb, int64_t m, int64_t cols) {
   return {b.x.data(), b.corr.data(), b.dx.data(), b.sx.data(), n_units, n_groups, n_vec, vstride};
 }
 
+// The decode_blocks.h types are decoded once per group of R weight rows (into
+// a thread's buffer, L1-sized: R rows × columns bytes) and then read by every
+// lane vector of the chunk; decoding per tile instead would repeat the
+// scalar decode for each 8-16 inputs. A decoded super-block is a record:
+// its kSuperGroups scales, then (kMin) its mins, as floats, then its weights
+// made unsigned (q + kOffset), one byte each.
+template <DType T>
+struct DecodedLayout {
+  static constexpr int kGroups = GroupOf<T>::kSuperGroups, kElems = GroupOf<T>::kActBlock;
+  static constexpr size_t kFloats = size_t(kGroups) * (GroupOf<T>::kMin ? 2 : 1);
+  static constexpr size_t kRecord = kFloats * sizeof(float) + size_t(kElems);
+};
+thread_local std::vector<uint8_t> tls_decoded;
+
+// Rows r0 .. r0 + n − 1 of w decoded, as a view whose rows are records.
+template <DType T>
+MatView decode_rows(const MatView& w, int64_t r0, int64_t n) {
+  using D = blocks::Decoder<T>;
+  using L = DecodedLayout<T>;
+  const int64_t nsb = w.cols / D::kElems;
+  const size_t row_bytes = size_t(nsb) * L::kRecord;
+  if (tls_decoded.size() < size_t(n) * row_bytes) tls_decoded.resize(size_t(n) * row_bytes);
+  int8_t q[D::kElems];
+  float f[L::kFloats];
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* src = w.row(r0 + r);
+    uint8_t* dst = tls_decoded.data() + size_t(r) * row_bytes;
+    for (int64_t sb = 0; sb < nsb; ++sb, src += traits(T).type_size, dst += L::kRecord) {
+      D::decode(src, q, f, f + L::kGroups);
+      std::memcpy(dst, f, L::kFloats * sizeof(float));
+      for (int e = 0; e < D::kElems; ++e) dst[L::kFloats * sizeof(float) + size_t(e)] = uint8_t(q[e] + D::kOffset);
+    }
+  }
+  return MatView{tls_decoded.data(), T, w.cols, n, row_bytes};
+}
+
 #define TILE_NS vnni
 #define TILE_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define TILE_VNNI 1
@@ -168,7 +230,7 @@ void tile_chunk(const MatmulArgs& a, int64_t i0, int64_t i1, const Block* xq, in
   // 32-value-block types run best at 4 rows × 2 lane vectors (4 × 4 was ~25%
   // slower for Q8_0 at 32 inputs), the K-quants at 4 × 4 (~10% over 4 × 2;
   // 2 × 4, which spills no accumulators, and 4 × 3 were no better).
-  constexpr int kNV = T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K ? 4 : 2;
+  constexpr int kNV = traits(T).block_size == 256 ? 4 : 2;
   if (isa >= Isa::Avx512Vnni) vnni::run<T, 4, kNV>(a, L, i0, i1 - i0);
   else avx2::run<T, 2, 2>(a, L, i0, i1 - i0);
 }
@@ -178,8 +240,12 @@ void tile_chunk(const MatmulArgs& a, int64_t i0, int64_t i1, const Block* xq, in
 bool int8_tile_supports(DType t, int64_t m, Isa level) {
   if (m < kTileMinInputs) return false;
   if (traits(t).kernel != Kernel::Int8) return false;
-  // At AVX2, Q8_0 stays with the row-streaming kernel (its tile measured no faster there).
-  return level >= Isa::Avx512Vnni || (level >= Isa::Avx2 && t != DType::Q8_0);
+  // AVX2's maddubs saturates past 127 · 127 · 2, so types whose unsigned values
+  // exceed 127 (Q8_0 + 128, IQ4's table + 128) stay with the row-streaming
+  // kernels there (Q8_0's tile also measured no faster there).
+  const Groups g = groups_of(t);
+  if (g.size == 0) return false;
+  return level >= Isa::Avx512Vnni || (level >= Isa::Avx2 && g.offset < 128);
 }
 
 void matmul_int8_tile(const MatmulArgs& a, int64_t i0, int64_t i1, const BlockQ8* xq, Isa isa) {
@@ -188,7 +254,11 @@ void matmul_int8_tile(const MatmulArgs& a, int64_t i0, int64_t i1, const BlockQ8
     case DType::Q8_0: return tile_chunk<DType::Q8_0>(a, i0, i1, xq, nb, isa);
     case DType::Q4_0: return tile_chunk<DType::Q4_0>(a, i0, i1, xq, nb, isa);
     case DType::MXFP4: return tile_chunk<DType::MXFP4>(a, i0, i1, xq, nb, isa);
-    default: return tile_chunk<DType::Q5_0>(a, i0, i1, xq, nb, isa);
+    case DType::Q5_0: return tile_chunk<DType::Q5_0>(a, i0, i1, xq, nb, isa);
+    default:
+      return blocks::with_decoder(a.w.type, [&](auto d) {
+        if constexpr (decltype(d)::kElems == 32) tile_chunk<decltype(d)::kType>(a, i0, i1, xq, nb, isa);
+      });
   }
 }
 
@@ -197,7 +267,11 @@ void matmul_int8_tile(const MatmulArgs& a, int64_t i0, int64_t i1, const BlockQ8
   switch (a.w.type) {
     case DType::Q4_K: return tile_chunk<DType::Q4_K>(a, i0, i1, xq, nb, isa);
     case DType::Q5_K: return tile_chunk<DType::Q5_K>(a, i0, i1, xq, nb, isa);
-    default: return tile_chunk<DType::Q6_K>(a, i0, i1, xq, nb, isa);
+    case DType::Q6_K: return tile_chunk<DType::Q6_K>(a, i0, i1, xq, nb, isa);
+    default:
+      return blocks::with_decoder(a.w.type, [&](auto d) {
+        if constexpr (decltype(d)::kElems == 256) tile_chunk<decltype(d)::kType>(a, i0, i1, xq, nb, isa);
+      });
   }
 }
 

@@ -22,6 +22,13 @@ __attribute__((target("avx2"))) inline float hmax(__m256 v) {
   return _mm_cvtss_f32(t);
 }
 
+__attribute__((target("avx2"))) inline int32_t hsum_epi32(__m256i v) {
+  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
+  return _mm_cvtsi128_si32(t);
+}
+
 // The fp16 value at p (F16C's one-value conversion): block scales.
 __attribute__((target("avx2,f16c"))) inline float half_at(const uint8_t* p) {
   uint16_t h;

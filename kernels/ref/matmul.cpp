@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../decode_blocks.h"
 #include "../quant_blocks.h"
 #include "kernels/convert.h"
 #include "kernels/matmul.h"
@@ -118,6 +119,21 @@ void dequantize_mxfp4(const uint8_t* b, float* dst, int64_t n) {
   }
 }
 
+// The types of decode_blocks.h: integers and a scale (and min) per group, then
+// scale·q − min in f32, as ggml's dequantize_row_* writes each of them.
+template <class D>
+void dequantize_decoded(const uint8_t* b, float* dst, int64_t n) {
+  int8_t q[D::kElems];
+  float scale[D::kElems / D::kGroup], min[D::kElems / D::kGroup];
+  for (int64_t i = 0; i < n; i += D::kElems, b += traits(D::kType).type_size) {
+    D::decode(b, q, scale, min);
+    for (int e = 0; e < D::kElems; ++e) {
+      const float v = scale[e / D::kGroup] * float(q[e]);
+      dst[i + e] = D::kMin ? v - min[e / D::kGroup] : v;
+    }
+  }
+}
+
 }  // namespace
 
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
@@ -138,7 +154,10 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     case DType::Q5_K: return dequantize_q4_k<true>(b, dst, n);
     case DType::Q6_K: return dequantize_q6_k(b, dst, n);
     case DType::MXFP4: return dequantize_mxfp4(b, dst, n);
-    default: throw std::invalid_argument(std::string("dequantize_row: unsupported type ") + std::string(dtype_name(t)));
+    default:
+      if (blocks::is_decoded(t))
+        return blocks::with_decoder(t, [&](auto d) { dequantize_decoded<decltype(d)>(b, dst, n); });
+      throw std::invalid_argument(std::string("dequantize_row: unsupported type ") + std::string(dtype_name(t)));
   }
 }
 

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "../decode_blocks.h"
 #include "../quant_blocks.h"
 #include "kernels/convert.h"
 #include "kernels/matmul.h"
@@ -136,9 +137,34 @@ double dot_q6_k(const uint8_t* w, const BlockQ8K* x, int64_t nb) {
   return sum;
 }
 
+// The types of decode_blocks.h: the weight row as ref::dequantize_row gives
+// it, against the quantized activations (d · q), summed in double.
+void matmul_int8_decoded(const MatmulArgs& a) {
+  const int elems = blocks::with_decoder(a.w.type, [](auto d) { return decltype(d)::kElems; });
+  const int64_t nb = a.w.cols / elems;
+  std::vector<BlockQ8> xq(elems == 32 ? size_t(nb) : 0);
+  std::vector<BlockQ8K> xk(elems == 256 ? size_t(nb) : 0);
+  std::vector<float> w(size_t(a.w.cols));
+  for (int64_t i = 0; i < a.m; ++i) {
+    if (elems == 256) quantize_row_q8_k(a.x + i * a.ldx, xk.data(), a.w.cols);
+    else quantize_row_q8(a.x + i * a.ldx, xq.data(), a.w.cols);
+    for (int64_t r = a.row_begin; r < a.row_end; ++r) {
+      ref::dequantize_row(a.w.type, a.w.row(r), w.data(), a.w.cols);
+      double v = 0;
+      for (int64_t c = 0; c < a.w.cols; ++c) {
+        const double x = elems == 256 ? double(xk[size_t(c / 256)].d) * xk[size_t(c / 256)].q[c % 256]
+                                      : double(xq[size_t(c / 32)].d) * xq[size_t(c / 32)].q[c % 32];
+        v += double(w[size_t(c)]) * x;
+      }
+      a.y[i * a.ldy + r] = float(v);
+    }
+  }
+}
+
 }  // namespace
 
 void matmul_int8(const MatmulArgs& a) {
+  if (blocks::is_decoded(a.w.type)) return matmul_int8_decoded(a);
   const bool k = a.w.type == DType::Q4_K || a.w.type == DType::Q5_K || a.w.type == DType::Q6_K;
   const int64_t nb = a.w.cols / (k ? 256 : 32);
   std::vector<BlockQ8> xq(k ? 0 : static_cast<size_t>(nb));
@@ -156,8 +182,7 @@ void matmul_int8(const MatmulArgs& a) {
         case DType::Q5_K: v = dot_q4_k_q5_k(a.w.row(r), xk.data(), nb, true); break;
         case DType::Q6_K: v = dot_q6_k(a.w.row(r), xk.data(), nb); break;
         case DType::MXFP4: v = dot_mxfp4(a.w.row(r), xq.data(), nb); break;
-        default:
-          throw std::invalid_argument("ref::matmul_int8: Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K or MXFP4 weights only");
+        default: throw std::invalid_argument("ref::matmul_int8: a type with an int8 kernel (kernels/types.h) only");
       }
       a.y[i * a.ldy + r] = float(v);
     }

@@ -60,7 +60,8 @@ void quantize_mxfp4(const float* x, uint8_t* out, int64_t n) {
 
 bool quantize_supports(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0 ||
-         t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::MXFP4;
+         t == DType::Q5_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::MXFP4 ||
+         t == DType::Q4_1 || t == DType::Q5_1 || t == DType::Q2_K || t == DType::Q3_K;
 }
 
 void quantize_row(DType t, const float* x, void* dst, int64_t n) {
@@ -113,6 +114,10 @@ void quantize_row(DType t, const float* x, void* dst, int64_t n) {
     case DType::Q5_K: return kquant::quantize_q4_k_q5_k(x, out, n, t == DType::Q5_K);
     case DType::Q6_K: return kquant::quantize_q6_k(x, out, n);
     case DType::MXFP4: return quantize_mxfp4(x, out, n);
+    case DType::Q4_1:
+    case DType::Q5_1: return kquant::quantize_q4_1_q5_1(x, out, n, t == DType::Q5_1);
+    case DType::Q2_K: return kquant::quantize_q2_k(x, out, n);
+    case DType::Q3_K: return kquant::quantize_q3_k(x, out, n);
     default: throw std::invalid_argument("quantize_row: cannot produce " + std::string(dtype_name(t)));
   }
 }

@@ -90,7 +90,7 @@ void matmul(const MatmulArgs& a);
 // to even, max the signed value of largest magnitude, d = 1/(−127/max).
 void quantize_row_q8(const float* x, BlockQ8* out, int64_t n);
 void quantize_row_q8_k(const float* x, BlockQ8K* out, int64_t n);
-// Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K or MXFP4 weights against int8 activations.
+// Weights of any Kernel::Int8 type (kernels/types.h) against int8 activations.
 void matmul_int8(const MatmulArgs& a);
 void weighted_rows(const WeightedRowsArgs& a);
 }  // namespace ref
