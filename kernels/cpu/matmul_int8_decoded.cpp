@@ -4,13 +4,12 @@
 // takes over where the ISA level has it for the type.
 //
 // Performance model: each weight block is decoded once into signed bytes and
-// group scales (decode_blocks.h: scalar, about one table lookup per 8
-// weights for the i-quants), then dotted with every input of the call: per 32
-// weights a maddubs on |q| and the input's bytes with q's sign, a madd into
-// eight int32 lanes (lanes 0-3 hold weights 0-15, lanes 4-7 weights 16-31, so
-// a 16-weight group's scale is one half of the scale vector) and an FMA. The
-// decoding, not the dot, bounds decode speed for these types; it is shared by
-// every input of the call. Mins (Q4_1, Q5_1, Q2_K) meet the activation
+// group scales (decode_simd.h: whole vectors for the 2-5-bit and table types,
+// one codebook load per 4-8 weights for the i-quants), then dotted with every
+// input of the call: per 32 weights a maddubs on |q| and the input's bytes
+// with q's sign, a madd into eight int32 lanes (lanes 0-3 hold weights 0-15,
+// lanes 4-7 weights 16-31, so a 16-weight group's scale is one half of the
+// scale vector) and an FMA. Mins (Q4_1, Q5_1, Q2_K) meet the activation
 // block's sums: Q8_K's 16-value bsums, or for 32-value blocks the sum taken
 // with a second maddubs against ones.
 #include <immintrin.h>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "../decode_blocks.h"
+#include "decode_simd.h"
 #include "kernels/isa.h"
 #include "matmul_int8.h"
 #include "simd.h"
@@ -29,46 +29,25 @@ using blocks::Decoder;
 
 constexpr int64_t kMaxInputs = 64;  // by_chunks' chunk
 
-// A row decoded whole before any dot product: writing bytes and then loading
-// them as vectors right away stalls on store forwarding (measured: Q4_1 decode
-// at 1.2 GMAC/s block by block).
-template <class D>
-struct DecodedRow {
-  static constexpr int kGroups = D::kElems / D::kGroup;
-  std::vector<int8_t> q;
-  std::vector<float> scale, min;
-  void decode(const uint8_t* w, int64_t nb) {
-    if (q.size() < size_t(nb * D::kElems)) {
-      q.resize(size_t(nb * D::kElems));
-      scale.resize(size_t(nb * kGroups));
-      min.resize(size_t(nb * kGroups));
-    }
-    for (int64_t b = 0; b < nb; ++b, w += traits(D::kType).type_size)
-      D::decode(w, q.data() + b * D::kElems, scale.data() + b * kGroups, min.data() + b * kGroups);
-  }
-};
-
-// Inputs 0 .. m−1 (at most kMaxInputs) of one decoded weight row, block by block.
+// Inputs 0 .. m−1 (at most kMaxInputs) of one weight row, block by block.
 template <class D, class Block>
-__attribute__((target("avx2,fma,f16c"))) void row_decoded(const DecodedRow<D>& row, const Block* x, int64_t nb,
-                                                           int64_t m, float* out) {
+__attribute__((target("avx2,fma,f16c"))) void row_decoded(const uint8_t* w, const Block* x, int64_t nb, int64_t m,
+                                                          float* out) {
   constexpr int kChunks = D::kElems / 32, kGroups = D::kElems / D::kGroup;
+  alignas(32) int8_t q[D::kElems];
+  float scale[kGroups], min[kGroups];
   __m256 acc[kMaxInputs];
   for (int64_t i = 0; i < m; ++i) acc[i] = _mm256_setzero_ps();
   float min_sum[kMaxInputs] = {};
   const __m256i ones16 = _mm256_set1_epi16(1);
-  for (int64_t b = 0; b < nb; ++b) {
-    const int8_t* q = row.q.data() + b * D::kElems;
-    const float* scale = row.scale.data() + b * kGroups;
-    const float* min = row.min.data() + b * kGroups;
+  for (int64_t b = 0; b < nb; ++b, w += traits(D::kType).type_size) {
+    blocks::simd_decode::decode<D>(w, q, scale, min);
     __m256 sv[kChunks];
     __m256i qa[kChunks], qw[kChunks];
     for (int c = 0; c < kChunks; ++c) {
-      if constexpr (D::kGroup == 16)
-        sv[c] = _mm256_setr_m128(_mm_set1_ps(scale[2 * c]), _mm_set1_ps(scale[2 * c + 1]));
-      else
-        sv[c] = _mm256_set1_ps(scale[c]);
-      qw[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * c));
+      if constexpr (D::kGroup == 16) sv[c] = _mm256_setr_m128(_mm_set1_ps(scale[2 * c]), _mm_set1_ps(scale[2 * c + 1]));
+      else sv[c] = _mm256_set1_ps(scale[c]);
+      qw[c] = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * c));
       qa[c] = _mm256_sign_epi8(qw[c], qw[c]);  // |q|: maddubs wants its first operand unsigned
     }
     for (int64_t i = 0; i < m; ++i) {
@@ -103,10 +82,8 @@ void matmul_decoded(const MatmulArgs& a, Isa isa, std::vector<Block>& buf, Quant
   by_chunks(a, nb, buf, quantize, [&](int64_t i0, int64_t i1) {
     if (int8_tile_supports(D::kType, i1 - i0, isa)) return matmul_int8_tile(a, i0, i1, buf.data(), isa);
     float o[kMaxInputs];
-    thread_local DecodedRow<D> row;
     for (int64_t r = a.row_begin; r < a.row_end; ++r) {
-      row.decode(a.w.row(r), nb);
-      row_decoded<D>(row, buf.data(), nb, i1 - i0, o);
+      row_decoded<D>(a.w.row(r), buf.data(), nb, i1 - i0, o);
       for (int64_t i = i0; i < i1; ++i) a.y[i * a.ldy + r] = o[i - i0];
     }
   });

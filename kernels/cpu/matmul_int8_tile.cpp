@@ -33,6 +33,7 @@
 
 #include "../decode_blocks.h"
 #include "../quant_blocks.h"
+#include "decode_simd.h"
 #include "kernels/convert.h"
 #include "kernels/isa.h"
 #include "matmul_int8.h"
@@ -185,6 +186,21 @@ struct DecodedLayout {
 };
 thread_local std::vector<uint8_t> tls_decoded;
 
+// One row's super-blocks as records (the tile kernel runs at AVX2 or above).
+template <class D, class L>
+__attribute__((target("avx2,fma,f16c"))) void decode_row_records(const uint8_t* src, int64_t nsb, uint8_t* dst) {
+  alignas(32) int8_t q[D::kElems];
+  float f[L::kFloats];
+  const __m256i offset = _mm256_set1_epi8(char(D::kOffset));  // q + kOffset ≤ 255: unsigned bytes
+  for (int64_t sb = 0; sb < nsb; ++sb, src += traits(D::kType).type_size, dst += L::kRecord) {
+    blocks::simd_decode::decode<D>(src, q, f, f + L::kGroups);
+    std::memcpy(dst, f, L::kFloats * sizeof(float));
+    for (int e = 0; e < D::kElems; e += 32)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + L::kFloats * sizeof(float) + size_t(e)),
+                          _mm256_add_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(q + e)), offset));
+  }
+}
+
 // Rows r0 .. r0 + n − 1 of w decoded, as a view whose rows are records.
 template <DType T>
 MatView decode_rows(const MatView& w, int64_t r0, int64_t n) {
@@ -193,17 +209,8 @@ MatView decode_rows(const MatView& w, int64_t r0, int64_t n) {
   const int64_t nsb = w.cols / D::kElems;
   const size_t row_bytes = size_t(nsb) * L::kRecord;
   if (tls_decoded.size() < size_t(n) * row_bytes) tls_decoded.resize(size_t(n) * row_bytes);
-  int8_t q[D::kElems];
-  float f[L::kFloats];
-  for (int64_t r = 0; r < n; ++r) {
-    const uint8_t* src = w.row(r0 + r);
-    uint8_t* dst = tls_decoded.data() + size_t(r) * row_bytes;
-    for (int64_t sb = 0; sb < nsb; ++sb, src += traits(T).type_size, dst += L::kRecord) {
-      D::decode(src, q, f, f + L::kGroups);
-      std::memcpy(dst, f, L::kFloats * sizeof(float));
-      for (int e = 0; e < D::kElems; ++e) dst[L::kFloats * sizeof(float) + size_t(e)] = uint8_t(q[e] + D::kOffset);
-    }
-  }
+  for (int64_t r = 0; r < n; ++r)
+    decode_row_records<D, L>(w.row(r0 + r), nsb, tls_decoded.data() + size_t(r) * row_bytes);
   return MatView{tls_decoded.data(), T, w.cols, n, row_bytes};
 }
 
