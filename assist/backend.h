@@ -61,6 +61,7 @@ struct FimInput {
   int max_tokens = 64;
   int64_t t_max_predict_ms = 0, t_max_prompt_ms = 0;
   SamplingParams sampling = SamplingParams::greedy();
+  int draft_max = 0;  // prompt lookup drafts per step (Request::draft_max; greedy only)
   std::function<bool(const std::string& text)> should_stop;  // e.g. a repetition loop
 };
 

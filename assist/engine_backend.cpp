@@ -64,6 +64,7 @@ Generation EngineBackend::fim(const FimInput& in, Ticket& ticket) {
   req.t_max_predict_ms = in.t_max_predict_ms;
   req.t_max_prompt_ms = in.t_max_prompt_ms;
   req.sampling = in.sampling;
+  req.draft_max = in.draft_max;
   req.priority = Priority::kCompletion;  // before chat
   if (in.context.single_line) req.stop = {"\n"};
   return run(*engine_, std::move(req), nullptr, in.should_stop, ticket);

@@ -105,6 +105,7 @@ CompletionAnswer Service::complete(const CompletionQuery& q, Ticket& ticket) {
     in.max_tokens = s.max_tokens;
     in.t_max_predict_ms = s.time_budget_ms;
     in.t_max_prompt_ms = int64_t(s.time_budget_ms) * 4;
+    in.draft_max = s.draft_tokens;  // the engine uses it for the greedy try only
     // A repetition loop ends decoding as soon as a line of it is complete:
     // the post-processing would cut it anyway.
     in.should_stop = [](const std::string& t) { return degenerate_at(t, true) != std::string::npos; };

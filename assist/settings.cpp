@@ -102,6 +102,11 @@ const std::vector<SettingSpec> kSpecs = {
     {.key = "completion.debounceMs", .kind = K::Int, .flag = "--completion-debounce-ms", .commands = kLspFlag, .min = 0,
      .max = 600000, .default_int = 0, .default_text = "0",
      .help = "wait before starting; a newer keystroke cancels the wait", TOP(completion_debounce_ms)},
+    {.key = "completion.draftTokens", .kind = K::Int, .flag = "--completion-draft-tokens", .commands = kLspFlag,
+     .min = 0, .max = 64, .default_int = 8, .default_text = "8",
+     .help = "prompt lookup: draft tokens per decode step copied from the text (greedy suggestions only; the "
+             "suggestion is the same, faster where the code repeats); 0: off",
+     TOP(completion_draft_tokens)},
     {.key = "chat.maxTokens", .kind = K::Int, .flag = "--chat-max-tokens", .commands = kLspFlag, .min = 1,
      .max = 1 << 20, .default_int = 1024, .default_text = "1024", .help = "tokens per chat answer",
      TOP(chat_max_tokens)},

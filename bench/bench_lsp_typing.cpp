@@ -2,10 +2,11 @@
 // (didChange + inlineCompletion every --interval-ms), as an editor with
 // inline suggestions does. Reports latency to the answer (p50/p95), the
 // fraction of requests cancelled by the next keystroke, how many answers had a
-// suggestion, and cache hits. The server runs in-process over pipes, the same
-// code as `moelsp lsp`.
+// suggestion, and cache hits, and what prompt lookup drafts (--draft,
+// completion.draftTokens) saved. The server runs in-process over pipes, the
+// same code as `moelsp lsp`.
 //
-//   moelsp_bench_lsp_typing [--model FILE] [--file SRC] [--keys N] [--interval-ms MS] [--chats N]
+//   moelsp_bench_lsp_typing [--model FILE] [--file SRC] [--keys N] [--interval-ms MS] [--chats N] [--draft N]
 //                           [--minutes M] [--report-s S] [--svg FILE]
 //
 // With --chats N, N chat requests run the whole time (each one that ends is
@@ -42,7 +43,7 @@ int main(int argc, char** argv) {
   CLI::App app{"LSP typing simulation"};
   std::string model = std::string(MOELSP_SOURCE_DIR) + "/tests/data/reference/qwen3moe-ref.gguf";
   std::string file = std::string(MOELSP_SOURCE_DIR) + "/engine/arch/deepseek2.cpp";
-  int keys = 300, interval_ms = 80, max_tokens = 16, threads = 0, chats = 0;
+  int keys = 300, interval_ms = 80, max_tokens = 16, threads = 0, chats = 0, draft = 8;
   double minutes = 0, report_s = 0;
   std::string svg;
   app.add_option("--model", model, "GGUF model")->capture_default_str();
@@ -50,6 +51,8 @@ int main(int argc, char** argv) {
   app.add_option("--keys", keys, "Keystrokes to simulate")->capture_default_str();
   app.add_option("--interval-ms", interval_ms, "Milliseconds between keystrokes")->capture_default_str();
   app.add_option("--max-tokens", max_tokens, "completion.maxTokens")->capture_default_str();
+  app.add_option("--draft", draft, "completion.draftTokens (prompt lookup drafts per step; 0: off)")
+      ->capture_default_str();
   app.add_option("-t,--threads", threads, "Engine threads (0: physical cores)");
   app.add_option("--minutes", minutes, "Type for this long instead of --keys (a soak)");
   app.add_option("--report-s", report_s, "Print RSS, threads and latency every this many seconds");
@@ -90,6 +93,7 @@ int main(int argc, char** argv) {
   std::vector<double> latency;
   int cancelled = 0, with_items = 0, answered = 0, errors = 0, chats_done = 0;
   bool ready = false, typing = true;
+  json final_status;
   const auto chat_request = [](int id) {
     return json{{"jsonrpc", "2.0"},
                 {"id", id},
@@ -108,6 +112,10 @@ int main(int argc, char** argv) {
       if (id >= 50 && id < 100) {  // a chat ended: keep N running while typing
         ++chats_done;
         if (typing) ct.write(chat_request(id).dump());
+        continue;
+      }
+      if (id == 2) {  // moelsp/status at the end
+        final_status = j["result"];
         continue;
       }
       if (id < 100) continue;
@@ -132,7 +140,7 @@ int main(int argc, char** argv) {
            {{"model", model},
             {"threads", threads},
             {"contextSize", 4096},
-            {"completion", {{"maxTokens", max_tokens}, {"timeBudgetMs", 1000}}},
+            {"completion", {{"maxTokens", max_tokens}, {"timeBudgetMs", 1000}, {"draftTokens", draft}}},
             {"chat", {{"maxTokens", 2000}, {"template", "chatml"}}}}}}}});
   for (int i = 0; i < 600; ++i) {
     {
@@ -252,6 +260,16 @@ int main(int argc, char** argv) {
       answered, n, with_items, cancelled, 100.0 * cancelled / std::max(1, n), errors);
   fmt::print("latency to the answer (ms), answered requests: p50 {:.1f}, p95 {:.1f}, max {:.1f}\n", pct(0.5), pct(0.95),
              latency.empty() ? 0.0 : latency.back());
+  if (final_status.contains("scheduler")) {
+    const json& sc = final_status["scheduler"];
+    const int64_t steps = sc.value("steps", int64_t(0)), dsteps = sc.value("draftSteps", int64_t(0)),
+                  dtok = sc.value("draftTokens", int64_t(0)), dacc = sc.value("draftAccepted", int64_t(0));
+    fmt::print(
+        "engine: {} forward passes; prompt lookup (--draft {}): {} steps carried {} draft tokens, {} confirmed "
+        "({:.2f} extra tokens per drafted step, {:.0f}% of drafts)\n",
+        steps, draft, dsteps, dtok, dacc, dsteps ? double(dacc) / double(dsteps) : 0.0,
+        dtok ? 100.0 * double(dacc) / double(dtok) : 0.0);
+  }
   if (!svg.empty()) {
     using moelsp::bench::PlotPanel;
     const std::string title =

@@ -72,7 +72,8 @@ void Server::Impl::complete(const CompletionParams& params, Reply reply, bool in
       }
       q.extra = extra_context(docs, uri);
       q.invoked = invoked;
-      q.settings = {*s.completion_max_tokens, *s.completion_time_budget_ms, *s.completion_debounce_ms};
+      q.settings = {*s.completion_max_tokens, *s.completion_time_budget_ms, *s.completion_debounce_ms,
+                    *s.completion_draft_tokens};
       word = word_before(q.text, q.cursor);
       answer = service.complete(q, *ticket);
     } catch (const std::exception& e) {

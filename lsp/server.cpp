@@ -247,7 +247,10 @@ json Server::Impl::status_json() {
                           {"meanQueueMs", m.mean_queue_ms()},
                           {"maxQueueMs", m.queue_ms_max},
                           {"running", m.running},
-                          {"waiting", m.waiting}};
+                          {"waiting", m.waiting},
+                          {"draftSteps", m.draft_steps},
+                          {"draftTokens", m.draft_tokens},
+                          {"draftAccepted", m.draft_accepted}};
       }
     }
   }

@@ -321,3 +321,76 @@ TEST_CASE(
   CHECK(r.tokens.empty());
   for (const auto& f : {norm, embd, layer}) std::filesystem::remove(f);
 }
+
+// Prompt lookup decoding (Request::draft_max): the output must equal plain
+// greedy decoding token for token — across block sizes (a rejected draft's
+// rows are cut inside a block, or whole blocks go), with a stop string and a
+// token limit that fall inside a draft, with logprobs, and with several
+// requests verifying drafts in one batch. These random-weight models fall
+// into loops quickly, which is where drafts are confirmed.
+TEST_CASE("prompt lookup drafts give exactly the plain greedy output, alone and batched") {
+  const auto ids = prompt_ids();
+  std::vector<TokenId> repetitive = ids;  // the prompt twice: its second half is predictable from the first
+  repetitive.insert(repetitive.end(), ids.begin() + 1, ids.end());
+  for (int bs : {16, 5, 1}) {
+    Engine engine(model(), {.n_ctx = 256, .block_size = bs});
+    int64_t accepted = 0;
+    for (const auto& prompt : {ids, repetitive})
+      for (int max_tokens : {40, 7}) {
+        Request plain;
+        plain.prompt_tokens = prompt;
+        plain.sampling = SamplingParams::greedy();
+        plain.max_tokens = max_tokens;
+        plain.ignore_eos = true;
+        plain.logprobs = 2;
+        Request drafted = plain;
+        drafted.draft_max = 6;
+        INFO("block size " << bs << ", prompt " << prompt.size() << " tokens, max_tokens " << max_tokens);
+        const Result a = engine.submit(plain).wait();
+        const auto before = engine.metrics();
+        const Result b = engine.submit(drafted).wait();
+        const auto after = engine.metrics();
+        CHECK(a.tokens == b.tokens);
+        CHECK(a.text == b.text);
+        CHECK(a.reason == b.reason);
+        REQUIRE(a.logprobs.size() == b.logprobs.size());
+        for (size_t i = 0; i < a.logprobs.size(); ++i)
+          CHECK(std::fabs(a.logprobs[i].logprob - b.logprobs[i].logprob) < 1e-3);
+        CHECK(after.draft_steps > before.draft_steps);
+        accepted += after.draft_accepted - before.draft_accepted;
+        // A stop string on text the plain run produced ends both at the same place.
+        if (a.text.size() > 8) {
+          plain.stop = drafted.stop = {a.text.substr(a.text.size() / 2, 3)};
+          const Result c = engine.submit(plain).wait(), d = engine.submit(drafted).wait();
+          CHECK(c.tokens == d.tokens);
+          CHECK(c.text == d.text);
+        }
+      }
+    CHECK(accepted > 0);
+    const auto m = engine.metrics();
+    WARN("block size " << bs << ": " << m.draft_steps << " steps with a draft, " << m.draft_tokens << " draft tokens, "
+                       << m.draft_accepted << " confirmed");
+    // Three at once: drafts verified side by side in one step.
+    Request r;
+    r.prompt_tokens = repetitive;
+    r.sampling = SamplingParams::greedy();
+    r.max_tokens = 30;
+    r.ignore_eos = true;
+    const Result alone = engine.submit(r).wait();
+    r.draft_max = 4;
+    std::vector<Handle> hs;
+    for (int k = 0; k < 3; ++k) hs.push_back(engine.submit(r));
+    for (auto& h : hs) CHECK(h.wait().tokens == alone.tokens);
+    engine.inspect_pool([](const BlockPool& p) { CHECK_NOTHROW(p.check()); });
+  }
+}
+
+TEST_CASE("prompt lookup finds the latest earlier occurrence of the last 4, 3 or 2 tokens") {
+  const std::vector<TokenId> h{1, 2, 3, 9, 1, 2, 3, 7, 8, 5, 1, 2, 3};
+  CHECK(lookup_draft(h, 3) == std::vector<TokenId>{7, 8, 5});  // "1 2 3" last seen before 7 8 5
+  CHECK(lookup_draft(h, 10) == std::vector<TokenId>{7, 8, 5, 1, 2, 3});
+  CHECK(lookup_draft(std::vector<TokenId>{4, 5, 6, 4, 5}, 4) == std::vector<TokenId>{6, 4, 5});
+  CHECK(lookup_draft(std::vector<TokenId>{1, 2, 3, 4}, 4).empty());  // no repeat
+  CHECK(lookup_draft(std::vector<TokenId>{7, 7, 1, 7}, 4).empty());  // a 1-token key is not enough
+  CHECK(lookup_draft(std::vector<TokenId>{}, 4).empty());
+}

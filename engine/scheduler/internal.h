@@ -60,7 +60,8 @@ struct Live {
   std::unique_ptr<KvSequence> seq;  // set in Prefill and Decode only
   std::vector<TokenId> todo;        // Prefill: tokens to run before the next sample
   size_t todo_pos = 0;
-  TokenId feed = kNoToken;  // Decode: the sampled token whose KV comes next
+  TokenId feed = kNoToken;    // Decode: the sampled token whose KV comes next
+  std::vector<TokenId> spec;  // Decode with a draft: feed, then the draft tokens run in this step
   Result res;
   std::vector<TokenId> history;  // prompt + generated, for the sampler's penalties
   std::unique_ptr<Sampler> sampler;
@@ -91,6 +92,7 @@ struct Step {
   Batch batch;
   std::vector<Live*> lives;   // batch.seqs[k] belongs to lives[k]
   std::vector<int> n_tokens;  // the tokens lives[k] runs
+  std::vector<int> n_rows;    // its logits rows: 1, or n_tokens for a draft being verified
 };
 
 // What adding a running request to the step came to.
@@ -125,7 +127,11 @@ class Scheduler {
   StepAdd add_to_step(Step& step, int64_t& budget, int floor, Lives& running, size_t i);
   void run_step(Step& step, Lives& running);
   void advance(Live& l, int n_ran, const float* logits);  // after a forward pass: prompt progress or a sample
-  bool after_logits(Live& l, const float* logits);        // samples and emits one token; false when it ended
+  // Decode with a draft: samples row by row while the model agrees with the
+  // draft, then drops the KV rows of the tokens it did not confirm.
+  void verify_draft(Live& l, const float* logits);
+  int draft_room(const Live& l) const;              // draft tokens this request may run now
+  bool after_logits(Live& l, const float* logits);  // samples and emits one token; false when it ended
   TokenLogprob logprob_of(const float* logits, TokenId tok, int top_n) const;
   // Releases the blocks and queues the result (once): the loop delivers it
   // after publishing the step's metrics, so whoever waits on the handle

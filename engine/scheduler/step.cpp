@@ -14,7 +14,7 @@
 namespace moelsp {
 
 std::span<const TokenId> Live::next_tokens(int64_t budget) const {
-  if (phase == Phase::Decode) return {&feed, 1};
+  if (phase == Phase::Decode) return spec.empty() ? std::span<const TokenId>(&feed, 1) : std::span<const TokenId>(spec);
   const int64_t n = std::min<int64_t>(int64_t(todo.size() - todo_pos), budget);
   if (n <= 0) return {};
   return std::span<const TokenId>(todo).subspan(todo_pos, size_t(n));
@@ -47,6 +47,17 @@ StepAdd Scheduler::add_to_step(Step& step, int64_t& budget, int floor, Lives& ru
   Live& l = *running[i];
   // Paused while an interactive request runs (keeping its blocks).
   if (l.priority() < floor) return StepAdd::Paused;
+  if (l.phase == Phase::Decode) {  // a draft to verify, if the text offers one (draft.cpp)
+    l.spec.clear();
+    if (const int room = draft_room(l); room > 0) {
+      const std::vector<TokenId> draft = lookup_draft(l.history, room);
+      if (!draft.empty()) {
+        l.spec.push_back(l.feed);
+        l.spec.insert(l.spec.end(), draft.begin(), draft.end());
+        if (!l.seq->reserve(int(l.spec.size()))) l.spec.clear();  // a draft never preempts anyone
+      }
+    }
+  }
   const std::span<const TokenId> toks = l.next_tokens(budget);
   if (toks.empty()) return StepAdd::NothingToRun;
   while (!l.seq->reserve(int(toks.size()))) {
@@ -61,9 +72,11 @@ StepAdd Scheduler::add_to_step(Step& step, int64_t& budget, int floor, Lives& ru
     preempt(*victim);
   }
   if (l.phase == Phase::Prefill) budget -= int64_t(toks.size());
-  step.batch.add(*l.seq, toks);
+  const bool verify = !l.spec.empty();
+  step.batch.add(*l.seq, toks, verify);
   step.lives.push_back(&l);
   step.n_tokens.push_back(int(toks.size()));
+  step.n_rows.push_back(verify ? int(toks.size()) : 1);
   return StepAdd::Added;
 }
 
@@ -93,7 +106,11 @@ void Scheduler::run_step(Step& step, Lives& running) {
   metrics_.step_tokens += int64_t(step.batch.tokens.size());
   metrics_.last_batch = int(step.lives.size());
   metrics_.max_batch = std::max(metrics_.max_batch, metrics_.last_batch);
-  for (size_t k = 0; k < step.lives.size(); ++k) advance(*step.lives[k], step.n_tokens[k], logits.data() + k * nv);
+  size_t row = 0;
+  for (size_t k = 0; k < step.lives.size(); ++k) {
+    advance(*step.lives[k], step.n_tokens[k], logits.data() + row * nv);
+    row += size_t(step.n_rows[k]);
+  }
   std::erase_if(running, [](const auto& l) { return l->phase == Phase::Ended; });
 }
 
@@ -112,6 +129,8 @@ void Scheduler::advance(Live& l, int n_ran, const float* logits) {
       end(l, FinishReason::Length);
       return;
     }
+  } else if (!l.spec.empty()) {
+    return verify_draft(l, logits);
   }
   after_logits(l, logits);
 }

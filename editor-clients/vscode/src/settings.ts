@@ -20,6 +20,7 @@ export const SERVER_KEYS = [
   'completion.maxTokens',
   'completion.timeBudgetMs',
   'completion.debounceMs',
+  'completion.draftTokens',
   'chat.maxTokens',
   'chat.template',
   'weights',

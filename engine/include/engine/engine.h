@@ -15,6 +15,8 @@
 
 #include <functional>
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "engine/kv.h"
 #include "engine/request.h"
@@ -61,7 +63,15 @@ struct EngineMetrics {
   double queue_ms_total = 0, queue_ms_max = 0;
   double mean_queue_ms() const { return requests ? queue_ms_total / double(requests) : 0; }
   int running = 0, waiting = 0;
+  // Prompt lookup decoding (Request::draft_max): steps that carried a draft,
+  // draft tokens run, and those the model confirmed.
+  int64_t draft_steps = 0, draft_tokens = 0, draft_accepted = 0;
 };
+
+// Prompt lookup (Request::draft_max): up to n_max tokens that followed the
+// most recent earlier occurrence of the history's last k tokens (k from 4
+// down to 2); empty when none occurs.
+std::vector<TokenId> lookup_draft(std::span<const TokenId> history, int n_max);
 
 class Scheduler;  // scheduler/internal.h: the thread, its queue and the KV pool
 

@@ -34,6 +34,13 @@ struct Request {
   // likely alternatives (at most kMaxTopLogprobs), in Result::logprobs and
   // Callbacks::on_logprob.
   int logprobs = -1;
+  // Prompt lookup decoding: with greedy sampling (temperature 0), each decode
+  // step may also run up to `draft_max` draft tokens copied from the text so
+  // far (what followed the latest earlier occurrence of the last few tokens:
+  // code repeats itself) and keep those the model itself would have picked.
+  // The output is the same as plain decoding; accepted drafts save steps.
+  // 0: off. Ignored when sampling is random.
+  int draft_max = 0;
 };
 
 // A generated token's log-probability under the model: the log-softmax of the
