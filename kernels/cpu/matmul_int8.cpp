@@ -1,5 +1,6 @@
-// Quantized weights × int8 activations (AVX2): Q8_0, Q4_0, Q5_0 and MXFP4
-// against 32-value blocks, Q4_K, Q5_K and Q6_K against 256-value blocks. Performance
+// Quantized weights × int8 activations (AVX2): Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and
+// MXFP4 against 32-value blocks, Q4_K, Q5_K and Q6_K against 256-value blocks
+// (the other types: matmul_int8_decoded.cpp). Performance
 // model: a Q8_0 block is one 32-byte load of weights and one of activations,
 // two sign ops, one maddubs (u8·s8 pairs → s16), one madd (→ s32), a convert
 // and an FMA with the two scales: ~8 instructions per 32 MACs, where the f32
@@ -9,7 +10,9 @@
 // offsets (Q4_K/Q5_K's mins, Q6_K's −32) come from the activation block's
 // 16-value sums, once per block. MXFP4's codes become their signed values
 // (kMxfp4Values, within ±12) by one byte shuffle and take Q4_0's signed path;
-// its scale is a power of two built from the exponent byte. Decode streams one
+// its scale is a power of two built from the exponent byte. Q4_1/Q5_1 (d·q + m)
+// take their unsigned q straight into maddubs and meet the min with the
+// activation block's sum, a second maddubs against ones. Decode streams one
 // row at a time, two blocks per step in separate accumulators. These kernels serve decode (one input)
 // and small batches; from kTileMinInputs inputs on, matmul_int8_tile.cpp's
 // lane-vector kernel takes over where the ISA level has it.
@@ -72,18 +75,24 @@ __attribute__((target("avx2,fma"))) inline __m256i block_bytes(const uint8_t* w)
     return _mm256_shuffle_epi8(tbl, codes);
   } else {
     // Nibbles: elements 0..15 in the low halves of the 16 bytes, 16..31 in the high halves.
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (T == DType::Q5_0 ? 6 : 2)));
+    constexpr size_t kQs = T == DType::Q5_0   ? offsetof(blocks::Q5_0, qs)
+                           : T == DType::Q4_1 ? offsetof(blocks::Q4_1, qs)
+                           : T == DType::Q5_1 ? offsetof(blocks::Q5_1, qs)
+                                              : offsetof(blocks::Q4_0, qs);
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + kQs));
     const __m128i m4 = _mm_set1_epi8(0x0f);
     __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
-    if constexpr (T == DType::Q5_0) {  // bit j of qh is the fifth bit (16) of element j
+    if constexpr (T == DType::Q4_1) return q;              // unsigned 0..15; the min is a separate term
+    if constexpr (T == DType::Q5_0 || T == DType::Q5_1) {  // bit j of qh is the fifth bit (16) of element j
       uint32_t qh;
-      std::memcpy(&qh, w + 2, 4);
+      std::memcpy(&qh, w + (T == DType::Q5_0 ? offsetof(blocks::Q5_0, qh) : offsetof(blocks::Q5_1, qh)), 4);
       const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
                                             3, 3, 3, 3, 3, 3, 3);
       const __m256i bits = _mm256_set1_epi64x(0x8040201008040201LL);
       const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(qh)), shuf);
       const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bits), bits);
       q = _mm256_or_si256(q, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+      if constexpr (T == DType::Q5_1) return q;  // unsigned 0..31
       return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
     }
     return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
@@ -100,13 +109,28 @@ __attribute__((target("avx2,f16c"))) inline float block_scale(const uint8_t* w) 
   else return simd::half_at(w);
 }
 
+// Q4_1 and Q5_1 (value = d·q + m): unsigned q goes straight into maddubs, and
+// the min meets the activation block's sum (a second maddubs against ones).
 template <DType T>
-__attribute__((target("avx2,fma"))) inline __m256 block_dot(const uint8_t* w, const BlockQ8& x) {
-  const __m256i qw = block_bytes<T>(w);
+constexpr bool kHasMin = T == DType::Q4_1 || T == DType::Q5_1;
+
+// acc += d_w·d_x·Σ q_w·q_x (+ m_w·d_x·Σ q_x for Q4_1/Q5_1), qw = block_bytes<T>(w).
+template <DType T>
+__attribute__((target("avx2,fma,f16c"))) inline __m256 block_fma(__m256i qw, const uint8_t* w, const BlockQ8& x,
+                                                                 __m256 acc) {
   const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q));
-  // maddubs wants unsigned × signed: |x| × (w with x's sign). Weights are in [-127, 127].
-  const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(qw, qx));
-  return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+  const __m256i ones = _mm256_set1_epi16(1);
+  if constexpr (kHasMin<T>) {
+    const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(qw, qx), ones));
+    const __m256 s = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), qx), ones));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(block_scale<T>(w) * x.d), p, acc);
+    return _mm256_fmadd_ps(_mm256_set1_ps(simd::half_at(w + 2) * x.d), s, acc);  // m follows d in both blocks
+  } else {
+    // maddubs wants unsigned × signed: |x| × (w with x's sign). Weights are in [-127, 127].
+    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(qw, qx));
+    return _mm256_fmadd_ps(_mm256_set1_ps(block_scale<T>(w) * x.d), _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones)),
+                           acc);
+  }
 }
 
 using simd::hsum;
@@ -121,15 +145,8 @@ __attribute__((target("avx2,fma,f16c"))) void dot_q32_1xm(const uint8_t* w, cons
   for (int i = 0; i < M; ++i) acc[0][i] = acc[1][i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, w += kBlockBytes<T>) {
     const __m256i qw = block_bytes<T>(w);
-    const float dw = block_scale<T>(w);
 #pragma GCC unroll 4
-    for (int i = 0; i < M; ++i) {
-      const BlockQ8& xb = x[i * nb + b];
-      const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.q));
-      const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(qw, qx));
-      const __m256 d = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
-      acc[b & 1][i] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb.d), d, acc[b & 1][i]);
-    }
+    for (int i = 0; i < M; ++i) acc[b & 1][i] = block_fma<T>(qw, w, x[i * nb + b], acc[b & 1][i]);
   }
   for (int i = 0; i < M; ++i) out[i] = hsum(_mm256_add_ps(acc[0][i], acc[1][i]));
 }
@@ -140,11 +157,10 @@ __attribute__((target("avx2,fma,f16c"))) float dot_q32_1x1(const uint8_t* w, con
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2, w += 2 * kBlockBytes<T>) {
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(block_scale<T>(w) * x[b].d), block_dot<T>(w, x[b]), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(block_scale<T>(w + kBlockBytes<T>) * x[b + 1].d),
-                           block_dot<T>(w + kBlockBytes<T>, x[b + 1]), acc1);
+    acc0 = block_fma<T>(block_bytes<T>(w), w, x[b], acc0);
+    acc1 = block_fma<T>(block_bytes<T>(w + kBlockBytes<T>), w + kBlockBytes<T>, x[b + 1], acc1);
   }
-  if (b < nb) acc0 = _mm256_fmadd_ps(_mm256_set1_ps(block_scale<T>(w) * x[b].d), block_dot<T>(w, x[b]), acc0);
+  if (b < nb) acc0 = block_fma<T>(block_bytes<T>(w), w, x[b], acc0);
   return hsum(_mm256_add_ps(acc0, acc1));
 }
 
@@ -410,7 +426,12 @@ void matmul_q32_int8(const MatmulArgs& a, Isa isa) {
 }  // namespace
 
 void matmul_int8(const MatmulArgs& a, Isa isa) {
-  if (blocks::is_decoded(a.w.type)) return matmul_int8_decoded(a, isa);
+  switch (a.w.type) {
+    case DType::Q4_1: return matmul_q32_int8<DType::Q4_1>(a, isa);  // prompts: the decoded tile kernel
+    case DType::Q5_1: return matmul_q32_int8<DType::Q5_1>(a, isa);
+    default:
+      if (blocks::is_decoded(a.w.type)) return matmul_int8_decoded(a, isa);
+  }
   switch (a.w.type) {
     case DType::Q8_0: return matmul_q32_int8<DType::Q8_0>(a, isa);
     case DType::Q4_0: return matmul_q32_int8<DType::Q4_0>(a, isa);
