@@ -1,6 +1,15 @@
 // moelsp bench: prompt processing and decode speed of a model, peak memory,
 // the memory-bandwidth roofline for decode, and optionally llama.cpp's
-// llama-bench on the same file and thread count in the same run.
+// llama-bench on the same file and thread count in the same run. With
+// --background-load N both are measured again while N other processes each
+// keep a core busy (an editor, a compiler, a browser tab): an engine whose
+// threads wait for each other at every layer slows down far more than the
+// share of the machine it lost.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -70,6 +79,30 @@ PeerResult run_peer(const BenchOptions& o, int threads) {
   return r;
 }
 
+// N busy processes (`sh -c 'while :; do :; done'`), killed when this ends.
+class BackgroundLoad {
+ public:
+  explicit BackgroundLoad(int n) {
+    for (int i = 0; i < n; ++i) {
+      pid_t pid = 0;
+      char sh[] = "/bin/sh", c[] = "-c", loop[] = "while :; do :; done";
+      char* argv[] = {sh, c, loop, nullptr};
+      if (posix_spawn(&pid, "/bin/sh", nullptr, nullptr, argv, environ) != 0)
+        throw std::runtime_error("--background-load: cannot start /bin/sh");
+      pids_.push_back(pid);
+    }
+  }
+  ~BackgroundLoad() {
+    for (pid_t p : pids_) kill(p, SIGKILL);
+    for (pid_t p : pids_) waitpid(p, nullptr, 0);
+  }
+  BackgroundLoad(const BackgroundLoad&) = delete;
+  BackgroundLoad& operator=(const BackgroundLoad&) = delete;
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
 }  // namespace
 
 int bench(const BenchOptions& o) {
@@ -87,25 +120,28 @@ int bench(const BenchOptions& o) {
     for (auto& t : prompt) t = TokenId(rng() % uint32_t(c.n_vocab));
     std::vector<float> logits(size_t(c.n_vocab));
 
-    std::vector<double> pp, tg;
-    for (int rep = 0; rep < o.reps; ++rep) {
-      if (o.n_prompt > 0) {
-        auto cache = model->new_cache(o.n_prompt + 1);
-        const auto t0 = Clock::now();
-        model->forward(prompt, *cache, logits.data(), false);
-        pp.push_back(o.n_prompt / std::chrono::duration<double>(Clock::now() - t0).count());
-      }
-      if (o.n_gen > 0) {  // like llama-bench's tg: n_gen single-token steps from an empty context
-        auto cache = model->new_cache(o.n_gen + 1);
-        TokenId t = prompt.empty() ? 1 : prompt[0];
-        const auto t0 = Clock::now();
-        for (int i = 0; i < o.n_gen; ++i) {
-          model->forward({&t, 1}, *cache, logits.data(), false);
-          t = TokenId(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    const auto measure = [&](std::vector<double>& pp, std::vector<double>& tg) {
+      for (int rep = 0; rep < o.reps; ++rep) {
+        if (o.n_prompt > 0) {
+          auto cache = model->new_cache(o.n_prompt + 1);
+          const auto t0 = Clock::now();
+          model->forward(prompt, *cache, logits.data(), false);
+          pp.push_back(o.n_prompt / std::chrono::duration<double>(Clock::now() - t0).count());
         }
-        tg.push_back(o.n_gen / std::chrono::duration<double>(Clock::now() - t0).count());
+        if (o.n_gen > 0) {  // like llama-bench's tg: n_gen single-token steps from an empty context
+          auto cache = model->new_cache(o.n_gen + 1);
+          TokenId t = prompt.empty() ? 1 : prompt[0];
+          const auto t0 = Clock::now();
+          for (int i = 0; i < o.n_gen; ++i) {
+            model->forward({&t, 1}, *cache, logits.data(), false);
+            t = TokenId(std::max_element(logits.begin(), logits.end()) - logits.begin());
+          }
+          tg.push_back(o.n_gen / std::chrono::duration<double>(Clock::now() - t0).count());
+        }
       }
-    }
+    };
+    std::vector<double> pp, tg;
+    measure(pp, tg);
     // Routing over all the runs above: how evenly experts are used (entropy of the
     // token distribution, 1 = uniform) and how evenly threads were loaded.
     double entropy_sum = 0, imbalance_max = 0, imbalance_sum = 0;
@@ -120,6 +156,13 @@ int bench(const BenchOptions& o) {
     }
     PeerResult peer;
     if (!o.peer.empty()) peer = run_peer(o, threads);
+    std::vector<double> pp_load, tg_load;
+    PeerResult peer_load;
+    if (o.background > 0) {
+      const BackgroundLoad load(o.background);
+      measure(pp_load, tg_load);
+      if (!o.peer.empty()) peer_load = run_peer(o, threads);
+    }
 
     const uint64_t rss = peak_rss_bytes();  // before the bandwidth probe's buffer
     const double bw = measure_memory_bandwidth_gbs(threads);
@@ -141,6 +184,21 @@ int bench(const BenchOptions& o) {
     if (o.n_prompt > 0) row(fmt::format("pp{}", o.n_prompt), median(pp), peer.pp);
     if (o.n_gen > 0) row(fmt::format("tg{}", o.n_gen), median(tg), peer.tg);
     if (!peer.error.empty()) fmt::print("peer: {}\n", peer.error);
+    if (o.background > 0) {
+      fmt::print("with {} busy background process{} (each keeps a core busy):\n", o.background,
+                 o.background == 1 ? "" : "es");
+      if (o.n_prompt > 0) row(fmt::format("pp{}", o.n_prompt), median(pp_load), peer_load.pp);
+      if (o.n_gen > 0) row(fmt::format("tg{}", o.n_gen), median(tg_load), peer_load.tg);
+      const auto kept = [](double loaded, double idle) {
+        return idle > 0 && loaded > 0 ? fmt::format("{:.0f}%", 100.0 * loaded / idle) : std::string("-");
+      };
+      fmt::print("speed kept under load: moelsp pp {} tg {}", kept(median(pp_load), median(pp)),
+                 kept(median(tg_load), median(tg)));
+      if (!o.peer.empty())
+        fmt::print("; llama.cpp pp {} tg {}", kept(peer_load.pp, peer.pp), kept(peer_load.tg, peer.tg));
+      fmt::print("\n");
+      if (!peer_load.error.empty()) fmt::print("peer under load: {}\n", peer_load.error);
+    }
     fmt::print(
         "peak RSS {:.1f} MiB; memory bandwidth {:.1f} GB/s; decode reads {:.2f} MiB/token -> roofline {:.0f} "
         "tokens/s; moelsp decode at {:.1f}% of it\n",

@@ -183,6 +183,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000));
   c_bo->add_option("--peer", bo.peer, "Path to llama.cpp's llama-bench: run it with the same settings and print ratios")
       ->check(kExecutable);
+  c_bo->add_option("--background-load", bo.background,
+                   "Then measure again (and the peer) while this many other processes each keep a core busy")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 256));
 
   moelsp::cli::QuantizeOptions qo;
   auto* c_qo = app.add_subcommand("quantize",

@@ -394,3 +394,49 @@ TEST_CASE("prompt lookup finds the latest earlier occurrence of the last 4, 3 or
   CHECK(lookup_draft(std::vector<TokenId>{7, 7, 1, 7}, 4).empty());  // a 1-token key is not enough
   CHECK(lookup_draft(std::vector<TokenId>{}, 4).empty());
 }
+
+// The engine's thread pool (engine/cpu/thread_pool.h, internal): threads claim
+// chunks, so every index must be covered exactly once for any chunk count,
+// across many back-to-back loops (a late worker must never run a chunk of a
+// loop that already ended), and chunk boundaries must not depend on which
+// thread runs them.
+#include "../engine/cpu/thread_pool.h"
+
+TEST_CASE("thread pool: claimed chunks cover every index once, loop after loop") {
+  for (int threads : {1, 2, 3, 5})
+    for (int per_thread : {1, 4, 100}) {
+      ThreadPool pool(threads);
+      for (int64_t n : {int64_t(1), int64_t(2), int64_t(7), int64_t(64), int64_t(1000)}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        std::mutex mu;
+        std::vector<std::pair<int64_t, int64_t>> ranges;
+        pool.parallel_for(
+            n,
+            [&](int64_t b, int64_t e) {
+              for (int64_t i = b; i < e; ++i) hits[size_t(i)]++;
+              std::lock_guard lock(mu);
+              ranges.emplace_back(b, e);
+            },
+            per_thread);
+        INFO(threads << " threads, " << per_thread << " chunks per thread, n " << n);
+        for (auto& h : hits) REQUIRE(h.load() == 1);
+        // The same boundaries whoever ran them: n·c/chunks.
+        const int64_t chunks = std::min<int64_t>(n, threads == 1 ? 1 : int64_t(threads) * per_thread);
+        if (threads > 1 && n > 1) {
+          std::sort(ranges.begin(), ranges.end());
+          REQUIRE(int64_t(ranges.size()) <= chunks);
+          for (size_t c = 0; c < ranges.size(); ++c) CHECK(ranges[c].second - ranges[c].first >= 1);
+        }
+      }
+      // Many short loops back to back: each sees only its own work.
+      std::atomic<int64_t> sum{0};
+      for (int k = 0; k < 2000; ++k) {
+        std::atomic<int64_t> loop{0};
+        pool.parallel_for(
+            8, [&](int64_t b, int64_t e) { loop += e - b; }, per_thread);
+        REQUIRE(loop.load() == 8);
+        sum += loop;
+      }
+      CHECK(sum.load() == 16000);
+    }
+}

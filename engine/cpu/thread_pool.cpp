@@ -1,5 +1,6 @@
 #include "thread_pool.h"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <string>
@@ -7,12 +8,17 @@
 namespace moelsp {
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker(); });
 }
 
 namespace {
 constexpr int kSpins = 20000;  // pause-loop iterations before sleeping (~0.1 ms)
 inline void cpu_relax() { __builtin_ia32_pause(); }
+// next_ packs a loop's generation (32 bits), its chunk count (16) and its next
+// unclaimed chunk (16), so a claim reads all three in one atomic word.
+inline uint32_t gen_of(uint64_t v) { return uint32_t(v >> 32); }
+inline int64_t chunks_of(uint64_t v) { return int64_t((v >> 16) & 0xffff); }
+inline int64_t next_of(uint64_t v) { return int64_t(v & 0xffff); }
 }  // namespace
 
 ThreadPool::~ThreadPool() {
@@ -24,55 +30,66 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run_chunk(int index) {
-  const int64_t per = (n_ + n_threads_ - 1) / n_threads_;
-  const int64_t begin = std::min(n_, per * index), end = std::min(n_, begin + per);
-  if (begin < end) (*fn_)(begin, end);
-}
-
-void ThreadPool::worker(int index) {
-  uint64_t seen = 0;
+void ThreadPool::run_chunks(uint32_t gen) {
   for (;;) {
-    bool ready = false;
-    for (int i = 0; i < kSpins && !ready; ++i) {
-      ready = stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
-      if (!ready) cpu_relax();
-    }
-    if (!ready) {
-      std::unique_lock lock(mu_);
-      wake_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
-    }
-    if (stop_) return;
-    seen = generation_.load(std::memory_order_acquire);
-    run_chunk(index);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    uint64_t v = next_.load(std::memory_order_acquire);
+    int64_t c, chunks;
+    do {
+      c = next_of(v), chunks = chunks_of(v);
+      if (gen_of(v) != gen || c >= chunks) return;
+    } while (!next_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel));
+    // fn_ and n_ belong to `gen`: the caller waits for every claimed chunk before it changes them.
+    const int64_t begin = n_ * c / chunks, end = n_ * (c + 1) / chunks;
+    if (begin < end) (*fn_)(begin, end);
+    if (done_chunks_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
       std::lock_guard lock(mu_);  // pairs with the caller's predicate check
       done_.notify_one();
     }
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::worker() {
+  uint32_t seen = 0;
+  for (;;) {
+    bool ready = false;
+    for (int i = 0; i < kSpins && !ready; ++i) {
+      ready = stop_.load(std::memory_order_acquire) || gen_of(next_.load(std::memory_order_acquire)) != seen;
+      if (!ready) cpu_relax();
+    }
+    if (!ready) {
+      std::unique_lock lock(mu_);
+      wake_.wait(lock, [&] { return stop_.load() || gen_of(next_.load()) != seen; });
+    }
+    if (stop_) return;
+    seen = gen_of(next_.load(std::memory_order_acquire));
+    run_chunks(seen);
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int chunks_per_thread) {
   if (n <= 0) return;
   if (n_threads_ == 1 || n == 1) {
     fn(0, n);
     return;
   }
+  uint32_t gen;
   {
     std::lock_guard lock(mu_);  // sleeping workers check the generation under this lock
     fn_ = &fn;
     n_ = n;
-    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
+    chunks_ = std::min<int64_t>({n, int64_t(n_threads_) * std::max(1, chunks_per_thread), 0xffff});
+    done_chunks_.store(0, std::memory_order_relaxed);
+    gen = gen_of(next_.load(std::memory_order_relaxed)) + 1;
+    next_.store(uint64_t(gen) << 32 | uint64_t(chunks_) << 16, std::memory_order_release);  // opens its chunks
   }
   wake_.notify_all();
-  run_chunk(0);
+  run_chunks(gen);
   for (int i = 0; i < kSpins; ++i) {
-    if (pending_.load(std::memory_order_acquire) == 0) return;
+    if (done_chunks_.load(std::memory_order_acquire) == chunks_) return;
     cpu_relax();
   }
   std::unique_lock lock(mu_);
-  done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+  done_.wait(lock, [&] { return done_chunks_.load(std::memory_order_acquire) == chunks_; });
 }
 
 int physical_cores() {

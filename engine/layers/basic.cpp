@@ -10,8 +10,11 @@ void linear(ThreadPool& pool, const kernels::MatView& w, const float* x, int64_t
   const auto body = [&](int64_t b, int64_t e) {
     kernels::matmul({.w = w, .x = x, .ldx = w.cols, .m = m, .y = y, .ldy = w.rows, .row_begin = b, .row_end = e});
   };
+  // Decode-sized calls (a few inputs) in 4 chunks per thread, so the other
+  // threads absorb a descheduled one's share (ThreadPool); with many inputs
+  // each chunk would quantize them all again, so one per thread.
   if (w.rows * w.cols * m < 32768) body(0, w.rows);
-  else pool.parallel_for(w.rows, body);
+  else pool.parallel_for(w.rows, body, m <= 4 ? 4 : 1);
 }
 
 void rms_norm(const float* x, const float* w, int64_t n, float eps, float* y, int64_t m, int64_t ld) {

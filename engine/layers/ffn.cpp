@@ -208,7 +208,18 @@ std::vector<WorkItem> cut_items(const std::vector<ActiveExpert>& active, int n_t
   return items;
 }
 
-// Longest-processing-time-first onto the least-loaded thread, so every thread
+// How many balanced parts the experts' work is scheduled into: one per thread,
+// or four per thread when every expert has only a few tokens (decode), so
+// the other threads can take a descheduled thread's parts (ThreadPool). With
+// more tokens each item's matmul quantizes them again, and the parts stay one
+// per thread.
+int work_parts(const ThreadPool& pool, const std::vector<ActiveExpert>& active) {
+  size_t most = 0;
+  for (const auto& ex : active) most = std::max(most, ex.rows.size());
+  return pool.size() * (most <= 4 ? 4 : 1);
+}
+
+// Longest-processing-time-first onto the least-loaded part, so every thread
 // finishes at about the same time whatever the routing.
 std::vector<std::vector<WorkItem>> schedule(std::vector<WorkItem> items, int n_threads, MoeStats* stats) {
   std::sort(items.begin(), items.end(), [](const WorkItem& a, const WorkItem& b) { return a.cost > b.cost; });
@@ -233,77 +244,83 @@ std::vector<std::vector<WorkItem>> schedule(std::vector<WorkItem> items, int n_t
 void gate_up(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, std::vector<ActiveExpert>& active,
              int64_t d, MoeStats* stats) {
   const bool oai = cfg.swiglu_oai;
-  const int n_threads = pool.size();
+  const int n_parts = work_parts(pool, active);
   const auto plan =
-      schedule(cut_items(active, n_threads, [](const ActiveExpert& ex) { return ex.gate.rows; }), n_threads, stats);
-  pool.parallel_for(n_threads, [&](int64_t tb, int64_t te) {
-    std::vector<float> g, u;
-    for (int64_t t = tb; t < te; ++t)
-      for (const WorkItem& it : plan[size_t(t)]) {
-        ActiveExpert& ex = active[it.expert];
-        const int64_t n = int64_t(ex.rows.size()), nr = it.r1 - it.r0, ff = ex.gate.rows;
-        g.resize(size_t(n * nr));
-        u.resize(size_t(n * nr));
-        // Rows [r0, r1) of this expert's gate and up matrices.
-        const auto rows_of = [&](kernels::MatView v) {
-          v.data = v.row(it.r0);
-          v.rows = nr;
-          return v;
-        };
-        // g, u [n][nr] = the expert's inputs · its gate and up rows r0..r1
-        const kernels::MatmulArgs to_g{.w = rows_of(ex.gate),
-                                       .x = ex.in,
-                                       .ldx = d,
-                                       .m = n,
-                                       .y = g.data(),
-                                       .ldy = nr,
-                                       .row_begin = 0,
-                                       .row_end = nr};
-        kernels::matmul(to_g);
-        kernels::MatmulArgs to_u = to_g;
-        to_u.w = rows_of(ex.up);
-        to_u.y = u.data();
-        kernels::matmul(to_u);
-        // Expert biases (gpt-oss) for rows r0..r1; the shared experts have none.
-        const float* gb = ex.e >= 0 && !w.gate_b.empty() ? w.gate_b.data() + ex.e * ff + it.r0 : nullptr;
-        const float* ub = ex.e >= 0 && !w.up_b.empty() ? w.up_b.data() + ex.e * ff + it.r0 : nullptr;
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t r = 0; r < nr; ++r) {
-            float gv = g[size_t(i * nr + r)], uv = u[size_t(i * nr + r)];
-            if (gb) gv += gb[r];
-            if (ub) uv += ub[r];
-            float hv;
-            if (oai) {  // gpt-oss: clamped, α = 1.702, and (u + 1)
-              gv = std::min(gv, 7.0f);
-              uv = std::clamp(uv, -7.0f, 7.0f);
-              hv = gv / (1.0f + std::exp(-1.702f * gv)) * (uv + 1.0f);
-            } else {
-              hv = gv / (1.0f + std::exp(-gv)) * uv;
-            }
-            ex.h[size_t(i * ff + it.r0 + r)] = hv;
+      schedule(cut_items(active, n_parts, [](const ActiveExpert& ex) { return ex.gate.rows; }), n_parts, stats);
+  pool.parallel_for(
+      n_parts,
+      [&](int64_t tb, int64_t te) {
+        std::vector<float> g, u;
+        for (int64_t t = tb; t < te; ++t)
+          for (const WorkItem& it : plan[size_t(t)]) {
+            ActiveExpert& ex = active[it.expert];
+            const int64_t n = int64_t(ex.rows.size()), nr = it.r1 - it.r0, ff = ex.gate.rows;
+            g.resize(size_t(n * nr));
+            u.resize(size_t(n * nr));
+            // Rows [r0, r1) of this expert's gate and up matrices.
+            const auto rows_of = [&](kernels::MatView v) {
+              v.data = v.row(it.r0);
+              v.rows = nr;
+              return v;
+            };
+            // g, u [n][nr] = the expert's inputs · its gate and up rows r0..r1
+            const kernels::MatmulArgs to_g{.w = rows_of(ex.gate),
+                                           .x = ex.in,
+                                           .ldx = d,
+                                           .m = n,
+                                           .y = g.data(),
+                                           .ldy = nr,
+                                           .row_begin = 0,
+                                           .row_end = nr};
+            kernels::matmul(to_g);
+            kernels::MatmulArgs to_u = to_g;
+            to_u.w = rows_of(ex.up);
+            to_u.y = u.data();
+            kernels::matmul(to_u);
+            // Expert biases (gpt-oss) for rows r0..r1; the shared experts have none.
+            const float* gb = ex.e >= 0 && !w.gate_b.empty() ? w.gate_b.data() + ex.e * ff + it.r0 : nullptr;
+            const float* ub = ex.e >= 0 && !w.up_b.empty() ? w.up_b.data() + ex.e * ff + it.r0 : nullptr;
+            for (int64_t i = 0; i < n; ++i)
+              for (int64_t r = 0; r < nr; ++r) {
+                float gv = g[size_t(i * nr + r)], uv = u[size_t(i * nr + r)];
+                if (gb) gv += gb[r];
+                if (ub) uv += ub[r];
+                float hv;
+                if (oai) {  // gpt-oss: clamped, α = 1.702, and (u + 1)
+                  gv = std::min(gv, 7.0f);
+                  uv = std::clamp(uv, -7.0f, 7.0f);
+                  hv = gv / (1.0f + std::exp(-1.702f * gv)) * (uv + 1.0f);
+                } else {
+                  hv = gv / (1.0f + std::exp(-gv)) * uv;
+                }
+                ex.h[size_t(i * ff + it.r0 + r)] = hv;
+              }
           }
-      }
-  });
+      },
+      n_parts / pool.size());
 }
 
 // y = h·Wdᵀ for every expert.
 void down(ThreadPool& pool, std::vector<ActiveExpert>& active, int64_t d, MoeStats* stats) {
-  const int n_threads = pool.size();
-  const auto plan = schedule(cut_items(active, n_threads, [d](const ActiveExpert&) { return d; }), n_threads, stats);
-  pool.parallel_for(n_threads, [&](int64_t tb, int64_t te) {
-    for (int64_t t = tb; t < te; ++t)
-      for (const WorkItem& it : plan[size_t(t)]) {
-        ActiveExpert& ex = active[it.expert];
-        kernels::matmul({.w = ex.down,
-                         .x = ex.h.data(),
-                         .ldx = ex.down.cols,
-                         .m = int64_t(ex.rows.size()),
-                         .y = ex.y.data(),
-                         .ldy = d,
-                         .row_begin = it.r0,
-                         .row_end = it.r1});
-      }
-  });
+  const int n_parts = work_parts(pool, active);
+  const auto plan = schedule(cut_items(active, n_parts, [d](const ActiveExpert&) { return d; }), n_parts, stats);
+  pool.parallel_for(
+      n_parts,
+      [&](int64_t tb, int64_t te) {
+        for (int64_t t = tb; t < te; ++t)
+          for (const WorkItem& it : plan[size_t(t)]) {
+            ActiveExpert& ex = active[it.expert];
+            kernels::matmul({.w = ex.down,
+                             .x = ex.h.data(),
+                             .ldx = ex.down.cols,
+                             .m = int64_t(ex.rows.size()),
+                             .y = ex.y.data(),
+                             .ldy = d,
+                             .row_begin = it.r0,
+                             .row_end = it.r1});
+          }
+      },
+      n_parts / pool.size());
 }
 
 }  // namespace
