@@ -2,7 +2,7 @@
 // benchmarks at realistic sizes (the references in tests/data are 2-14 M
 // parameters and measure overheads, not bandwidth):
 //
-//   moelsp_make_synthetic_model --shape qwen3moe-3b|deepseek2-3b -o OUT.gguf [--layers N]
+//   moelsp_make_synthetic_model --shape SHAPE -o OUT.gguf [--layers N]
 //
 // Weights are F16, uniform in ±0.05 (a fast generator: speed, not realism,
 // is the point; routing is then close to uniform); quantize the file with
@@ -16,6 +16,12 @@
 //     first layer dense with 10,944) with V2/V3's low-rank query (q_lora 1536)
 //     × 5 layers, deepseek-llm vocabulary (102,400): ≈2.8 B parameters, ≈0.8 B
 //     active (the 102,400 × 2048 embedding and output count in both).
+//   qwen3moe-mid: d 1024, 16 q / 4 kv heads of 128, 64 experts of 512, 8
+//     used, × 20 layers: ≈2.2 B parameters, ≈0.4 B active.
+//   deepseek2-mid: d 1024, 16 heads, q_lora 768, MLA as above but split into
+//     attn_k_b/attn_v_b as today's converter writes it; 64 experts of
+//     704, 6 used, 2 shared, V3's sigmoid router with 8 groups (4 kept) and a
+//     selection bias; the first layer dense with 2816 × 12 layers: ≈1.9 B.
 //   glm-dsa: GLM-5's attention as its config.json describes it (d 6144, 64
 //     heads, q_lora 2048, MLA with kv_lora 512, qk 192+64, v 256; DeepSeek
 //     Sparse Attention's indexer with 32 heads of 128 keeping 2048 keys) × 2
@@ -105,79 +111,117 @@ int main(int argc, char** argv) {
   CLI::App app{"Random-weight MoE models with real shapes, for benchmarks"};
   std::string shape, out, data = std::string(MOELSP_SOURCE_DIR) + "/tests/data/vocab";
   int layers = 0;
-  app.add_option("--shape", shape, "qwen3moe-3b, deepseek2-3b or glm-dsa")->required();
+  app.add_option("--shape", shape, "qwen3moe-3b, qwen3moe-mid, deepseek2-3b, deepseek2-mid or glm-dsa")->required();
   app.add_option("-o,--out", out, "Output GGUF")->required();
-  app.add_option("--layers", layers, "Layers (default: 4 for qwen3moe-3b, 5 for deepseek2-3b, 2 for glm-dsa)");
+  app.add_option("--layers", layers,
+                 "Layers (default: 4 for qwen3moe-3b, 20 for qwen3moe-mid, 5 for deepseek2-3b, 12 for deepseek2-mid, 2 "
+                 "for glm-dsa)");
   bool dense = false;
   app.add_flag("--dense", dense, "glm-dsa: write it as deepseek2 without the indexer (dense attention)");
   CLI11_PARSE(app, argc, argv);
   try {
     Model m;
     const uint64_t d = 2048;
-    if (shape == "qwen3moe-3b") {
+    // The "-mid" shapes are half the width with more layers: sizes whose whole
+    // model is read per decode step in ~10 ms here, so a run of the four-shape
+    // table takes minutes, and where llama.cpp's Q4_K_M recipe meets rows that
+    // are not whole 256-blocks (deepseek2-mid's 704-wide experts fall back to
+    // Q5_0, as DeepSeek-V2-Lite's 1408 do).
+    if (shape == "qwen3moe-3b" || shape == "qwen3moe-mid") {
+      const bool mid = shape == "qwen3moe-mid";
       const std::string a = "qwen3moe.";
-      const uint64_t nl = layers > 0 ? uint64_t(layers) : 4, hq = 32, hkv = 4, hd = 128, ne = 128, ff = 768;
-      common(m, {"qwen3moe", data + "/ggml-vocab-starcoder.gguf", d, nl, 6144, hq, hkv, ne, 8, 32768, 1e7f});
+      const uint64_t D = mid ? 1024 : d,
+                     nl = layers > 0 ? uint64_t(layers)
+                          : mid      ? 20
+                                     : 4,
+                     hq = mid ? 16 : 32, hkv = 4, hd = 128, ne = mid ? 64 : 128, ff = mid ? 512 : 768;
+      common(m, {"qwen3moe", data + "/ggml-vocab-starcoder.gguf", D, nl, 6144, hq, hkv, ne, 8, 32768, 1e7f});
       m.w.set(a + "expert_feed_forward_length", uint32_t(ff));
       m.w.set(a + "attention.key_length", uint32_t(hd));
       m.w.set(a + "attention.value_length", uint32_t(hd));
       for (uint64_t il = 0; il < nl; ++il) {
         const std::string b = fmt::format("blk.{}.", il);
-        m.tensor(b + "attn_norm.weight", {d});
-        m.tensor(b + "attn_q.weight", {d, hq * hd});
-        m.tensor(b + "attn_k.weight", {d, hkv * hd});
-        m.tensor(b + "attn_v.weight", {d, hkv * hd});
-        m.tensor(b + "attn_output.weight", {hq * hd, d});
+        m.tensor(b + "attn_norm.weight", {D});
+        m.tensor(b + "attn_q.weight", {D, hq * hd});
+        m.tensor(b + "attn_k.weight", {D, hkv * hd});
+        m.tensor(b + "attn_v.weight", {D, hkv * hd});
+        m.tensor(b + "attn_output.weight", {hq * hd, D});
         m.tensor(b + "attn_q_norm.weight", {hd});
         m.tensor(b + "attn_k_norm.weight", {hd});
-        m.tensor(b + "ffn_norm.weight", {d});
-        m.tensor(b + "ffn_gate_inp.weight", {d, ne});
-        m.tensor(b + "ffn_gate_exps.weight", {d, ff, ne});
-        m.tensor(b + "ffn_up_exps.weight", {d, ff, ne});
-        m.tensor(b + "ffn_down_exps.weight", {ff, d, ne});
+        m.tensor(b + "ffn_norm.weight", {D});
+        m.tensor(b + "ffn_gate_inp.weight", {D, ne});
+        m.tensor(b + "ffn_gate_exps.weight", {D, ff, ne});
+        m.tensor(b + "ffn_up_exps.weight", {D, ff, ne});
+        m.tensor(b + "ffn_down_exps.weight", {ff, D, ne});
       }
-    } else if (shape == "deepseek2-3b") {
+    } else if (shape == "deepseek2-3b" || shape == "deepseek2-mid") {
+      const bool mid = shape == "deepseek2-mid";
       const std::string a = "deepseek2.";
-      const uint64_t nl = layers > 0 ? uint64_t(layers) : 5, h = 16, lora = 512, nope = 128, rope = 64, vd = 128;
+      const uint64_t D = mid ? 1024 : d,
+                     nl = layers > 0 ? uint64_t(layers)
+                          : mid      ? 12
+                                     : 5,
+                     h = 16, lora = 512, nope = 128, rope = 64, vd = 128;
       // A low-rank query (DeepSeek-V2/V3's q_lora_rank): llama.cpp recognises
       // the Lite form (a plain attn_q) only by its layer count (26 or 27), so a
       // 5-layer file without it would not load in the peer.
-      const uint64_t q_lora = 1536;
-      const uint64_t ne = 64, ff = 1408, ff_dense = 10944, shared = 2;
-      common(m, {"deepseek2", data + "/ggml-vocab-deepseek-llm.gguf", d, nl, ff_dense, h, h, ne, 6, 163840, 10000.0f});
+      const uint64_t q_lora = mid ? 768 : 1536;
+      const uint64_t ne = 64, ff = mid ? 704 : 1408, ff_dense = mid ? 2816 : 10944, shared = 2;
+      // The split layout's cache is one MQA head of lora + rope: head_count_kv 1.
+      common(m, {"deepseek2", data + "/ggml-vocab-deepseek-llm.gguf", D, nl, ff_dense, h, mid ? 1 : h, ne, 6, 163840,
+                 10000.0f});
       m.w.set(a + "leading_dense_block_count", uint32_t(1));
       m.w.set(a + "attention.kv_lora_rank", uint32_t(lora));
       m.w.set(a + "attention.q_lora_rank", uint32_t(q_lora));
-      m.w.set(a + "attention.key_length", uint32_t(nope + rope));
-      m.w.set(a + "attention.value_length", uint32_t(vd));
+      if (mid) {  // today's converter's layout: attn_k_b/attn_v_b per head, MLA head sizes apart
+        m.w.set(a + "attention.key_length", uint32_t(lora + rope));
+        m.w.set(a + "attention.value_length", uint32_t(lora));
+        m.w.set(a + "attention.key_length_mla", uint32_t(nope + rope));
+        m.w.set(a + "attention.value_length_mla", uint32_t(vd));
+      } else {  // the older single attn_kv_b
+        m.w.set(a + "attention.key_length", uint32_t(nope + rope));
+        m.w.set(a + "attention.value_length", uint32_t(vd));
+      }
       m.w.set(a + "expert_feed_forward_length", uint32_t(ff));
       m.w.set(a + "expert_shared_count", uint32_t(shared));
       m.w.set(a + "expert_weights_scale", 1.0f);
-      m.w.set(a + "expert_gating_func", uint32_t(1));
+      // mid: V3's router (sigmoid scores, a selection bias, 8 groups of which 4 stay).
+      m.w.set(a + "expert_gating_func", uint32_t(mid ? 2 : 1));
+      if (mid) {
+        m.w.set(a + "expert_group_count", uint32_t(8));
+        m.w.set(a + "expert_group_used_count", uint32_t(4));
+        m.w.set(a + "expert_weights_norm", true);
+      }
       m.w.set(a + "rope.dimension_count", uint32_t(rope));
       for (uint64_t il = 0; il < nl; ++il) {
         const std::string b = fmt::format("blk.{}.", il);
-        m.tensor(b + "attn_norm.weight", {d});
-        m.tensor(b + "attn_q_a.weight", {d, q_lora});
+        m.tensor(b + "attn_norm.weight", {D});
+        m.tensor(b + "attn_q_a.weight", {D, q_lora});
         m.tensor(b + "attn_q_a_norm.weight", {q_lora});
         m.tensor(b + "attn_q_b.weight", {q_lora, h * (nope + rope)});
-        m.tensor(b + "attn_kv_a_mqa.weight", {d, lora + rope});
+        m.tensor(b + "attn_kv_a_mqa.weight", {D, lora + rope});
         m.tensor(b + "attn_kv_a_norm.weight", {lora});
-        m.tensor(b + "attn_kv_b.weight", {lora, h * (nope + vd)});
-        m.tensor(b + "attn_output.weight", {h * vd, d});
-        m.tensor(b + "ffn_norm.weight", {d});
-        if (il == 0) {
-          m.tensor(b + "ffn_gate.weight", {d, ff_dense});
-          m.tensor(b + "ffn_up.weight", {d, ff_dense});
-          m.tensor(b + "ffn_down.weight", {ff_dense, d});
+        if (mid) {
+          m.tensor(b + "attn_k_b.weight", {nope, lora, h});
+          m.tensor(b + "attn_v_b.weight", {lora, vd, h});
         } else {
-          m.tensor(b + "ffn_gate_inp.weight", {d, ne});
-          m.tensor(b + "ffn_gate_exps.weight", {d, ff, ne});
-          m.tensor(b + "ffn_up_exps.weight", {d, ff, ne});
-          m.tensor(b + "ffn_down_exps.weight", {ff, d, ne});
-          m.tensor(b + "ffn_gate_shexp.weight", {d, ff * shared});
-          m.tensor(b + "ffn_up_shexp.weight", {d, ff * shared});
-          m.tensor(b + "ffn_down_shexp.weight", {ff * shared, d});
+          m.tensor(b + "attn_kv_b.weight", {lora, h * (nope + vd)});
+        }
+        m.tensor(b + "attn_output.weight", {h * vd, D});
+        m.tensor(b + "ffn_norm.weight", {D});
+        if (il == 0) {
+          m.tensor(b + "ffn_gate.weight", {D, ff_dense});
+          m.tensor(b + "ffn_up.weight", {D, ff_dense});
+          m.tensor(b + "ffn_down.weight", {ff_dense, D});
+        } else {
+          m.tensor(b + "ffn_gate_inp.weight", {D, ne});
+          if (mid) m.tensor(b + "exp_probs_b.bias", {ne});
+          m.tensor(b + "ffn_gate_exps.weight", {D, ff, ne});
+          m.tensor(b + "ffn_up_exps.weight", {D, ff, ne});
+          m.tensor(b + "ffn_down_exps.weight", {ff, D, ne});
+          m.tensor(b + "ffn_gate_shexp.weight", {D, ff * shared});
+          m.tensor(b + "ffn_up_shexp.weight", {D, ff * shared});
+          m.tensor(b + "ffn_down_shexp.weight", {ff * shared, D});
         }
       }
     } else if (shape == "glm-dsa") {
@@ -239,7 +283,8 @@ int main(int argc, char** argv) {
         m.tensor(b + "ffn_down_shexp.weight", {ff, D});
       }
     } else {
-      std::fprintf(stderr, "unknown shape '%s' (qwen3moe-3b, deepseek2-3b, glm-dsa)\n", shape.c_str());
+      std::fprintf(stderr, "unknown shape '%s' (qwen3moe-3b, qwen3moe-mid, deepseek2-3b, deepseek2-mid, glm-dsa)\n",
+                   shape.c_str());
       return 2;
     }
     m.w.write(out);

@@ -206,3 +206,34 @@ TEST_CASE("a missing or invalid architecture hyperparameter is refused, naming i
   CHECK_FALSE(summarize(gguf::File::open(path)).supported);
   std::filesystem::remove(path);
 }
+
+TEST_CASE("split-layout MLA with F16 attn_k_b: the plain form's transposed copy agrees with the absorbed form") {
+  // A prompt from scratch runs MLA's plain form, which expands the latents
+  // through k_up, a transposed copy of attn_k_b made at load (F16 here: the
+  // file's type); one token at a time runs the absorbed form, which reads
+  // attn_k_b as stored. Equal logits say the copy is the transpose.
+  const auto src = gguf::File::open(test::data_path("reference/deepseek2-v3-ref.gguf"));
+  gguf::Writer w;
+  for (const auto& [k, v] : src.metadata()) w.set(k, v);
+  int converted = 0;
+  for (const auto& t : src.tensors()) {
+    const auto data = src.tensor_data(t);
+    if (t.name.ends_with("attn_k_b.weight") || t.name.ends_with("attn_v_b.weight")) {
+      REQUIRE(t.type == kernels::DType::F32);
+      std::vector<float> v(data.size() / 4);
+      std::memcpy(v.data(), data.data(), data.size());
+      w.add_tensor(t.name, kernels::DType::F16, t.shape, encode(kernels::DType::F16, v));
+      ++converted;
+    } else {
+      w.add_tensor(t.name, t.type, t.shape, data);
+    }
+  }
+  REQUIRE(converted > 0);
+  const std::string path = (std::filesystem::temp_directory_path() / "moelsp_mla_f16_kb.gguf").string();
+  w.write(path);
+  auto m = Model::load(path, {.threads = 2});
+  const std::vector<TokenId> ids{32013, 2219, 1097, 12445, 7, 569, 1371, 8, 507, 185, 315, 967};
+  const auto batch = run(*m, ids, true), inc = run(*m, ids, false);
+  CHECK(max_diff(batch, inc) < 1e-4);
+  std::filesystem::remove(path);
+}

@@ -5,12 +5,44 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include <fmt/format.h>
 
+#include "kernels/convert.h"
 #include "kernels/matmul.h"
 
 namespace moelsp::layers {
+
+namespace {
+
+// attn_k_b's heads ([kv_lora] rows of [qk_nope]) transposed to [qk_nope] rows
+// of [kv_lora], as F16 (F32 when the file's are): 2 bytes per weight where
+// the file's Q5_0/Q8_0 take 0.7-1.1, i.e. 2 MB per layer at 16 heads of 128
+// over a 512 latent (DeepSeek-V2-Lite: 54 MB in all). F16 holds the values
+// of a 5- or 8-bit block times its F16 scale to within 2^-11 relative; the
+// plain form is only taken for prompts, whose logits this leaves within the
+// references' tolerance.
+std::shared_ptr<const std::vector<uint16_t>> transpose_k_b(const Weight& k_b, const ModelConfig& c) {
+  const int64_t lora = c.kv_lora_rank, nope = c.qk_nope;
+  const bool f32 = k_b.m.type == kernels::DType::F32;
+  auto out = std::make_shared<std::vector<uint16_t>>(size_t(c.n_head * nope * lora) * (f32 ? 2 : 1));
+  std::vector<float> row(static_cast<size_t>(nope));
+  for (int h = 0; h < c.n_head; ++h) {
+    const kernels::MatView m = k_b.slice(h);
+    for (int64_t r = 0; r < lora; ++r) {
+      kernels::dequantize_row(m.type, m.row(r), row.data(), nope);
+      for (int64_t j = 0; j < nope; ++j) {
+        const size_t at = size_t((h * nope + j) * lora + r);
+        if (f32) std::memcpy(out->data() + 2 * at, &row[size_t(j)], 4);
+        else (*out)[at] = kernels::fp32_to_fp16(row[size_t(j)]);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 MlaWeights load_mla(const WeightLoader& wl, const ModelConfig& c, int il) {
   const std::string b = fmt::format("blk.{}.", il);
@@ -35,6 +67,7 @@ MlaWeights load_mla(const WeightLoader& wl, const ModelConfig& c, int il) {
     k_b = wl.get(b + "attn_k_b.weight", {c.qk_nope, c.kv_lora_rank, c.n_head});
     v_b = wl.get(b + "attn_v_b.weight", {c.kv_lora_rank, c.head_dim_v, c.n_head});
   }
+  if (L.split) L.k_up_store = transpose_k_b(k_b, c);
   for (int h = 0; h < c.n_head; ++h) {
     if (!L.split) {
       kernels::MatView k = kv_b.m, v = kv_b.m;
@@ -42,10 +75,18 @@ MlaWeights load_mla(const WeightLoader& wl, const ModelConfig& c, int il) {
       k.rows = c.qk_nope;
       v.data = kv_b.m.row(int64_t(h) * (c.qk_nope + c.head_dim_v) + c.qk_nope);
       v.rows = c.head_dim_v;
-      L.k_up.push_back(k);  // qk_nope rows × kv_lora
-      L.v_up.push_back(v);  // v rows × kv_lora
+      L.k_up.push_back(k);
+      L.v_up.push_back(v);
     } else {
-      L.k_up.push_back(k_b.slice(h));  // transposed: kv_lora rows × qk_nope
+      const bool f32 = k_b.m.type == kernels::DType::F32;
+      const size_t row_bytes = size_t(c.kv_lora_rank) * (f32 ? 4 : 2);
+      L.k_up.push_back(
+          {.data = reinterpret_cast<const uint8_t*>(L.k_up_store->data()) + size_t(h) * size_t(c.qk_nope) * row_bytes,
+           .type = f32 ? kernels::DType::F32 : kernels::DType::F16,
+           .cols = c.kv_lora_rank,
+           .rows = c.qk_nope,
+           .row_bytes = row_bytes});
+      L.k_absorb.push_back(k_b.slice(h));
       L.v_up.push_back(v_b.slice(h));
     }
   }
@@ -54,43 +95,26 @@ MlaWeights load_mla(const WeightLoader& wl, const ModelConfig& c, int il) {
 
 namespace {
 
-// k_nope = K_up · lat (qk_nope values) for either layout.
-void expand_k(const ModelConfig& c, const MlaWeights& L, int h, const float* lat, float* k_nope) {
-  const auto& m = L.k_up[size_t(h)];
-  if (!L.split) {
-    kernels::matmul(
-        {.w = m, .x = lat, .ldx = m.cols, .m = 1, .y = k_nope, .ldy = m.rows, .row_begin = 0, .row_end = m.rows});
-  } else {  // stored transposed: Σ_r lat[r] · row r
-    std::fill(k_nope, k_nope + c.qk_nope, 0.0f);
-    kernels::matmul_t_accumulate(m, lat, k_nope, 0, m.rows);
-  }
-}
-
-// q_lat = K_upᵀ · q_nope (kv_lora values): the absorbed query.
-void absorb_q(const ModelConfig& c, const MlaWeights& L, int h, const float* q_nope, float* q_lat) {
-  const auto& m = L.k_up[size_t(h)];
-  if (!L.split) {
-    std::fill(q_lat, q_lat + c.kv_lora_rank, 0.0f);
-    kernels::matmul_t_accumulate(m, q_nope, q_lat, 0, m.rows);
-  } else {
-    kernels::matmul(
-        {.w = m, .x = q_nope, .ldx = m.cols, .m = 1, .y = q_lat, .ldy = m.rows, .row_begin = 0, .row_end = m.rows});
-  }
-}
-
 // qc [n][n_head·(lora + rope)] = [K_upᵀ q_nope | q_pe] per head and token.
 std::vector<float> absorb_queries(ThreadPool& pool, const ModelConfig& c, const MlaWeights& L, const float* q, int n) {
   const int hk = c.head_dim_k, lora = c.kv_lora_rank, rope = c.qk_rope, nope = c.qk_nope;
   const int64_t q_dim = int64_t(c.n_head) * hk, ldc = int64_t(c.n_head) * (lora + rope);
   std::vector<float> qc(size_t(n) * size_t(ldc));
   pool.parallel_for(c.n_head, [&](int64_t hb, int64_t he) {
-    for (int64_t hh = hb; hh < he; ++hh)
-      for (int t = 0; t < n; ++t) {
-        const float* qh = q + t * q_dim + hh * hk;
-        float* qo = qc.data() + t * ldc + hh * (lora + rope);
-        absorb_q(c, L, int(hh), qh, qo);
-        std::copy_n(qh + nope, rope, qo + lora);
+    for (int64_t hh = hb; hh < he; ++hh) {
+      float* qo = qc.data() + hh * (lora + rope);
+      if (!L.k_absorb.empty()) {  // every token in one matmul
+        const auto& m = L.k_absorb[size_t(hh)];
+        kernels::matmul(
+            {.w = m, .x = q + hh * hk, .ldx = q_dim, .m = n, .y = qo, .ldy = ldc, .row_begin = 0, .row_end = m.rows});
+      } else {  // attn_kv_b: Σ_r q_nope[r] · row r, token by token
+        for (int t = 0; t < n; ++t) {
+          std::fill_n(qo + t * ldc, lora, 0.0f);
+          kernels::matmul_t_accumulate(L.k_up[size_t(hh)], q + t * q_dim + hh * hk, qo + t * ldc, 0, nope);
+        }
       }
+      for (int t = 0; t < n; ++t) std::copy_n(q + t * q_dim + hh * hk + nope, rope, qo + t * ldc + lora);
+    }
   });
   return qc;
 }
@@ -163,13 +187,9 @@ void mla_plain(ThreadPool& pool, const ModelConfig& c, const MlaWeights& L, int 
   pool.parallel_for(c.n_head, [&](int64_t hb, int64_t he) {
     for (int64_t hh = hb; hh < he; ++hh) {
       float* k0 = K + hh * hk;
-      if (!L.split) {
-        const auto& km = L.k_up[size_t(hh)];
-        kernels::matmul(
-            {.w = km, .x = lat, .ldx = ldl, .m = n_kv, .y = k0, .ldy = q_dim, .row_begin = 0, .row_end = km.rows});
-      } else {
-        for (int j = 0; j < n_kv; ++j) expand_k(c, L, int(hh), lat + j * ldl, k0 + j * q_dim);
-      }
+      const auto& km = L.k_up[size_t(hh)];
+      kernels::matmul(
+          {.w = km, .x = lat, .ldx = ldl, .m = n_kv, .y = k0, .ldy = q_dim, .row_begin = 0, .row_end = km.rows});
       for (int j = 0; j < n_kv; ++j) std::copy_n(lat + j * ldl + lora, rope, k0 + j * q_dim + nope);
       const auto& vm = L.v_up[size_t(hh)];
       kernels::matmul(

@@ -13,6 +13,7 @@
 //    not with the context.
 #pragma once
 
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -23,8 +24,17 @@ namespace moelsp::layers {
 struct MlaWeights {
   std::vector<float> q_a_norm, kv_a_norm;
   Weight wq, wq_a, wq_b, wkv_a, wo;
-  bool split = false;                        // attn_k_b/attn_v_b rather than attn_kv_b
-  std::vector<kernels::MatView> k_up, v_up;  // per head: latent → k_nope, latent → v
+  bool split = false;  // attn_k_b/attn_v_b rather than attn_kv_b
+  // Per head, each as rows the matmul kernels take (W·x):
+  //   k_up [qk_nope][kv_lora]: latent → k_nope (plain form's expansion);
+  //   k_absorb [kv_lora][qk_nope]: q_nope → q_lat (absorbed queries), empty
+  //     for attn_kv_b files (their decode folds one token at a time instead);
+  //   v_up [v][kv_lora]: o_lat → o.
+  // attn_k_b stores only k_absorb's orientation; k_up is then a transposed
+  // copy made at load (k_up_store), so a prompt expands all its positions in
+  // one matmul per head instead of one transposed product per position.
+  std::vector<kernels::MatView> k_up, k_absorb, v_up;
+  std::shared_ptr<const std::vector<uint16_t>> k_up_store;  // F16 (F32 as pairs) [n_head][qk_nope][kv_lora]
 };
 MlaWeights load_mla(const WeightLoader& wl, const ModelConfig& c, int il);
 
