@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -34,6 +35,27 @@ TEST_CASE("fp32 → fp16 rounds to nearest even and saturates to inf") {
   // smallest subnormal
   CHECK(fp16_to_fp32(fp32_to_fp16(0x1p-24f)) == 0x1p-24f);
   CHECK(fp16_to_fp32(fp32_to_fp16(0x1p-26f)) == 0.0f);
+}
+
+TEST_CASE("fp32 → fp16 rows: the SIMD conversion gives the scalar function's bits at every ISA level") {
+  // Every 2^-9-spaced exponent/mantissa pattern: normals, halfway cases,
+  // subnormals, underflow, overflow, infinities and NaNs (odd lengths: the tail).
+  std::vector<float> x;
+  for (uint64_t b = 0; b < (uint64_t(1) << 32); b += 0x10003) x.push_back(std::bit_cast<float>(uint32_t(b)));
+  x.push_back(std::bit_cast<float>(0x7fc00001u));
+  x.push_back(65520.0f);  // rounds up to inf
+  x.push_back(0x1p-25f);  // halfway to the smallest subnormal: rounds to 0
+  std::vector<uint16_t> want(x.size()), got(x.size());
+  ref::fp32_to_fp16_row(x.data(), want.data(), x.size());
+  const Isa saved = isa_level();
+  for (Isa level : {Isa::Generic, Isa::Avx2, Isa::Avx512Vnni}) {
+    if (set_isa(level) != level) continue;
+    std::fill(got.begin(), got.end(), 0);
+    fp32_to_fp16_row(x.data(), got.data(), x.size());
+    INFO(isa_name(level));
+    CHECK(got == want);
+  }
+  set_isa(saved);
 }
 
 TEST_CASE("bf16 conversions") {

@@ -16,7 +16,7 @@ namespace moelsp::layers {
 void swiglu(ThreadPool& pool, const kernels::MatView& gate, const kernels::MatView& up, const kernels::MatView& down,
             const float* x, int64_t m, float* out) {
   const int64_t n_ff = gate.rows;
-  std::vector<float> g(static_cast<size_t>(m * n_ff)), u(static_cast<size_t>(m * n_ff));
+  FloatBuf g(static_cast<size_t>(m * n_ff)), u(static_cast<size_t>(m * n_ff));
   linear(pool, gate, x, m, g.data());
   linear(pool, up, x, m, u.data());
   for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
@@ -126,10 +126,10 @@ namespace {
 struct ActiveExpert {
   int e = 0;  // −1: the shared experts
   kernels::MatView gate, up, down;
-  std::vector<int64_t> rows;   // token indices
-  std::vector<float> ws;       // their routing weights
-  std::vector<float> x, h, y;  // [n][d] (gathered rows), [n][n_ff], [n][d]
-  const float* in = nullptr;   // its inputs: x, or for the shared experts the layer's input itself
+  std::vector<int64_t> rows;  // token indices
+  std::vector<float> ws;      // their routing weights
+  FloatBuf x, h, y;           // [n][d] (gathered rows), [n][n_ff], [n][d]
+  const float* in = nullptr;  // its inputs: x, or for the shared experts the layer's input itself
 };
 
 // The experts the routing chose, chosen [m][k] with weights [m][k], each with
@@ -250,7 +250,7 @@ void gate_up(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, std:
   pool.parallel_for(
       n_parts,
       [&](int64_t tb, int64_t te) {
-        std::vector<float> g, u;
+        FloatBuf g, u;
         for (int64_t t = tb; t < te; ++t)
           for (const WorkItem& it : plan[size_t(t)]) {
             ActiveExpert& ex = active[it.expert];

@@ -45,14 +45,14 @@ void gqa_attention(ThreadPool& pool, const ModelConfig& c, const GqaWeights& w, 
   const int64_t nk = int64_t(c.n_head_kv) * c.head_dim_k;
   const int64_t nv = int64_t(c.n_head_kv) * c.head_dim_v;
   // Projections for every token of every sequence at once.
-  std::vector<float> q(static_cast<size_t>(n * nq)), k(static_cast<size_t>(n * nk)), v(static_cast<size_t>(n * nv));
+  FloatBuf q(static_cast<size_t>(n * nq)), k(static_cast<size_t>(n * nk)), v(static_cast<size_t>(n * nv));
   linear(pool, w.wq.m, h, n, q.data());  // [n][n_head·hd]
   linear(pool, w.wk.m, h, n, k.data());  // [n][n_head_kv·hd]
   linear(pool, w.wv.m, h, n, v.data());  // [n][n_head_kv·hd_v]
   add_bias(q.data(), w.bq, n);
   add_bias(k.data(), w.bk, n);
   add_bias(v.data(), w.bv, n);
-  std::vector<float> attn(size_t(n) * size_t(c.n_head) * size_t(c.head_dim_v));
+  FloatBuf attn(size_t(n) * size_t(c.n_head) * size_t(c.head_dim_v));
   for (const SeqSpan& sp : seqs) {
     KvSequence& seq = *sp.seq;
     const kernels::DType kt = to_dtype(seq.pool().layout().type);

@@ -96,10 +96,10 @@ MlaWeights load_mla(const WeightLoader& wl, const ModelConfig& c, int il) {
 namespace {
 
 // qc [n][n_head·(lora + rope)] = [K_upᵀ q_nope | q_pe] per head and token.
-std::vector<float> absorb_queries(ThreadPool& pool, const ModelConfig& c, const MlaWeights& L, const float* q, int n) {
+FloatBuf absorb_queries(ThreadPool& pool, const ModelConfig& c, const MlaWeights& L, const float* q, int n) {
   const int hk = c.head_dim_k, lora = c.kv_lora_rank, rope = c.qk_rope, nope = c.qk_nope;
   const int64_t q_dim = int64_t(c.n_head) * hk, ldc = int64_t(c.n_head) * (lora + rope);
-  std::vector<float> qc(size_t(n) * size_t(ldc));
+  FloatBuf qc(size_t(n) * size_t(ldc));
   pool.parallel_for(c.n_head, [&](int64_t hb, int64_t he) {
     for (int64_t hh = hb; hh < he; ++hh) {
       float* qo = qc.data() + hh * (lora + rope);
@@ -144,8 +144,8 @@ void expand_out(ThreadPool& pool, const ModelConfig& c, const MlaWeights& L, con
 void mla_absorbed(ThreadPool& pool, const ModelConfig& c, const MlaWeights& L, int il, const SeqSpan& sp,
                   const float* q, float* out) {
   const int lora = c.kv_lora_rank, rope = c.qk_rope;
-  const std::vector<float> qc = absorb_queries(pool, c, L, q, sp.n);
-  std::vector<float> ol(size_t(sp.n) * size_t(c.n_head) * size_t(lora));  // [n][n_head·lora]: o_lat
+  const FloatBuf qc = absorb_queries(pool, c, L, q, sp.n);
+  FloatBuf ol(size_t(sp.n) * size_t(c.n_head) * size_t(lora));  // [n][n_head·lora]: o_lat
   const KvSequence& seq = *sp.seq;
   attention(pool, {.q = qc.data(),
                    .ldq = int64_t(c.n_head) * (lora + rope),
@@ -174,15 +174,15 @@ void mla_plain(ThreadPool& pool, const ModelConfig& c, const MlaWeights& L, int 
   const int hk = c.head_dim_k, hv = c.head_dim_v, lora = c.kv_lora_rank, rope = c.qk_rope, nope = c.qk_nope;
   const int64_t q_dim = int64_t(c.n_head) * hk, ldl = lora + rope, ldv = int64_t(c.n_head) * hv;
   const int n_kv = sp.pos0 + sp.n;
-  std::vector<float> lat_v(size_t(n_kv) * size_t(ldl));
+  FloatBuf lat_v(size_t(n_kv) * size_t(ldl));
   float* lat = lat_v.data();  // [n_kv][lora + rope]: the cached rows as f32
   const PagedRows rows = sp.seq->k_rows(il);
   pool.parallel_for(n_kv, [&](int64_t jb, int64_t je) {
     for (int64_t j = jb; j < je; ++j) kernels::dequantize_row(rows.type, rows.row(j), lat + j * ldl, ldl);
   });
-  std::vector<float> K_v(size_t(n_kv) * size_t(q_dim));
+  FloatBuf K_v(size_t(n_kv) * size_t(q_dim));
   float* K = K_v.data();  // [n_kv][n_head·(nope + rope)]
-  std::vector<float> V_v(size_t(n_kv) * size_t(ldv));
+  FloatBuf V_v(size_t(n_kv) * size_t(ldv));
   float* V = V_v.data();  // [n_kv][n_head·v]
   pool.parallel_for(c.n_head, [&](int64_t hb, int64_t he) {
     for (int64_t hh = hb; hh < he; ++hh) {
@@ -229,7 +229,7 @@ MlaQkv mla_qkv(ThreadPool& pool, const ModelConfig& c, const MlaWeights& L, std:
   } else {
     linear(pool, L.wq.m, h, n, r.q.data());
   }
-  std::vector<float> kva(size_t(n) * size_t(lora + rope));  // [n][lora + rope]: [norm(latent) | rope(k_pe)]
+  FloatBuf kva(size_t(n) * size_t(lora + rope));  // [n][lora + rope]: [norm(latent) | rope(k_pe)]
   linear(pool, L.wkv_a.m, h, n, kva.data());
   for (const SeqSpan& sp : seqs) {
     KvSequence& seq = *sp.seq;
@@ -267,9 +267,9 @@ void mla_dense(ThreadPool& pool, const ModelConfig& c, const MlaWeights& L, int 
 void mla_sparse(ThreadPool& pool, const ModelConfig& c, const MlaWeights& L, int il, const SeqSpan& sp, const float* q,
                 const KeptKeys& keys, float* o) {
   const int lora = c.kv_lora_rank, rope = c.qk_rope, ldr = lora + rope;
-  const std::vector<float> qc = absorb_queries(pool, c, L, q, sp.n);
+  const FloatBuf qc = absorb_queries(pool, c, L, q, sp.n);
   const int64_t ldc = int64_t(c.n_head) * ldr, ldl = int64_t(c.n_head) * lora;
-  std::vector<float> ol(size_t(sp.n) * size_t(ldl));  // [n][n_head·lora]: o_lat
+  FloatBuf ol(size_t(sp.n) * size_t(ldl));  // [n][n_head·lora]: o_lat
   const PagedRows rows = sp.seq->k_rows(il);
   // Jobs: (token, group of heads). A token's kept rows are gathered once per
   // job into f32 [k][lora + rope]; its heads then meet them in one matmul
@@ -330,7 +330,7 @@ void mla_attention(ThreadPool& pool, const ModelConfig& c, const MlaWeights& w, 
                    const float* h, int n, float* out) {
   const MlaQkv qkv = mla_qkv(pool, c, w, seqs, il, h, n);
   const int64_t q_dim = int64_t(c.n_head) * c.head_dim_k, ldo = int64_t(c.n_head) * c.head_dim_v;
-  std::vector<float> attn(size_t(n) * size_t(ldo));  // [n][n_head·v]
+  FloatBuf attn(size_t(n) * size_t(ldo));  // [n][n_head·v]
   for (const SeqSpan& sp : seqs)
     mla_dense(pool, c, w, il, sp, qkv.q.data() + sp.begin * q_dim, attn.data() + sp.begin * ldo);
   linear(pool, w.wo.m, attn.data(), n, out);  // [n][n_embd]
