@@ -63,6 +63,7 @@ Generation EngineBackend::fim(const FimInput& in, Ticket& ticket) {
   req.max_tokens = in.max_tokens;
   req.t_max_predict_ms = in.t_max_predict_ms;
   req.t_max_prompt_ms = in.t_max_prompt_ms;
+  req.finish_prompt = true;  // the next keystroke's prompt starts where this one got to
   req.sampling = in.sampling;
   req.draft_max = in.draft_max;
   req.priority = Priority::kCompletion;  // before chat

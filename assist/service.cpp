@@ -104,7 +104,12 @@ CompletionAnswer Service::complete(const CompletionQuery& q, Ticket& ticket) {
     in.context.prefix = q.extra + ctx.prefix;
     in.max_tokens = s.max_tokens;
     in.t_max_predict_ms = s.time_budget_ms;
-    in.t_max_prompt_ms = int64_t(s.time_budget_ms) * 4;
+    // The prompt may take 10× the generation budget (15 s by default): a
+    // newly opened file's first prefill is long, and an answer after it is
+    // worth more than none (a newer keystroke cancels the wait anyway).
+    // Past that the answer is empty, but the prefill goes on in the
+    // background (Request::finish_prompt), so the next keystroke is quick.
+    in.t_max_prompt_ms = int64_t(s.time_budget_ms) * 10;
     in.draft_max = s.draft_tokens;  // the engine uses it for the greedy try only
     // A repetition loop ends decoding as soon as a line of it is complete:
     // the post-processing would cut it anyway.
@@ -151,7 +156,17 @@ CompletionAnswer Service::complete(const CompletionQuery& q, Ticket& ticket) {
   }
   if (!out.error.empty()) return out;
   if (out.from_cache) ++counts_.cache_hits;
-  latency_ms_.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t_start).count());
+  const double total_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_start).count();
+  if (!out.from_cache && out.timings.n_prompt > 0) {
+    ++counts_.timed;
+    counts_.timed_prompt_new += out.timings.n_prompt - out.timings.n_prompt_cached;
+    counts_.timed_generated += out.timings.n_generated;
+    counts_.timed_queue_ms += out.timings.queue_ms;
+    counts_.timed_prompt_ms += out.timings.prompt_ms;
+    counts_.timed_generate_ms += out.timings.generate_ms;
+    counts_.timed_total_ms += total_ms;
+  }
+  latency_ms_.push_back(total_ms);
   if (latency_ms_.size() > kLatencySamples) latency_ms_.erase(latency_ms_.begin());
   return out;
 }

@@ -88,6 +88,12 @@ struct ChatAnswer {
 struct TelemetrySnapshot {
   int64_t requests = 0, cancelled = 0, shown = 0, accepted = 0, partially_accepted = 0, cache_hits = 0;
   int64_t prompt_tokens = 0, prompt_tokens_reused = 0;  // and the part the KV prefix cache supplied
+  // Where answered completions' time went (sums over `timed` answers that
+  // reached the model; the first, greedy try only): waiting for the engine,
+  // the prompt's new tokens, decoding, and the rest of the answer's
+  // latency (debounce, tokenization, post-processing, alternatives).
+  int64_t timed = 0, timed_prompt_new = 0, timed_generated = 0;
+  double timed_queue_ms = 0, timed_prompt_ms = 0, timed_generate_ms = 0, timed_total_ms = 0;
   double latency_p50_ms = 0, latency_p95_ms = 0;
   size_t latency_samples = 0;
 };

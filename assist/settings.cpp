@@ -98,7 +98,7 @@ const std::vector<SettingSpec> kSpecs = {
      .max = 65536, .default_int = 64, .default_text = "64", .help = "tokens per suggestion", TOP(completion_max_tokens)},
     {.key = "completion.timeBudgetMs", .kind = K::Int, .flag = "--completion-time-budget-ms", .commands = kLspFlag,
      .min = 1, .max = 600000, .default_int = 1500, .default_text = "1500",
-     .help = "generation time per suggestion (the prompt gets 4×)", TOP(completion_time_budget_ms)},
+     .help = "generation time per suggestion (the prompt gets 10×; past that it still fills the cache in the background)", TOP(completion_time_budget_ms)},
     {.key = "completion.debounceMs", .kind = K::Int, .flag = "--completion-debounce-ms", .commands = kLspFlag, .min = 0,
      .max = 600000, .default_int = 0, .default_text = "0",
      .help = "wait before starting; a newer keystroke cancels the wait", TOP(completion_debounce_ms)},

@@ -8,6 +8,15 @@
 //
 //   moelsp_bench_lsp_typing [--model FILE] [--file SRC] [--keys N] [--interval-ms MS] [--chats N] [--draft N]
 //                           [--minutes M] [--report-s S] [--svg FILE]
+//   moelsp_bench_lsp_typing --at-end N [--open-lines L] [--model FILE] [--file SRC] [--max-tokens T]
+//
+// --at-end N is the edit-at-the-end pattern: the first L lines of SRC (all of
+// it by default) are opened and a suggestion asked for at the end (the first
+// suggestion: the whole file is prefilled), then the file's next N
+// characters are typed there one at a time, each waiting for its answer
+// (no cancellation). Reports the first latency, the later ones' p50/p95,
+// and where the later ones' time went: queueing, the prompt's new tokens,
+// decoding, and the rest (moelsp/status's completions.breakdown).
 //
 // With --chats N, N chat requests run the whole time (each one that ends is
 // sent again): completions must not wait behind them. --minutes M types
@@ -43,7 +52,7 @@ int main(int argc, char** argv) {
   CLI::App app{"LSP typing simulation"};
   std::string model = std::string(MOELSP_SOURCE_DIR) + "/tests/data/reference/qwen3moe-ref.gguf";
   std::string file = std::string(MOELSP_SOURCE_DIR) + "/engine/arch/deepseek2.cpp";
-  int keys = 300, interval_ms = 80, max_tokens = 16, threads = 0, chats = 0, draft = 8;
+  int keys = 300, interval_ms = 80, max_tokens = 16, threads = 0, chats = 0, draft = 8, at_end = 0, open_lines = 0;
   double minutes = 0, report_s = 0;
   std::string svg;
   app.add_option("--model", model, "GGUF model")->capture_default_str();
@@ -60,6 +69,8 @@ int main(int argc, char** argv) {
   app.add_option("--chats", chats, "Chat requests kept running meanwhile")
       ->capture_default_str()
       ->check(CLI::Range(0, 64));
+  app.add_option("--at-end", at_end, "Edit-at-the-end pattern: type this many characters at the end, one answer each");
+  app.add_option("--open-lines", open_lines, "--at-end: open this many lines of --file (0: all)");
   CLI11_PARSE(app, argc, argv);
   if (minutes > 0) keys = int(minutes * 60000 / interval_ms);
   if (!svg.empty() && report_s <= 0) {
@@ -148,6 +159,114 @@ int main(int argc, char** argv) {
       if (ready) break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (at_end > 0) {
+    // The opened part: the first open_lines lines; typed: what follows them.
+    size_t open_end = src.size();
+    if (open_lines > 0)
+      for (size_t at = 0, line_no = 0; at < src.size(); ++at)
+        if (src[at] == '\n' && ++line_no == size_t(open_lines)) {
+          open_end = at + 1;
+          break;
+        }
+    std::string doc = src.substr(0, open_end);
+    std::string typed = src.substr(open_end);
+    while (typed.size() < size_t(at_end)) typed += "x = 1\n";  // past the end of the file: more code
+    const std::string uri = "file:///bench/edited" + std::filesystem::path(file).extension().string();
+    send({{"jsonrpc", "2.0"},
+          {"method", "textDocument/didOpen"},
+          {"params", {{"textDocument", {{"uri", uri}, {"languageId", "code"}, {"version", 1}, {"text", doc}}}}}});
+    int line = int(std::count(doc.begin(), doc.end(), '\n'));
+    int col = int(doc.size() - (doc.rfind('\n') == std::string::npos ? 0 : doc.rfind('\n') + 1));
+    json status_after_first;
+    // Asks at the cursor and waits for the answer (up to a minute).
+    const auto ask = [&](int id) {
+      size_t before;
+      {
+        std::lock_guard lock(mu);
+        before = latency.size() + size_t(cancelled + errors);
+        sent[id] = Clock::now();
+      }
+      send({{"jsonrpc", "2.0"},
+            {"id", id},
+            {"method", "textDocument/inlineCompletion"},
+            {"params",
+             {{"textDocument", {{"uri", uri}}},
+              {"position", {{"line", line}, {"character", col}}},
+              {"context", {{"triggerKind", 2}}}}}});
+      for (int i = 0; i < 6000; ++i) {
+        {
+          std::lock_guard lock(mu);
+          if (latency.size() + size_t(cancelled + errors) > before) return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    };
+    const auto status_now = [&] {
+      {
+        std::lock_guard lock(mu);
+        final_status = json();
+      }
+      send({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "moelsp/status"}});
+      for (int i = 0; i < 500; ++i) {
+        {
+          std::lock_guard lock(mu);
+          if (!final_status.is_null()) return final_status;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      return json();
+    };
+    ask(100);
+    status_after_first = status_now();
+    for (int k = 0; k < at_end; ++k) {
+      const std::string key = typed.substr(size_t(k), 1);
+      const json at = {{"line", line}, {"character", col}};
+      send({{"jsonrpc", "2.0"},
+            {"method", "textDocument/didChange"},
+            {"params",
+             {{"textDocument", {{"uri", uri}, {"version", k + 2}}},
+              {"contentChanges", {{{"range", {{"start", at}, {"end", at}}}, {"text", key}}}}}}});
+      if (key == "\n") ++line, col = 0;
+      else ++col;
+      ask(101 + k);
+    }
+    const json last = status_now();
+    send({{"jsonrpc", "2.0"}, {"id", 3}, {"method", "shutdown"}});
+    send({{"jsonrpc", "2.0"}, {"method", "exit"}});
+    srv.join();
+    close(to_server[1]);
+    reader.join();
+    std::string in_order;
+    for (double ms : latency) in_order += fmt::format(" {:.0f}", ms);
+    std::vector<double> later(latency.begin() + (latency.empty() ? 0 : 1), latency.end());
+    std::sort(later.begin(), later.end());
+    const auto pct = [&](double p) {
+      return later.empty() ? 0.0 : later[std::min(later.size() - 1, size_t(p * later.size()))];
+    };
+    fmt::print("edit-at-the-end: {} ({} lines, {} bytes opened), model {}, {}-token suggestions, {} edits\n", file,
+               std::count(doc.begin(), doc.end(), '\n'), doc.size(), model, max_tokens, at_end);
+    const json b0 = status_after_first["completions"]["breakdown"], b1 = last["completions"]["breakdown"];
+    const auto first_tokens = b0.value("promptTokensNew", int64_t(0));
+    fmt::print("first suggestion: {:.0f} ms ({} prompt tokens prefilled in {:.0f} ms, {} generated in {:.0f} ms)\n",
+               latency.empty() ? 0.0 : latency.front(), first_tokens, b0.value("promptMs", 0.0),
+               b0.value("generatedTokens", int64_t(0)), b0.value("generateMs", 0.0));
+    fmt::print(
+        "later suggestions: p50 {:.0f} ms, p95 {:.0f} ms over {} answers ({} errors, {} from the suggestion cache)\n",
+        pct(0.5), pct(0.95), later.size(), errors,
+        last["completions"].value("cacheHits", int64_t(0)) -
+            status_after_first["completions"].value("cacheHits", int64_t(0)));
+    fmt::print("latencies in order (ms):{}\n", in_order);
+    const double n = double(std::max<int64_t>(1, b1.value("answers", int64_t(0)) - b0.value("answers", int64_t(0))));
+    const auto per = [&](const char* k) { return (b1.value(k, 0.0) - b0.value(k, 0.0)) / n; };
+    const auto per_i = [&](const char* k) { return double(b1.value(k, int64_t(0)) - b0.value(k, int64_t(0))) / n; };
+    const double other = per("totalMs") - per("queueMs") - per("promptMs") - per("generateMs");
+    fmt::print(
+        "later suggestions, mean per answer: total {:.0f} ms = queue {:.0f} + prompt {:.0f} ({:.1f} new tokens) + "
+        "decode {:.0f} ({:.1f} tokens) + other {:.0f} (tokenize, debounce, post-processing)\n",
+        per("totalMs"), per("queueMs"), per("promptMs"), per_i("promptTokensNew"), per("generateMs"),
+        per_i("generatedTokens"), other);
+    return 0;
   }
   for (int k = 0; k < chats; ++k) send(chat_request(50 + k));
   const std::string uri = "file:///bench/typed.cpp";

@@ -276,7 +276,16 @@ json Server::Impl::status_json() {
       {"cacheHits", t.cache_hits},
       {"promptTokens", t.prompt_tokens},
       {"promptTokensReused", t.prompt_tokens_reused},
-      {"latencyMs", {{"p50", t.latency_p50_ms}, {"p95", t.latency_p95_ms}, {"samples", t.latency_samples}}}};
+      {"latencyMs", {{"p50", t.latency_p50_ms}, {"p95", t.latency_p95_ms}, {"samples", t.latency_samples}}},
+      // Sums over `answers`, to be divided by it: where the time went.
+      {"breakdown",
+       {{"answers", t.timed},
+        {"promptTokensNew", t.timed_prompt_new},
+        {"generatedTokens", t.timed_generated},
+        {"queueMs", t.timed_queue_ms},
+        {"promptMs", t.timed_prompt_ms},
+        {"generateMs", t.timed_generate_ms},
+        {"totalMs", t.timed_total_ms}}}};
   return s;
 }
 void Server::Impl::send_status() { notify("moelsp/status", status_json()); }

@@ -158,6 +158,36 @@ TEST_CASE("time and token limits") {
   CHECK(!r.tokens.empty());
 }
 
+TEST_CASE("a prompt out of time with finish_prompt answers at once and fills the prefix cache in the background") {
+  Engine engine(model("mixtral-ref"), {.n_ctx = 4096, .block_size = 16});
+  Request req;
+  req.prompt_tokens = prompt_ids("mixtral-ref");
+  while (req.prompt_tokens.size() < 600) req.prompt_tokens.push_back(req.prompt_tokens[req.prompt_tokens.size() % 20]);
+  req.sampling = SamplingParams::greedy();
+  req.max_tokens = 4;
+  req.ignore_eos = true;
+  req.t_max_prompt_ms = 1;  // runs out after its first chunk
+  req.finish_prompt = true;
+  const Result timed_out = engine.submit(req).wait();
+  CHECK(timed_out.reason == FinishReason::Timeout);
+  CHECK(timed_out.tokens.empty());
+  for (int i = 0; i < 500 && engine.metrics().running + engine.metrics().waiting > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(engine.metrics().running + engine.metrics().waiting == 0);
+  // The whole prompt is cached now (all but its last token, which runs again for the logits).
+  req.t_max_prompt_ms = 0;
+  const Result again = engine.submit(req).wait();
+  CHECK(again.timings.n_prompt_cached == int(req.prompt_tokens.size()) - 1);
+  CHECK(again.tokens.size() == 4);
+  // Without finish_prompt the prefill stops where it was: less is cached.
+  Engine plain(model("mixtral-ref"), {.n_ctx = 4096, .block_size = 16});
+  req.t_max_prompt_ms = 1;
+  req.finish_prompt = false;
+  CHECK(plain.submit(req).wait().reason == FinishReason::Timeout);
+  req.t_max_prompt_ms = 0;
+  CHECK(plain.submit(req).wait().timings.n_prompt_cached < int(req.prompt_tokens.size()) - 1);
+}
+
 TEST_CASE("a repeated prompt reuses the cached prefix and gives the same result") {
   for (int bs :
        {16, 1}) {  // whole blocks, then the matching head of a cached block (copied); the last token runs again

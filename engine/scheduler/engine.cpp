@@ -114,6 +114,10 @@ void Scheduler::inspect_pool(const std::function<void(const BlockPool&)>& fn) {
 void Scheduler::end(Live& l, FinishReason r) {
   l.seq.reset();
   if (l.phase == Phase::Ended) return;
+  if (l.detached) {  // answered already (Request::finish_prompt)
+    l.phase = Phase::Ended;
+    return;
+  }
   l.phase = Phase::Ended;
   l.res.reason = r;
   l.job->result = l.res;

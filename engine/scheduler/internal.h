@@ -68,8 +68,13 @@ struct Live {
   std::unique_ptr<StreamingDecoder> dec;
   std::string pending;       // decoded text not yet emitted (may start a stop string)
   Clock::time_point t0, t1;  // first scheduled, prompt done
+  // Its result was delivered (a prompt timeout with Request::finish_prompt);
+  // it only fills the prefix cache now, at background priority, and ends
+  // silently when the prompt is done.
+  bool detached = false;
+  int detached_priority = 0;
 
-  int priority() const { return job->req.priority; }
+  int priority() const { return detached ? detached_priority : job->req.priority; }
   bool cancelled() const { return job->state->cancel.load(); }
   bool running() const { return phase == Phase::Prefill || phase == Phase::Decode; }
   // The tokens this request would run in a step with `budget` prompt tokens

@@ -45,6 +45,14 @@ void Scheduler::loop() {
         auto l = std::make_unique<Live>();
         l->job = std::move(queue_.front());
         queue_.pop_front();
+        // An interactive newcomer retires the prompts still filling the cache
+        // after their timeout (Request::finish_prompt): what they committed
+        // stays cached, and the newcomer — typically the same document's
+        // next keystroke — runs on from there instead of both prefilling it.
+        if (l->priority() >= Priority::kCompletion)
+          for (Lives* ls : {&running, &waiting})
+            for (auto& d : *ls)
+              if (d->detached) d->job->state->cancel = true;
         waiting.push_back(std::move(l));
       }
     }
@@ -89,7 +97,17 @@ void Scheduler::sweep(Lives& lives) {
   std::erase_if(lives, [&](const std::unique_ptr<Live>& p) {
     Live& l = *p;
     const int64_t max_prompt_ms = l.job->req.t_max_prompt_ms;
-    const bool timed_out = l.phase == Phase::Prefill && max_prompt_ms > 0 && ms_since(l.t0) > double(max_prompt_ms);
+    const bool timed_out =
+        !l.detached && l.phase == Phase::Prefill && max_prompt_ms > 0 && ms_since(l.t0) > double(max_prompt_ms);
+    if (timed_out && l.job->req.finish_prompt && !l.cancelled()) {
+      // Answer now; keep prefilling behind interactive work.
+      l.res.reason = FinishReason::Timeout;
+      l.job->result = l.res;
+      finished_.push_back(l.job);
+      l.detached = true;
+      l.detached_priority = Priority::kBackground;
+      return false;
+    }
     if (!timed_out && !l.cancelled() && l.phase != Phase::Ended) return false;
     if (l.phase == Phase::Decode) l.res.timings.generate_ms = ms_since(l.t1);
     end(l, timed_out ? FinishReason::Timeout : FinishReason::Cancelled);

@@ -125,7 +125,7 @@ void Scheduler::advance(Live& l, int n_ran, const float* logits) {
     l.phase = Phase::Decode;
     l.todo.clear();
     l.todo_pos = 0;
-    if (l.job->req.max_tokens <= 0) {
+    if (l.job->req.max_tokens <= 0 || l.detached) {
       end(l, FinishReason::Length);
       return;
     }

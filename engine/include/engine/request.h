@@ -21,7 +21,12 @@ struct Request {
   int max_tokens = 256;
   std::vector<std::string> stop;  // generation ends before any of these strings
   bool ignore_eos = false;
-  int64_t t_max_prompt_ms = 0;   // 0: no limit; a prompt that takes longer is abandoned
+  // 0: no limit. A prompt that takes longer ends the request with
+  // FinishReason::Timeout; with `finish_prompt` its prefill then goes on at
+  // Priority::kBackground into the prefix cache (a completion's next
+  // keystroke shares that prompt: it starts from what was done).
+  int64_t t_max_prompt_ms = 0;
+  bool finish_prompt = false;
   int64_t t_max_predict_ms = 0;  // 0: no limit; generation stops (keeping its text) after this
   int priority = 0;              // higher runs first (see Priority)
   // A prompt longer than the context: Fit::Error refuses it; Fit::KeepEnd
