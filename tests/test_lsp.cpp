@@ -605,6 +605,15 @@ TEST_CASE("cache and type-through answer instantly; Invoked offers alternatives;
   CHECK(t["latencyMs"]["samples"].get<int>() >= 1);
   CHECK(t["promptTokens"].get<int>() > 0);
   CHECK(t["promptTokensReused"].get<int>() <= t["promptTokens"].get<int>());
+  // Where the answers' time went: the parts add up to no more than the total.
+  const json& b = t["breakdown"];
+  CHECK(b["answers"].get<int>() >= 1);
+  CHECK(b["answers"].get<int>() <= t["latencyMs"]["samples"].get<int>());
+  CHECK(b["promptTokensNew"].get<int>() > 0);
+  CHECK(b["generatedTokens"].get<int>() >= 0);
+  const double parts = b["queueMs"].get<double>() + b["promptMs"].get<double>() + b["generateMs"].get<double>();
+  CHECK(b["promptMs"].get<double>() > 0);
+  CHECK(parts <= b["totalMs"].get<double>() + 1e-6);
 }
 
 TEST_CASE("cancel storm: 200 cancelled completions, then a normal one succeeds") {

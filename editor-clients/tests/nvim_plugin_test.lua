@@ -244,6 +244,7 @@ local function test()
   check(st:find("state:%s+ready"), ":MoeStatus does not say ready:\n" .. st)
   check(st:find("model:"), ":MoeStatus lacks the model")
   check(st:find("completions:%s+%d+ requests, [1-9]%d* shown, [1-9]%d* accepted"), ":MoeStatus lacks the telemetry:\n" .. st)
+  check(st:find("per answer: %d+ ms = queue %d+ %+ prompt %d+"), ":MoeStatus lacks where the time went:\n" .. st)
   log(":MoeStatus says ready")
   vim.cmd("close")
 

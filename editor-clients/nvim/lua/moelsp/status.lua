@@ -49,6 +49,13 @@ function M.format(st, root, client)
       num(c.requests), num(c.shown), num(c.accepted), num(c.partiallyAccepted), num(c.cancelled), num(c.cacheHits)))
     add(string.format("              latency p50 %s ms, p95 %s ms (%s samples); prompt tokens %s (%s reused)",
       num(lat.p50, "%.0f"), num(lat.p95, "%.0f"), num(lat.samples), num(c.promptTokens), num(c.promptTokensReused)))
+    local b = c.breakdown
+    if type(b) == "table" and type(b.answers) == "number" and b.answers > 0 then
+      local per = function(v) return type(v) == "number" and v / b.answers or nil end
+      add(string.format("              per answer: %s ms = queue %s + prompt %s (%s new tokens) + decode %s (%s tokens)",
+        num(per(b.totalMs), "%.0f"), num(per(b.queueMs), "%.0f"), num(per(b.promptMs), "%.0f"),
+        num(per(b.promptTokensNew), "%.1f"), num(per(b.generateMs), "%.0f"), num(per(b.generatedTokens), "%.1f")))
+    end
   end
   local k = st.kvCache
   if type(k) == "table" then
