@@ -141,6 +141,94 @@ void run_job(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float
   }
 }
 
+// run_job for caches whose rows are not f32 (F16 by default; BF16, Q8_0):
+// keys are widened to f32 once per chunk of up to kChunk positions (gathered
+// across blocks), and when the values are the keys' own leading elements
+// (MLA's absorbed form: attention over the latents) the widened chunk serves
+// as the values too, where run_job widened every row twice (once inside the
+// score matmul, once for P·V) and multiplied block by block (16 keys). The
+// softmax is online: per chunk each row's max moves up, rescaling its sum
+// and output so far by e^(m_old − m_new). The same state as run_job.
+constexpr int kChunk = 64;
+void run_job_widened(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float* m, float* l) {
+  const int rows = (jb.t1 - jb.t0) * jb.heads;
+  const int64_t j_lo = a.window > 0 ? std::max<int64_t>(jb.j_begin, a.pos0 + jb.t0 + 1 - a.window) : jb.j_begin;
+  const int64_t je = std::min<int64_t>(jb.j_end, a.pos0 + jb.t1);
+  const PagedRows K = a.k.at(int64_t(jb.g) * a.hd_k), V = a.v.at(int64_t(jb.g) * a.hd_v);
+  const bool shared =
+      V.base == K.base && V.blocks == K.blocks && V.row_bytes == K.row_bytes && V.type == K.type && a.hd_v <= a.hd_k;
+  sc.qb.resize(size_t(rows) * size_t(a.hd_k));
+  for (int t = jb.t0; t < jb.t1; ++t)
+    std::copy_n(a.q + t * a.ldq + int64_t(jb.h0) * a.hd_k, size_t(jb.heads) * size_t(a.hd_k),
+                sc.qb.data() + size_t(t - jb.t0) * size_t(jb.heads) * size_t(a.hd_k));
+  std::fill(o, o + size_t(rows) * size_t(a.hd_v), 0.0f);
+  std::fill(m, m + rows, -INFINITY);
+  std::fill(l, l + rows, 0.0f);
+  sc.kbuf.resize(size_t(kChunk) * size_t(a.hd_k));
+  sc.s.resize(size_t(rows) * size_t(kChunk));
+  if (!shared) sc.vbuf.resize(size_t(kChunk) * size_t(a.hd_v));
+  for (int64_t c0 = j_lo; c0 < je; c0 += kChunk) {
+    const int64_t nc = std::min<int64_t>(kChunk, je - c0);
+    for (int64_t j = 0; j < nc; ++j)
+      kernels::dequantize_row(K.type, K.row(c0 + j), sc.kbuf.data() + size_t(j) * size_t(a.hd_k), a.hd_k);
+    // s [rows][nc] = q_row · key_j
+    kernels::matmul({.w = {.data = sc.kbuf.data(),
+                           .type = kernels::DType::F32,
+                           .cols = a.hd_k,
+                           .rows = nc,
+                           .row_bytes = size_t(a.hd_k) * sizeof(float)},
+                     .x = sc.qb.data(),
+                     .ldx = a.hd_k,
+                     .m = rows,
+                     .y = sc.s.data(),
+                     .ldy = nc,
+                     .row_begin = 0,
+                     .row_end = nc});
+    for (int r = 0; r < rows; ++r) {
+      float* p = sc.s.data() + size_t(r) * size_t(nc);
+      const int64_t pos = a.pos0 + jb.t0 + r / jb.heads;
+      const int64_t visible = std::clamp<int64_t>(pos + 1 - c0, 0, nc);
+      const int64_t first = a.window > 0 ? std::clamp<int64_t>(pos + 1 - a.window - c0, 0, visible) : 0;
+      float mx = m[r];
+      for (int64_t j = first; j < visible; ++j) mx = std::max(mx, p[j] *= a.scale);
+      if (mx == -INFINITY) {  // sees none of this chunk's keys yet
+        std::fill(p, p + nc, 0.0f);
+        continue;
+      }
+      if (mx > m[r] && m[r] != -INFINITY) {  // rescale what the earlier chunks summed
+        const float f = std::exp(m[r] - mx);
+        l[r] *= f;
+        float* orow = o + size_t(r) * size_t(a.hd_v);
+        for (int c = 0; c < a.hd_v; ++c) orow[c] *= f;
+      }
+      m[r] = mx;
+      double sum = 0;
+      for (int64_t j = first; j < visible; ++j) sum += p[j] = std::exp(p[j] - mx);
+      std::fill(p, p + first, 0.0f);
+      std::fill(p + visible, p + nc, 0.0f);
+      l[r] += float(sum);
+    }
+    const float* vp = sc.kbuf.data();
+    int64_t ldv = a.hd_k;
+    if (!shared) {
+      for (int64_t j = 0; j < nc; ++j)
+        kernels::dequantize_row(V.type, V.row(c0 + j), sc.vbuf.data() + size_t(j) * size_t(a.hd_v), a.hd_v);
+      vp = sc.vbuf.data(), ldv = a.hd_v;
+    }
+    // o [rows][hd_v] += p [rows][nc] · v [nc][hd_v]
+    kernels::weighted_rows({.p = sc.s.data(),
+                            .ldp = nc,
+                            .m = rows,
+                            .v = vp,
+                            .ldv = ldv,
+                            .n_v = nc,
+                            .n = a.hd_v,
+                            .y = o,
+                            .ldy = a.hd_v,
+                            .accumulate = true});
+  }
+}
+
 // Row r of a job's output into place: token t0 + r / heads, head h0 + r % heads.
 float* out_row(const AttentionArgs& a, const Job& jb, int r) {
   return a.out + (jb.t0 + r / jb.heads) * a.ldo + int64_t(jb.h0 + r % jb.heads) * a.hd_v;
@@ -181,13 +269,15 @@ void attention(ThreadPool& pool, const AttentionArgs& a) {
     return jb;
   };
   const size_t max_rows = size_t(std::min(kBlock, a.n_tokens)) * size_t(heads);  // rows of the largest job
+  const bool widen = a.k.type != kernels::DType::F32;
   if (kv_split == 1) {
     pool.parallel_for(n_jobs, [&](int64_t b, int64_t e) {
       Scratch sc;
       std::vector<float> o(max_rows * size_t(a.hd_v)), m(max_rows), l(max_rows);
       for (int64_t job = b; job < e; ++job) {
         const Job jb = job_of(job);
-        run_job(a, jb, sc, o.data(), m.data(), l.data());
+        if (widen) run_job_widened(a, jb, sc, o.data(), m.data(), l.data());
+        else run_job(a, jb, sc, o.data(), m.data(), l.data());
         const int rows = (jb.t1 - jb.t0) * jb.heads;
         for (int r = 0; r < rows; ++r) {
           const float sink = a.sinks ? std::exp(a.sinks[jb.h0 + r % jb.heads] - m[size_t(r)]) : 0.0f;
@@ -205,8 +295,8 @@ void attention(ThreadPool& pool, const AttentionArgs& a) {
   pool.parallel_for(n_jobs, [&](int64_t b, int64_t e) {
     Scratch sc;
     for (int64_t job = b; job < e; ++job)
-      run_job(a, job_of(job), sc, o.data() + size_t(job) * max_rows * size_t(a.hd_v), m.data() + size_t(job) * max_rows,
-              l.data() + size_t(job) * max_rows);
+      (widen ? run_job_widened : run_job)(a, job_of(job), sc, o.data() + size_t(job) * max_rows * size_t(a.hd_v),
+                                          m.data() + size_t(job) * max_rows, l.data() + size_t(job) * max_rows);
   });
   for (int64_t first = 0; first < n_jobs; first += kv_split) {  // the kv_split jobs of one (tb, g, hs) are adjacent
     const Job jb = job_of(first);
