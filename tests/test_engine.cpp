@@ -159,7 +159,8 @@ TEST_CASE("time and token limits") {
 }
 
 TEST_CASE("a prompt out of time with finish_prompt answers at once and fills the prefix cache in the background") {
-  Engine engine(model("mixtral-ref"), {.n_ctx = 4096, .block_size = 16});
+  // Steps of 4 × 32 prompt tokens (a request alone gets 4× prefill_chunk): the prompt takes 5.
+  Engine engine(model("mixtral-ref"), {.n_ctx = 4096, .block_size = 16, .prefill_chunk = 32});
   Request req;
   req.prompt_tokens = prompt_ids("mixtral-ref");
   while (req.prompt_tokens.size() < 600) req.prompt_tokens.push_back(req.prompt_tokens[req.prompt_tokens.size() % 20]);
@@ -180,7 +181,7 @@ TEST_CASE("a prompt out of time with finish_prompt answers at once and fills the
   CHECK(again.timings.n_prompt_cached == int(req.prompt_tokens.size()) - 1);
   CHECK(again.tokens.size() == 4);
   // Without finish_prompt the prefill stops where it was: less is cached.
-  Engine plain(model("mixtral-ref"), {.n_ctx = 4096, .block_size = 16});
+  Engine plain(model("mixtral-ref"), {.n_ctx = 4096, .block_size = 16, .prefill_chunk = 32});
   req.t_max_prompt_ms = 1;
   req.finish_prompt = false;
   CHECK(plain.submit(req).wait().reason == FinishReason::Timeout);

@@ -12,10 +12,12 @@
 
 #include <catch2/catch.hpp>
 
+#include "../engine/layers/mla.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
 #include "engine/model_info.h"
 #include "kernels/convert.h"
+#include "kernels/isa.h"
 #include "test_data.h"
 
 using namespace moelsp;
@@ -236,4 +238,64 @@ TEST_CASE("split-layout MLA with F16 attn_k_b: the plain form's transposed copy 
   const auto batch = run(*m, ids, true), inc = run(*m, ids, false);
   CHECK(max_diff(batch, inc) < 1e-4);
   std::filesystem::remove(path);
+}
+
+// The split layout's transposed copy itself: a quantized attn_k_b becomes
+// Q8_0 rows holding its transpose (within Q8_0's rounding: 1/254 of each 32
+// values' largest), an F16 one F16 rows holding it exactly.
+TEST_CASE("split-layout MLA: k_up is attn_k_b transposed (Q8_0 from a quantized file, exact from F16)") {
+  const int d = 64, heads = 2, nope = 32, rope = 32, lora = 64, v = 32;
+  ModelConfig c;
+  c.n_embd = d, c.n_head = heads, c.n_head_kv = 1, c.kv_lora_rank = lora, c.qk_nope = nope, c.qk_rope = rope;
+  c.head_dim_k = nope + rope, c.head_dim_v = v;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 0.1f);
+  for (auto t : {kernels::DType::Q8_0, kernels::DType::F16}) {
+    gguf::Writer w;
+    w.set("general.architecture", "deepseek2");
+    auto put = [&](const std::string& name, std::vector<uint64_t> shape, kernels::DType type) {
+      size_t n = 1;
+      for (auto s : shape) n *= size_t(s);
+      std::vector<float> x(n);
+      for (auto& e : x) e = nd(rng);
+      w.add_tensor(name, type, shape, encode(type, x));
+    };
+    put("blk.0.attn_q.weight", {uint64_t(d), uint64_t(heads * (nope + rope))}, kernels::DType::F32);
+    put("blk.0.attn_kv_a_mqa.weight", {uint64_t(d), uint64_t(lora + rope)}, kernels::DType::F32);
+    put("blk.0.attn_kv_a_norm.weight", {uint64_t(lora)}, kernels::DType::F32);
+    put("blk.0.attn_output.weight", {uint64_t(heads * v), uint64_t(d)}, kernels::DType::F32);
+    put("blk.0.attn_k_b.weight", {uint64_t(nope), uint64_t(lora), uint64_t(heads)}, t);
+    put("blk.0.attn_v_b.weight", {uint64_t(lora), uint64_t(v), uint64_t(heads)}, kernels::DType::F32);
+    const std::string path = (std::filesystem::temp_directory_path() / "moelsp_mla_kb.gguf").string();
+    w.write(path);
+    const auto f = gguf::File::open(path);
+    const layers::MlaWeights L = layers::load_mla(WeightLoader(f), c, 0);
+    INFO(kernels::dtype_name(t));
+    REQUIRE(L.k_up.size() == size_t(heads));
+    const bool vnni = kernels::isa_level() >= kernels::Isa::Avx512Vnni;
+    CHECK(L.k_up[0].type == (t == kernels::DType::F16 || !vnni ? kernels::DType::F16 : kernels::DType::Q8_0));
+    double worst = 0;
+    for (int h = 0; h < heads; ++h) {
+      std::vector<float> up(static_cast<size_t>(lora)), ab(static_cast<size_t>(nope));
+      std::vector<float> absorb(static_cast<size_t>(lora * nope));  // [lora][nope]
+      for (int r = 0; r < lora; ++r) {
+        kernels::dequantize_row(L.k_absorb[size_t(h)].type, L.k_absorb[size_t(h)].row(r), ab.data(), nope);
+        std::copy(ab.begin(), ab.end(), absorb.begin() + r * nope);
+      }
+      for (int j = 0; j < nope; ++j) {
+        kernels::dequantize_row(L.k_up[size_t(h)].type, L.k_up[size_t(h)].row(j), up.data(), lora);
+        for (int b = 0; b < lora; b += 32) {
+          float amax = 0;
+          for (int r = b; r < b + 32; ++r) amax = std::max(amax, std::fabs(absorb[size_t(r * nope + j)]));
+          for (int r = b; r < b + 32; ++r) {
+            const double err = std::fabs(up[size_t(r)] - absorb[size_t(r * nope + j)]);
+            worst = std::max(worst, err / std::max(amax, 1e-20f));
+          }
+        }
+      }
+    }
+    if (t == kernels::DType::F16) CHECK(worst == 0);
+    else CHECK(worst <= (vnni ? 1.0 / 254 + 1e-3 : 1e-3));  // Q8_0's rounding and F16 scale, or F16's
+    std::filesystem::remove(path);
+  }
 }

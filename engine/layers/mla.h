@@ -31,10 +31,11 @@ struct MlaWeights {
   //     for attn_kv_b files (their decode folds one token at a time instead);
   //   v_up [v][kv_lora]: o_lat → o.
   // attn_k_b stores only k_absorb's orientation; k_up is then a transposed
-  // copy made at load (k_up_store), so a prompt expands all its positions in
-  // one matmul per head instead of one transposed product per position.
+  // copy made at load (k_up_store: Q8_0 for a quantized file, else the
+  // file's F16/F32), so a prompt expands all its positions in one matmul per
+  // head instead of one transposed product per position.
   std::vector<kernels::MatView> k_up, k_absorb, v_up;
-  std::shared_ptr<const std::vector<uint16_t>> k_up_store;  // F16 (F32 as pairs) [n_head][qk_nope][kv_lora]
+  std::shared_ptr<const std::vector<uint8_t>> k_up_store;  // [n_head][qk_nope] rows of [kv_lora] (k_up's bytes)
 };
 MlaWeights load_mla(const WeightLoader& wl, const ModelConfig& c, int il);
 

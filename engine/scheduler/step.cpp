@@ -23,7 +23,12 @@ std::span<const TokenId> Live::next_tokens(int64_t budget) const {
 Step Scheduler::build_step(Lives& running) {
   // running is in priority order (admit_waiting sorted it).
   Step step;
-  int64_t budget = opt_.prefill_chunk;
+  // A request alone gets 4× the prompt budget: no one's decode waits behind
+  // its step (a newcomer's cancel or admission still comes between layers
+  // or steps), and MLA's plain form re-expands every cached latent once per
+  // step, so bigger steps expand far fewer of them (a 1,757-token prompt:
+  // ~2,800 positions instead of ~7,000).
+  int64_t budget = running.size() == 1 ? 4 * int64_t(opt_.prefill_chunk) : opt_.prefill_chunk;
   const int top = running.front()->priority();
   const int floor = opt_.interactive_alone && top >= Priority::kCompletion ? top : INT_MIN;
   for (size_t i = 0; i < running.size(); ++i) {

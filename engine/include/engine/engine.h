@@ -5,7 +5,7 @@
 // (engine/kv.h): requests join and leave between steps; each step is one
 // forward pass carrying the next token of every generating sequence plus
 // chunks of prompts (at most `prefill_chunk` prompt tokens per step, so a long
-// prompt never stalls the others' decoding). Higher priority goes first for
+// prompt never stalls the others' decoding; 4× that for a request alone). Higher priority goes first for
 // admission, prompt budget and blocks: when the pool runs out, the
 // lowest-priority sequence is preempted (its blocks released, its tokens
 // recomputed when it resumes — often from the prefix cache). A new request
@@ -45,7 +45,7 @@ struct EngineOptions {
   KvType kv_type = KvType::F16;
   bool prefix_cache = true;  // reuse cached blocks of earlier prompts
   int max_batch = 8;         // sequences advanced together in one step
-  int prefill_chunk = 256;   // prompt tokens per step, all prompts together
+  int prefill_chunk = 256;   // prompt tokens per step, all prompts together (4× for a request alone)
   // A step that carries an interactive request (priority ≥ Priority::kCompletion)
   // carries nothing of lower priority: on a CPU whose decode kernels already
   // use most of the compute, a chat token riding along nearly doubles each of
