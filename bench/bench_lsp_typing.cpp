@@ -105,6 +105,24 @@ int main(int argc, char** argv) {
   int cancelled = 0, with_items = 0, answered = 0, errors = 0, chats_done = 0;
   bool ready = false, typing = true;
   json final_status;
+  // An editor's messages: `text` typed at (line, col), and a suggestion asked for there.
+  const auto typed_at = [](const std::string& uri, int version, int line, int col, const std::string& text) {
+    const json at = {{"line", line}, {"character", col}};
+    return json{{"jsonrpc", "2.0"},
+                {"method", "textDocument/didChange"},
+                {"params",
+                 {{"textDocument", {{"uri", uri}, {"version", version}}},
+                  {"contentChanges", {{{"range", {{"start", at}, {"end", at}}}, {"text", text}}}}}}};
+  };
+  const auto suggestion_at = [](int id, const std::string& uri, int line, int col) {
+    return json{{"jsonrpc", "2.0"},
+                {"id", id},
+                {"method", "textDocument/inlineCompletion"},
+                {"params",
+                 {{"textDocument", {{"uri", uri}}},
+                  {"position", {{"line", line}, {"character", col}}},
+                  {"context", {{"triggerKind", 2}}}}}};
+  };
   const auto chat_request = [](int id) {
     return json{{"jsonrpc", "2.0"},
                 {"id", id},
@@ -187,13 +205,7 @@ int main(int argc, char** argv) {
         before = latency.size() + size_t(cancelled + errors);
         sent[id] = Clock::now();
       }
-      send({{"jsonrpc", "2.0"},
-            {"id", id},
-            {"method", "textDocument/inlineCompletion"},
-            {"params",
-             {{"textDocument", {{"uri", uri}}},
-              {"position", {{"line", line}, {"character", col}}},
-              {"context", {{"triggerKind", 2}}}}}});
+      send(suggestion_at(id, uri, line, col));
       for (int i = 0; i < 6000; ++i) {
         {
           std::lock_guard lock(mu);
@@ -221,12 +233,7 @@ int main(int argc, char** argv) {
     status_after_first = status_now();
     for (int k = 0; k < at_end; ++k) {
       const std::string key = typed.substr(size_t(k), 1);
-      const json at = {{"line", line}, {"character", col}};
-      send({{"jsonrpc", "2.0"},
-            {"method", "textDocument/didChange"},
-            {"params",
-             {{"textDocument", {{"uri", uri}, {"version", k + 2}}},
-              {"contentChanges", {{{"range", {{"start", at}, {"end", at}}}, {"text", key}}}}}}});
+      send(typed_at(uri, k + 2, line, col, key));
       if (key == "\n") ++line, col = 0;
       else ++col;
       ask(101 + k);
@@ -322,12 +329,7 @@ int main(int argc, char** argv) {
     const size_t len = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
     const std::string key = src.substr(cursor, len);
     cursor += key.size();
-    const json at = {{"line", line}, {"character", col}};
-    send({{"jsonrpc", "2.0"},
-          {"method", "textDocument/didChange"},
-          {"params",
-           {{"textDocument", {{"uri", uri}, {"version", n + 2}}},
-            {"contentChanges", {{{"range", {{"start", at}, {"end", at}}}, {"text", key}}}}}}});
+    send(typed_at(uri, n + 2, line, col, key));
     if (key == "\n") ++line, col = 0;
     else col += len == 4 ? 2 : 1;
     const int id = 100 + n;
@@ -335,13 +337,7 @@ int main(int argc, char** argv) {
       std::lock_guard lock(mu);
       sent[id] = Clock::now();
     }
-    send({{"jsonrpc", "2.0"},
-          {"id", id},
-          {"method", "textDocument/inlineCompletion"},
-          {"params",
-           {{"textDocument", {{"uri", uri}}},
-            {"position", {{"line", line}, {"character", col}}},
-            {"context", {{"triggerKind", 2}}}}}});
+    send(suggestion_at(id, uri, line, col));
     std::this_thread::sleep_until(t_start + std::chrono::milliseconds(int64_t(interval_ms) * (n + 1)));
   }
   {
