@@ -19,9 +19,9 @@
 // states are merged: out = Σ_c e^(m_c − M)·o_c / Σ_c e^(m_c − M)·l_c.
 //
 // Keys and values are read through the paged cache's block table
-// (`PagedRows`), one block of consecutive rows at a time: the score matmul
-// reads F16/BF16 rows in place; Q8_0 keys and all non-f32 values are widened
-// to f32 per block (block × head size, in L1) first. Q8_0 keys could meet
+// (`PagedRows`): f32 rows in place, one block of consecutive rows at a time;
+// F16/BF16/Q8_0 rows widened to f32 once per chunk of 64 positions, with an
+// online softmax over the chunks (run_job_widened). Q8_0 keys could meet
 // int8-quantized queries in the int8 kernel, as llama.cpp's quantized cache
 // does, but on the qwen3moe reference that made the logit error 0.69 instead
 // of 0.064: the queries' outliers do not survive 8 bits.
@@ -54,39 +54,48 @@ struct Scratch {
   std::vector<float> qb, s, kbuf, vbuf;
 };
 
-// One job's unnormalised softmax state for its rows r = (t − t0)·heads + i
-// (token t, query head h0 + i): o[r][hd_v] = Σ_j e^(s_rj − m_r)·v_j and
-// l[r] = Σ_j e^(s_rj − m_r) over the keys of the range that row r may see
-// (m_r = −∞, l_r = 0 when it sees none of them).
-void run_job(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float* m, float* l) {
-  const int rows = (jb.t1 - jb.t0) * jb.heads;
-  // A sliding window hides keys older than window − 1 positions before the
-  // job's first token: they are never read.
-  const int64_t j_lo = a.window > 0 ? std::max<int64_t>(jb.j_begin, a.pos0 + jb.t0 + 1 - a.window) : jb.j_begin;
-  const int64_t jb0 = j_lo, je = std::min<int64_t>(jb.j_end, a.pos0 + jb.t1), n = std::max<int64_t>(0, je - jb0);
-  const PagedRows K = a.k.at(int64_t(jb.g) * a.hd_k), V = a.v.at(int64_t(jb.g) * a.hd_v);
-  sc.qb.resize(size_t(rows) * size_t(a.hd_k));
+// The first key a job reads: a sliding window hides keys older than
+// window − 1 positions before the job's first token, and they are never read.
+int64_t first_key(const AttentionArgs& a, const Job& jb) {
+  return a.window > 0 ? std::max<int64_t>(jb.j_begin, a.pos0 + jb.t0 + 1 - a.window) : jb.j_begin;
+}
+
+// The job's query rows, [rows][hd_k], gathered into sc.qb.
+void gather_queries(const AttentionArgs& a, const Job& jb, Scratch& sc) {
+  sc.qb.resize(size_t(jb.t1 - jb.t0) * size_t(jb.heads) * size_t(a.hd_k));
   for (int t = jb.t0; t < jb.t1; ++t)
     std::copy_n(a.q + t * a.ldq + int64_t(jb.h0) * a.hd_k, size_t(jb.heads) * size_t(a.hd_k),
                 sc.qb.data() + size_t(t - jb.t0) * size_t(jb.heads) * size_t(a.hd_k));
-  // Scores [rows][n] = Q·Kᵀ, one cache block (consecutive rows) at a time;
-  // F16/BF16 rows are read by the f32 matmul in their own type.
+}
+
+// Of the n keys from position j0, those row r sees: [first, visible).
+struct Visible {
+  int64_t first, end;
+};
+Visible visible_keys(const AttentionArgs& a, const Job& jb, int r, int64_t j0, int64_t n) {
+  const int64_t pos = a.pos0 + jb.t0 + r / jb.heads;  // the query's position: it sees keys ≤ pos
+  const int64_t end = std::clamp<int64_t>(pos + 1 - j0, 0, n);
+  return {a.window > 0 ? std::clamp<int64_t>(pos + 1 - a.window - j0, 0, end) : 0, end};
+}
+
+// One job's unnormalised softmax state for its rows r = (t − t0)·heads + i
+// (token t, query head h0 + i): o[r][hd_v] = Σ_j e^(s_rj − m_r)·v_j and
+// l[r] = Σ_j e^(s_rj − m_r) over the keys of the range that row r may see
+// (m_r = −∞, l_r = 0 when it sees none of them). For f32 rows (an F32
+// cache, MLA's expanded keys and values), read in place one cache block of
+// consecutive rows at a time.
+void run_job(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float* m, float* l) {
+  const int rows = (jb.t1 - jb.t0) * jb.heads;
+  const int64_t jb0 = first_key(a, jb), je = std::min<int64_t>(jb.j_end, a.pos0 + jb.t1),
+                n = std::max<int64_t>(0, je - jb0);
+  const PagedRows K = a.k.at(int64_t(jb.g) * a.hd_k), V = a.v.at(int64_t(jb.g) * a.hd_v);
+  gather_queries(a, jb, sc);
+  // Scores [rows][n] = Q·Kᵀ, one cache block at a time.
   sc.s.resize(size_t(rows) * size_t(std::max<int64_t>(n, 1)));
   for (int64_t j0 = jb0; j0 < je;) {
     const int64_t j1 = std::min(je, (j0 / K.block_size + 1) * int64_t(K.block_size));
-    kernels::MatView keys{K.row(j0), K.type, a.hd_k, j1 - j0, K.row_bytes};
-    if (K.type == kernels::DType::Q8_0) {  // widened: int8 queries would cost 10× the error
-      sc.kbuf.resize(size_t(j1 - j0) * size_t(a.hd_k));
-      for (int64_t j = j0; j < j1; ++j)
-        kernels::dequantize_row(K.type, K.row(j), sc.kbuf.data() + size_t(j - j0) * size_t(a.hd_k), a.hd_k);
-      keys = {.data = sc.kbuf.data(),
-              .type = kernels::DType::F32,
-              .cols = a.hd_k,
-              .rows = j1 - j0,
-              .row_bytes = size_t(a.hd_k) * sizeof(float)};
-    }
     // scores s[row][j] = q_row · key_j for the block's keys
-    kernels::matmul({.w = keys,
+    kernels::matmul({.w = {K.row(j0), K.type, a.hd_k, j1 - j0, K.row_bytes},
                      .x = sc.qb.data(),
                      .ldx = a.hd_k,
                      .m = rows,
@@ -99,9 +108,7 @@ void run_job(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float
   // e^(s − m) over each row's visible keys; later keys get 0.
   for (int r = 0; r < rows; ++r) {
     float* p = sc.s.data() + size_t(r) * size_t(n);
-    const int64_t pos = a.pos0 + jb.t0 + r / jb.heads;  // the query's position: it sees keys ≤ pos
-    const int64_t visible = std::clamp<int64_t>(pos + 1 - jb0, 0, n);
-    const int64_t first = a.window > 0 ? std::clamp<int64_t>(pos + 1 - a.window - jb0, 0, visible) : 0;
+    const auto [first, visible] = visible_keys(a, jb, r, jb0, n);
     float mx = -INFINITY;
     for (int64_t j = first; j < visible; ++j) mx = std::max(mx, p[j] *= a.scale);
     double sum = 0;
@@ -110,28 +117,16 @@ void run_job(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float
     std::fill(p + visible, p + n, 0.0f);
     m[r] = mx, l[r] = float(sum);
   }
-  // o [rows][hd_v] = P·V, summed block by block (a block's values widened to
-  // f32 first unless stored so).
+  // o [rows][hd_v] = P·V, summed block by block.
   if (n == 0) std::fill(o, o + size_t(rows) * size_t(a.hd_v), 0.0f);
   for (int64_t j0 = jb0; j0 < je;) {
     const int64_t j1 = std::min(je, (j0 / V.block_size + 1) * int64_t(V.block_size));
-    const float* vp;
-    int64_t ldv;
-    if (V.type == kernels::DType::F32) {
-      vp = reinterpret_cast<const float*>(V.row(j0)), ldv = int64_t(V.row_bytes / sizeof(float));
-    } else {
-      sc.vbuf.resize(size_t(j1 - j0) * size_t(a.hd_v));
-      for (int64_t j = j0; j < j1; ++j)
-        kernels::dequantize_row(V.type, V.row(j), sc.vbuf.data() + size_t(j - j0) * size_t(a.hd_v), a.hd_v);
-      vp = sc.vbuf.data();
-      ldv = a.hd_v;
-    }
     // o [rows][hd_v] (+)= p [rows][block's keys] · v [block's keys][hd_v]
     kernels::weighted_rows({.p = sc.s.data() + (j0 - jb0),
                             .ldp = n,
                             .m = rows,
-                            .v = vp,
-                            .ldv = ldv,
+                            .v = reinterpret_cast<const float*>(V.row(j0)),
+                            .ldv = int64_t(V.row_bytes / sizeof(float)),
                             .n_v = j1 - j0,
                             .n = a.hd_v,
                             .y = o,
@@ -145,22 +140,18 @@ void run_job(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float
 // keys are widened to f32 once per chunk of up to kChunk positions (gathered
 // across blocks), and when the values are the keys' own leading elements
 // (MLA's absorbed form: attention over the latents) the widened chunk serves
-// as the values too, where run_job widened every row twice (once inside the
-// score matmul, once for P·V) and multiplied block by block (16 keys). The
-// softmax is online: per chunk each row's max moves up, rescaling its sum
-// and output so far by e^(m_old − m_new). The same state as run_job.
+// as the values too, where reading F16 rows in the score matmul and widening
+// them again for P·V converted every row twice, block by block (16 keys).
+// The softmax is online: per chunk each row's max moves up, rescaling its
+// sum and output so far by e^(m_old − m_new). The same state as run_job.
 constexpr int kChunk = 64;
 void run_job_widened(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float* m, float* l) {
   const int rows = (jb.t1 - jb.t0) * jb.heads;
-  const int64_t j_lo = a.window > 0 ? std::max<int64_t>(jb.j_begin, a.pos0 + jb.t0 + 1 - a.window) : jb.j_begin;
-  const int64_t je = std::min<int64_t>(jb.j_end, a.pos0 + jb.t1);
+  const int64_t j_lo = first_key(a, jb), je = std::min<int64_t>(jb.j_end, a.pos0 + jb.t1);
   const PagedRows K = a.k.at(int64_t(jb.g) * a.hd_k), V = a.v.at(int64_t(jb.g) * a.hd_v);
   const bool shared =
       V.base == K.base && V.blocks == K.blocks && V.row_bytes == K.row_bytes && V.type == K.type && a.hd_v <= a.hd_k;
-  sc.qb.resize(size_t(rows) * size_t(a.hd_k));
-  for (int t = jb.t0; t < jb.t1; ++t)
-    std::copy_n(a.q + t * a.ldq + int64_t(jb.h0) * a.hd_k, size_t(jb.heads) * size_t(a.hd_k),
-                sc.qb.data() + size_t(t - jb.t0) * size_t(jb.heads) * size_t(a.hd_k));
+  gather_queries(a, jb, sc);
   std::fill(o, o + size_t(rows) * size_t(a.hd_v), 0.0f);
   std::fill(m, m + rows, -INFINITY);
   std::fill(l, l + rows, 0.0f);
@@ -186,9 +177,7 @@ void run_job_widened(const AttentionArgs& a, const Job& jb, Scratch& sc, float* 
                      .row_end = nc});
     for (int r = 0; r < rows; ++r) {
       float* p = sc.s.data() + size_t(r) * size_t(nc);
-      const int64_t pos = a.pos0 + jb.t0 + r / jb.heads;
-      const int64_t visible = std::clamp<int64_t>(pos + 1 - c0, 0, nc);
-      const int64_t first = a.window > 0 ? std::clamp<int64_t>(pos + 1 - a.window - c0, 0, visible) : 0;
+      const auto [first, visible] = visible_keys(a, jb, r, c0, nc);
       float mx = m[r];
       for (int64_t j = first; j < visible; ++j) mx = std::max(mx, p[j] *= a.scale);
       if (mx == -INFINITY) {  // sees none of this chunk's keys yet
@@ -269,7 +258,7 @@ void attention(ThreadPool& pool, const AttentionArgs& a) {
     return jb;
   };
   const size_t max_rows = size_t(std::min(kBlock, a.n_tokens)) * size_t(heads);  // rows of the largest job
-  const bool widen = a.k.type != kernels::DType::F32;
+  const bool widen = a.k.type != kernels::DType::F32 || a.v.type != kernels::DType::F32;
   if (kv_split == 1) {
     pool.parallel_for(n_jobs, [&](int64_t b, int64_t e) {
       Scratch sc;
