@@ -201,30 +201,52 @@ __attribute__((target("avx2,fma,f16c"))) void decode_row_records(const uint8_t* 
   }
 }
 
+// Q8_0's and Q5_0's records: the block's scale, then its 32 weights as the
+// unsigned bytes Unpack<T, false>::units broadcasts (Q8_0 + 128, Q5_0's
+// nibble and fifth bit).
+template <DType T>
+__attribute__((target("avx2,fma,f16c"))) void block_records(const uint8_t* src, int64_t nb, uint8_t* dst) {
+  static_assert(T == DType::Q8_0 || T == DType::Q5_0);
+  namespace sd = blocks::simd_decode;
+  for (int64_t b = 0; b < nb; ++b, src += traits(T).type_size, dst += DecodedLayout<T>::kRecord) {
+    const float d = simd::half_at(src);
+    std::memcpy(dst, &d, sizeof d);
+    __m256i u;
+    if constexpr (T == DType::Q8_0)
+      u = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + offsetof(blocks::Q8_0, qs))),
+                           _mm256_set1_epi8(char(0x80)));
+    else
+      u = _mm256_or_si256(sd::nibbles(src + offsetof(blocks::Q5_0, qs)),
+                          sd::bits_to_16(blocks::detail::u32_at(src + offsetof(blocks::Q5_0, qh))));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + sizeof d), u);
+  }
+}
+
+// Types whose tiles may read predecoded records instead of the file's
+// blocks: every decode_blocks.h type always, and Q8_0 and Q5_0 when a row
+// group meets more than one tile of inputs (their per-tile unpacking, a
+// sign flip per unit and Q5_0's fifth-bit lookups, is then done once per
+// row group). Measured with moelsp_bench_kernels, 768 × 2048, 64 and 512
+// inputs, VNNI, old and new builds alternated twice: Q5_0 71-90 → 95-109
+// GMAC/s, Q8_0 94-101 → 108-115; Q4_0 unchanged, and the K-quants 20-30 %
+// slower (their 4 × 4 tiles already share one unpack among 32 inputs), so
+// they stay direct.
+constexpr bool tile_predecodes(DType t) { return t == DType::Q8_0 || t == DType::Q5_0 || blocks::is_decoded(t); }
+
 // Rows r0 .. r0 + n − 1 of w decoded, as a view whose rows are records.
 template <DType T>
 MatView decode_rows(const MatView& w, int64_t r0, int64_t n) {
-  using D = blocks::Decoder<T>;
   using L = DecodedLayout<T>;
-  const int64_t nsb = w.cols / D::kElems;
+  const int64_t nsb = w.cols / L::kElems;
   const size_t row_bytes = size_t(nsb) * L::kRecord;
   if (tls_decoded.size() < size_t(n) * row_bytes) tls_decoded.resize(size_t(n) * row_bytes);
-  for (int64_t r = 0; r < n; ++r)
-    decode_row_records<D, L>(w.row(r0 + r), nsb, tls_decoded.data() + size_t(r) * row_bytes);
+  for (int64_t r = 0; r < n; ++r) {
+    uint8_t* dst = tls_decoded.data() + size_t(r) * row_bytes;
+    if constexpr (blocks::is_decoded(T)) decode_row_records<blocks::Decoder<T>, L>(w.row(r0 + r), nsb, dst);
+    else block_records<T>(w.row(r0 + r), nsb, dst);
+  }
   return MatView{tls_decoded.data(), T, w.cols, n, row_bytes};
 }
-
-// Types whose tiles may read predecoded records instead (predecode_rows):
-// every decode_blocks.h type always, and Q8_0 and Q5_0 when a row group
-// meets more than one tile of inputs (their per-tile unpacking, a sign flip
-// per unit and Q5_0's fifth-bit lookups, is then done once per row group).
-// Measured with moelsp_bench_kernels, 768 × 2048, 64 and 512 inputs, VNNI,
-// old and new builds alternated twice: Q5_0 71-90 → 95-109 GMAC/s, Q8_0
-// 94-101 → 108-115; Q4_0 unchanged, and the K-quants 20-30 % slower (their
-// 4 × 4 tiles already share one unpack among 32 inputs), so they stay direct.
-constexpr bool tile_predecodes(DType t) { return t == DType::Q8_0 || t == DType::Q5_0 || blocks::is_decoded(t); }
-template <DType T>
-__attribute__((target("avx2,fma,f16c"))) MatView predecode_rows(const MatView& w, int64_t r0, int64_t n);
 
 #define TILE_NS vnni
 #define TILE_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
@@ -241,48 +263,6 @@ __attribute__((target("avx2,fma,f16c"))) MatView predecode_rows(const MatView& w
 #undef TILE_NS
 #undef TILE_TARGET
 #undef TILE_VNNI
-
-// Q8_0's or Q5_0's 32 weights of block b as unsigned bytes (what
-// Unpack<T, false>::units broadcasts, unit k = bytes 4k .. 4k + 3).
-template <DType T>
-__attribute__((target("avx2,fma,f16c"))) __m256i block_bytes(const uint8_t* row, int64_t b) {
-  namespace sd = blocks::simd_decode;
-  if constexpr (T == DType::Q8_0) {
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + sizeof(blocks::Q8_0) * b + 2));
-    return _mm256_xor_si256(q, _mm256_set1_epi8(char(0x80)));
-  } else {
-    static_assert(T == DType::Q5_0);
-    const uint8_t* blk = row + sizeof(blocks::Q5_0) * b;
-    return _mm256_or_si256(sd::nibbles(blk + offsetof(blocks::Q5_0, qs)),
-                           sd::bits_to_16(blocks::detail::u32_at(blk + offsetof(blocks::Q5_0, qh))));
-  }
-}
-
-template <DType T>
-__attribute__((target("avx2,fma,f16c"))) MatView predecode_rows(const MatView& w, int64_t r0, int64_t n) {
-  if constexpr (blocks::is_decoded(T)) {
-    return decode_rows<T>(w, r0, n);
-  } else {
-    using L = DecodedLayout<T>;
-    constexpr int64_t kBlocks = L::kElems / 32;
-    const int64_t nsb = w.cols / L::kElems;
-    const size_t row_bytes = size_t(nsb) * L::kRecord;
-    if (tls_decoded.size() < size_t(n) * row_bytes) tls_decoded.resize(size_t(n) * row_bytes);
-    for (int64_t r = 0; r < n; ++r) {
-      const uint8_t* src = w.row(r0 + r);
-      uint8_t* dst = tls_decoded.data() + size_t(r) * row_bytes;
-      for (int64_t sb = 0; sb < nsb; ++sb, dst += L::kRecord) {
-        float f[L::kFloats];
-        avx2::Unpack<T, false>::params(src, sb, f, f + L::kGroups);
-        std::memcpy(dst, f, sizeof f);
-        for (int64_t k = 0; k < kBlocks; ++k)
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + sizeof f + 32 * k),
-                              block_bytes<T>(src, sb * kBlocks + k));
-      }
-    }
-    return MatView{tls_decoded.data(), T, w.cols, n, row_bytes};
-  }
-}
 
 template <DType T, class Block>
 void tile_chunk(const MatmulArgs& a, int64_t i0, int64_t i1, const Block* xq, int64_t nb, Isa isa) {
