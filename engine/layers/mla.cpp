@@ -24,19 +24,18 @@ struct TransposedKb {
   size_t row_bytes = 0;
 };
 
-// attn_k_b's heads ([kv_lora] rows of [qk_nope]) transposed to [qk_nope] rows
-// of [kv_lora], in the type the plain form's expansion runs fastest in
-// without adding error that matters: a quantized file's (Q5_0 in llama.cpp's
-// Q4_K_M recipe) becomes Q8_0, which the int8 prompt tiles multiply 2.4×
-// faster than F16 rows (64 vs 26 GMAC/s per thread, 128 × 512, VNNI) (the expansion re-runs over every cached position
-// at each prompt step: ~40 % of a 1,757-token deepseek2-mid prompt), rounding to 1/254 of each 32 values' largest where
-// the file's own 5 bits round to 1/30; F16 files stay F16 and F32 ones F32, exactly. 16 heads of 128 over a 512
-// latent: 1.1 MB per layer as Q8_0, 2 MB as F16.
+// attn_k_b's heads ([kv_lora] rows of [qk_nope]) transposed to [qk_nope]
+// rows of [kv_lora], for the plain form's expansion, which re-runs over every
+// cached position at each prompt step (~40 % of a 1,757-token deepseek2-mid
+// prompt). A quantized file's (Q5_0 in llama.cpp's Q4_K_M recipe) becomes
+// Q8_0 where the VNNI tiles run it: 64 vs 26 GMAC/s per thread for F16 rows
+// (128 × 512), rounding to 1/254 of each 32 values' largest where the file's
+// own 5 bits round to 1/30; with AVX2 alone Q8_0 is no faster than F16, so it
+// is F16 there. F16 files stay F16 and F32 ones F32, exactly. 16 heads of 128
+// over a 512 latent: 1.1 MB per layer as Q8_0, 2 MB as F16.
 TransposedKb transpose_k_b(const Weight& k_b, const ModelConfig& c) {
   const int64_t lora = c.kv_lora_rank, nope = c.qk_nope;
   const kernels::DType src = k_b.m.type;
-  // (Q8_0 only where the VNNI tiles take it: with AVX2 alone its prompt
-  // kernel is no faster than F16's.)
   const bool q8 = src != kernels::DType::F32 && src != kernels::DType::F16 && src != kernels::DType::BF16 &&
                   lora % 32 == 0 && kernels::isa_level() >= kernels::Isa::Avx512Vnni;
   const kernels::DType t = src == kernels::DType::F32 ? kernels::DType::F32
@@ -80,16 +79,17 @@ MlaWeights load_mla(const WeightLoader& wl, const ModelConfig& c, int il) {
   // Per-head expansions of the latent, from either tensor layout.
   const Weight kv_b =
       wl.maybe(b + "attn_kv_b.weight", {c.kv_lora_rank, int64_t(c.n_head) * (c.qk_nope + c.head_dim_v)});
-  L.split = !kv_b.present();
+  const bool split = !kv_b.present();
   Weight k_b, v_b;
-  if (L.split) {
+  TransposedKb kt;
+  if (split) {
     k_b = wl.get(b + "attn_k_b.weight", {c.qk_nope, c.kv_lora_rank, c.n_head});
     v_b = wl.get(b + "attn_v_b.weight", {c.kv_lora_rank, c.head_dim_v, c.n_head});
+    kt = transpose_k_b(k_b, c);
+    L.k_up_store = kt.bytes;
   }
-  TransposedKb kt;
-  if (L.split) kt = transpose_k_b(k_b, c), L.k_up_store = kt.bytes;
   for (int h = 0; h < c.n_head; ++h) {
-    if (!L.split) {
+    if (!split) {
       kernels::MatView k = kv_b.m, v = kv_b.m;
       k.data = kv_b.m.row(int64_t(h) * (c.qk_nope + c.head_dim_v));
       k.rows = c.qk_nope;

@@ -24,11 +24,11 @@ namespace moelsp::layers {
 struct MlaWeights {
   std::vector<float> q_a_norm, kv_a_norm;
   Weight wq, wq_a, wq_b, wkv_a, wo;
-  bool split = false;  // attn_k_b/attn_v_b rather than attn_kv_b
   // Per head, each as rows the matmul kernels take (W·x):
   //   k_up [qk_nope][kv_lora]: latent → k_nope (plain form's expansion);
   //   k_absorb [kv_lora][qk_nope]: q_nope → q_lat (absorbed queries), empty
-  //     for attn_kv_b files (their decode folds one token at a time instead);
+  //     for attn_kv_b files (their decode folds one token at a time instead,
+  //     through k_up);
   //   v_up [v][kv_lora]: o_lat → o.
   // attn_k_b stores only k_absorb's orientation; k_up is then a transposed
   // copy made at load (k_up_store: Q8_0 for a quantized file, else the
