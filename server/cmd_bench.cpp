@@ -34,16 +34,19 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Bytes a decode step reads: every dense tensor once, routed experts for the
-// used fraction only, the embedding one row (unless it doubles as lm_head).
-double bytes_per_token(const Model& m) {
+// Bytes a decode step of `streams` sequences reads: every dense tensor once,
+// routed experts for the fraction a step's tokens touch (1 − (1 − k/n)^streams
+// of them, with uniform routing), the embedding one row per token (unless it
+// doubles as lm_head).
+double bytes_per_step(const Model& m, int streams = 1) {
   const auto& c = m.config();
   const bool tied = m.file().tensor("output.weight") == nullptr;
+  const double touched =
+      c.n_expert > 0 ? 1.0 - std::pow(1.0 - double(c.n_expert_used) / double(c.n_expert), streams) : 0.0;
   double b = 0;
   for (const auto& t : m.file().tensors()) {
-    if (t.name == "token_embd.weight") b += tied ? double(t.n_bytes) : double(t.n_bytes) / double(c.n_vocab);
-    else if (t.name.find("_exps.") != std::string::npos && c.n_expert > 0)
-      b += double(t.n_bytes) * c.n_expert_used / c.n_expert;
+    if (t.name == "token_embd.weight") b += tied ? double(t.n_bytes) : double(t.n_bytes) * streams / double(c.n_vocab);
+    else if (t.name.find("_exps.") != std::string::npos && c.n_expert > 0) b += double(t.n_bytes) * touched;
     else b += double(t.n_bytes);
   }
   return b;
@@ -142,6 +145,38 @@ int bench(const BenchOptions& o) {
     };
     std::vector<double> pp, tg;
     measure(pp, tg);
+    // Batched decode: N sequences, each from its own first token in an empty
+    // context, advanced by one forward pass per step (what the scheduler does
+    // with N live requests). Aggregate tokens/s, the median of the repetitions.
+    const int stream_gen = o.n_gen > 0 ? o.n_gen : 64;
+    std::vector<std::pair<int, double>> stream_tps;
+    for (const int n : o.streams) {
+      std::vector<double> runs;
+      std::vector<float> rows(size_t(n) * size_t(c.n_vocab));
+      for (int rep = 0; rep < o.reps; ++rep) {
+        std::vector<std::unique_ptr<KvCache>> caches;
+        std::vector<TokenId> next(static_cast<size_t>(n));
+        for (int s = 0; s < n; ++s) {
+          caches.push_back(model->new_cache(stream_gen + 1));
+          next[size_t(s)] = prompt.empty() ? TokenId(1 + s) : prompt[size_t(s) % prompt.size()];
+        }
+        const auto t0 = Clock::now();
+        for (int i = 0; i < stream_gen; ++i) {
+          Batch b;
+          for (int s = 0; s < n; ++s) {
+            if (!caches[size_t(s)]->seq().reserve(1)) throw std::runtime_error("--streams: KV reservation failed");
+            b.add(caches[size_t(s)]->seq(), {&next[size_t(s)], 1});
+          }
+          model->forward(b, rows.data());
+          for (int s = 0; s < n; ++s) {
+            const float* r = rows.data() + size_t(s) * size_t(c.n_vocab);
+            next[size_t(s)] = TokenId(std::max_element(r, r + c.n_vocab) - r);
+          }
+        }
+        runs.push_back(double(n) * stream_gen / std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      stream_tps.emplace_back(n, median(runs));
+    }
     // Routing over all the runs above: how evenly experts are used (entropy of the
     // token distribution, 1 = uniform) and how evenly threads were loaded.
     double entropy_sum = 0, imbalance_max = 0, imbalance_sum = 0;
@@ -166,7 +201,7 @@ int bench(const BenchOptions& o) {
 
     const uint64_t rss = peak_rss_bytes();  // before the bandwidth probe's buffer
     const double bw = measure_memory_bandwidth_gbs(threads);
-    const double bpt = bytes_per_token(*model);
+    const double bpt = bytes_per_step(*model);
     const double roof = bw * 1e9 / bpt;
     fmt::print(
         "model: {} ({}), {:.1f} M parameters in {:.1f} MiB, threads {}, kernels {}\n", o.model, c.arch,
@@ -184,6 +219,21 @@ int bench(const BenchOptions& o) {
     if (o.n_prompt > 0) row(fmt::format("pp{}", o.n_prompt), median(pp), peer.pp);
     if (o.n_gen > 0) row(fmt::format("tg{}", o.n_gen), median(tg), peer.tg);
     if (!peer.error.empty()) fmt::print("peer: {}\n", peer.error);
+    if (!stream_tps.empty()) {
+      // The ratio's base: the 1-stream row when measured, else tg (the same loop without a batch).
+      double one = o.n_gen > 0 ? median(tg) : 0;
+      for (const auto& [n, tps] : stream_tps)
+        if (n == 1) one = tps;
+      // The bound if steps were memory-bound: n tokens for the bytes of one n-stream step.
+      fmt::print(
+          "batched decode ({} tokens per stream; bandwidth bound = n x bytes of one stream's step / bytes of an "
+          "n-stream step, uniform routing):\n",
+          stream_gen);
+      for (const auto& [n, tps] : stream_tps)
+        fmt::print("  {:2} stream{} {:9.2f} t/s aggregate{}, bandwidth bound {:.2f}x\n", n, n == 1 ? " " : "s", tps,
+                   one > 0 ? fmt::format(", {:.2f}x one stream", tps / one) : "",
+                   n * bytes_per_step(*model) / bytes_per_step(*model, n));
+    }
     if (o.background > 0) {
       fmt::print("with {} busy background process{} (each keeps a core busy):\n", o.background,
                  o.background == 1 ? "" : "es");

@@ -117,8 +117,9 @@ struct BenchOptions {
   int n_prompt = 512;
   int n_gen = 128;
   int reps = 3;
-  std::string peer;    // path to llama.cpp's llama-bench
-  int background = 0;  // > 0: measure again (both engines) with this many busy processes running
+  std::string peer;          // path to llama.cpp's llama-bench
+  int background = 0;        // > 0: measure again (both engines) with this many busy processes running
+  std::vector<int> streams;  // also: aggregate decode tokens/s with this many sequences per step
 };
 int bench(const BenchOptions& o);
 

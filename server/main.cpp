@@ -187,6 +187,11 @@ int main(int argc, char** argv) {
                    "Then measure again (and the peer) while this many other processes each keep a core busy")
       ->capture_default_str()
       ->check(CLI::Range(0, 256));
+  c_bo->add_option("--streams", bo.streams,
+                   "Also decode this many sequences together (e.g. 1,2,4,8): aggregate tokens/s per count, and the "
+                   "ratio to one stream")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64));
 
   moelsp::cli::QuantizeOptions qo;
   auto* c_qo = app.add_subcommand("quantize",

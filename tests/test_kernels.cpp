@@ -265,7 +265,7 @@ TEST_CASE("int8 activations: every quantized type against the scalar reference a
       if (level < Isa::Avx2) continue;  // the generic level has no int8 path
       set_isa(level);
       const int64_t qb = traits(t).block_size == 256 ? 256 : 32;  // activation block
-      for (int64_t m : {1, 2, 3, 5, 16, 24, 40, 70}) {
+      for (int64_t m : {1, 2, 3, 4, 5, 7, 16, 24, 40, 70}) {
         const int64_t rows = 38, cols = 1024;
         auto w = t == DType::Q8_0 ? make_weights(t, rows, cols, rng) : make_random_blocks(t, rows, cols, rng);
         MatView mv{w.data(), t, cols, rows, *row_bytes(t, cols)};
@@ -280,8 +280,11 @@ TEST_CASE("int8 activations: every quantized type against the scalar reference a
         // Rows split off the 4-row tile grid (as threads split them) give the same values.
         CHECK(split_rows(a, 7) == y);
         // Below the lane-vector kernel's threshold an input's values do not depend
-        // on the others in the call (batched decode equals one at a time, bit for bit).
-        if (m < 4)
+        // on the others in the call (batched decode equals one at a time, bit for
+        // bit): 4 inputs, or 8 for the K-quants where 32 registers hold 4 inputs'
+        // accumulators (batched decode's dense matrices stay on the row kernels).
+        const bool k_rows = (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K) && level >= Isa::Avx512Vnni;
+        if (m < (k_rows ? 8 : 4))
           for (int64_t i = 0; i < m; ++i) {
             std::vector<float> alone(static_cast<size_t>(rows));
             matmul({mv, x.data() + i * cols, cols, 1, alone.data(), rows, 0, rows});

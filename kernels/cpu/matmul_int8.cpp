@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "../decode_blocks.h"
@@ -135,35 +136,6 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256 block_fma(__m256i qw, con
 
 using simd::hsum;
 
-// One weight row against M inputs (a decode batch, or an expert's few
-// tokens): each weight block is loaded and widened once for all of them, and
-// the row streams alone (see matmul_q32_int8). Sums in dot_q32_1x1's order,
-// so an input's value does not depend on how many inputs share the call.
-template <DType T, int M>
-__attribute__((target("avx2,fma,f16c"))) void dot_q32_1xm(const uint8_t* w, const BlockQ8* x, int64_t nb, float* out) {
-  __m256 acc[2][M];
-  for (int i = 0; i < M; ++i) acc[0][i] = acc[1][i] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, w += kBlockBytes<T>) {
-    const __m256i qw = block_bytes<T>(w);
-#pragma GCC unroll 4
-    for (int i = 0; i < M; ++i) acc[b & 1][i] = block_fma<T>(qw, w, x[i * nb + b], acc[b & 1][i]);
-  }
-  for (int i = 0; i < M; ++i) out[i] = hsum(_mm256_add_ps(acc[0][i], acc[1][i]));
-}
-
-// Two blocks per step into separate accumulators (more independent work in flight).
-template <DType T>
-__attribute__((target("avx2,fma,f16c"))) float dot_q32_1x1(const uint8_t* w, const BlockQ8* x, int64_t nb) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2, w += 2 * kBlockBytes<T>) {
-    acc0 = block_fma<T>(block_bytes<T>(w), w, x[b], acc0);
-    acc1 = block_fma<T>(block_bytes<T>(w + kBlockBytes<T>), w + kBlockBytes<T>, x[b + 1], acc1);
-  }
-  if (b < nb) acc0 = block_fma<T>(block_bytes<T>(w), w, x[b], acc0);
-  return hsum(_mm256_add_ps(acc0, acc1));
-}
-
 __attribute__((target("avx2,fma"))) void quantize_row_q8_k_avx2(const float* x, BlockQ8K* out, int64_t n) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < n / 256; ++b) {
@@ -218,136 +190,19 @@ __attribute__((target("avx2"))) inline __m256i pick16_pair(int k) {
   return _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick16.pair[k]));
 }
 
-// One Q4_K super-block's contribution: Σ d·scale_j·(q·x) into acc, Σ
-// dmin·min_j·sum_j into acc_min. Scales and mins are widened to 16 bits in
-// vectors: a sub-block's scale multiplies its maddubs pair sums inside the
-// madd, and the mins meet the activation's 16-value sums (added pairwise to
-// 32-value sums) in one madd.
-// Q5_K (kFive): the same with the nibbles at +48 and qh[32] at +16, whose bit
-// j is the fifth bit (16) of sub-block j's values.
-// One Q4_K/Q5_K super-block's contribution for M inputs (x[i·nb], i < M):
-// the weights' nibbles and scales are unpacked once for all of them.
-template <bool kFive, int M>
-__attribute__((target("avx2,fma,f16c"))) inline void q4_k_block(const uint8_t* w, const BlockQ8K* x, int64_t nb,
-                                                                __m256* acc, __m256* acc_min) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f), m1 = _mm256_set1_epi8(1);
-  __m256i qh = kFive ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16)) : _mm256_setzero_si256();
-  uint32_t sm[4];
-  blocks::k4_unpack_scales(w + 4, sm);
-  const __m256i sm16 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm)));
-  const float dmin = simd::half_at(w + 2), d = simd::half_at(w);
-#pragma GCC unroll 4
-  for (int i = 0; i < M; ++i) {
-    const BlockQ8K& xi = x[i * nb];
-    const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xi.bsums)),
-                                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(xi.bsums + 8)));
-    const __m128i mins = _mm_madd_epi16(_mm256_extracti128_si256(sm16, 1), bs);  // 4 × (min·sum + min·sum)
-    acc_min[i] =
-        _mm256_fmadd_ps(_mm256_set1_ps(dmin * xi.d), _mm256_cvtepi32_ps(_mm256_castsi128_si256(mins)), acc_min[i]);
-  }
-  // Scale j (16-bit lane j of the low half) in both halves, then picked per sub-block by a byte shuffle.
-  const __m256i sc = _mm256_permute2x128_si256(sm16, sm16, 0x00);
-  __m256i sumi[M];
-  for (int i = 0; i < M; ++i) sumi[i] = _mm256_setzero_si256();
-  for (int j = 0; j < 4; ++j) {  // 64 values: low nibbles are sub-block 2j, high nibbles 2j + 1
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + (kFive ? 48 : 16) + 32 * j));
-    __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-    if constexpr (kFive) {  // bits 2j and 2j + 1; qh moves down two bits per step
-      lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(qh, m1), 4));
-      hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 1), m1), 4));
-      qh = _mm256_srli_epi16(qh, 2);
-    }
-    const __m256i s_lo = _mm256_shuffle_epi8(sc, pick16(2 * j)), s_hi = _mm256_shuffle_epi8(sc, pick16(2 * j + 1));
-#pragma GCC unroll 4
-    for (int i = 0; i < M; ++i) {
-      const int8_t* xq = x[i * nb].q + 64 * j;
-      const __m256i xl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
-      const __m256i xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32));
-      const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), s_lo);
-      const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), s_hi);
-      sumi[i] = _mm256_add_epi32(sumi[i], _mm256_add_epi32(pl, ph));
-    }
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < M; ++i)
-    acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[i * nb].d), _mm256_cvtepi32_ps(sumi[i]), acc[i]);
-}
-
-// A row against M inputs (x + i·nb), even and odd super-blocks into separate
-// accumulators (more independent work in flight); the same sums in the same
-// order for every M, so an input's value never depends on its company.
-template <bool kFive, int M>
-__attribute__((target("avx2,fma,f16c"))) void dot_q4_k(const uint8_t* w, const BlockQ8K* x, int64_t nb, float* out) {
-  constexpr size_t kBytes = kFive ? sizeof(blocks::Q5_K) : sizeof(blocks::Q4_K);
-  __m256 acc[2][M], acc_min[2][M];
-  for (int i = 0; i < M; ++i) acc[0][i] = acc[1][i] = acc_min[0][i] = acc_min[1][i] = _mm256_setzero_ps();
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {  // written out two at a time: ~7% faster at M = 1 than a plain loop
-    q4_k_block<kFive, M>(w + kBytes * b, x + b, nb, acc[0], acc_min[0]);
-    q4_k_block<kFive, M>(w + kBytes * (b + 1), x + b + 1, nb, acc[1], acc_min[1]);
-  }
-  if (b < nb) q4_k_block<kFive, M>(w + kBytes * b, x + b, nb, acc[0], acc_min[0]);
-  for (int i = 0; i < M; ++i)
-    out[i] = hsum(_mm256_add_ps(acc[0][i], acc[1][i])) - hsum(_mm256_add_ps(acc_min[0][i], acc_min[1][i]));
-}
-
-// One Q6_K super-block's contribution for M inputs (x[i·nb]), unpacked once.
-template <int M>
-__attribute__((target("avx2,fma,f16c"))) inline void q6_k_block(const uint8_t* w, const BlockQ8K* x, int64_t nb,
-                                                                __m256* acc) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
-  // The 16 scales as 16-bit values; the −32 of every value is Σ_g scale_g · 32 · bsum_g, one madd.
-  const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 192)));
-  __m256i sumi[M];
-#pragma GCC unroll 4
-  for (int i = 0; i < M; ++i) {
-    const __m256i offset =
-        _mm256_madd_epi16(sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i * nb].bsums)));
-    sumi[i] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(offset, 5));
-  }
-  for (int half = 0; half < 2; ++half) {
-    const uint8_t* ql = w + 64 * half;
-    const __m256i sc = half ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
-    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 128 + 32 * half));
-    const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
-    const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
-    // Four runs of 32 values (q1..q4 of the reference), each 6 bits: low nibble | two high bits << 4.
-    const __m256i q[4] = {
-        _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
-        _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)),
-        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4))};
-    for (int k = 0; k < 4; ++k) {
-      // The run's two 16-value groups 2k and 2k + 1 (of this half): one scale per 128-bit half.
-      const __m256i s = _mm256_shuffle_epi8(sc, pick16_pair(2 * k));
-#pragma GCC unroll 4
-      for (int i = 0; i < M; ++i) {
-        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i * nb].q + 128 * half + 32 * k));
-        sumi[i] = _mm256_add_epi32(sumi[i], _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], xv), s));
-      }
-    }
-  }
-  const float d = simd::half_at(w + offsetof(blocks::Q6_K, d));
-#pragma GCC unroll 4
-  for (int i = 0; i < M; ++i)
-    acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[i * nb].d), _mm256_cvtepi32_ps(sumi[i]), acc[i]);
-}
-
-// As dot_q4_k.
-template <int M>
-__attribute__((target("avx2,fma,f16c"))) void dot_q6_k(const uint8_t* w, const BlockQ8K* x, int64_t nb, float* out) {
-  __m256 acc[2][M];
-  for (int i = 0; i < M; ++i) acc[0][i] = acc[1][i] = _mm256_setzero_ps();
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    q6_k_block<M>(w + sizeof(blocks::Q6_K) * b, x + b, nb, acc[0]);
-    q6_k_block<M>(w + sizeof(blocks::Q6_K) * (b + 1), x + b + 1, nb, acc[1]);
-  }
-  if (b < nb) q6_k_block<M>(w + sizeof(blocks::Q6_K) * b, x + b, nb, acc[0]);
-  for (int i = 0; i < M; ++i) out[i] = hsum(_mm256_add_ps(acc[0][i], acc[1][i]));
-}
+// The row-streaming kernels, twice: for AVX2 (16 registers) and with the
+// AVX-512 VL encoding, whose 32 registers hold four inputs' accumulators
+// without spilling (the same 256-bit instructions otherwise).
+#define ROWS_NS avx2
+#define ROWS_TARGET __attribute__((target("avx2,fma,f16c")))
+#include "matmul_int8_rows.inc"
+#undef ROWS_NS
+#undef ROWS_TARGET
+#define ROWS_NS wide
+#define ROWS_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+#include "matmul_int8_rows.inc"
+#undef ROWS_NS
+#undef ROWS_TARGET
 
 thread_local std::vector<BlockQ8> tls_xq;
 thread_local std::vector<BlockQ8K> tls_xk;
@@ -363,35 +218,71 @@ bool int8_path_available(const MatmulArgs& a, const KernelConfig& cfg) {
 
 namespace {
 
-// One K-quant row against M inputs.
-template <DType T, int M>
-void dot_k(const uint8_t* w, const BlockQ8K* x, int64_t nb, float* out) {
-  if constexpr (T == DType::Q6_K) dot_q6_k<M>(w, x, nb, out);
-  else dot_q4_k<T == DType::Q5_K, M>(w, x, nb, out);
+// Inputs i0..i1−1 of a chunk (quantized, input i at xq + (i − i0)·nb) over the
+// thread's rows, kMax inputs per pass of a row (the rest in a smaller pass):
+// one row streams at a time, against every input of the chunk — several
+// interleaved row streams defeat the hardware prefetcher (measured on a 2.7 B
+// Q8_0 model at 2 threads: 4-row lockstep decoded 47 tokens/s, row-at-a-time
+// 105; on a 16384 × 2048 matrix with 2 inputs, 15 GMAC/s against 31+ for one
+// row with both inputs). dot(integral_constant<M>, row, first input's blocks, out).
+template <int kMax, class Block, class Dot>
+void stream_rows(const MatmulArgs& a, int64_t i0, int64_t i1, const Block* xq, int64_t nb, Dot dot) {
+  static_assert(kMax >= 1 && kMax <= 4);
+  for (int64_t r = a.row_begin; r < a.row_end; ++r) {
+    const uint8_t* w = a.w.row(r);
+    for (int64_t i = i0; i < i1;) {
+      float o[kMax];
+      const Block* x = xq + (i - i0) * nb;
+      const int n = int(std::min<int64_t>(kMax, i1 - i));
+      if (n == kMax) dot(std::integral_constant<int, kMax>{}, w, x, o);
+      else if (n == 3) dot(std::integral_constant<int, std::min(3, kMax)>{}, w, x, o);
+      else if (n == 2) dot(std::integral_constant<int, std::min(2, kMax)>{}, w, x, o);
+      else dot(std::integral_constant<int, 1>{}, w, x, o);
+      for (int k = 0; k < n; ++k) a.y[(i + k) * a.ldy + r] = o[k];
+      i += n;
+    }
+  }
+}
+
+// Inputs per pass of a row. AVX2's 16 registers (measured on 768 × 2048,
+// GMAC/s per thread at 1 / 2 / 3 inputs: Q4_K 35 / 41 / 34, the third input's
+// registers spill; Q6_K 31 / 42 / 43): Q4_K/Q5_K 2, the others 3. With 32
+// registers the K-quants take 4 at once, and they keep the rows up to 7
+// inputs (batched decode's dense matrices), where the tile kernel's per-row
+// unpacking is not yet paid back (8192 × 1024, GMAC/s per thread at 4
+// inputs: Q4_K 51 rows / 27 tile, Q6_K 44 / 33; at 8 the tile reaches 85 / 60).
+// Q8_0's tile is already ahead at 4 inputs (45 against 30), and the other
+// 32-value types' tiles are level with the rows there: they go to the tile
+// from 4 inputs at every ISA level.
+template <DType T>
+constexpr bool kKQuant = T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K;
+template <DType T>
+constexpr int kAvx2Inputs = T == DType::Q4_K || T == DType::Q5_K ? 2 : 3;
+template <DType T>
+constexpr int kWideInputs = kKQuant<T> ? 4 : 3;
+constexpr int64_t kWideTileMinInputs = 8;
+
+template <DType T>
+bool use_tile(int64_t m, Isa isa) {
+  if (kKQuant<T> && isa >= Isa::Avx512Vnni && m < kWideTileMinInputs) return false;
+  return int8_tile_supports(T, m, isa);
 }
 
 template <DType T>
 void matmul_k_int8(const MatmulArgs& a, Isa isa) {
   const int64_t nb = a.w.cols / 256;
   by_chunks(a, nb, tls_xk, quantize_row_q8_k_avx2, [&](int64_t i0, int64_t i1) {
-    if (int8_tile_supports(T, i1 - i0, isa)) return matmul_int8_tile(a, i0, i1, tls_xk.data(), isa);
-    // Fewer inputs than the lane-vector kernel wants: one row streams at a
-    // time (see matmul_q32_int8), unpacked once for kM inputs (measured on
-    // 768 × 2048, GMAC/s per thread at 1 / 2 / 3 inputs: Q4_K 35 / 41 / 34,
-    // the third input's registers spill; Q6_K 31 / 42 / 43).
-    constexpr int kM = T == DType::Q6_K ? 3 : 2;
-    const BlockQ8K* xk = tls_xk.data();
-    for (int64_t r = a.row_begin; r < a.row_end; ++r) {
-      float o[kM];
-      int64_t i = i0;
-      for (; i + kM <= i1; i += kM) {
-        dot_k<T, kM>(a.w.row(r), xk + (i - i0) * nb, nb, o);
-        for (int k = 0; k < kM; ++k) a.y[(i + k) * a.ldy + r] = o[k];
-      }
-      if (kM == 3 && i + 2 == i1) dot_k<T, 2>(a.w.row(r), xk + (i - i0) * nb, nb, o);
-      else if (i + 1 == i1) dot_k<T, 1>(a.w.row(r), xk + (i - i0) * nb, nb, o);
-      for (int k = 0; i + k < i1; ++k) a.y[(i + k) * a.ldy + r] = o[k];
-    }
+    if (use_tile<T>(i1 - i0, isa)) return matmul_int8_tile(a, i0, i1, tls_xk.data(), isa);
+    if (isa >= Isa::Avx512Vnni)
+      stream_rows<kWideInputs<T>>(a, i0, i1, tls_xk.data(), nb,
+                                  [nb](auto m, const uint8_t* w, const BlockQ8K* x, float* o) {
+                                    wide::Rows::k<T, decltype(m)::value>(w, x, nb, o);
+                                  });
+    else
+      stream_rows<kAvx2Inputs<T>>(a, i0, i1, tls_xk.data(), nb,
+                                  [nb](auto m, const uint8_t* w, const BlockQ8K* x, float* o) {
+                                    avx2::Rows::k<T, decltype(m)::value>(w, x, nb, o);
+                                  });
   });
 }
 
@@ -399,27 +290,17 @@ template <DType T>
 void matmul_q32_int8(const MatmulArgs& a, Isa isa) {
   const int64_t nb = a.w.cols / 32;
   by_chunks(a, nb, tls_xq, quantize_row_q8_avx2, [&](int64_t i0, int64_t i1) {
-    if (int8_tile_supports(T, i1 - i0, isa)) return matmul_int8_tile(a, i0, i1, tls_xq.data(), isa);
-    // One row streams at a time, against every input of the chunk: several
-    // interleaved row streams defeat the hardware prefetcher (measured on a
-    // 2.7 B Q8_0 model at 2 threads: 4-row lockstep decoded 47 tokens/s,
-    // row-at-a-time 105; on a 16384 × 2048 matrix with 2 inputs, 15 GMAC/s
-    // against 31+ for one row with both inputs).
-    const BlockQ8* xq = tls_xq.data();
-    for (int64_t r = a.row_begin; r < a.row_end; ++r) {
-      int64_t i = i0;
-      float o[3];
-      for (; i + 3 <= i1; i += 3) {
-        dot_q32_1xm<T, 3>(a.w.row(r), xq + (i - i0) * nb, nb, o);
-        for (int k = 0; k < 3; ++k) a.y[(i + k) * a.ldy + r] = o[k];
-      }
-      if (i + 2 == i1) {
-        dot_q32_1xm<T, 2>(a.w.row(r), xq + (i - i0) * nb, nb, o);
-        a.y[i * a.ldy + r] = o[0], a.y[(i + 1) * a.ldy + r] = o[1];
-      } else if (i + 1 == i1) {
-        a.y[i * a.ldy + r] = dot_q32_1x1<T>(a.w.row(r), xq + (i - i0) * nb, nb);
-      }
-    }
+    if (use_tile<T>(i1 - i0, isa)) return matmul_int8_tile(a, i0, i1, tls_xq.data(), isa);
+    if (isa >= Isa::Avx512Vnni)
+      stream_rows<kWideInputs<T>>(a, i0, i1, tls_xq.data(), nb,
+                                  [nb](auto m, const uint8_t* w, const BlockQ8* x, float* o) {
+                                    wide::Rows::q32<T, decltype(m)::value>(w, x, nb, o);
+                                  });
+    else
+      stream_rows<kAvx2Inputs<T>>(a, i0, i1, tls_xq.data(), nb,
+                                  [nb](auto m, const uint8_t* w, const BlockQ8* x, float* o) {
+                                    avx2::Rows::q32<T, decltype(m)::value>(w, x, nb, o);
+                                  });
   });
 }
 
