@@ -160,6 +160,14 @@ TEST_CASE("bench reports pp, tg, memory and the roofline") {
                         Catch::Contains("peak RSS") && Catch::Contains("expert activation entropy"));
 }
 
+TEST_CASE("bench --streams reports batched decode against one stream and its bandwidth bound") {
+  const auto r =
+      run("bench -m " + moelsp::test::data_path("reference/mixtral-ref.gguf") + " -p 0 -n 8 -r 1 -t 2 --streams 1,3");
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains(" 1 stream ") && Catch::Contains(" 3 streams") && Catch::Contains("x one stream") &&
+                        Catch::Contains("bandwidth bound"));
+}
+
 TEST_CASE("quantize writes loadable files whose logits track the original") {
   // Median per-row cosine against llama.cpp's F32 logits. (Single rows can drop
   // further: these random-weight models have near-tied router scores, and
@@ -304,6 +312,7 @@ TEST_CASE("command-line values outside their range are refused naming the option
       {"bench -r 0 -m " + model, "--repetitions"},
       {"bench -p -1 -m " + model, "--n-prompt"},
       {"bench -p 100000 -n 0 -m " + model, "training context"},
+      {"bench --streams 2,0 -m " + model, "--streams"},
       {"bench --peer /no/such/llama-bench -m " + model, "not an executable"},
       {"perplexity -c 100000 -f " + moelsp::test::data_path("README.md") + " -m " + model, "training context"},
       {"tokenize -f " + moelsp::test::data_path("reference") + " -m " + model, "not a readable file"},
