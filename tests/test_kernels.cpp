@@ -279,6 +279,23 @@ TEST_CASE("int8 activations: every quantized type against the scalar reference a
         matmul(a);
         // Rows split off the 4-row tile grid (as threads split them) give the same values.
         CHECK(split_rows(a, 7) == y);
+        // Inputs quantized once beforehand (quantize_acts, as the layers share them)
+        // give the same values; a pre-quantized copy in the other block format is ignored.
+        {
+          QuantizedActs xq, other;
+          const ActBlocks fmt = act_blocks(t);
+          REQUIRE(fmt != ActBlocks::None);
+          quantize_acts(x.data(), cols, m, cols, fmt, xq);
+          quantize_acts(x.data(), cols, m, cols, fmt == ActBlocks::Q8 ? ActBlocks::Q8K : ActBlocks::Q8, other);
+          std::vector<float> yp(y.size()), yo(y.size());
+          MatmulArgs p = a, o = a;
+          p.y = yp.data(), p.xq = &xq;
+          o.y = yo.data(), o.xq = &other;
+          matmul(p);
+          matmul(o);
+          CHECK(yp == y);
+          CHECK(yo == y);
+        }
         // Below the lane-vector kernel's threshold an input's values do not depend
         // on the others in the call (batched decode equals one at a time, bit for
         // bit): 4 inputs, or 8 for the K-quants where 32 registers hold 4 inputs'

@@ -5,15 +5,33 @@
 
 namespace moelsp::layers {
 
-void linear(ThreadPool& pool, const kernels::MatView& w, const float* x, int64_t m, float* y) {
-  // Fewer rows per chunk than threads would leave cores idle; tiny matrices run inline.
+void quantize_input(ThreadPool& pool, const kernels::MatView& w, const float* x, int64_t m,
+                    kernels::QuantizedActs& out) {
+  const kernels::ActBlocks b = kernels::act_blocks(w.type);
+  kernels::prepare_acts(b, m, w.cols, out);
+  if (b == kernels::ActBlocks::None) return;
+  const auto rows = [&](int64_t r0, int64_t r1) { kernels::quantize_act_rows(x, w.cols, r0, r1, out); };
+  if (m <= 8) rows(0, m);
+  else pool.parallel_for(m, rows);
+}
+
+void linear(ThreadPool& pool, const kernels::MatView& w, const float* x, int64_t m, float* y,
+            const kernels::QuantizedActs* xq) {
+  const bool tiny = w.rows * w.cols * m < 32768;  // tiny matrices run inline
+  // The caller's own quantized copy when it passed none (one per calling thread).
+  thread_local kernels::QuantizedActs own;
+  if (!xq && !tiny) {
+    quantize_input(pool, w, x, m, own);
+    xq = &own;
+  }
   const auto body = [&](int64_t b, int64_t e) {
-    kernels::matmul({.w = w, .x = x, .ldx = w.cols, .m = m, .y = y, .ldy = w.rows, .row_begin = b, .row_end = e});
+    kernels::matmul(
+        {.w = w, .x = x, .ldx = w.cols, .m = m, .y = y, .ldy = w.rows, .row_begin = b, .row_end = e, .xq = xq});
   };
   // Decode-sized calls (a few inputs) in 4 chunks per thread, so the other
-  // threads absorb a descheduled one's share (ThreadPool); with many inputs
-  // each chunk would quantize them all again, so one per thread.
-  if (w.rows * w.cols * m < 32768) body(0, w.rows);
+  // threads absorb a descheduled one's share (ThreadPool); with many inputs,
+  // one per thread (the tile kernels want long row ranges).
+  if (tiny) body(0, w.rows);
   else pool.parallel_for(w.rows, body, m <= 4 ? 4 : 1);
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <tuple>
 
 #include "../model/experts.h"
 #include "layers.h"
@@ -126,11 +127,37 @@ namespace {
 struct ActiveExpert {
   int e = 0;  // −1: the shared experts
   kernels::MatView gate, up, down;
-  std::vector<int64_t> rows;  // token indices
-  std::vector<float> ws;      // their routing weights
-  FloatBuf x, h, y;           // [n][d] (gathered rows), [n][n_ff], [n][d]
-  const float* in = nullptr;  // its inputs: x, or for the shared experts the layer's input itself
+  std::vector<int64_t> rows;       // token indices
+  std::vector<float> ws;           // their routing weights
+  FloatBuf x, h, y;                // [n][d] (gathered rows), [n][n_ff], [n][d]
+  const float* in = nullptr;       // its inputs: x, or for the shared experts the layer's input itself
+  kernels::QuantizedActs inq, hq;  // `in` and h quantized once for the int8 kernels (see quantize_once)
 };
+
+// Quantizes every expert's inputs once (quantize_acts) before the work items
+// that read them run: each item and both of gate and up would otherwise
+// quantize the same rows again (at decode, 64 times per layer for 8 experts
+// cut into 4 items each). `what(ex)` gives the rows (pointer, ld, cols) and
+// the weights they will meet; experts are spread over the threads when there
+// is enough to share.
+template <class What>
+void quantize_once(ThreadPool& pool, std::vector<ActiveExpert>& active, What what) {
+  const auto one = [&](ActiveExpert& ex) {
+    const auto [src, ld, cols, weights, out] = what(ex);
+    *out = {};
+    const kernels::ActBlocks b = kernels::act_blocks(weights.type);
+    if (b != kernels::ActBlocks::None) kernels::quantize_acts(src, ld, int64_t(ex.rows.size()), cols, b, *out);
+  };
+  size_t rows = 0;
+  for (const auto& ex : active) rows += ex.rows.size();
+  if (rows <= 16) {
+    for (auto& ex : active) one(ex);
+    return;
+  }
+  pool.parallel_for(int64_t(active.size()), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) one(active[size_t(i)]);
+  });
+}
 
 // The experts the routing chose, chosen [m][k] with weights [m][k], each with
 // its rows gathered; the shared experts (one fused SwiGLU over every token,
@@ -208,17 +235,6 @@ std::vector<WorkItem> cut_items(const std::vector<ActiveExpert>& active, int n_t
   return items;
 }
 
-// How many balanced parts the experts' work is scheduled into: one per thread,
-// or four per thread when every expert has only a few tokens (decode), so
-// the other threads can take a descheduled thread's parts (ThreadPool). With
-// more tokens each item's matmul quantizes them again, and the parts stay one
-// per thread.
-int work_parts(const ThreadPool& pool, const std::vector<ActiveExpert>& active) {
-  size_t most = 0;
-  for (const auto& ex : active) most = std::max(most, ex.rows.size());
-  return pool.size() * (most <= 4 ? 4 : 1);
-}
-
 // Longest-processing-time-first onto the least-loaded part, so every thread
 // finishes at about the same time whatever the routing.
 std::vector<std::vector<WorkItem>> schedule(std::vector<WorkItem> items, int n_threads, MoeStats* stats) {
@@ -238,21 +254,45 @@ std::vector<std::vector<WorkItem>> schedule(std::vector<WorkItem> items, int n_t
   return per;
 }
 
+// How the experts' work is cut and handed out. Decode (every expert has a few
+// tokens): about 4 items per thread over all experts — a whole expert's
+// matrix per item once there are that many experts — each item its own part,
+// claimed one at a time biggest first, so the other threads take a
+// descheduled thread's items (ThreadPool). Cutting experts finer cost more
+// than it balanced: every item starts new weight streams and kernel calls
+// (qwen3moe-mid Q4_K_M decode, 8 experts, alternated runs: every expert cut
+// in 4, four parts per thread, 67-86 tokens/s; whole experts 83-101). With
+// many tokens per expert: one LPT part per thread.
+struct MoePlan {
+  std::vector<std::vector<WorkItem>> parts;
+  int chunks_per_thread = 1;
+};
+template <class Rows>
+MoePlan plan_work(const ThreadPool& pool, const std::vector<ActiveExpert>& active, Rows rows, MoeStats* stats) {
+  size_t most = 0;
+  for (const auto& ex : active) most = std::max(most, ex.rows.size());
+  const bool few = most <= 4;
+  std::vector<WorkItem> items = cut_items(active, pool.size(), rows);
+  if (!few) return {schedule(std::move(items), pool.size(), stats), 1};
+  if (stats) schedule(items, pool.size(), stats);  // the balance figures, per thread
+  const int n_parts = std::max<int>(1, int(items.size()));
+  return {schedule(std::move(items), n_parts, nullptr), (n_parts + pool.size() - 1) / pool.size()};
+}
+
 // h = silu(x·Wgᵀ) ⊙ (x·Wuᵀ) for every expert (gpt-oss: with biases and its
 // clamped activation, ModelConfig::swiglu_oai); gate and up run in the same
 // item, so SwiGLU's product needs no extra pass.
 void gate_up(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, std::vector<ActiveExpert>& active,
              int64_t d, MoeStats* stats) {
   const bool oai = cfg.swiglu_oai;
-  const int n_parts = work_parts(pool, active);
-  const auto plan =
-      schedule(cut_items(active, n_parts, [](const ActiveExpert& ex) { return ex.gate.rows; }), n_parts, stats);
+  const MoePlan plan = plan_work(
+      pool, active, [](const ActiveExpert& ex) { return ex.gate.rows; }, stats);
   pool.parallel_for(
-      n_parts,
+      int64_t(plan.parts.size()),
       [&](int64_t tb, int64_t te) {
         FloatBuf g, u;
         for (int64_t t = tb; t < te; ++t)
-          for (const WorkItem& it : plan[size_t(t)]) {
+          for (const WorkItem& it : plan.parts[size_t(t)]) {
             ActiveExpert& ex = active[it.expert];
             const int64_t n = int64_t(ex.rows.size()), nr = it.r1 - it.r0, ff = ex.gate.rows;
             g.resize(size_t(n * nr));
@@ -271,7 +311,8 @@ void gate_up(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, std:
                                            .y = g.data(),
                                            .ldy = nr,
                                            .row_begin = 0,
-                                           .row_end = nr};
+                                           .row_end = nr,
+                                           .xq = &ex.inq};
             kernels::matmul(to_g);
             kernels::MatmulArgs to_u = to_g;
             to_u.w = rows_of(ex.up);
@@ -297,18 +338,18 @@ void gate_up(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, std:
               }
           }
       },
-      n_parts / pool.size());
+      plan.chunks_per_thread);
 }
 
 // y = h·Wdᵀ for every expert.
 void down(ThreadPool& pool, std::vector<ActiveExpert>& active, int64_t d, MoeStats* stats) {
-  const int n_parts = work_parts(pool, active);
-  const auto plan = schedule(cut_items(active, n_parts, [d](const ActiveExpert&) { return d; }), n_parts, stats);
+  const MoePlan plan = plan_work(
+      pool, active, [d](const ActiveExpert&) { return d; }, stats);
   pool.parallel_for(
-      n_parts,
+      int64_t(plan.parts.size()),
       [&](int64_t tb, int64_t te) {
         for (int64_t t = tb; t < te; ++t)
-          for (const WorkItem& it : plan[size_t(t)]) {
+          for (const WorkItem& it : plan.parts[size_t(t)]) {
             ActiveExpert& ex = active[it.expert];
             kernels::matmul({.w = ex.down,
                              .x = ex.h.data(),
@@ -317,10 +358,11 @@ void down(ThreadPool& pool, std::vector<ActiveExpert>& active, int64_t d, MoeSta
                              .y = ex.y.data(),
                              .ldy = d,
                              .row_begin = it.r0,
-                             .row_end = it.r1});
+                             .row_end = it.r1,
+                             .xq = &ex.hq});
           }
       },
-      n_parts / pool.size());
+      plan.chunks_per_thread);
 }
 
 }  // namespace
@@ -337,7 +379,13 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
     ++hooks.stats->calls;
   }
   std::vector<ActiveExpert> active = gather_experts(cfg, w, x, m, chosen.data(), weight.data(), hooks);
+  quantize_once(pool, active, [d](ActiveExpert& ex) {
+    return std::tuple{ex.in, int64_t(d), int64_t(d), ex.gate, &ex.inq};
+  });
   gate_up(pool, cfg, w, active, d, hooks.stats);
+  quantize_once(pool, active, [](ActiveExpert& ex) {
+    return std::tuple{static_cast<const float*>(ex.h.data()), ex.gate.rows, ex.down.cols, ex.down, &ex.hq};
+  });
   down(pool, active, d, hooks.stats);
   // out [m][d] = Σ over each token's experts of weight · y
   std::fill(out, out + m * d, 0.0f);

@@ -46,9 +46,11 @@ void gqa_attention(ThreadPool& pool, const ModelConfig& c, const GqaWeights& w, 
   const int64_t nv = int64_t(c.n_head_kv) * c.head_dim_v;
   // Projections for every token of every sequence at once.
   FloatBuf q(static_cast<size_t>(n * nq)), k(static_cast<size_t>(n * nk)), v(static_cast<size_t>(n * nv));
-  linear(pool, w.wq.m, h, n, q.data());  // [n][n_head·hd]
-  linear(pool, w.wk.m, h, n, k.data());  // [n][n_head_kv·hd]
-  linear(pool, w.wv.m, h, n, v.data());  // [n][n_head_kv·hd_v]
+  kernels::QuantizedActs hq;  // h quantized once for the three projections
+  quantize_input(pool, w.wq.m, h, n, hq);
+  linear(pool, w.wq.m, h, n, q.data(), &hq);  // [n][n_head·hd]
+  linear(pool, w.wk.m, h, n, k.data(), &hq);  // [n][n_head_kv·hd]
+  linear(pool, w.wv.m, h, n, v.data(), &hq);  // [n][n_head_kv·hd_v]
   add_bias(q.data(), w.bq, n);
   add_bias(k.data(), w.bk, n);
   add_bias(v.data(), w.bv, n);

@@ -20,8 +20,16 @@ class ExpertRuntime;
 
 namespace moelsp::layers {
 
-// y[m][w.rows] = x[m][w.cols] · Wᵀ, rows split across threads.
-void linear(ThreadPool& pool, const kernels::MatView& w, const float* x, int64_t m, float* y);
+// y[m][w.rows] = x[m][w.cols] · Wᵀ, rows split across threads. x is quantized
+// once for the int8 kernels (not once per thread or per chunk of rows); pass
+// xq (quantize_input) to share that between several matrices with one input.
+void linear(ThreadPool& pool, const kernels::MatView& w, const float* x, int64_t m, float* y,
+            const kernels::QuantizedActs* xq = nullptr);
+// x[m][w.cols] quantized as linear() would for w (rows spread over the threads
+// when there are many); `out` serves every matrix whose weights take the same
+// block format (the others quantize for themselves).
+void quantize_input(ThreadPool& pool, const kernels::MatView& w, const float* x, int64_t m,
+                    kernels::QuantizedActs& out);
 
 // y = x / sqrt(mean(x²) + eps) · w, for each of m rows of n (y may alias x).
 void rms_norm(const float* x, const float* w, int64_t n, float eps, float* y, int64_t m = 1, int64_t ld = -1);

@@ -212,6 +212,34 @@ thread_local std::vector<BlockQ8K> tls_xk;
 void quantize_row_q8_simd(const float* x, BlockQ8* out, int64_t n) { quantize_row_q8_avx2(x, out, n); }
 void quantize_row_q8_k_simd(const float* x, BlockQ8K* out, int64_t n) { quantize_row_q8_k_avx2(x, out, n); }
 
+ActBlocks act_blocks(DType t) {
+  const KernelConfig cfg = kernel_config();
+  if (traits(t).kernel != Kernel::Int8 || cfg.isa < Isa::Avx2 || cfg.activations != Activations::Int8)
+    return ActBlocks::None;
+  if (blocks::is_decoded(t))
+    return blocks::with_decoder(t, [](auto d) { return decltype(d)::kElems == 256 ? ActBlocks::Q8K : ActBlocks::Q8; });
+  return traits(t).block_size == 256 ? ActBlocks::Q8K : ActBlocks::Q8;
+}
+
+void prepare_acts(ActBlocks b, int64_t m, int64_t cols, QuantizedActs& out) {
+  out.blocks = b, out.m = m, out.cols = cols;
+  if (b == ActBlocks::Q8 && out.q8.size() < size_t(m * (cols / 32))) out.q8.resize(size_t(m * (cols / 32)));
+  if (b == ActBlocks::Q8K && out.q8k.size() < size_t(m * (cols / 256))) out.q8k.resize(size_t(m * (cols / 256)));
+}
+
+void quantize_act_rows(const float* x, int64_t ldx, int64_t r0, int64_t r1, QuantizedActs& out) {
+  for (int64_t r = r0; r < r1; ++r) {
+    if (out.blocks == ActBlocks::Q8) quantize_row_q8_avx2(x + r * ldx, out.q8.data() + r * (out.cols / 32), out.cols);
+    else if (out.blocks == ActBlocks::Q8K)
+      quantize_row_q8_k_avx2(x + r * ldx, out.q8k.data() + r * (out.cols / 256), out.cols);
+  }
+}
+
+void quantize_acts(const float* x, int64_t ldx, int64_t m, int64_t cols, ActBlocks b, QuantizedActs& out) {
+  prepare_acts(b, m, cols, out);
+  quantize_act_rows(x, ldx, 0, m, out);
+}
+
 bool int8_path_available(const MatmulArgs& a, const KernelConfig& cfg) {
   return traits(a.w.type).kernel == Kernel::Int8 && cfg.isa >= Isa::Avx2 && cfg.activations == Activations::Int8;
 }
@@ -268,40 +296,30 @@ bool use_tile(int64_t m, Isa isa) {
   return int8_tile_supports(T, m, isa);
 }
 
-template <DType T>
-void matmul_k_int8(const MatmulArgs& a, Isa isa) {
-  const int64_t nb = a.w.cols / 256;
-  by_chunks(a, nb, tls_xk, quantize_row_q8_k_avx2, [&](int64_t i0, int64_t i1) {
-    if (use_tile<T>(i1 - i0, isa)) return matmul_int8_tile(a, i0, i1, tls_xk.data(), isa);
-    if (isa >= Isa::Avx512Vnni)
-      stream_rows<kWideInputs<T>>(a, i0, i1, tls_xk.data(), nb,
-                                  [nb](auto m, const uint8_t* w, const BlockQ8K* x, float* o) {
-                                    wide::Rows::k<T, decltype(m)::value>(w, x, nb, o);
-                                  });
-    else
-      stream_rows<kAvx2Inputs<T>>(a, i0, i1, tls_xk.data(), nb,
-                                  [nb](auto m, const uint8_t* w, const BlockQ8K* x, float* o) {
-                                    avx2::Rows::k<T, decltype(m)::value>(w, x, nb, o);
-                                  });
+// The types of this file: inputs quantized in Block's format (Q8 for the
+// 32-value types, Q8K for the K-quants), then the tile or the row kernels.
+template <DType T, class Block, class Quantize>
+void matmul_rows_int8(const MatmulArgs& a, Isa isa, std::vector<Block>& buf, Quantize quantize) {
+  const int64_t nb = a.w.cols / (std::is_same_v<Block, BlockQ8K> ? 256 : 32);
+  by_chunks(a, nb, buf, quantize, [&](int64_t i0, int64_t i1, const Block* xq) {
+    if (use_tile<T>(i1 - i0, isa)) return matmul_int8_tile(a, i0, i1, xq, isa);
+    const auto pass = [nb](auto rows) {
+      return [nb](auto m, const uint8_t* w, const Block* x, float* o) {
+        decltype(rows)::template dot<T, decltype(m)::value>(w, x, nb, o);
+      };
+    };
+    if (isa >= Isa::Avx512Vnni) stream_rows<kWideInputs<T>>(a, i0, i1, xq, nb, pass(wide::Rows{}));
+    else stream_rows<kAvx2Inputs<T>>(a, i0, i1, xq, nb, pass(avx2::Rows{}));
   });
 }
 
 template <DType T>
+void matmul_k_int8(const MatmulArgs& a, Isa isa) {
+  matmul_rows_int8<T>(a, isa, tls_xk, quantize_row_q8_k_avx2);
+}
+template <DType T>
 void matmul_q32_int8(const MatmulArgs& a, Isa isa) {
-  const int64_t nb = a.w.cols / 32;
-  by_chunks(a, nb, tls_xq, quantize_row_q8_avx2, [&](int64_t i0, int64_t i1) {
-    if (use_tile<T>(i1 - i0, isa)) return matmul_int8_tile(a, i0, i1, tls_xq.data(), isa);
-    if (isa >= Isa::Avx512Vnni)
-      stream_rows<kWideInputs<T>>(a, i0, i1, tls_xq.data(), nb,
-                                  [nb](auto m, const uint8_t* w, const BlockQ8* x, float* o) {
-                                    wide::Rows::q32<T, decltype(m)::value>(w, x, nb, o);
-                                  });
-    else
-      stream_rows<kAvx2Inputs<T>>(a, i0, i1, tls_xq.data(), nb,
-                                  [nb](auto m, const uint8_t* w, const BlockQ8* x, float* o) {
-                                    avx2::Rows::q32<T, decltype(m)::value>(w, x, nb, o);
-                                  });
-  });
+  matmul_rows_int8<T>(a, isa, tls_xq, quantize_row_q8_avx2);
 }
 
 }  // namespace

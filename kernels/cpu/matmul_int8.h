@@ -18,16 +18,31 @@ void matmul_int8_decoded(const MatmulArgs& a, Isa isa);
 void quantize_row_q8_simd(const float* x, BlockQ8* out, int64_t n);
 void quantize_row_q8_k_simd(const float* x, BlockQ8K* out, int64_t n);
 
+// The pre-quantized inputs of a call, when it carries them in this block format.
+inline const BlockQ8* prequantized(const MatmulArgs& a, const BlockQ8*) {
+  return a.xq && a.xq->blocks == ActBlocks::Q8 && a.xq->m == a.m && a.xq->cols == a.w.cols ? a.xq->q8.data() : nullptr;
+}
+inline const BlockQ8K* prequantized(const MatmulArgs& a, const BlockQ8K*) {
+  return a.xq && a.xq->blocks == ActBlocks::Q8K && a.xq->m == a.m && a.xq->cols == a.w.cols ? a.xq->q8k.data()
+                                                                                            : nullptr;
+}
+
 // Inputs go in chunks of 64 rows: each chunk is quantized into `buf` (input i
-// at buf + (i − i0)·nb), then body(i0, i1) runs the thread's weight rows over it.
+// at buf + (i − i0)·nb) unless the call carries them quantized (a.xq), then
+// body(i0, i1, the chunk's blocks) runs the thread's weight rows over it.
 template <typename Block, typename Quantize, typename Body>
 void by_chunks(const MatmulArgs& a, int64_t nb, std::vector<Block>& buf, Quantize quantize, Body body) {
   constexpr int64_t kChunkM = 64;
+  const Block* pre = prequantized(a, static_cast<const Block*>(nullptr));
   for (int64_t i0 = 0; i0 < a.m; i0 += kChunkM) {
     const int64_t i1 = std::min(a.m, i0 + kChunkM);
+    if (pre) {
+      body(i0, i1, pre + i0 * nb);
+      continue;
+    }
     if (buf.size() < size_t((i1 - i0) * nb)) buf.resize(size_t((i1 - i0) * nb));
     for (int64_t i = i0; i < i1; ++i) quantize(a.x + i * a.ldx, buf.data() + (i - i0) * nb, a.w.cols);
-    body(i0, i1);
+    body(i0, i1, static_cast<const Block*>(buf.data()));
   }
 }
 

@@ -79,11 +79,11 @@ __attribute__((target("avx2,fma,f16c"))) void row_decoded(const uint8_t* w, cons
 template <class D, class Block, class Quantize>
 void matmul_decoded(const MatmulArgs& a, Isa isa, std::vector<Block>& buf, Quantize quantize) {
   const int64_t nb = a.w.cols / D::kElems;
-  by_chunks(a, nb, buf, quantize, [&](int64_t i0, int64_t i1) {
-    if (int8_tile_supports(D::kType, i1 - i0, isa)) return matmul_int8_tile(a, i0, i1, buf.data(), isa);
+  by_chunks(a, nb, buf, quantize, [&](int64_t i0, int64_t i1, const Block* xq) {
+    if (int8_tile_supports(D::kType, i1 - i0, isa)) return matmul_int8_tile(a, i0, i1, xq, isa);
     float o[kMaxInputs];
     for (int64_t r = a.row_begin; r < a.row_end; ++r) {
-      row_decoded<D>(a.w.row(r), buf.data(), nb, i1 - i0, o);
+      row_decoded<D>(a.w.row(r), xq, nb, i1 - i0, o);
       for (int64_t i = i0; i < i1; ++i) a.y[i * a.ldy + r] = o[i - i0];
     }
   });

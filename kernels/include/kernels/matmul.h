@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/isa.h"
 #include "kernels/types.h"
@@ -28,7 +29,12 @@ struct MatView {
 // Kernel::None (kernels/types.h lists them).
 bool matmul_supports(DType t);
 
+struct QuantizedActs;
+
 // x: m rows of w.cols floats, `ldx` apart; y: m rows, `ldy` apart.
+// xq (optional): the same x already quantized (quantize_acts) — the int8
+// kernels then skip quantizing it, which every call (every thread's share,
+// every work item of a split matrix) would otherwise do again.
 struct MatmulArgs {
   MatView w;
   const float* x = nullptr;
@@ -38,6 +44,7 @@ struct MatmulArgs {
   int64_t ldy = 0;
   int64_t row_begin = 0;
   int64_t row_end = 0;
+  const QuantizedActs* xq = nullptr;
 };
 
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);  // n elements
@@ -56,6 +63,27 @@ struct BlockQ8K {
   int8_t q[256];
   int16_t bsums[16];
 };
+
+// Inputs quantized once for several int8 matmuls over the same rows (an
+// expert's gate and up, the work items a matrix is split into). The block
+// format is the one the weight type meets its inputs in; a matmul whose
+// weights want the other format (or the f32 path) ignores it and reads x.
+enum class ActBlocks { None, Q8, Q8K };
+struct QuantizedActs {
+  ActBlocks blocks = ActBlocks::None;
+  int64_t m = 0, cols = 0;
+  std::vector<BlockQ8> q8;    // [m][cols / 32] when blocks == Q8
+  std::vector<BlockQ8K> q8k;  // [m][cols / 256] when blocks == Q8K
+};
+// The format weights of type t take their inputs in under the current kernel
+// setting (None: they take f32, or quantize in a form of their own).
+ActBlocks act_blocks(DType t);
+// Quantizes x (m rows of `cols`, ldx apart) as matmul would for weights wanting `b`.
+void quantize_acts(const float* x, int64_t ldx, int64_t m, int64_t cols, ActBlocks b, QuantizedActs& out);
+// The same in two steps, so threads can fill disjoint row ranges: size `out`,
+// then quantize rows [r0, r1) of x into it.
+void prepare_acts(ActBlocks b, int64_t m, int64_t cols, QuantizedActs& out);
+void quantize_act_rows(const float* x, int64_t ldx, int64_t r0, int64_t r1, QuantizedActs& out);
 
 // Optimized (SIMD, runtime ISA dispatch). Tolerance vs ref: see tests/test_kernels.cpp.
 void matmul(const MatmulArgs& a);
