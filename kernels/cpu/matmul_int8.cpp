@@ -195,14 +195,18 @@ __attribute__((target("avx2"))) inline __m256i pick16_pair(int k) {
 // without spilling (the same 256-bit instructions otherwise).
 #define ROWS_NS avx2
 #define ROWS_TARGET __attribute__((target("avx2,fma,f16c")))
+#define ROWS_AVX512 0
 #include "matmul_int8_rows.inc"
 #undef ROWS_NS
 #undef ROWS_TARGET
+#undef ROWS_AVX512
 #define ROWS_NS wide
 #define ROWS_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+#define ROWS_AVX512 1
 #include "matmul_int8_rows.inc"
 #undef ROWS_NS
 #undef ROWS_TARGET
+#undef ROWS_AVX512
 
 thread_local std::vector<BlockQ8> tls_xq;
 thread_local std::vector<BlockQ8K> tls_xk;
