@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include <tuple>
 
 #include "../model/experts.h"
 #include "layers.h"
@@ -131,33 +130,8 @@ struct ActiveExpert {
   std::vector<float> ws;           // their routing weights
   FloatBuf x, h, y;                // [n][d] (gathered rows), [n][n_ff], [n][d]
   const float* in = nullptr;       // its inputs: x, or for the shared experts the layer's input itself
-  kernels::QuantizedActs inq, hq;  // `in` and h quantized once for the int8 kernels (see quantize_once)
+  kernels::QuantizedActs inq, hq;  // `in` and h quantized once for all of the expert's work items (moe)
 };
-
-// Quantizes every expert's inputs once (quantize_acts) before the work items
-// that read them run: each item and both of gate and up would otherwise
-// quantize the same rows again (at decode, 64 times per layer for 8 experts
-// cut into 4 items each). `what(ex)` gives the rows (pointer, ld, cols) and
-// the weights they will meet; experts are spread over the threads when there
-// is enough to share.
-template <class What>
-void quantize_once(ThreadPool& pool, std::vector<ActiveExpert>& active, What what) {
-  const auto one = [&](ActiveExpert& ex) {
-    const auto [src, ld, cols, weights, out] = what(ex);
-    *out = {};
-    const kernels::ActBlocks b = kernels::act_blocks(weights.type);
-    if (b != kernels::ActBlocks::None) kernels::quantize_acts(src, ld, int64_t(ex.rows.size()), cols, b, *out);
-  };
-  size_t rows = 0;
-  for (const auto& ex : active) rows += ex.rows.size();
-  if (rows <= 16) {
-    for (auto& ex : active) one(ex);
-    return;
-  }
-  pool.parallel_for(int64_t(active.size()), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) one(active[size_t(i)]);
-  });
-}
 
 // The experts the routing chose, chosen [m][k] with weights [m][k], each with
 // its rows gathered; the shared experts (one fused SwiGLU over every token,
@@ -379,13 +353,11 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
     ++hooks.stats->calls;
   }
   std::vector<ActiveExpert> active = gather_experts(cfg, w, x, m, chosen.data(), weight.data(), hooks);
-  quantize_once(pool, active, [d](ActiveExpert& ex) {
-    return std::tuple{ex.in, int64_t(d), int64_t(d), ex.gate, &ex.inq};
-  });
+  // Each expert's rows quantized once for the int8 kernels: gate and up, and
+  // every work item a matrix is cut into, would otherwise quantize them again.
+  for (ActiveExpert& ex : active) quantize_input(pool, ex.gate, ex.in, int64_t(ex.rows.size()), ex.inq);
   gate_up(pool, cfg, w, active, d, hooks.stats);
-  quantize_once(pool, active, [](ActiveExpert& ex) {
-    return std::tuple{static_cast<const float*>(ex.h.data()), ex.gate.rows, ex.down.cols, ex.down, &ex.hq};
-  });
+  for (ActiveExpert& ex : active) quantize_input(pool, ex.down, ex.h.data(), int64_t(ex.rows.size()), ex.hq);
   down(pool, active, d, hooks.stats);
   // out [m][d] = Σ over each token's experts of weight · y
   std::fill(out, out + m * d, 0.0f);
