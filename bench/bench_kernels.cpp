@@ -1,6 +1,7 @@
 // Single-thread matmul throughput per weight type, input count and ISA level:
 //
-//   moelsp_bench_kernels [--rows 768] [--cols 2048] [--ms 1,4,16,32,64] [--types Q8_0,Q4_K,...] [--ms-per-case 300]
+//   moelsp_bench_kernels [--rows 768] [--cols 2048] [--ms 1,4,16,32,64] [--types Q8_0,Q4_K,Q4_Kx16,...] [--ms-per-case
+//   300]
 //                        [--metric gmacs|ms|gbs]
 //
 // The default shape is one Qwen3-30B-A3B expert's gate projection; m is the
@@ -24,6 +25,7 @@
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "kernels/quantize.h"
+#include "kernels/repack.h"
 
 using namespace moelsp::kernels;
 
@@ -94,7 +96,9 @@ int main(int argc, char** argv) {
   const char* unit = metric == "ms" ? "ms per matmul" : metric == "gbs" ? "weight GB/s" : "GMAC/s";
   std::printf("   (%s, 1 thread, %lld x %lld)\n", unit, (long long)rows, (long long)cols);
   for (const std::string& tn : split(types_s)) {
-    const auto t = dtype_from_name(tn);
+    // Q4_Kx16: Q4_K repacked as the engine does for dense weights (kernels/repack.h).
+    const bool repacked = tn == "Q4_Kx16";
+    const auto t = repacked ? DType::Q4_K : dtype_from_name(tn);
     if (!t || !matmul_supports(*t) || !row_bytes(*t, uint64_t(cols))) {
       std::fprintf(stderr, "unsupported type or shape: %s\n", tn.c_str());
       return 2;
@@ -104,6 +108,16 @@ int main(int argc, char** argv) {
     if (quantize_supports(*t))
       for (int64_t r = 0; r < rows; ++r) quantize_row(*t, wf.data() + r * cols, w.data() + size_t(r) * rb, cols);
     else w = random_blocks(*t, rows, cols, rng);
+    MatView mv{w.data(), *t, cols, rows, rb};
+    std::vector<uint8_t> packed;
+    if (repacked) {
+      if (rows % kRepackRows) {
+        std::fprintf(stderr, "Q4_Kx16 needs rows in groups of %d\n", kRepackRows);
+        return 2;
+      }
+      packed.resize(repacked_bytes(mv) + 64);
+      mv = repack(mv, packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64);
+    }
     for (const std::string& m_s : split(ms_s)) {
       const int64_t m = std::stoll(m_s);
       std::vector<float> x(size_t(m * cols)), y(size_t(m * rows));
@@ -111,7 +125,7 @@ int main(int argc, char** argv) {
       std::printf("%-6s %5lld", tn.c_str(), (long long)m);
       for (Isa l : levels) {
         set_isa(l);
-        const MatmulArgs a{{w.data(), *t, cols, rows, rb}, x.data(), cols, m, y.data(), rows, 0, rows};
+        const MatmulArgs a{mv, x.data(), cols, m, y.data(), rows, 0, rows};
         matmul(a);  // warm-up
         int64_t reps = 0;
         const double t0 = thread_seconds();

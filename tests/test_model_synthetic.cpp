@@ -13,11 +13,13 @@
 #include <catch2/catch.hpp>
 
 #include "../engine/layers/mla.h"
+#include "../engine/model/weights.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
 #include "engine/model_info.h"
 #include "kernels/convert.h"
 #include "kernels/isa.h"
+#include "kernels/quantize.h"
 #include "test_data.h"
 
 using namespace moelsp;
@@ -58,17 +60,24 @@ std::vector<uint8_t> encode(kernels::DType t, const std::vector<float>& v) {
         }
       }
       break;
+    case kernels::DType::Q4_K: {
+      const size_t rb = *kernels::row_bytes(t, 256);
+      out.resize(v.size() / 256 * rb);
+      for (size_t b = 0; b < v.size() / 256; ++b)
+        kernels::quantize_row(t, v.data() + 256 * b, out.data() + b * rb, 256);
+      break;
+    }
     default: FAIL("type");
   }
   return out;
 }
 
 // A 2-layer dense llama with the llama-spm vocabulary.
-std::string write_dense_llama(kernels::DType t, const std::string& path) {
+std::string write_dense_llama(kernels::DType t, const std::string& path, int d = 64, int ff = 96) {
   const auto vocab = gguf::File::open(test::data_path("vocab/ggml-vocab-llama-spm.gguf"));
   gguf::Writer w;
   w.set("general.architecture", "llama");
-  const int d = 64, ff = 96, layers = 2, heads = 4, kv = 2, n_vocab = 32000;
+  const int layers = 2, heads = 4, kv = 2, n_vocab = 32000;
   w.set("llama.embedding_length", uint32_t(d));
   w.set("llama.block_count", uint32_t(layers));
   w.set("llama.feed_forward_length", uint32_t(ff));
@@ -143,6 +152,37 @@ TEST_CASE("dense llama in F32/F16/BF16/Q8_0: batch equals incremental, types agr
     CHECK(max_diff(batch, ref) <= tol);
     std::filesystem::remove(path);
   }
+}
+
+// Dense weights repacked at load (kernels/repack.h) against the same file read
+// as plain rows: only the f32 summation order differs (tolerance: 1e-3 on
+// logits of rms ~1; a wrong row, scale or min moves them by far more).
+TEST_CASE("dense llama in Q4_K: repacked dense weights give the plain rows' logits") {
+  const std::string path = (std::filesystem::temp_directory_path() / "moelsp_dense_repack.gguf").string();
+  write_dense_llama(kernels::DType::Q4_K, path, 256, 512);
+  const std::vector<TokenId> ids{1, 450, 4996, 17354, 1701, 432, 29889, 13, 822, 285};
+  const kernels::Isa best = kernels::detected_isa();
+  const size_t before = repacked_weight_bytes();
+  auto packed = Model::load(path, {.threads = 2});
+  if (best < kernels::Isa::Avx512Vnni) {
+    CHECK(repacked_weight_bytes() == before);
+    WARN("this CPU has no AVX-512 VNNI: nothing is repacked, the repacked kernel is not exercised here");
+  } else {
+    // q, k, v, o, gate, up, down of 2 layers and the (tied) output head, each 1/36 larger than its rows.
+    const size_t q4k = *kernels::row_bytes(kernels::DType::Q4_K, 256),
+                 q4k_ff = *kernels::row_bytes(kernels::DType::Q4_K, 512);
+    const size_t plain = 2 * (256 * q4k * 2 + 128 * q4k * 2 + 512 * q4k * 2 + 256 * q4k_ff) + 32000 * q4k;
+    CHECK(repacked_weight_bytes() - before == plain / 36 * 37);
+  }
+  kernels::set_isa(kernels::Isa::Avx2);  // loaded under AVX2: plain rows
+  auto plain = Model::load(path, {.threads = 2});
+  kernels::set_isa(best);
+  const auto a = run(*packed, ids, true), b = run(*plain, ids, true);
+  CHECK(max_diff(a, b) < 1e-3);
+  CHECK(max_diff(a, run(*packed, ids, false)) < 1e-4);  // batch equals incremental
+  packed.reset();
+  plain.reset();
+  std::filesystem::remove(path);
 }
 
 namespace {

@@ -30,8 +30,13 @@ void linear(ThreadPool& pool, const kernels::MatView& w, const float* x, int64_t
   };
   // Decode-sized calls (a few inputs) in 4 chunks per thread, so the other
   // threads absorb a descheduled one's share (ThreadPool); with many inputs,
-  // one per thread (the tile kernels want long row ranges).
+  // one per thread (the tile kernels want long row ranges). Repacked weights
+  // split on whole groups of rows.
+  const int64_t g = w.row_group;
   if (tiny) body(0, w.rows);
+  else if (g > 1)
+    pool.parallel_for(
+        w.rows / g, [&](int64_t b, int64_t e) { body(b * g, e * g); }, m <= 4 ? 4 : 1);
   else pool.parallel_for(w.rows, body, m <= 4 ? 4 : 1);
 }
 

@@ -48,6 +48,7 @@ MoeWeights load_moe(const WeightLoader& wl, const ModelConfig& c, int il) {
     w.shared_gate = wl.get(b + "ffn_gate_shexp.weight", {c.n_embd, sh});
     w.shared_up = wl.get(b + "ffn_up_shexp.weight", {c.n_embd, sh});
     w.shared_down = wl.get(b + "ffn_down_shexp.weight", {sh, c.n_embd});
+    for (Weight* x : {&w.shared_gate, &w.shared_up, &w.shared_down}) repack_dense(*x);
   }
   return w;
 }
@@ -193,16 +194,19 @@ struct WorkItem {
   double cost;  // tokens × rows
 };
 
-// The items of a matrix with `rows(expert)` rows per expert, cut so that
-// there are about 4 per thread over all experts, each at least 16 rows.
-template <class Rows>
-std::vector<WorkItem> cut_items(const std::vector<ActiveExpert>& active, int n_threads, Rows rows) {
+// The items of a matrix of `shape(expert)` = {rows, row group} per expert,
+// cut so that there are about 4 per thread over all experts, each at least 16
+// rows and on whole groups of a repacked matrix (the shared experts' may be:
+// kernels/repack.h).
+template <class Shape>
+std::vector<WorkItem> cut_items(const std::vector<ActiveExpert>& active, int n_threads, Shape shape) {
   const int64_t total = std::max<int64_t>(1, int64_t(active.size()));
   const int64_t per_expert = std::max<int64_t>(1, (4 * n_threads + total - 1) / total);
   std::vector<WorkItem> items;
   for (size_t a = 0; a < active.size(); ++a) {
-    const int64_t n = int64_t(active[a].rows.size()), nr = rows(active[a]);
-    const int64_t step = std::max<int64_t>(16, (nr + per_expert - 1) / per_expert);
+    const auto [nr, g] = shape(active[a]);
+    const int64_t n = int64_t(active[a].rows.size());
+    const int64_t step = (std::max<int64_t>(16, (nr + per_expert - 1) / per_expert) + g - 1) / g * g;
     for (int64_t r = 0; r < nr; r += step)
       items.push_back({a, r, std::min(nr, r + step), double(n) * double(std::min(step, nr - r))});
   }
@@ -241,12 +245,12 @@ struct MoePlan {
   std::vector<std::vector<WorkItem>> parts;
   int chunks_per_thread = 1;
 };
-template <class Rows>
-MoePlan plan_work(const ThreadPool& pool, const std::vector<ActiveExpert>& active, Rows rows, MoeStats* stats) {
+template <class Shape>
+MoePlan plan_work(const ThreadPool& pool, const std::vector<ActiveExpert>& active, Shape shape, MoeStats* stats) {
   size_t most = 0;
   for (const auto& ex : active) most = std::max(most, ex.rows.size());
   const bool few = most <= 4;
-  std::vector<WorkItem> items = cut_items(active, pool.size(), rows);
+  std::vector<WorkItem> items = cut_items(active, pool.size(), shape);
   if (!few) return {schedule(std::move(items), pool.size(), stats), 1};
   if (stats) schedule(items, pool.size(), stats);  // the balance figures, per thread
   const int n_parts = std::max<int>(1, int(items.size()));
@@ -260,7 +264,11 @@ void gate_up(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, std:
              int64_t d, MoeStats* stats) {
   const bool oai = cfg.swiglu_oai;
   const MoePlan plan = plan_work(
-      pool, active, [](const ActiveExpert& ex) { return ex.gate.rows; }, stats);
+      pool, active,
+      [](const ActiveExpert& ex) {
+        return std::pair<int64_t, int64_t>{ex.gate.rows, std::max(ex.gate.row_group, ex.up.row_group)};
+      },
+      stats);
   pool.parallel_for(
       int64_t(plan.parts.size()),
       [&](int64_t tb, int64_t te) {
@@ -318,7 +326,11 @@ void gate_up(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, std:
 // y = h·Wdᵀ for every expert.
 void down(ThreadPool& pool, std::vector<ActiveExpert>& active, int64_t d, MoeStats* stats) {
   const MoePlan plan = plan_work(
-      pool, active, [d](const ActiveExpert&) { return d; }, stats);
+      pool, active,
+      [](const ActiveExpert& ex) {
+        return std::pair<int64_t, int64_t>{ex.down.rows, ex.down.row_group};
+      },
+      stats);
   pool.parallel_for(
       int64_t(plan.parts.size()),
       [&](int64_t tb, int64_t te) {

@@ -11,6 +11,7 @@ GqaWeights load_gqa(const WeightLoader& wl, const ModelConfig& c, int il) {
   w.wk = wl.get(b + "attn_k.weight", {c.n_embd, int64_t(c.n_head_kv) * c.head_dim_k});
   w.wv = wl.get(b + "attn_v.weight", {c.n_embd, int64_t(c.n_head_kv) * c.head_dim_v});
   w.wo = wl.get(b + "attn_output.weight", {int64_t(c.n_head) * c.head_dim_v, c.n_embd});
+  for (Weight* x : {&w.wq, &w.wk, &w.wv, &w.wo}) repack_dense(*x);
   if (c.qk_norm || wl.has(b + "attn_q_norm.weight")) {  // glm4moe: "optional for GLM-4.5 355B"
     w.q_norm = wl.vec(b + "attn_q_norm.weight", c.head_dim_k);
     w.k_norm = wl.vec(b + "attn_k_norm.weight", c.head_dim_k);

@@ -76,6 +76,8 @@ MlaWeights load_mla(const WeightLoader& wl, const ModelConfig& c, int il) {
   L.wkv_a = wl.get(b + "attn_kv_a_mqa.weight", {c.n_embd, c.kv_lora_rank + c.qk_rope});
   L.kv_a_norm = wl.vec(b + "attn_kv_a_norm.weight", c.kv_lora_rank);
   L.wo = wl.get(b + "attn_output.weight", {int64_t(c.n_head) * c.head_dim_v, c.n_embd});
+  for (Weight* x : {&L.wq_a, &L.wq_b, &L.wq, &L.wkv_a, &L.wo})
+    if (x->present()) repack_dense(*x);
   // Per-head expansions of the latent, from either tensor layout.
   const Weight kv_b =
       wl.maybe(b + "attn_kv_b.weight", {c.kv_lora_rank, int64_t(c.n_head) * (c.qk_nope + c.head_dim_v)});

@@ -356,13 +356,17 @@ void DecoderLayer::load_ffn(const WeightLoader& wl, const ModelConfig& c, int il
   gate = wl.get(b + "ffn_gate.weight", {c.n_embd, c.n_ff});
   up = wl.get(b + "ffn_up.weight", {c.n_embd, c.n_ff});
   down = wl.get(b + "ffn_down.weight", {c.n_ff, c.n_embd});
+  for (Weight* x : {&gate, &up, &down}) repack_dense(*x);
 }
 
 void Embeddings::load(const WeightLoader& wl, const ModelConfig& c) {
   token_embd = wl.get("token_embd.weight", {c.n_embd, c.n_vocab});
   output_norm = wl.vec("output_norm.weight", c.n_embd);
   output = wl.maybe("output.weight", {c.n_embd, c.n_vocab});
-  if (!output.present()) output = token_embd;  // tied embeddings
+  // Tied embeddings: the head is a repacked copy, the embeddings keep the file's rows.
+  const bool tied = !output.present();
+  if (tied) output = token_embd;
+  repack_dense(output, !tied);
 }
 
 void Embeddings::embed(std::span<const TokenId> tokens, int n_embd, float* x) const {

@@ -1,6 +1,15 @@
 #include "weights.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
 #include <fmt/format.h>
+
+#include "kernels/repack.h"
 
 namespace moelsp {
 
@@ -11,6 +20,34 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "}";
 }
 }  // namespace
+
+namespace {
+std::atomic<size_t> g_repacked{0};
+}  // namespace
+
+size_t repacked_weight_bytes() { return g_repacked.load(); }
+
+void repack_dense(Weight& w, bool release_file) {
+  static const bool off = [] {
+    const char* e = std::getenv("MOELSP_REPACK");
+    return e && (std::strcmp(e, "off") == 0 || std::strcmp(e, "0") == 0);
+  }();
+  if (off || w.slices != 1 || !kernels::repack_supported(w.m)) return;
+  const size_t bytes = (kernels::repacked_bytes(w.m) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, bytes);
+  if (!p) throw std::bad_alloc();
+  std::shared_ptr<const void> store(p, std::free);
+  const kernels::MatView src = w.m;
+  w.m = kernels::repack(src, p);
+  w.store = std::move(store);
+  g_repacked += bytes;
+  if (!release_file) return;
+  // The whole pages inside the tensor: the file's copy is not read again.
+  const auto page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const auto b = (reinterpret_cast<uintptr_t>(src.data) + page - 1) / page * page;
+  const auto e = (reinterpret_cast<uintptr_t>(src.data) + size_t(src.rows) * src.row_bytes) / page * page;
+  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+}
 
 Weight WeightLoader::maybe(const std::string& name, std::vector<int64_t> shape) const {
   const auto* t = f_.tensor(name);

@@ -3,6 +3,7 @@
 // the forward pass.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,8 +14,9 @@
 namespace moelsp {
 
 struct Weight {
-  kernels::MatView m;  // rows × cols (for 3-D tensors: rows × cols of one slice)
-  int64_t slices = 1;  // third dimension (experts, heads)
+  kernels::MatView m;                 // rows × cols (for 3-D tensors: rows × cols of one slice)
+  int64_t slices = 1;                 // third dimension (experts, heads)
+  std::shared_ptr<const void> store;  // owns m's bytes when they are not the file's (repack_dense)
   bool present() const { return m.data != nullptr; }
   // Slice s (expert / head) of a 3-D tensor as a matrix.
   kernels::MatView slice(int64_t s) const {
@@ -23,6 +25,15 @@ struct Weight {
     return v;
   }
 };
+
+// Repacks w in place for the few-input kernels (kernels/repack.h) where its
+// type and shape, the CPU and the kernel setting allow, into memory w then
+// owns, and hands the file's pages of it back to the kernel (release_file:
+// nothing else reads them); otherwise leaves w as it is. Only for weights that
+// nothing but matmul reads (layers::linear): the dense projections, the
+// output head. MOELSP_REPACK=off turns it off (to compare, or to rule it out).
+void repack_dense(Weight& w, bool release_file = true);
+size_t repacked_weight_bytes();  // repacked by this process so far (all models)
 
 class WeightLoader {
  public:

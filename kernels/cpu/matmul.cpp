@@ -365,8 +365,10 @@ float dot_f32(const float* a, const float* b, int64_t n) {
   return kernel_config().isa >= Isa::Avx2 ? dot_avx2(a, b, n) : dot_scalar(a, b, n);
 }
 
-void matmul(const MatmulArgs& a) {
-  const KernelConfig cfg = kernel_config();  // read once: the whole call uses one setting
+void matmul(const MatmulArgs& a) { matmul_with(a, kernel_config()); }  // read once: the whole call uses one setting
+
+void matmul_with(const MatmulArgs& a, const KernelConfig& cfg) {
+  if (a.w.row_group > 1) return matmul_repacked(a, cfg);
   if (int8_path_available(a, cfg)) return matmul_int8(a, cfg.isa);
   constexpr int64_t kTile = 4, kChunkM = 64;
   const int64_t n = a.w.cols;

@@ -8,6 +8,11 @@
 
 namespace moelsp::kernels {
 
+// matmul under one kernel setting (matmul reads it once and passes it here).
+void matmul_with(const MatmulArgs& a, const KernelConfig& cfg);
+// Weights with w.row_group > 1 (kernels/repack.h; matmul_repacked.cpp), rows on whole groups.
+void matmul_repacked(const MatmulArgs& a, const KernelConfig& cfg);
+
 // Whether matmul should take the int8 path for these weights (type, ISA, setting).
 bool int8_path_available(const MatmulArgs& a, const KernelConfig& cfg);
 void matmul_int8(const MatmulArgs& a, Isa isa);  // the Kernel::Int8 types, at Avx2 or above

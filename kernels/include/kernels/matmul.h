@@ -21,6 +21,11 @@ struct MatView {
   int64_t cols = 0;  // elements per row (the contracted dimension)
   int64_t rows = 0;
   size_t row_bytes = 0;
+  // 1: plain rows. 16: rows repacked in interleaved groups of 16
+  // (kernels/repack.h): only matmul reads it, with row ranges on whole
+  // groups; row_bytes is then the repacked bytes per row, so rows · row_bytes
+  // is its size and row(r) at a group boundary is where the group starts.
+  int32_t row_group = 1;
 
   const uint8_t* row(int64_t r) const { return static_cast<const uint8_t*>(data) + size_t(r) * row_bytes; }
 };

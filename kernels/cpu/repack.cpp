@@ -1,0 +1,94 @@
+// Repacking Q4_K rows into blocks::Q4_Kx16 groups and back (kernels/repack.h).
+// Byte moves only: the nibbles keep their bytes (row r's qs[32j + 4t + b] is
+// lane r, byte b of vector qs[j][t]); the 6-bit scales and mins are unpacked
+// into bytes and packed back bit for bit.
+#include <cassert>
+#include <cstring>
+
+#include "../quant_blocks.h"
+#include "kernels/isa.h"
+#include "kernels/repack.h"
+
+namespace moelsp::kernels {
+namespace {
+
+bool repackable_shape(const MatView& w) {
+  return w.type == DType::Q4_K && w.row_group == 1 && w.rows > 0 && w.rows % kRepackRows == 0 && w.cols > 0 &&
+         w.cols % 256 == 0 && w.row_bytes == size_t(w.cols / 256) * sizeof(blocks::Q4_K);
+}
+
+// k4_scale_min's inverse: the 12 bytes holding these eight scales and mins.
+void pack_scales(const uint8_t scale[8], const uint8_t min[8], uint8_t sc[12]) {
+  std::memset(sc, 0, 12);
+  for (int s = 0; s < 4; ++s) {
+    sc[s] = scale[s];
+    sc[s + 4] = min[s];
+  }
+  for (int s = 4; s < 8; ++s) {
+    sc[s + 4] = uint8_t((scale[s] & 0x0f) | ((min[s] & 0x0f) << 4));
+    sc[s - 4] |= uint8_t((scale[s] >> 4) << 6);
+    sc[s] |= uint8_t((min[s] >> 4) << 6);
+  }
+}
+
+}  // namespace
+
+bool repack_supported(const MatView& w) {
+  const KernelConfig cfg = kernel_config();
+  return repackable_shape(w) && cfg.isa >= Isa::Avx512Vnni && cfg.activations == Activations::Int8;
+}
+
+size_t plain_row_bytes(const MatView& w) { return size_t(w.cols / 256) * sizeof(blocks::Q4_K); }
+
+size_t repacked_bytes(const MatView& w) {
+  return size_t(w.rows / kRepackRows) * size_t(w.cols / 256) * sizeof(blocks::Q4_Kx16);
+}
+
+MatView repack(const MatView& w, void* dst) {
+  assert(repackable_shape(w));
+  const int64_t nb = w.cols / 256, groups = w.rows / kRepackRows;
+  auto* out = static_cast<blocks::Q4_Kx16*>(dst);
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t b = 0; b < nb; ++b) {
+      blocks::Q4_Kx16& o = out[g * nb + b];
+      for (int r = 0; r < kRepackRows; ++r) {
+        blocks::Q4_K in;
+        std::memcpy(&in, w.row(g * kRepackRows + r) + b * sizeof(blocks::Q4_K), sizeof in);
+        o.d[r] = in.d;
+        o.dmin[r] = in.dmin;
+        for (int s = 0; s < 8; ++s) {
+          int scale, min;
+          blocks::k4_scale_min(in.scales, s, &scale, &min);
+          o.scales[s][r] = uint8_t(scale);
+          o.mins[s / 2][r][s % 2] = uint8_t(min);
+        }
+        for (int j = 0; j < 4; ++j)
+          for (int t = 0; t < 8; ++t) std::memcpy(o.qs[j][t][r], in.qs + 32 * j + 4 * t, 4);
+      }
+    }
+  MatView v = w;
+  v.data = dst;
+  v.row_group = kRepackRows;
+  v.row_bytes = size_t(nb) * sizeof(blocks::Q4_Kx16) / kRepackRows;
+  return v;
+}
+
+void unpack_group(const MatView& w, int64_t g, uint8_t* dst) {
+  assert(w.row_group == kRepackRows && w.type == DType::Q4_K);
+  const int64_t nb = w.cols / 256;
+  const auto* in = static_cast<const blocks::Q4_Kx16*>(w.data) + g * nb;
+  for (int64_t b = 0; b < nb; ++b)
+    for (int r = 0; r < kRepackRows; ++r) {
+      blocks::Q4_K o;
+      o.d = in[b].d[r];
+      o.dmin = in[b].dmin[r];
+      uint8_t scale[8], min[8];
+      for (int s = 0; s < 8; ++s) scale[s] = in[b].scales[s][r], min[s] = in[b].mins[s / 2][r][s % 2];
+      pack_scales(scale, min, o.scales);
+      for (int j = 0; j < 4; ++j)
+        for (int t = 0; t < 8; ++t) std::memcpy(o.qs + 32 * j + 4 * t, in[b].qs[j][t][r], 4);
+      std::memcpy(dst + size_t(r) * plain_row_bytes(w) + size_t(b) * sizeof o, &o, sizeof o);
+    }
+}
+
+}  // namespace moelsp::kernels
