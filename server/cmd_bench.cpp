@@ -23,6 +23,8 @@
 #include "engine/gguf.h"
 #include "engine/hw.h"
 #include "engine/model.h"
+#include "engine/plan.h"
+#include "engine/profile.h"
 
 namespace moelsp::cli {
 namespace {
@@ -111,6 +113,8 @@ class BackgroundLoad {
 int bench(const BenchOptions& o) {
   try {
     auto model = Model::load(o.model, {.threads = o.threads});
+    // As the editor and the server load it: experts repacked when the plan holds them in RAM.
+    if (make_plan(hardware_profile(), footprint(*model), {}).weights == WeightPlacement::Ram) model->repack_experts();
     const auto& c = model->config();
     if (c.n_ctx_train > 0 && std::max(o.n_prompt, o.n_gen) >= c.n_ctx_train)
       throw std::runtime_error(

@@ -45,6 +45,18 @@ class Decoder : public Model {
   virtual void attention(const Layer& L, std::span<const layers::SeqSpan> seqs, int il, const float* h, int n,
                          float* out) = 0;
 
+  size_t repack_experts() override {
+    const size_t before = repacked_weight_bytes();
+    for (int il = 0; il < cfg_.n_layer; ++il)
+      if (cfg_.is_moe_layer(il)) {
+        layers::MoeWeights& w = layers_[size_t(il)].moe;
+        for (Weight* m : {&w.gate, &w.up, &w.down}) repack_dense(*m);
+      }
+    const size_t n = repacked_weight_bytes() - before;
+    if (n > 0 && experts_) init_experts(expert_layers(cfg_, layers_));  // the runtime's views, anew
+    return n;
+  }
+
   void forward_impl(const Batch& batch, float* logits, const CancelCheck& cancel) override {
     const ModelConfig& c = cfg_;
     const auto seqs = layers::seq_spans(batch);

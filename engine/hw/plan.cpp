@@ -112,6 +112,10 @@ PlannedModel load_planned(const std::string& path, const PlanRequest& req, Profi
   r.plan = make_plan(r.hw, r.footprint, req);
   if (!r.plan.ok) throw ModelError(path + ": " + r.plan.error);
   for (const std::string& w : r.plan.warnings) spdlog::warn("plan for {}: {}", path, w);
+  if (r.plan.weights == WeightPlacement::Ram) {
+    const size_t n = r.model->repack_experts();
+    if (n) spdlog::info("{}: {:.0f} MiB of experts repacked for the AVX-512 kernels", path, double(n) / (1 << 20));
+  }
   r.model->configure_experts(r.plan.expert_options());
   return r;
 }

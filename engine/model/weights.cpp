@@ -32,13 +32,17 @@ void repack_dense(Weight& w, bool release_file) {
     const char* e = std::getenv("MOELSP_REPACK");
     return e && (std::strcmp(e, "off") == 0 || std::strcmp(e, "0") == 0);
   }();
-  if (off || w.slices != 1 || !kernels::repack_supported(w.m)) return;
-  const size_t bytes = (kernels::repacked_bytes(w.m) + 63) / 64 * 64;
+  // A 3-D tensor (experts) is repacked as one tall matrix: its slices are
+  // whole groups, so slice(s) stays where the slice's rows start.
+  kernels::MatView src = w.m;
+  src.rows *= w.slices;
+  if (off || w.m.rows % kernels::kRepackRows || !kernels::repack_supported(src)) return;
+  const size_t bytes = (kernels::repacked_bytes(src) + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, bytes);
   if (!p) throw std::bad_alloc();
   std::shared_ptr<const void> store(p, std::free);
-  const kernels::MatView src = w.m;
   w.m = kernels::repack(src, p);
+  w.m.rows = src.rows / w.slices;
   w.store = std::move(store);
   g_repacked += bytes;
   if (!release_file) return;

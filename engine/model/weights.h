@@ -30,8 +30,10 @@ struct Weight {
 // type and shape, the CPU and the kernel setting allow, into memory w then
 // owns, and hands the file's pages of it back to the kernel (release_file:
 // nothing else reads them); otherwise leaves w as it is. Only for weights that
-// nothing but matmul reads (layers::linear): the dense projections, the
-// output head. MOELSP_REPACK=off turns it off (to compare, or to rule it out).
+// nothing but matmul reads: the dense projections and the output head at
+// load (layers::linear), the experts (each slice on whole groups) through
+// Model::repack_experts. MOELSP_REPACK=off turns it off (to compare, or to
+// rule it out).
 void repack_dense(Weight& w, bool release_file = true);
 size_t repacked_weight_bytes();  // repacked by this process so far (all models)
 

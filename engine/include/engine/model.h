@@ -185,6 +185,15 @@ class Model {
   const std::vector<MoeLayerStats>& moe_stats() const { return moe_stats_; }
   void reset_moe_stats();
 
+  // Repacks the routed experts' matrices for the AVX-512 kernels
+  // (kernels/repack.h) into memory the model owns, and hands their file pages
+  // back. Only for a plan that holds every weight in RAM
+  // (WeightPlacement::Ram): streamed experts must stay the file's pages, which
+  // the kernel can drop and read again. Call before configure_experts, when no
+  // forward pass runs. Returns the bytes repacked (0 where the CPU, the kernel
+  // setting, MOELSP_REPACK=off or the weight types rule it out).
+  virtual size_t repack_experts() { return 0; }
+
   // Expert prediction, prefetch and the hot-expert cache. Call when no forward
   // pass runs (the scheduler thread, or before the engine starts).
   void configure_experts(const ExpertOptions& o);
