@@ -2,14 +2,20 @@
 // accuracy on the default trained model (reported, and it must beat the
 // previous token's experts), and that prefetching and serving experts from hot
 // copies leave every logit exactly as it was.
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include "engine/gguf.h"
 #include "engine/model.h"
 #include "engine/plan.h"
+#include "kernels/isa.h"
+#include "kernels/matmul.h"
+#include "kernels/quantize.h"
 #include "test_data.h"
 
 using namespace moelsp;
@@ -103,6 +109,71 @@ TEST_CASE("experts: prefetch and hot copies leave the logits exactly unchanged")
     m->forward(ids, *cache, logits.data(), false);
     CHECK(m->expert_metrics().prefetch_requests > 0);
   }
+}
+
+// The default model with every F16 matrix quantized to Q4_K: experts and
+// dense weights repacked (kernels/repack.h) against the same file read as
+// plain rows, and hot copies of repacked experts.
+TEST_CASE("experts: repacked Q4_K experts give the plain rows' logits, and hot copies of them exactly theirs") {
+  const auto src = gguf::File::open(test::data_path_abs(std::string(MOELSP_MODELS_DIR) + "/moelsp-default.gguf"));
+  gguf::Writer w;
+  for (const auto& [k, v] : src.metadata()) w.set(k, v);
+  for (const auto& t : src.tensors()) {
+    if (t.type != kernels::DType::F16 || t.shape.size() < 2 || t.shape[0] % 256 || t.name == "token_embd.weight") {
+      w.add_tensor(t.name, t.type, t.shape, src.tensor_data(t));
+      continue;
+    }
+    const int64_t cols = int64_t(t.shape[0]), rows = int64_t(src.tensor_data(t).size() / 2 / size_t(cols));
+    const size_t rb = *kernels::row_bytes(kernels::DType::Q4_K, uint64_t(cols));
+    std::vector<float> row(static_cast<size_t>(cols));
+    std::vector<uint8_t> q(size_t(rows) * rb);
+    for (int64_t r = 0; r < rows; ++r) {
+      kernels::dequantize_row(kernels::DType::F16, src.tensor_data(t).data() + size_t(r * cols) * 2, row.data(), cols);
+      kernels::quantize_row(kernels::DType::Q4_K, row.data(), q.data() + size_t(r) * rb, cols);
+    }
+    w.add_tensor(t.name, kernels::DType::Q4_K, t.shape, q);
+  }
+  const std::string path = (std::filesystem::temp_directory_path() / "moelsp_default_q4k.gguf").string();
+  w.write(path);
+
+  const kernels::Isa best = kernels::detected_isa();
+  auto packed = Model::load(path, {.threads = 2});
+  const size_t n = packed->repack_experts();
+  if (best < kernels::Isa::Avx512Vnni) {
+    CHECK(n == 0);
+    WARN("this CPU has no AVX-512 VNNI: nothing is repacked, the repacked kernel is not exercised here");
+  } else {
+    // Every MoE layer's gate, up (n_ff_exp rows) and down (n_embd rows) of every expert, 148 bytes per
+    // 256-value row (144 plain + 1/36).
+    const ModelConfig& c = packed->config();
+    size_t rows = 0;
+    for (int il = 0; il < c.n_layer; ++il)
+      if (c.is_moe_layer(il)) rows += size_t(c.n_expert) * size_t(2 * c.n_ff_exp + c.n_embd);
+    REQUIRE((c.n_embd == 256 && c.n_ff_exp == 256));
+    CHECK(n == rows * 148);
+  }
+  kernels::set_isa(kernels::Isa::Avx2);  // loaded under AVX2: plain rows
+  auto plain = Model::load(path, {.threads = 2});
+  CHECK(plain->repack_experts() == 0);
+  kernels::set_isa(best);
+  std::vector<TokenId> ids = held_out_ids(40);
+  const auto a = decode(*packed, ids), b = decode(*plain, ids);
+  double diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, double(std::fabs(a[i] - b[i])));
+  CHECK(diff < 1e-3);  // only the f32 summation order differs
+  // Hot copies and prefetch over repacked experts: the same logits, bit for bit.
+  packed->configure_experts({.predict = true,
+                             .prefetch = true,
+                             .distance = 1,
+                             .cache_bytes = uint64_t(1) << 20,
+                             .pin = false,
+                             .cache_swaps_per_step = 4,
+                             .populate = true});
+  CHECK(decode(*packed, ids) == a);
+  CHECK(packed->expert_metrics().cache_experts > 0);
+  packed.reset();
+  plain.reset();
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("experts: the hot cache keeps the most-routed experts and stays within its size") {
