@@ -1,4 +1,4 @@
-// matmul on repacked Q4_K weights (kernels/repack.h, blocks::Q4_Kx16).
+// matmul on repacked Q4_K and Q6_K weights (kernels/repack.h, blocks::Q4_Kx16 and Q6_Kx16).
 //
 // Performance model, per 16 rows and 256-value block at one input: 32 vector
 // loads and 48 logic ops unpack the nibbles, 64 vpdpbusd (each a 4-byte
@@ -101,20 +101,78 @@ RP_TARGET void q4kx16(const blocks::Q4_Kx16* w, const BlockQ8K* x, int64_t nb, f
   for (int i = 0; i < M; ++i) _mm512_storeu_ps(y + i * ldy, acc[i]);
 }
 
-using GroupKernel = void (*)(const blocks::Q4_Kx16*, const BlockQ8K*, int64_t, float*, int64_t);
-constexpr int kPassInputs = 8;
-constexpr GroupKernel kByInputs[kPassInputs + 1] = {nullptr,   q4kx16<1>, q4kx16<2>, q4kx16<3>, q4kx16<4>,
-                                                    q4kx16<5>, q4kx16<6>, q4kx16<7>, q4kx16<8>};
+// Q6_K (blocks::Q6_Kx16): per 16-value group, four 6-bit vectors rebuilt by
+// a shift, a mask and a bit-select each (vpternlogd: low nibble | two high
+// bits at 4-5), four vpdpbusd and one vpmulld by the group's scale; the −32 of
+// every value is Σ_g scale_g · 32 · (the input's 16-value sum), 8 vpdpwssd a block.
+template <int M>
+RP_TARGET void q6kx16(const blocks::Q6_Kx16* w, const BlockQ8K* x, int64_t nb, float* y, int64_t ldy) {
+  const __m512i m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+  // (A & C) | B: the low nibble of A, the high bits already masked in B.
+  constexpr int kSelect = (0xF0 & 0xAA) | 0xCC;
+  __m512 acc[M];
+  for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const blocks::Q6_Kx16& k = w[b];
+    __m512i sumi[M], summ[M];
+    for (int i = 0; i < M; ++i) sumi[i] = summ[i] = _mm512_setzero_si512();
+    for (int p = 0; p < 8; ++p) {
+      // Lane r: the int16 pair (scale 2p, scale 2p + 1) of row r.
+      const __m512i sc2 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.scales[p])));
+#pragma GCC unroll 8
+      for (int i = 0; i < M; ++i)
+        summ[i] = _mm512_dpwssd_epi32(summ[i], sc2, _mm512_set1_epi32(load_i32(x[i * nb + b].bsums + 2 * p)));
+      for (int h = 0; h < 2; ++h) {
+        const int grp = 2 * p + h;
+        const __m512i sc = h ? _mm512_srai_epi32(sc2, 16) : _mm512_srai_epi32(_mm512_slli_epi32(sc2, 16), 16);
+        const __m512i a = _mm512_loadu_si512(k.q[grp][0]), c = _mm512_loadu_si512(k.q[grp][1]);
+        const __m512i hb = _mm512_loadu_si512(k.q[grp][2]);
+        const __m512i q[4] = {
+            _mm512_ternarylogic_epi32(a, _mm512_and_si512(_mm512_slli_epi16(hb, 4), m30), m0f, kSelect),
+            _mm512_ternarylogic_epi32(_mm512_srli_epi16(a, 4), _mm512_and_si512(_mm512_slli_epi16(hb, 2), m30), m0f,
+                                      kSelect),
+            _mm512_ternarylogic_epi32(c, _mm512_and_si512(hb, m30), m0f, kSelect),
+            _mm512_ternarylogic_epi32(_mm512_srli_epi16(c, 4), _mm512_and_si512(_mm512_srli_epi16(hb, 2), m30), m0f,
+                                      kSelect)};
+#pragma GCC unroll 8
+        for (int i = 0; i < M; ++i) {
+          const int8_t* xq = x[i * nb + b].q + 16 * grp;
+          __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], _mm512_set1_epi32(load_i32(xq)));
+          __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[1], _mm512_set1_epi32(load_i32(xq + 4)));
+          s0 = _mm512_dpbusd_epi32(s0, q[2], _mm512_set1_epi32(load_i32(xq + 8)));
+          s1 = _mm512_dpbusd_epi32(s1, q[3], _mm512_set1_epi32(load_i32(xq + 12)));
+          sumi[i] = _mm512_add_epi32(sumi[i], _mm512_mullo_epi32(_mm512_add_epi32(s0, s1), sc));
+        }
+      }
+    }
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.d)));
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      const __m512i total = _mm512_sub_epi32(sumi[i], _mm512_slli_epi32(summ[i], 5));
+      acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(x[i * nb + b].d)), _mm512_cvtepi32_ps(total), acc[i]);
+    }
+  }
+  for (int i = 0; i < M; ++i) _mm512_storeu_ps(y + i * ldy, acc[i]);
+}
 
-void matmul_q4kx16(const MatmulArgs& a) {
+template <class Group>
+using GroupKernel = void (*)(const Group*, const BlockQ8K*, int64_t, float*, int64_t);
+constexpr int kPassInputs = 8;
+constexpr GroupKernel<blocks::Q4_Kx16> kQ4ByInputs[kPassInputs + 1] = {
+    nullptr, q4kx16<1>, q4kx16<2>, q4kx16<3>, q4kx16<4>, q4kx16<5>, q4kx16<6>, q4kx16<7>, q4kx16<8>};
+constexpr GroupKernel<blocks::Q6_Kx16> kQ6ByInputs[kPassInputs + 1] = {
+    nullptr, q6kx16<1>, q6kx16<2>, q6kx16<3>, q6kx16<4>, q6kx16<5>, q6kx16<6>, q6kx16<7>, q6kx16<8>};
+
+template <class Group>
+void matmul_groups(const MatmulArgs& a, const GroupKernel<Group> (&by_inputs)[kPassInputs + 1]) {
   const int64_t nb = a.w.cols / 256;
-  const auto* base = static_cast<const blocks::Q4_Kx16*>(a.w.data);
+  const auto* base = static_cast<const Group*>(a.w.data);
   const int64_t g0 = a.row_begin / kRepackRows, g1 = a.row_end / kRepackRows;
   by_chunks(a, nb, tls_x, quantize_row_q8_k_simd, [&](int64_t i0, int64_t i1, const BlockQ8K* xq) {
     for (int64_t g = g0; g < g1; ++g)
       for (int64_t i = i0; i < i1; i += kPassInputs) {
         const int n = int(std::min<int64_t>(kPassInputs, i1 - i));
-        kByInputs[n](base + g * nb, xq + (i - i0) * nb, nb, a.y + i * a.ldy + g * kRepackRows, a.ldy);
+        by_inputs[n](base + g * nb, xq + (i - i0) * nb, nb, a.y + i * a.ldy + g * kRepackRows, a.ldy);
       }
   });
 }
@@ -122,7 +180,10 @@ void matmul_q4kx16(const MatmulArgs& a) {
 }  // namespace
 
 void matmul_repacked(const MatmulArgs& a, const KernelConfig& cfg) {
-  if (cfg.isa >= Isa::Avx512Vnni && cfg.activations == Activations::Int8) return matmul_q4kx16(a);
+  if (cfg.isa >= Isa::Avx512Vnni && cfg.activations == Activations::Int8) {
+    if (a.w.type == DType::Q6_K) return matmul_groups<blocks::Q6_Kx16>(a, kQ6ByInputs);
+    return matmul_groups<blocks::Q4_Kx16>(a, kQ4ByInputs);
+  }
   // Another setting: each group unpacked to plain rows, computed as those rows would be.
   const size_t group_bytes = size_t(kRepackRows) * plain_row_bytes(a.w);
   if (tls_rows.size() < group_bytes) tls_rows.resize(group_bytes);

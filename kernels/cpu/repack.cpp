@@ -12,9 +12,13 @@
 namespace moelsp::kernels {
 namespace {
 
+// Bytes of one group's 256 columns: 16 plain blocks, and the Q4_K group's unpacked scales.
+size_t group_block_bytes(DType t) { return t == DType::Q4_K ? sizeof(blocks::Q4_Kx16) : sizeof(blocks::Q6_Kx16); }
+
 bool repackable_shape(const MatView& w) {
-  return w.type == DType::Q4_K && w.row_group == 1 && w.rows > 0 && w.rows % kRepackRows == 0 && w.cols > 0 &&
-         w.cols % 256 == 0 && w.row_bytes == size_t(w.cols / 256) * sizeof(blocks::Q4_K);
+  return (w.type == DType::Q4_K || w.type == DType::Q6_K) && w.row_group == 1 && w.rows > 0 &&
+         w.rows % kRepackRows == 0 && w.cols > 0 && w.cols % 256 == 0 &&
+         w.row_bytes == size_t(w.cols / 256) * traits(w.type).type_size;
 }
 
 // k4_scale_min's inverse: the 12 bytes holding these eight scales and mins.
@@ -38,14 +42,71 @@ bool repack_supported(const MatView& w) {
   return repackable_shape(w) && cfg.isa >= Isa::Avx512Vnni && cfg.activations == Activations::Int8;
 }
 
-size_t plain_row_bytes(const MatView& w) { return size_t(w.cols / 256) * sizeof(blocks::Q4_K); }
+size_t plain_row_bytes(const MatView& w) { return size_t(w.cols / 256) * traits(w.type).type_size; }
 
 size_t repacked_bytes(const MatView& w) {
-  return size_t(w.rows / kRepackRows) * size_t(w.cols / 256) * sizeof(blocks::Q4_Kx16);
+  return size_t(w.rows / kRepackRows) * size_t(w.cols / 256) * group_block_bytes(w.type);
 }
+
+namespace {
+
+void repack_q6_k(const MatView& w, blocks::Q6_Kx16* out) {
+  const int64_t nb = w.cols / 256, groups = w.rows / kRepackRows;
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t b = 0; b < nb; ++b) {
+      blocks::Q6_Kx16& o = out[g * nb + b];
+      for (int r = 0; r < kRepackRows; ++r) {
+        blocks::Q6_K in;
+        std::memcpy(&in, w.row(g * kRepackRows + r) + b * sizeof(blocks::Q6_K), sizeof in);
+        o.d[r] = in.d;
+        for (int s = 0; s < 16; ++s) o.scales[s / 2][r][s % 2] = in.scales[s];
+        for (int grp = 0; grp < 16; ++grp)
+          for (int k = 0; k < 4; ++k) {
+            uint8_t lo[4], hi = 0;
+            for (int c = 0; c < 4; ++c) {  // chunk 4·grp + c, value k of it
+              const int q = blocks::q6_k_value(in, 16 * grp + 4 * c + k);
+              lo[c] = uint8_t(q & 15);
+              hi = uint8_t(hi | (q >> 4) << (2 * c));
+            }
+            o.q[grp][0][r][k] = uint8_t(lo[0] | lo[1] << 4);
+            o.q[grp][1][r][k] = uint8_t(lo[2] | lo[3] << 4);
+            o.q[grp][2][r][k] = hi;
+          }
+      }
+    }
+}
+
+void unpack_q6_k(const MatView& w, int64_t g, uint8_t* dst) {
+  const int64_t nb = w.cols / 256;
+  const auto* in = static_cast<const blocks::Q6_Kx16*>(w.data) + g * nb;
+  for (int64_t b = 0; b < nb; ++b)
+    for (int r = 0; r < kRepackRows; ++r) {
+      blocks::Q6_K o{};
+      o.d = in[b].d[r];
+      for (int s = 0; s < 16; ++s) o.scales[s] = in[b].scales[s / 2][r][s % 2];
+      for (int grp = 0; grp < 16; ++grp)
+        for (int k = 0; k < 4; ++k)
+          for (int c = 0; c < 4; ++c) {
+            const int lo = (in[b].q[grp][c / 2][r][k] >> (4 * (c % 2))) & 15;
+            const int hi = (in[b].q[grp][2][r][k] >> (2 * c)) & 3;
+            blocks::q6_k_set_value(o, 16 * grp + 4 * c + k, lo | hi << 4);
+          }
+      std::memcpy(dst + size_t(r) * plain_row_bytes(w) + size_t(b) * sizeof o, &o, sizeof o);
+    }
+}
+
+}  // namespace
 
 MatView repack(const MatView& w, void* dst) {
   assert(repackable_shape(w));
+  MatView v = w;
+  v.data = dst;
+  v.row_group = kRepackRows;
+  v.row_bytes = size_t(w.cols / 256) * group_block_bytes(w.type) / kRepackRows;
+  if (w.type == DType::Q6_K) {
+    repack_q6_k(w, static_cast<blocks::Q6_Kx16*>(dst));
+    return v;
+  }
   const int64_t nb = w.cols / 256, groups = w.rows / kRepackRows;
   auto* out = static_cast<blocks::Q4_Kx16*>(dst);
   for (int64_t g = 0; g < groups; ++g)
@@ -66,15 +127,12 @@ MatView repack(const MatView& w, void* dst) {
           for (int t = 0; t < 8; ++t) std::memcpy(o.qs[j][t][r], in.qs + 32 * j + 4 * t, 4);
       }
     }
-  MatView v = w;
-  v.data = dst;
-  v.row_group = kRepackRows;
-  v.row_bytes = size_t(nb) * sizeof(blocks::Q4_Kx16) / kRepackRows;
   return v;
 }
 
 void unpack_group(const MatView& w, int64_t g, uint8_t* dst) {
-  assert(w.row_group == kRepackRows && w.type == DType::Q4_K);
+  assert(w.row_group == kRepackRows);
+  if (w.type == DType::Q6_K) return unpack_q6_k(w, g, dst);
   const int64_t nb = w.cols / 256;
   const auto* in = static_cast<const blocks::Q4_Kx16*>(w.data) + g * nb;
   for (int64_t b = 0; b < nb; ++b)
