@@ -1,6 +1,6 @@
 // Single-thread matmul throughput per weight type, input count and ISA level:
 //
-//   moelsp_bench_kernels [--rows 768] [--cols 2048] [--ms 1,4,16,32,64] [--types Q8_0,Q4_K,Q4_Kx16,Q6_Kx16,...]
+//   moelsp_bench_kernels [--rows 768] [--cols 2048] [--ms 1,4,16,32,64] [--types Q8_0,Q4_K,Q4_Kx16,Q8_0x16,...]
 //   [--ms-per-case 300]
 //                        [--metric gmacs|ms|gbs]
 //
@@ -96,9 +96,9 @@ int main(int argc, char** argv) {
   const char* unit = metric == "ms" ? "ms per matmul" : metric == "gbs" ? "weight GB/s" : "GMAC/s";
   std::printf("   (%s, 1 thread, %lld x %lld)\n", unit, (long long)rows, (long long)cols);
   for (const std::string& tn : split(types_s)) {
-    // Q4_Kx16, Q6_Kx16: Q4_K, Q6_K repacked as the engine loads them (kernels/repack.h).
-    const bool repacked = tn == "Q4_Kx16" || tn == "Q6_Kx16";
-    const auto t = repacked ? dtype_from_name(tn.substr(0, 4)) : dtype_from_name(tn);
+    // Q4_Kx16, Q8_0x16, …: the type repacked as the engine loads it (kernels/repack.h).
+    const bool repacked = tn.size() > 3 && tn.ends_with("x16");
+    const auto t = dtype_from_name(repacked ? tn.substr(0, tn.size() - 3) : tn);
     if (!t || !matmul_supports(*t) || !row_bytes(*t, uint64_t(cols))) {
       std::fprintf(stderr, "unsupported type or shape: %s\n", tn.c_str());
       return 2;

@@ -165,6 +165,28 @@ struct Q6_Kx16 {
 };
 static_assert(sizeof(Q6_Kx16) == 16 * sizeof(Q6_K));
 
+// The 32-value types repacked: one block of 16 rows, chunk t (values 4t..4t + 3)
+// of row r in lane r of vector t. Q8_0 stores q + 128 (vpdpbusd's unsigned
+// side; the 128·Σx comes back from the input's block sum). Q4_0 keeps the file's
+// bytes: vector t (t < 4) holds chunk t in its low nibbles and chunk t + 4 in
+// its high ones. Q5_0 adds, per chunk t, the 64-bit lane-byte mask of the
+// fifth bits (bit 4r + k: value 4t + k of row r), one masked byte add.
+struct Q8_0x16 {
+  uint16_t d[16];
+  uint8_t q[8][16][4];
+};
+struct Q4_0x16 {
+  uint16_t d[16];
+  uint8_t q[4][16][4];
+};
+struct Q5_0x16 {
+  uint16_t d[16];
+  uint8_t q[4][16][4];
+  uint64_t qh[8];
+};
+static_assert(sizeof(Q8_0x16) == 16 * sizeof(Q8_0) && sizeof(Q4_0x16) == 16 * sizeof(Q4_0) &&
+              sizeof(Q5_0x16) == 16 * sizeof(Q5_0) && offsetof(Q5_0x16, qh) == 288);
+
 // Q6_K value v (0..255) of a block: its low 4 bits in ql, high 2 in qh (ggml's order).
 inline int q6_k_value(const Q6_K& b, int v) {
   const int n = v / 128, j = (v % 128) / 32, l = v % 32;

@@ -1,4 +1,4 @@
-// matmul on repacked Q4_K and Q6_K weights (kernels/repack.h, blocks::Q4_Kx16 and Q6_Kx16).
+// matmul on repacked weights (kernels/repack.h): Q4_K, Q6_K, Q8_0, Q5_0 and Q4_0 (blocks::Q4_Kx16, …).
 //
 // Performance model, per 16 rows and 256-value block at one input: 32 vector
 // loads and 48 logic ops unpack the nibbles, 64 vpdpbusd (each a 4-byte
@@ -177,12 +177,103 @@ void matmul_groups(const MatmulArgs& a, const GroupKernel<Group> (&by_inputs)[kP
   });
 }
 
+// The 32-value types (blocks::Q8_0x16, Q4_0x16, Q5_0x16): per block and 16
+// rows, 8 vectors of unsigned values (Q8_0 a load each; Q4_0/Q5_0 a mask or
+// a shift and a mask, Q5_0's fifth bits one masked byte add), 8 vpdpbusd per
+// input, the offset (128, 8, 16) times the input block's sum taken off, and
+// one f32 multiply-add by the 16 rows' scales: a block's scale is per 32
+// values, so the float work is per block, not per 256.
+template <DType T>
+constexpr int kOffset = T == DType::Q8_0   ? 128
+                        : T == DType::Q5_0 ? 16
+                                           : 8;
+template <DType T>
+constexpr size_t kGroupBlock = T == DType::Q8_0   ? sizeof(blocks::Q8_0x16)
+                               : T == DType::Q5_0 ? sizeof(blocks::Q5_0x16)
+                                                  : sizeof(blocks::Q4_0x16);
+
+template <DType T, int M>
+RP_TARGET void q32x16(const uint8_t* w, const BlockQ8* x, const int32_t* xsum, int64_t nb, float* y, int64_t ldy) {
+  const __m512i m0f = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(16);
+  __m512 acc[M];
+  for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, w += kGroupBlock<T>) {
+    __m512i u[8];
+    if constexpr (T == DType::Q8_0) {
+      for (int t = 0; t < 8; ++t) u[t] = _mm512_loadu_si512(w + 32 + 64 * t);
+    } else {
+      for (int t = 0; t < 4; ++t) {
+        const __m512i v = _mm512_loadu_si512(w + 32 + 64 * t);
+        u[t] = _mm512_and_si512(v, m0f);
+        u[t + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f);
+      }
+      if constexpr (T == DType::Q5_0)
+        for (int t = 0; t < 8; ++t) {
+          uint64_t mask;
+          std::memcpy(&mask, w + offsetof(blocks::Q5_0x16, qh) + 8 * t, 8);
+          u[t] = _mm512_mask_add_epi8(u[t], __mmask64(mask), u[t], sixteen);
+        }
+    }
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      const BlockQ8& xb = x[i * nb + b];
+      __m512i s0 = _mm512_set1_epi32(-kOffset<T> * xsum[i * nb + b]), s1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int t = 0; t < 8; t += 2) {
+        s0 = _mm512_dpbusd_epi32(s0, u[t], _mm512_set1_epi32(load_i32(xb.q + 4 * t)));
+        s1 = _mm512_dpbusd_epi32(s1, u[t + 1], _mm512_set1_epi32(load_i32(xb.q + 4 * t + 4)));
+      }
+      acc[i] =
+          _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xb.d)), _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[i]);
+    }
+  }
+  for (int i = 0; i < M; ++i) _mm512_storeu_ps(y + i * ldy, acc[i]);
+}
+
+template <DType T>
+using Q32Kernel = void (*)(const uint8_t*, const BlockQ8*, const int32_t*, int64_t, float*, int64_t);
+template <DType T>
+constexpr Q32Kernel<T> kQ32ByInputs[kPassInputs + 1] = {nullptr,      q32x16<T, 1>, q32x16<T, 2>,
+                                                        q32x16<T, 3>, q32x16<T, 4>, q32x16<T, 5>,
+                                                        q32x16<T, 6>, q32x16<T, 7>, q32x16<T, 8>};
+
+thread_local std::vector<BlockQ8> tls_x8;
+thread_local std::vector<int32_t> tls_xsum;
+
+template <DType T>
+void matmul_groups32(const MatmulArgs& a) {
+  const int64_t nb = a.w.cols / 32;
+  const auto* base = static_cast<const uint8_t*>(a.w.data);
+  const int64_t g0 = a.row_begin / kRepackRows, g1 = a.row_end / kRepackRows;
+  by_chunks(a, nb, tls_x8, quantize_row_q8_simd, [&](int64_t i0, int64_t i1, const BlockQ8* xq) {
+    // Each input block's Σq, for the weights' offset.
+    tls_xsum.resize(size_t((i1 - i0) * nb));
+    for (int64_t k = 0; k < (i1 - i0) * nb; ++k) {
+      int32_t s = 0;
+      for (int v = 0; v < 32; ++v) s += xq[k].q[v];
+      tls_xsum[size_t(k)] = s;
+    }
+    for (int64_t g = g0; g < g1; ++g)
+      for (int64_t i = i0; i < i1; i += kPassInputs) {
+        const int n = int(std::min<int64_t>(kPassInputs, i1 - i));
+        kQ32ByInputs<T>[n](base + size_t(g * nb) * kGroupBlock<T>, xq + (i - i0) * nb, tls_xsum.data() + (i - i0) * nb,
+                           nb, a.y + i * a.ldy + g * kRepackRows, a.ldy);
+      }
+  });
+}
+
 }  // namespace
 
 void matmul_repacked(const MatmulArgs& a, const KernelConfig& cfg) {
   if (cfg.isa >= Isa::Avx512Vnni && cfg.activations == Activations::Int8) {
-    if (a.w.type == DType::Q6_K) return matmul_groups<blocks::Q6_Kx16>(a, kQ6ByInputs);
-    return matmul_groups<blocks::Q4_Kx16>(a, kQ4ByInputs);
+    switch (a.w.type) {
+      case DType::Q6_K: return matmul_groups<blocks::Q6_Kx16>(a, kQ6ByInputs);
+      case DType::Q8_0: return matmul_groups32<DType::Q8_0>(a);
+      case DType::Q5_0: return matmul_groups32<DType::Q5_0>(a);
+      case DType::Q4_0: return matmul_groups32<DType::Q4_0>(a);
+      default: return matmul_groups<blocks::Q4_Kx16>(a, kQ4ByInputs);
+    }
   }
   // Another setting: each group unpacked to plain rows, computed as those rows would be.
   const size_t group_bytes = size_t(kRepackRows) * plain_row_bytes(a.w);

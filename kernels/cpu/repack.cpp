@@ -12,14 +12,20 @@
 namespace moelsp::kernels {
 namespace {
 
-// Bytes of one group's 256 columns: 16 plain blocks, and the Q4_K group's unpacked scales.
-size_t group_block_bytes(DType t) { return t == DType::Q4_K ? sizeof(blocks::Q4_Kx16) : sizeof(blocks::Q6_Kx16); }
+// Bytes of one group's block: 16 plain blocks, and the Q4_K group's unpacked scales.
+size_t group_block_bytes(DType t) {
+  return t == DType::Q4_K ? sizeof(blocks::Q4_Kx16) : size_t(kRepackRows) * traits(t).type_size;
+}
 
 bool repackable_shape(const MatView& w) {
-  return (w.type == DType::Q4_K || w.type == DType::Q6_K) && w.row_group == 1 && w.rows > 0 &&
-         w.rows % kRepackRows == 0 && w.cols > 0 && w.cols % 256 == 0 &&
-         w.row_bytes == size_t(w.cols / 256) * traits(w.type).type_size;
+  const DType t = w.type;
+  const int64_t bs = traits(t).block_size;
+  return (t == DType::Q4_K || t == DType::Q6_K || t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0) &&
+         w.row_group == 1 && w.rows > 0 && w.rows % kRepackRows == 0 && w.cols > 0 && w.cols % bs == 0 &&
+         w.row_bytes == size_t(w.cols / bs) * traits(t).type_size;
 }
+
+int64_t blocks_per_row(const MatView& w) { return w.cols / int64_t(traits(w.type).block_size); }
 
 // k4_scale_min's inverse: the 12 bytes holding these eight scales and mins.
 void pack_scales(const uint8_t scale[8], const uint8_t min[8], uint8_t sc[12]) {
@@ -42,10 +48,10 @@ bool repack_supported(const MatView& w) {
   return repackable_shape(w) && cfg.isa >= Isa::Avx512Vnni && cfg.activations == Activations::Int8;
 }
 
-size_t plain_row_bytes(const MatView& w) { return size_t(w.cols / 256) * traits(w.type).type_size; }
+size_t plain_row_bytes(const MatView& w) { return size_t(blocks_per_row(w)) * traits(w.type).type_size; }
 
 size_t repacked_bytes(const MatView& w) {
-  return size_t(w.rows / kRepackRows) * size_t(w.cols / 256) * group_block_bytes(w.type);
+  return size_t(w.rows / kRepackRows) * size_t(blocks_per_row(w)) * group_block_bytes(w.type);
 }
 
 namespace {
@@ -95,6 +101,49 @@ void unpack_q6_k(const MatView& w, int64_t g, uint8_t* dst) {
     }
 }
 
+// The 32-value types: one group block (16 plain blocks' bytes) from 16 rows' block b, or back.
+void repack_q32(DType t, const uint8_t* const in[kRepackRows], uint8_t* out) {
+  for (int r = 0; r < kRepackRows; ++r) std::memcpy(out + 2 * r, in[r], 2);  // d: first in every block
+  uint8_t* q = out + 32;
+  for (int r = 0; r < kRepackRows; ++r) {
+    const uint8_t* b = in[r];
+    if (t == DType::Q8_0)
+      for (int v = 0; v < 32; ++v) q[(v / 4) * 64 + 4 * r + v % 4] = uint8_t(b[2 + v] ^ 0x80);  // q + 128
+    else {
+      const uint8_t* qs = b + (t == DType::Q5_0 ? offsetof(blocks::Q5_0, qs) : offsetof(blocks::Q4_0, qs));
+      for (int v = 0; v < 16; ++v) q[(v / 4) * 64 + 4 * r + v % 4] = qs[v];
+    }
+    if (t == DType::Q5_0) {
+      uint32_t qh;
+      std::memcpy(&qh, b + offsetof(blocks::Q5_0, qh), 4);
+      auto* masks = reinterpret_cast<uint64_t*>(out + offsetof(blocks::Q5_0x16, qh));
+      for (int v = 0; v < 32; ++v)
+        if (qh >> v & 1) masks[v / 4] |= uint64_t(1) << (4 * r + v % 4);
+    }
+  }
+}
+
+void unpack_q32(DType t, const uint8_t* in, uint8_t* const out[kRepackRows]) {
+  const uint8_t* q = in + 32;
+  for (int r = 0; r < kRepackRows; ++r) {
+    uint8_t* b = out[r];
+    std::memcpy(b, in + 2 * r, 2);
+    if (t == DType::Q8_0)
+      for (int v = 0; v < 32; ++v) b[2 + v] = uint8_t(q[(v / 4) * 64 + 4 * r + v % 4] ^ 0x80);
+    else {
+      uint8_t* qs = b + (t == DType::Q5_0 ? offsetof(blocks::Q5_0, qs) : offsetof(blocks::Q4_0, qs));
+      for (int v = 0; v < 16; ++v) qs[v] = q[(v / 4) * 64 + 4 * r + v % 4];
+    }
+    if (t == DType::Q5_0) {
+      uint64_t masks[8];
+      std::memcpy(masks, in + offsetof(blocks::Q5_0x16, qh), sizeof masks);
+      uint32_t qh = 0;
+      for (int v = 0; v < 32; ++v) qh |= uint32_t(masks[v / 4] >> (4 * r + v % 4) & 1) << v;
+      std::memcpy(b + offsetof(blocks::Q5_0, qh), &qh, 4);
+    }
+  }
+}
+
 }  // namespace
 
 MatView repack(const MatView& w, void* dst) {
@@ -102,7 +151,19 @@ MatView repack(const MatView& w, void* dst) {
   MatView v = w;
   v.data = dst;
   v.row_group = kRepackRows;
-  v.row_bytes = size_t(w.cols / 256) * group_block_bytes(w.type) / kRepackRows;
+  v.row_bytes = size_t(blocks_per_row(w)) * group_block_bytes(w.type) / kRepackRows;
+  if (w.type != DType::Q4_K && w.type != DType::Q6_K) {
+    const int64_t nb = blocks_per_row(w), bb = int64_t(traits(w.type).type_size);
+    auto* out = static_cast<uint8_t*>(dst);
+    std::memset(out, 0, repacked_bytes(w));  // Q5_0's masks are or-ed in
+    for (int64_t g = 0; g < w.rows / kRepackRows; ++g)
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* in[kRepackRows];
+        for (int r = 0; r < kRepackRows; ++r) in[r] = w.row(g * kRepackRows + r) + b * bb;
+        repack_q32(w.type, in, out + size_t(g * nb + b) * group_block_bytes(w.type));
+      }
+    return v;
+  }
   if (w.type == DType::Q6_K) {
     repack_q6_k(w, static_cast<blocks::Q6_Kx16*>(dst));
     return v;
@@ -133,6 +194,16 @@ MatView repack(const MatView& w, void* dst) {
 void unpack_group(const MatView& w, int64_t g, uint8_t* dst) {
   assert(w.row_group == kRepackRows);
   if (w.type == DType::Q6_K) return unpack_q6_k(w, g, dst);
+  if (w.type != DType::Q4_K) {
+    const int64_t nb = blocks_per_row(w), bb = int64_t(traits(w.type).type_size);
+    const auto* in = static_cast<const uint8_t*>(w.data) + size_t(g * nb) * group_block_bytes(w.type);
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* out[kRepackRows];
+      for (int r = 0; r < kRepackRows; ++r) out[r] = dst + size_t(r) * plain_row_bytes(w) + size_t(b * bb);
+      unpack_q32(w.type, in + size_t(b) * group_block_bytes(w.type), out);
+    }
+    return;
+  }
   const int64_t nb = w.cols / 256;
   const auto* in = static_cast<const blocks::Q4_Kx16*>(w.data) + g * nb;
   for (int64_t b = 0; b < nb; ++b)
