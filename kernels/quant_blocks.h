@@ -187,13 +187,7 @@ struct Q5_0x16 {
 static_assert(sizeof(Q8_0x16) == 16 * sizeof(Q8_0) && sizeof(Q4_0x16) == 16 * sizeof(Q4_0) &&
               sizeof(Q5_0x16) == 16 * sizeof(Q5_0) && offsetof(Q5_0x16, qh) == 288);
 
-// Q6_K value v (0..255) of a block: its low 4 bits in ql, high 2 in qh (ggml's order).
-inline int q6_k_value(const Q6_K& b, int v) {
-  const int n = v / 128, j = (v % 128) / 32, l = v % 32;
-  const int lo = (b.ql[64 * n + l + 32 * (j & 1)] >> (4 * (j >> 1))) & 15;
-  const int hi = (b.qh[32 * n + l] >> (2 * j)) & 3;
-  return lo | hi << 4;
-}
+// Sets Q6_K value v (0..255) of a block to q (0..63): its low 4 bits in ql, high 2 in qh (ggml's order).
 inline void q6_k_set_value(Q6_K& b, int v, int q) {
   const int n = v / 128, j = (v % 128) / 32, l = v % 32;
   uint8_t& lo = b.ql[64 * n + l + 32 * (j & 1)];

@@ -56,9 +56,9 @@ size_t repacked_bytes(const MatView& w) {
 
 namespace {
 
-void repack_q6_k(const MatView& w, blocks::Q6_Kx16* out) {
-  const int64_t nb = w.cols / 256, groups = w.rows / kRepackRows;
-  for (int64_t g = 0; g < groups; ++g)
+void repack_q6_k(const MatView& w, blocks::Q6_Kx16* out, int64_t g0, int64_t g1) {
+  const int64_t nb = w.cols / 256;
+  for (int64_t g = g0; g < g1; ++g)
     for (int64_t b = 0; b < nb; ++b) {
       blocks::Q6_Kx16& o = out[g * nb + b];
       for (int r = 0; r < kRepackRows; ++r) {
@@ -66,17 +66,21 @@ void repack_q6_k(const MatView& w, blocks::Q6_Kx16* out) {
         std::memcpy(&in, w.row(g * kRepackRows + r) + b * sizeof(blocks::Q6_K), sizeof in);
         o.d[r] = in.d;
         for (int s = 0; s < 16; ++s) o.scales[s / 2][r][s % 2] = in.scales[s];
+        uint8_t v[256];  // the block's 6-bit values, in ggml's order of ql/qh
+        for (int n = 0; n < 2; ++n)
+          for (int l = 0; l < 32; ++l) {
+            const uint8_t lo0 = in.ql[64 * n + l], lo1 = in.ql[64 * n + l + 32], hi = in.qh[32 * n + l];
+            v[128 * n + l] = uint8_t((lo0 & 15) | (hi & 3) << 4);
+            v[128 * n + l + 32] = uint8_t((lo1 & 15) | ((hi >> 2) & 3) << 4);
+            v[128 * n + l + 64] = uint8_t((lo0 >> 4) | ((hi >> 4) & 3) << 4);
+            v[128 * n + l + 96] = uint8_t((lo1 >> 4) | ((hi >> 6) & 3) << 4);
+          }
         for (int grp = 0; grp < 16; ++grp)
           for (int k = 0; k < 4; ++k) {
-            uint8_t lo[4], hi = 0;
-            for (int c = 0; c < 4; ++c) {  // chunk 4·grp + c, value k of it
-              const int q = blocks::q6_k_value(in, 16 * grp + 4 * c + k);
-              lo[c] = uint8_t(q & 15);
-              hi = uint8_t(hi | (q >> 4) << (2 * c));
-            }
-            o.q[grp][0][r][k] = uint8_t(lo[0] | lo[1] << 4);
-            o.q[grp][1][r][k] = uint8_t(lo[2] | lo[3] << 4);
-            o.q[grp][2][r][k] = hi;
+            const uint8_t* c = v + 16 * grp + k;  // chunk c's value k at c[4·chunk]
+            o.q[grp][0][r][k] = uint8_t((c[0] & 15) | (c[4] & 15) << 4);
+            o.q[grp][1][r][k] = uint8_t((c[8] & 15) | (c[12] & 15) << 4);
+            o.q[grp][2][r][k] = uint8_t(c[0] >> 4 | (c[4] >> 4) << 2 | (c[8] >> 4) << 4 | (c[12] >> 4) << 6);
           }
       }
     }
@@ -102,25 +106,30 @@ void unpack_q6_k(const MatView& w, int64_t g, uint8_t* dst) {
 }
 
 // The 32-value types: one group block (16 plain blocks' bytes) from 16 rows' block b, or back.
+// Whole 4-byte chunks move as words (Q8_0's +128 is a sign-bit flip of each byte).
 void repack_q32(DType t, const uint8_t* const in[kRepackRows], uint8_t* out) {
-  for (int r = 0; r < kRepackRows; ++r) std::memcpy(out + 2 * r, in[r], 2);  // d: first in every block
   uint8_t* q = out + 32;
+  uint64_t masks[8] = {};
+  const size_t qs_at = t == DType::Q8_0   ? 2
+                       : t == DType::Q5_0 ? offsetof(blocks::Q5_0, qs)
+                                          : offsetof(blocks::Q4_0, qs);
+  const int chunks = t == DType::Q8_0 ? 8 : 4;
   for (int r = 0; r < kRepackRows; ++r) {
     const uint8_t* b = in[r];
-    if (t == DType::Q8_0)
-      for (int v = 0; v < 32; ++v) q[(v / 4) * 64 + 4 * r + v % 4] = uint8_t(b[2 + v] ^ 0x80);  // q + 128
-    else {
-      const uint8_t* qs = b + (t == DType::Q5_0 ? offsetof(blocks::Q5_0, qs) : offsetof(blocks::Q4_0, qs));
-      for (int v = 0; v < 16; ++v) q[(v / 4) * 64 + 4 * r + v % 4] = qs[v];
+    std::memcpy(out + 2 * r, b, 2);  // d: first in every block
+    for (int c = 0; c < chunks; ++c) {
+      uint32_t word;
+      std::memcpy(&word, b + qs_at + 4 * c, 4);
+      if (t == DType::Q8_0) word ^= 0x80808080u;
+      std::memcpy(q + 64 * c + 4 * r, &word, 4);
     }
     if (t == DType::Q5_0) {
       uint32_t qh;
       std::memcpy(&qh, b + offsetof(blocks::Q5_0, qh), 4);
-      auto* masks = reinterpret_cast<uint64_t*>(out + offsetof(blocks::Q5_0x16, qh));
-      for (int v = 0; v < 32; ++v)
-        if (qh >> v & 1) masks[v / 4] |= uint64_t(1) << (4 * r + v % 4);
+      for (int c = 0; c < 8; ++c) masks[c] |= uint64_t((qh >> (4 * c)) & 15) << (4 * r);
     }
   }
+  if (t == DType::Q5_0) std::memcpy(out + offsetof(blocks::Q5_0x16, qh), masks, sizeof masks);
 }
 
 void unpack_q32(DType t, const uint8_t* in, uint8_t* const out[kRepackRows]) {
@@ -146,31 +155,31 @@ void unpack_q32(DType t, const uint8_t* in, uint8_t* const out[kRepackRows]) {
 
 }  // namespace
 
-MatView repack(const MatView& w, void* dst) {
-  assert(repackable_shape(w));
+MatView repacked_view(const MatView& w, void* dst) {
   MatView v = w;
   v.data = dst;
   v.row_group = kRepackRows;
   v.row_bytes = size_t(blocks_per_row(w)) * group_block_bytes(w.type) / kRepackRows;
+  return v;
+}
+
+void repack_groups(const MatView& w, void* dst, int64_t g0, int64_t g1) {
+  assert(repackable_shape(w));
   if (w.type != DType::Q4_K && w.type != DType::Q6_K) {
     const int64_t nb = blocks_per_row(w), bb = int64_t(traits(w.type).type_size);
     auto* out = static_cast<uint8_t*>(dst);
-    std::memset(out, 0, repacked_bytes(w));  // Q5_0's masks are or-ed in
-    for (int64_t g = 0; g < w.rows / kRepackRows; ++g)
+    for (int64_t g = g0; g < g1; ++g)
       for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* in[kRepackRows];
         for (int r = 0; r < kRepackRows; ++r) in[r] = w.row(g * kRepackRows + r) + b * bb;
         repack_q32(w.type, in, out + size_t(g * nb + b) * group_block_bytes(w.type));
       }
-    return v;
+    return;
   }
-  if (w.type == DType::Q6_K) {
-    repack_q6_k(w, static_cast<blocks::Q6_Kx16*>(dst));
-    return v;
-  }
-  const int64_t nb = w.cols / 256, groups = w.rows / kRepackRows;
+  if (w.type == DType::Q6_K) return repack_q6_k(w, static_cast<blocks::Q6_Kx16*>(dst), g0, g1);
+  const int64_t nb = w.cols / 256;
   auto* out = static_cast<blocks::Q4_Kx16*>(dst);
-  for (int64_t g = 0; g < groups; ++g)
+  for (int64_t g = g0; g < g1; ++g)
     for (int64_t b = 0; b < nb; ++b) {
       blocks::Q4_Kx16& o = out[g * nb + b];
       for (int r = 0; r < kRepackRows; ++r) {
@@ -188,7 +197,11 @@ MatView repack(const MatView& w, void* dst) {
           for (int t = 0; t < 8; ++t) std::memcpy(o.qs[j][t][r], in.qs + 32 * j + 4 * t, 4);
       }
     }
-  return v;
+}
+
+MatView repack(const MatView& w, void* dst) {
+  repack_groups(w, dst, 0, w.rows / kRepackRows);
+  return repacked_view(w, dst);
 }
 
 void unpack_group(const MatView& w, int64_t g, uint8_t* dst) {

@@ -37,6 +37,10 @@ size_t plain_row_bytes(const MatView& w);
 // Writes w repacked into dst (repacked_bytes(w), 64-byte aligned) and returns
 // the view of it. Only for repack_supported(w).
 MatView repack(const MatView& w, void* dst);
+// The same in parts, so threads can share a large matrix: groups [g0, g1)
+// (rows 16·g0 … 16·g1 − 1) into dst, and the view repack returns.
+void repack_groups(const MatView& w, void* dst, int64_t g0, int64_t g1);
+MatView repacked_view(const MatView& w, void* dst);
 // Rows 16·g … 16·g + 15 of a repacked matrix back in their plain layout
 // (16 × row_bytes at dst): exactly the bytes repack read.
 void unpack_group(const MatView& w, int64_t g, uint8_t* dst);
