@@ -184,8 +184,20 @@ struct Q5_0x16 {
   uint8_t q[4][16][4];
   uint64_t qh[8];
 };
+// Q4_1 / Q5_1 (d · q + m): as Q4_0 / Q5_0 with the 16 rows' mins after the scales.
+struct Q4_1x16 {
+  uint16_t d[16], m[16];
+  uint8_t q[4][16][4];
+};
+struct Q5_1x16 {
+  uint16_t d[16], m[16];
+  uint8_t q[4][16][4];
+  uint64_t qh[8];
+};
 static_assert(sizeof(Q8_0x16) == 16 * sizeof(Q8_0) && sizeof(Q4_0x16) == 16 * sizeof(Q4_0) &&
               sizeof(Q5_0x16) == 16 * sizeof(Q5_0) && offsetof(Q5_0x16, qh) == 288);
+static_assert(sizeof(Q4_1x16) == 16 * sizeof(Q4_1) && sizeof(Q5_1x16) == 16 * sizeof(Q5_1) &&
+              offsetof(Q4_1x16, q) == 64 && offsetof(Q5_1x16, qh) == 320);
 
 // Sets Q6_K value v (0..255) of a block to q (0..63): its low 4 bits in ql, high 2 in qh (ggml's order).
 inline void q6_k_set_value(Q6_K& b, int v, int q) {

@@ -1,4 +1,4 @@
-// Q4_K, Q6_K, Q8_0, Q5_0 and Q4_0 weights repacked at load (kernels/repack.h): the repacked layout gives
+// Q4_K, Q6_K, Q8_0, Q5_0, Q4_0, Q4_1 and Q5_1 weights repacked at load (kernels/repack.h): the repacked layout gives
 // back every byte, and matmul on it equals the scalar reference within the
 // int8 path's tolerance (tests/test_kernels.cpp states it: only the f32
 // accumulation order differs) at every ISA level, with the same values for an
@@ -22,15 +22,15 @@ using namespace moelsp::kernels;
 
 namespace {
 
-// Random Q4_K or Q6_K rows: every byte random (all value, scale and min bit
-// patterns), the fp16 d (and Q4_K's dmin) small and finite.
+// Random rows of a repackable type: every byte random (all value, scale and
+// min bit patterns), the fp16 d (and the mins of Q4_K, Q4_1, Q5_1) small and finite.
 std::vector<uint8_t> random_rows(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
   std::vector<uint8_t> out(size_t(rows) * *row_bytes(t, cols));
   for (auto& v : out) v = uint8_t(rng());
   for (size_t off = 0; off < out.size(); off += traits(t).type_size) {
     const uint16_t d = fp32_to_fp16(0.001f + 0.001f * float(rng() % 16)), dmin = fp32_to_fp16(0.002f);
-    std::memcpy(&out[off + (t == DType::Q6_K ? 208 : 0)], &d, 2);  // Q8_0, Q4_0, Q5_0 and Q4_K: first
-    if (t == DType::Q4_K) std::memcpy(&out[off + 2], &dmin, 2);
+    std::memcpy(&out[off + (t == DType::Q6_K ? 208 : 0)], &d, 2);  // the others: first
+    if (t == DType::Q4_K || t == DType::Q4_1 || t == DType::Q5_1) std::memcpy(&out[off + 2], &dmin, 2);
   }
   return out;
 }
@@ -67,7 +67,7 @@ std::vector<float> product(const MatView& w, const std::vector<float>& x, int64_
 
 TEST_CASE("repack: which matrices, and every byte comes back") {
   std::mt19937 rng(5);
-  for (DType t : {DType::Q6_K, DType::Q8_0, DType::Q5_0, DType::Q4_0}) {
+  for (DType t : {DType::Q6_K, DType::Q8_0, DType::Q5_0, DType::Q4_0, DType::Q4_1, DType::Q5_1}) {
     INFO(dtype_name(t));
     Repacked q(t, 32, 768, rng);
     CHECK(repacked_bytes(q.w) == q.plain.size());  // the plain blocks' bytes exactly
@@ -103,7 +103,7 @@ TEST_CASE("repack: which matrices, and every byte comes back") {
 TEST_CASE("repacked Q4_K and Q6_K matmul: the reference's values at every ISA level, any input count") {
   std::mt19937 rng(9);
   const int64_t rows = 64, cols = 1024;
-  for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q5_0, DType::Q4_0})
+  for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q5_0, DType::Q4_0, DType::Q4_1, DType::Q5_1})
     for (Isa level : {Isa::Generic, Isa::Avx2, Isa::Avx512Vnni}) {
       Repacked p(t, rows, cols, rng);
       if (level > detected_isa()) continue;

@@ -177,20 +177,28 @@ void matmul_groups(const MatmulArgs& a, const GroupKernel<Group> (&by_inputs)[kP
   });
 }
 
-// The 32-value types (blocks::Q8_0x16, Q4_0x16, Q5_0x16): per block and 16
-// rows, 8 vectors of unsigned values (Q8_0 a load each; Q4_0/Q5_0 a mask or
-// a shift and a mask, Q5_0's fifth bits one masked byte add), 8 vpdpbusd per
-// input, the offset (128, 8, 16) times the input block's sum taken off, and
-// one f32 multiply-add by the 16 rows' scales: a block's scale is per 32
-// values, so the float work is per block, not per 256.
+// The 32-value types (blocks::Q8_0x16, Q4_0x16, Q5_0x16, Q4_1x16, Q5_1x16):
+// per block and 16 rows, 8 vectors of unsigned values (Q8_0 a load each; the
+// others a mask or a shift and a mask, the fifth bits one masked byte add), 8
+// vpdpbusd per input, the offset (Q8_0 128, Q4_0 8, Q5_0 16) times the input
+// block's sum taken off, and one f32 multiply-add by the 16 rows' scales
+// (Q4_1/Q5_1: a second one, their mins times the block's sum): a block's
+// scale is per 32 values, so the float work is per block, not per 256.
 template <DType T>
 constexpr int kOffset = T == DType::Q8_0   ? 128
                         : T == DType::Q5_0 ? 16
-                                           : 8;
+                        : T == DType::Q4_0 ? 8
+                                           : 0;
 template <DType T>
-constexpr size_t kGroupBlock = T == DType::Q8_0   ? sizeof(blocks::Q8_0x16)
-                               : T == DType::Q5_0 ? sizeof(blocks::Q5_0x16)
-                                                  : sizeof(blocks::Q4_0x16);
+constexpr bool kMin = T == DType::Q4_1 || T == DType::Q5_1;  // d · q + m
+template <DType T>
+constexpr bool kFifth = T == DType::Q5_0 || T == DType::Q5_1;
+template <DType T>
+constexpr size_t kGroupBlock = size_t(kRepackRows) * traits(T).type_size;
+template <DType T>
+constexpr size_t kQAt = kMin<T> ? 64 : 32;  // the values, after the scales (and mins)
+template <DType T>
+constexpr size_t kQhAt = T == DType::Q5_1 ? offsetof(blocks::Q5_1x16, qh) : offsetof(blocks::Q5_0x16, qh);
 
 template <DType T, int M>
 RP_TARGET void q32x16(const uint8_t* w, const BlockQ8* x, const int32_t* xsum, int64_t nb, float* y, int64_t ldy) {
@@ -203,18 +211,20 @@ RP_TARGET void q32x16(const uint8_t* w, const BlockQ8* x, const int32_t* xsum, i
       for (int t = 0; t < 8; ++t) u[t] = _mm512_loadu_si512(w + 32 + 64 * t);
     } else {
       for (int t = 0; t < 4; ++t) {
-        const __m512i v = _mm512_loadu_si512(w + 32 + 64 * t);
+        const __m512i v = _mm512_loadu_si512(w + kQAt<T> + 64 * t);
         u[t] = _mm512_and_si512(v, m0f);
         u[t + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f);
       }
-      if constexpr (T == DType::Q5_0)
+      if constexpr (kFifth<T>)
         for (int t = 0; t < 8; ++t) {
           uint64_t mask;
-          std::memcpy(&mask, w + offsetof(blocks::Q5_0x16, qh) + 8 * t, 8);
+          std::memcpy(&mask, w + kQhAt<T> + 8 * t, 8);
           u[t] = _mm512_mask_add_epi8(u[t], __mmask64(mask), u[t], sixteen);
         }
     }
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
+    __m512 mins = _mm512_setzero_ps();
+    if constexpr (kMin<T>) mins = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 32)));
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) {
       const BlockQ8& xb = x[i * nb + b];
@@ -226,6 +236,8 @@ RP_TARGET void q32x16(const uint8_t* w, const BlockQ8* x, const int32_t* xsum, i
       }
       acc[i] =
           _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xb.d)), _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[i]);
+      if constexpr (kMin<T>)  // + m · Σx
+        acc[i] = _mm512_fmadd_ps(mins, _mm512_set1_ps(xb.d * float(xsum[i * nb + b])), acc[i]);
     }
   }
   for (int i = 0; i < M; ++i) _mm512_storeu_ps(y + i * ldy, acc[i]);
@@ -272,6 +284,8 @@ void matmul_repacked(const MatmulArgs& a, const KernelConfig& cfg) {
       case DType::Q8_0: return matmul_groups32<DType::Q8_0>(a);
       case DType::Q5_0: return matmul_groups32<DType::Q5_0>(a);
       case DType::Q4_0: return matmul_groups32<DType::Q4_0>(a);
+      case DType::Q4_1: return matmul_groups32<DType::Q4_1>(a);
+      case DType::Q5_1: return matmul_groups32<DType::Q5_1>(a);
       default: return matmul_groups<blocks::Q4_Kx16>(a, kQ4ByInputs);
     }
   }

@@ -20,7 +20,8 @@ size_t group_block_bytes(DType t) {
 bool repackable_shape(const MatView& w) {
   const DType t = w.type;
   const int64_t bs = traits(t).block_size;
-  return (t == DType::Q4_K || t == DType::Q6_K || t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0) &&
+  return (t == DType::Q4_K || t == DType::Q6_K || t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 ||
+          t == DType::Q4_1 || t == DType::Q5_1) &&
          w.row_group == 1 && w.rows > 0 && w.rows % kRepackRows == 0 && w.cols > 0 && w.cols % bs == 0 &&
          w.row_bytes == size_t(w.cols / bs) * traits(t).type_size;
 }
@@ -105,50 +106,84 @@ void unpack_q6_k(const MatView& w, int64_t g, uint8_t* dst) {
     }
 }
 
+// Where a 32-value type keeps its fields in a plain block and in a group
+// block (blocks::Q8_0x16, …): the min (Q4_1/Q5_1), the values, the fifth bits.
+struct Q32Layout {
+  size_t m_at = 0, qs_at, qh_at = 0;  // plain block (0: none)
+  size_t out_q, out_qh = 0;           // group block
+  int chunks;                         // 4-byte words of values per row
+  bool flip;                          // Q8_0: q + 128
+};
+Q32Layout q32_layout(DType t) {
+  switch (t) {
+    case DType::Q8_0: return {.qs_at = 2, .out_q = 32, .chunks = 8, .flip = true};
+    case DType::Q5_0:
+      return {.qs_at = offsetof(blocks::Q5_0, qs),
+              .qh_at = offsetof(blocks::Q5_0, qh),
+              .out_q = 32,
+              .out_qh = offsetof(blocks::Q5_0x16, qh),
+              .chunks = 4,
+              .flip = false};
+    case DType::Q4_1:
+      return {.m_at = offsetof(blocks::Q4_1, m),
+              .qs_at = offsetof(blocks::Q4_1, qs),
+              .out_q = 64,
+              .chunks = 4,
+              .flip = false};
+    case DType::Q5_1:
+      return {.m_at = offsetof(blocks::Q5_1, m),
+              .qs_at = offsetof(blocks::Q5_1, qs),
+              .qh_at = offsetof(blocks::Q5_1, qh),
+              .out_q = 64,
+              .out_qh = offsetof(blocks::Q5_1x16, qh),
+              .chunks = 4,
+              .flip = false};
+    default: return {.qs_at = offsetof(blocks::Q4_0, qs), .out_q = 32, .chunks = 4, .flip = false};
+  }
+}
+
 // The 32-value types: one group block (16 plain blocks' bytes) from 16 rows' block b, or back.
 // Whole 4-byte chunks move as words (Q8_0's +128 is a sign-bit flip of each byte).
 void repack_q32(DType t, const uint8_t* const in[kRepackRows], uint8_t* out) {
-  uint8_t* q = out + 32;
+  const Q32Layout L = q32_layout(t);
   uint64_t masks[8] = {};
-  const size_t qs_at = t == DType::Q8_0   ? 2
-                       : t == DType::Q5_0 ? offsetof(blocks::Q5_0, qs)
-                                          : offsetof(blocks::Q4_0, qs);
-  const int chunks = t == DType::Q8_0 ? 8 : 4;
   for (int r = 0; r < kRepackRows; ++r) {
     const uint8_t* b = in[r];
     std::memcpy(out + 2 * r, b, 2);  // d: first in every block
-    for (int c = 0; c < chunks; ++c) {
+    if (L.m_at) std::memcpy(out + 32 + 2 * r, b + L.m_at, 2);
+    for (int c = 0; c < L.chunks; ++c) {
       uint32_t word;
-      std::memcpy(&word, b + qs_at + 4 * c, 4);
-      if (t == DType::Q8_0) word ^= 0x80808080u;
-      std::memcpy(q + 64 * c + 4 * r, &word, 4);
+      std::memcpy(&word, b + L.qs_at + 4 * c, 4);
+      if (L.flip) word ^= 0x80808080u;
+      std::memcpy(out + L.out_q + 64 * c + 4 * r, &word, 4);
     }
-    if (t == DType::Q5_0) {
+    if (L.qh_at) {
       uint32_t qh;
-      std::memcpy(&qh, b + offsetof(blocks::Q5_0, qh), 4);
+      std::memcpy(&qh, b + L.qh_at, 4);
       for (int c = 0; c < 8; ++c) masks[c] |= uint64_t((qh >> (4 * c)) & 15) << (4 * r);
     }
   }
-  if (t == DType::Q5_0) std::memcpy(out + offsetof(blocks::Q5_0x16, qh), masks, sizeof masks);
+  if (L.qh_at) std::memcpy(out + L.out_qh, masks, sizeof masks);
 }
 
 void unpack_q32(DType t, const uint8_t* in, uint8_t* const out[kRepackRows]) {
-  const uint8_t* q = in + 32;
+  const Q32Layout L = q32_layout(t);
+  uint64_t masks[8];
+  if (L.qh_at) std::memcpy(masks, in + L.out_qh, sizeof masks);
   for (int r = 0; r < kRepackRows; ++r) {
     uint8_t* b = out[r];
     std::memcpy(b, in + 2 * r, 2);
-    if (t == DType::Q8_0)
-      for (int v = 0; v < 32; ++v) b[2 + v] = uint8_t(q[(v / 4) * 64 + 4 * r + v % 4] ^ 0x80);
-    else {
-      uint8_t* qs = b + (t == DType::Q5_0 ? offsetof(blocks::Q5_0, qs) : offsetof(blocks::Q4_0, qs));
-      for (int v = 0; v < 16; ++v) qs[v] = q[(v / 4) * 64 + 4 * r + v % 4];
+    if (L.m_at) std::memcpy(b + L.m_at, in + 32 + 2 * r, 2);
+    for (int c = 0; c < L.chunks; ++c) {
+      uint32_t word;
+      std::memcpy(&word, in + L.out_q + 64 * c + 4 * r, 4);
+      if (L.flip) word ^= 0x80808080u;
+      std::memcpy(b + L.qs_at + 4 * c, &word, 4);
     }
-    if (t == DType::Q5_0) {
-      uint64_t masks[8];
-      std::memcpy(masks, in + offsetof(blocks::Q5_0x16, qh), sizeof masks);
+    if (L.qh_at) {
       uint32_t qh = 0;
-      for (int v = 0; v < 32; ++v) qh |= uint32_t(masks[v / 4] >> (4 * r + v % 4) & 1) << v;
-      std::memcpy(b + offsetof(blocks::Q5_0, qh), &qh, 4);
+      for (int c = 0; c < 8; ++c) qh |= uint32_t(masks[c] >> (4 * r) & 15) << (4 * c);
+      std::memcpy(b + L.qh_at, &qh, 4);
     }
   }
 }
