@@ -126,7 +126,10 @@ ExpertRuntime::ExpertRuntime(const ModelConfig& cfg, std::vector<ExpertLayer> la
 void ExpertRuntime::configure(const ExpertOptions& o) {
   opt_ = o;
   opt_.distance = std::max(1, o.distance);
-  if (o.populate && data_end_ > data_begin_) {
+  // Repacked experts (Model::repack_experts) no longer read the file's pages of them.
+  const bool repacked = std::any_of(layers_.begin(), layers_.end(),
+                                    [](const ExpertLayer& l) { return l.moe && l.weights.gate.m.row_group > 1; });
+  if (o.populate && !repacked && data_end_ > data_begin_) {
     // The whole file's pages, read ahead by the kernel while the first request tokenizes.
     const expert_pages::Pages pg = expert_pages::pages(data_begin_, size_t(data_end_ - data_begin_));
     madvise(pg.p, pg.n, MADV_WILLNEED);
