@@ -54,6 +54,37 @@ double bytes_per_step(const Model& m, int streams = 1) {
   return b;
 }
 
+// Memory bandwidth (GB/s) measured in a child process: the probe's 512 MiB
+// buffer then counts in neither this process's peak RSS nor its heap, so the
+// bench can probe after every decode run. The VM this was written on moves its
+// bandwidth by ±25 % within minutes; decode's share of the roofline is taken
+// per run against the probe next to it.
+double probe_bandwidth(int threads) {
+  int fds[2];
+  if (pipe(fds) != 0) return measure_memory_bandwidth_gbs(threads);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return measure_memory_bandwidth_gbs(threads);
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    const double bw = measure_memory_bandwidth_gbs(threads);
+    const ssize_t w = write(fds[1], &bw, sizeof bw);
+    _exit(w == ssize_t(sizeof bw) ? 0 : 1);
+  }
+  close(fds[1]);
+  double bw = 0;
+  const ssize_t r = read(fds[0], &bw, sizeof bw);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (r != ssize_t(sizeof bw) || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return measure_memory_bandwidth_gbs(threads);
+  return bw;
+}
+
 struct PeerResult {
   double pp = 0, tg = 0;
   std::string error;
@@ -127,16 +158,26 @@ int bench(const BenchOptions& o) {
     for (auto& t : prompt) t = TokenId(rng() % uint32_t(c.n_vocab));
     std::vector<float> logits(size_t(c.n_vocab));
 
-    const auto measure = [&](std::vector<double>& pp, std::vector<double>& tg) {
+    const double bpt = bytes_per_step(*model);
+    std::vector<double> bws, shares;  // a probe after each decode run, and decode's share of it
+    // One cache for all repetitions, emptied before each, as the server keeps
+    // its pool and llama-bench its context: a run writes rows into memory an
+    // earlier run already faulted in (a fresh cache's page faults were ~3 % of
+    // a qwen3moe-mid tg128 on this VM).
+    const auto pp_cache = o.n_prompt > 0 ? model->new_cache(o.n_prompt + 1) : nullptr;
+    const auto tg_cache = o.n_gen > 0 ? model->new_cache(o.n_gen + 1) : nullptr;
+    const auto measure = [&](std::vector<double>& pp, std::vector<double>& tg, bool probe) {
       for (int rep = 0; rep < o.reps; ++rep) {
         if (o.n_prompt > 0) {
-          auto cache = model->new_cache(o.n_prompt + 1);
+          KvCache* cache = pp_cache.get();
+          cache->truncate(0);
           const auto t0 = Clock::now();
           model->forward(prompt, *cache, logits.data(), false);
           pp.push_back(o.n_prompt / std::chrono::duration<double>(Clock::now() - t0).count());
         }
         if (o.n_gen > 0) {  // like llama-bench's tg: n_gen single-token steps from an empty context
-          auto cache = model->new_cache(o.n_gen + 1);
+          KvCache* cache = tg_cache.get();
+          cache->truncate(0);
           TokenId t = prompt.empty() ? 1 : prompt[0];
           const auto t0 = Clock::now();
           for (int i = 0; i < o.n_gen; ++i) {
@@ -144,11 +185,15 @@ int bench(const BenchOptions& o) {
             t = TokenId(std::max_element(logits.begin(), logits.end()) - logits.begin());
           }
           tg.push_back(o.n_gen / std::chrono::duration<double>(Clock::now() - t0).count());
+          if (probe) {
+            bws.push_back(probe_bandwidth(threads));
+            shares.push_back(tg.back() * bpt / (bws.back() * 1e9));
+          }
         }
       }
     };
     std::vector<double> pp, tg;
-    measure(pp, tg);
+    measure(pp, tg, true);
     // Batched decode: N sequences, each from its own first token in an empty
     // context, advanced by one forward pass per step (what the scheduler does
     // with N live requests). Aggregate tokens/s, the median of the repetitions.
@@ -157,11 +202,12 @@ int bench(const BenchOptions& o) {
     for (const int n : o.streams) {
       std::vector<double> runs;
       std::vector<float> rows(size_t(n) * size_t(c.n_vocab));
+      std::vector<std::unique_ptr<KvCache>> caches;
+      for (int s = 0; s < n; ++s) caches.push_back(model->new_cache(stream_gen + 1));
       for (int rep = 0; rep < o.reps; ++rep) {
-        std::vector<std::unique_ptr<KvCache>> caches;
         std::vector<TokenId> next(static_cast<size_t>(n));
         for (int s = 0; s < n; ++s) {
-          caches.push_back(model->new_cache(stream_gen + 1));
+          caches[size_t(s)]->truncate(0);
           next[size_t(s)] = prompt.empty() ? TokenId(1 + s) : prompt[size_t(s) % prompt.size()];
         }
         const auto t0 = Clock::now();
@@ -199,13 +245,13 @@ int bench(const BenchOptions& o) {
     PeerResult peer_load;
     if (o.background > 0) {
       const BackgroundLoad load(o.background);
-      measure(pp_load, tg_load);
+      measure(pp_load, tg_load, false);
       if (!o.peer.empty()) peer_load = run_peer(o, threads);
     }
 
-    const uint64_t rss = peak_rss_bytes();  // before the bandwidth probe's buffer
-    const double bw = measure_memory_bandwidth_gbs(threads);
-    const double bpt = bytes_per_step(*model);
+    const uint64_t rss = peak_rss_bytes();
+    if (bws.empty()) bws.push_back(probe_bandwidth(threads));
+    const double bw = median(bws);
     const double roof = bw * 1e9 / bpt;
     fmt::print(
         "model: {} ({}), {:.1f} M parameters in {:.1f} MiB, threads {}, kernels {}\n", o.model, c.arch,
@@ -254,9 +300,11 @@ int bench(const BenchOptions& o) {
       if (!peer_load.error.empty()) fmt::print("peer under load: {}\n", peer_load.error);
     }
     fmt::print(
-        "peak RSS {:.1f} MiB; memory bandwidth {:.1f} GB/s; decode reads {:.2f} MiB/token -> roofline {:.0f} "
-        "tokens/s; moelsp decode at {:.1f}% of it\n",
-        double(rss) / (1 << 20), bw, bpt / (1 << 20), roof, o.n_gen > 0 ? 100.0 * median(tg) / roof : 0.0);
+        "peak RSS {:.1f} MiB; memory bandwidth {:.1f} GB/s (median of {} probe{}); decode reads {:.2f} MiB/token -> "
+        "roofline {:.0f} tokens/s; moelsp decode at {:.1f}% of it (median over runs, each against the probe after "
+        "it)\n",
+        double(rss) / (1 << 20), bw, bws.size(), bws.size() == 1 ? "" : "s", bpt / (1 << 20), roof,
+        100.0 * median(shares));
     if (moe_layers > 0)
       fmt::print(
           "MoE ({} layers): expert activation entropy {:.3f} (1 = uniform); thread load imbalance "
