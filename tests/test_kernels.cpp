@@ -295,6 +295,21 @@ TEST_CASE("int8 activations: every quantized type against the scalar reference a
           matmul(o);
           CHECK(yp == y);
           CHECK(yo == y);
+          // Rows gathered out of the quantized copy (a MoE expert's tokens) are
+          // the blocks quantizing those rows of x gives, and compute the same.
+          if (m > 1) {
+            const std::vector<int64_t> pick = {m - 1, 0};
+            std::vector<float> xg(size_t(2 * cols));
+            for (size_t i = 0; i < pick.size(); ++i)
+              std::copy_n(x.data() + pick[i] * cols, cols, xg.data() + i * size_t(cols));
+            QuantizedActs g;
+            gather_act_rows(xq, pick.data(), 2, g);
+            std::vector<float> yg(size_t(2 * rows)), yx(size_t(2 * rows));
+            matmul({mv, xg.data(), cols, 2, yx.data(), rows, 0, rows});
+            matmul({mv, xg.data(), cols, 2, yg.data(), rows, 0, rows, &g});
+            CHECK(g.m == 2);
+            CHECK(yg == yx);
+          }
         }
         // Below the lane-vector kernel's threshold an input's values do not depend
         // on the others in the call (batched decode equals one at a time, bit for

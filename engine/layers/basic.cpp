@@ -45,10 +45,18 @@ void rms_norm(const float* x, const float* w, int64_t n, float eps, float* y, in
   for (int64_t r = 0; r < m; ++r) {
     const float* xr = x + r * ld;
     float* yr = y + r * ld;
+    // The sum of squares in double, in 8 independent sums the compiler keeps
+    // in one vector (one sum was a serial chain of n dependent adds: a decode
+    // step's norms ran on one thread while the others waited).
+    double part[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      for (int j = 0; j < 8; ++j) part[j] += double(xr[i + j]) * xr[i + j];
     double ss = 0;
-    for (int64_t i = 0; i < n; ++i) ss += double(xr[i]) * xr[i];
+    for (; i < n; ++i) ss += double(xr[i]) * xr[i];
+    for (double p : part) ss += p;
     const float scale = float(1.0 / std::sqrt(ss / double(n) + double(eps)));
-    for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * scale * w[i];
+    for (int64_t c = 0; c < n; ++c) yr[c] = xr[c] * scale * w[c];
   }
 }
 
@@ -64,11 +72,32 @@ void rope_yarn_init(RopeConfig& c) {
   c.corr_high = std::min(float(c.n_dims - 1), std::ceil(corr_dim(c.beta_slow)));
 }
 
-void rope(float* x, int n_heads, int64_t stride, int64_t offset, int pos, const RopeConfig& c) {
-  const int half = c.n_dims / 2;
-  // cos/sin of each pair for this position (ggml's rope_yarn).
+namespace {
+
+// cos/sin of every pair at one position (ggml's rope_yarn). A decode step
+// rotates q and k of every layer at the same position, so each thread keeps
+// the table of the last (settings, position) it computed: the transcendentals
+// are paid once per token, not twice per layer on the thread the others wait
+// for.
+struct RopeTable {
+  RopeConfig c;
+  int pos = -1;
   float cs[512], sn[512];
-  const int n_pairs = std::min(half, 512);
+  bool holds(const RopeConfig& o, int p) const {
+    return p == pos && o.n_dims == c.n_dims && o.freq_base == c.freq_base && o.freq_scale == c.freq_scale &&
+           o.ext_factor == c.ext_factor && o.attn_factor == c.attn_factor && o.corr_low == c.corr_low &&
+           o.corr_high == c.corr_high;
+  }
+};
+
+const RopeTable& rope_table(const RopeConfig& c, int pos) {
+  thread_local RopeTable t;
+  if (t.holds(c, pos)) return t;
+  t.c = c;
+  t.pos = pos;
+  float* cs = t.cs;
+  float* sn = t.sn;
+  const int n_pairs = std::min(c.n_dims / 2, 512);
   for (int i = 0; i < n_pairs; ++i) {
     const float theta_extrap = float(pos) * std::pow(c.freq_base, -2.0f * float(i) / float(c.n_dims));
     const float theta_interp = c.freq_scale * theta_extrap;
@@ -82,14 +111,32 @@ void rope(float* x, int n_heads, int64_t stride, int64_t offset, int pos, const 
     cs[i] = std::cos(theta) * mscale;
     sn[i] = std::sin(theta) * mscale;
   }
+  return t;
+}
+
+}  // namespace
+
+void rope(float* x, int n_heads, int64_t stride, int64_t offset, int pos, const RopeConfig& c) {
+  const int half = c.n_dims / 2;
+  const int n_pairs = std::min(half, 512);
+  const RopeTable& t = rope_table(c, pos);
+  const float *cs = t.cs, *sn = t.sn;
   for (int h = 0; h < n_heads; ++h) {
     float* v = x + h * stride + offset;
-    for (int i = 0; i < n_pairs; ++i) {
-      const int a = c.type == RopeType::Norm ? 2 * i : i;
-      const int b = c.type == RopeType::Norm ? 2 * i + 1 : i + half;
-      const float x0 = v[a], x1 = v[b];
-      v[a] = x0 * cs[i] - x1 * sn[i];
-      v[b] = x0 * sn[i] + x1 * cs[i];
+    if (c.type == RopeType::Norm) {  // adjacent pairs
+      for (int i = 0; i < n_pairs; ++i) {
+        const float x0 = v[2 * i], x1 = v[2 * i + 1];
+        v[2 * i] = x0 * cs[i] - x1 * sn[i];
+        v[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
+      }
+    } else {  // NeoX: the two halves, in vectors
+      float* lo = v;
+      float* hi = v + half;
+      for (int i = 0; i < n_pairs; ++i) {
+        const float x0 = lo[i], x1 = hi[i];
+        lo[i] = x0 * cs[i] - x1 * sn[i];
+        hi[i] = x0 * sn[i] + x1 * cs[i];
+      }
     }
   }
 }

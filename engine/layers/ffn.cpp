@@ -5,8 +5,10 @@
 // is what makes prefill cheaper per token than decode; the work is balanced
 // across threads longest-first (see moe()).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <numeric>
+#include <span>
 
 #include "../model/experts.h"
 #include "layers.h"
@@ -127,23 +129,44 @@ namespace {
 struct ActiveExpert {
   int e = 0;  // −1: the shared experts
   kernels::MatView gate, up, down;
-  std::vector<int64_t> rows;       // token indices
-  std::vector<float> ws;           // their routing weights
-  FloatBuf x, h, y;                // [n][d] (gathered rows), [n][n_ff], [n][d]
-  const float* in = nullptr;       // its inputs: x, or for the shared experts the layer's input itself
-  kernels::QuantizedActs inq, hq;  // `in` and h quantized once for all of the expert's work items (moe)
+  std::vector<int64_t> rows;  // token indices
+  std::vector<float> ws;      // their routing weights
+  FloatBuf x, h, y;           // [n][d] (gathered rows), [n][n_ff], [n][d]
+  const float* in = nullptr;  // its inputs: x, or for the shared experts the layer's input itself
+  // `in` quantized once for all of the expert's gate and up work items: the
+  // layer's copy when the expert has every token (always, at one token), else
+  // its rows gathered into own_inq (moe).
+  const kernels::QuantizedActs* inq = nullptr;
+  kernels::QuantizedActs own_inq, hq;  // hq: h, quantized by the thread that finishes it (gate_up)
+  int pending = 0;                     // gate_up items of this expert not yet done
 };
 
 // The experts the routing chose, chosen [m][k] with weights [m][k], each with
 // its rows gathered; the shared experts (one fused SwiGLU over every token,
 // weight 1) last, so they are balanced with the routed ones and cost no extra
 // parallel loops (three per layer when run apart).
-std::vector<ActiveExpert> gather_experts(const ModelConfig& cfg, const MoeWeights& w, const float* x, int64_t m,
-                                         const int* chosen, const float* weight, const MoeHooks& hooks) {
+//
+// They are written into `slots`, which the caller keeps from layer to layer,
+// so their buffers are allocated once, not once per expert per layer per
+// token. An expert with every token (always, at one token) reads the layer's
+// input where it is; the others get their rows copied.
+std::span<ActiveExpert> gather_experts(const ModelConfig& cfg, const MoeWeights& w, const float* x, int64_t m,
+                                       const int* chosen, const float* weight, const MoeHooks& hooks,
+                                       std::vector<ActiveExpert>& slots) {
   const int k = cfg.n_expert_used, d = cfg.n_embd;
-  std::vector<ActiveExpert> active;
+  size_t n_active = 0;
+  const auto next = [&]() -> ActiveExpert& {
+    if (n_active == slots.size()) slots.emplace_back();
+    ActiveExpert& ex = slots[n_active++];
+    ex.rows.clear();
+    ex.ws.clear();
+    return ex;
+  };
+  std::vector<char> used(size_t(cfg.n_expert), 0);
+  for (int64_t i = 0; i < m * k; ++i) used[size_t(chosen[i])] = 1;
   for (int e = 0; e < cfg.n_expert; ++e) {
-    ActiveExpert ex;
+    if (!used[size_t(e)]) continue;
+    ActiveExpert& ex = next();
     ex.e = e;
     ex.gate = w.gate.slice(e);
     ex.up = w.up.slice(e);
@@ -154,7 +177,6 @@ std::vector<ActiveExpert> gather_experts(const ModelConfig& cfg, const MoeWeight
           ex.rows.push_back(t);
           ex.ws.push_back(weight[t * k + j]);
         }
-    if (ex.rows.empty()) continue;
     if (hooks.experts) {
       const auto mats = hooks.experts->mats(hooks.layer, e);  // a hot copy when the cache holds one
       ex.gate = mats.gate;
@@ -163,15 +185,18 @@ std::vector<ActiveExpert> gather_experts(const ModelConfig& cfg, const MoeWeight
     }
     if (hooks.stats) hooks.stats->expert_tokens[size_t(e)] += int64_t(ex.rows.size());
     const size_t n = ex.rows.size();
-    ex.x.resize(n * size_t(d));
-    for (size_t i = 0; i < n; ++i) std::copy_n(x + ex.rows[i] * d, d, ex.x.data() + i * size_t(d));
-    ex.in = ex.x.data();
+    if (int64_t(n) == m) {  // rows are ascending and distinct: every token, in order
+      ex.in = x;
+    } else {
+      ex.x.resize(n * size_t(d));
+      for (size_t i = 0; i < n; ++i) std::copy_n(x + ex.rows[i] * d, d, ex.x.data() + i * size_t(d));
+      ex.in = ex.x.data();
+    }
     ex.h.resize(n * size_t(cfg.n_ff_exp));
     ex.y.resize(n * size_t(d));
-    active.push_back(std::move(ex));
   }
   if (w.shared_gate.present()) {
-    ActiveExpert sh;
+    ActiveExpert& sh = next();
     sh.e = -1;
     sh.gate = w.shared_gate.m;
     sh.up = w.shared_up.m;
@@ -182,9 +207,8 @@ std::vector<ActiveExpert> gather_experts(const ModelConfig& cfg, const MoeWeight
     std::iota(sh.rows.begin(), sh.rows.end(), int64_t(0));
     sh.h.resize(size_t(m) * size_t(sh.gate.rows));
     sh.y.resize(size_t(m) * size_t(d));
-    active.push_back(std::move(sh));
   }
-  return active;
+  return {slots.data(), n_active};
 }
 
 // A unit of work: rows [r0, r1) of one expert's matrix over its tokens.
@@ -199,7 +223,7 @@ struct WorkItem {
 // rows and on whole groups of a repacked matrix (the shared experts' may be:
 // kernels/repack.h).
 template <class Shape>
-std::vector<WorkItem> cut_items(const std::vector<ActiveExpert>& active, int n_threads, Shape shape) {
+std::vector<WorkItem> cut_items(std::span<const ActiveExpert> active, int n_threads, Shape shape) {
   const int64_t total = std::max<int64_t>(1, int64_t(active.size()));
   const int64_t per_expert = std::max<int64_t>(1, (4 * n_threads + total - 1) / total);
   std::vector<WorkItem> items;
@@ -246,7 +270,7 @@ struct MoePlan {
   int chunks_per_thread = 1;
 };
 template <class Shape>
-MoePlan plan_work(const ThreadPool& pool, const std::vector<ActiveExpert>& active, Shape shape, MoeStats* stats) {
+MoePlan plan_work(const ThreadPool& pool, std::span<const ActiveExpert> active, Shape shape, MoeStats* stats) {
   size_t most = 0;
   for (const auto& ex : active) most = std::max(most, ex.rows.size());
   const bool few = most <= 4;
@@ -259,9 +283,12 @@ MoePlan plan_work(const ThreadPool& pool, const std::vector<ActiveExpert>& activ
 
 // h = silu(x·Wgᵀ) ⊙ (x·Wuᵀ) for every expert (gpt-oss: with biases and its
 // clamped activation, ModelConfig::swiglu_oai); gate and up run in the same
-// item, so SwiGLU's product needs no extra pass.
-void gate_up(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, std::vector<ActiveExpert>& active,
-             int64_t d, MoeStats* stats) {
+// item, so SwiGLU's product needs no extra pass. The thread that finishes an
+// expert's last item quantizes its h for down: inside the parallel loop, where
+// one thread quantizing every expert's h between the loops kept the other
+// waiting (8 experts' rows each layer at decode).
+void gate_up(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, std::span<ActiveExpert> active, int64_t d,
+             MoeStats* stats) {
   const bool oai = cfg.swiglu_oai;
   const MoePlan plan = plan_work(
       pool, active,
@@ -269,6 +296,9 @@ void gate_up(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, std:
         return std::pair<int64_t, int64_t>{ex.gate.rows, std::max(ex.gate.row_group, ex.up.row_group)};
       },
       stats);
+  for (ActiveExpert& ex : active) ex.pending = 0;
+  for (const auto& part : plan.parts)
+    for (const WorkItem& it : part) ++active[it.expert].pending;
   pool.parallel_for(
       int64_t(plan.parts.size()),
       [&](int64_t tb, int64_t te) {
@@ -294,7 +324,7 @@ void gate_up(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, std:
                                            .ldy = nr,
                                            .row_begin = 0,
                                            .row_end = nr,
-                                           .xq = &ex.inq};
+                                           .xq = ex.inq};
             kernels::matmul(to_g);
             kernels::MatmulArgs to_u = to_g;
             to_u.w = rows_of(ex.up);
@@ -318,13 +348,16 @@ void gate_up(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, std:
                 }
                 ex.h[size_t(i * ff + it.r0 + r)] = hv;
               }
+            // acq_rel: the other items' rows of h are visible to whoever quantizes it.
+            if (std::atomic_ref<int>(ex.pending).fetch_sub(1, std::memory_order_acq_rel) == 1)
+              kernels::quantize_acts(ex.h.data(), ff, n, ff, kernels::act_blocks(ex.down.type), ex.hq);
           }
       },
       plan.chunks_per_thread);
 }
 
 // y = h·Wdᵀ for every expert.
-void down(ThreadPool& pool, std::vector<ActiveExpert>& active, int64_t d, MoeStats* stats) {
+void down(ThreadPool& pool, std::span<ActiveExpert> active, int64_t d, MoeStats* stats) {
   const MoePlan plan = plan_work(
       pool, active,
       [](const ActiveExpert& ex) {
@@ -364,12 +397,26 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
     hooks.stats->expert_tokens.resize(size_t(cfg.n_expert), 0);
     ++hooks.stats->calls;
   }
-  std::vector<ActiveExpert> active = gather_experts(cfg, w, x, m, chosen.data(), weight.data(), hooks);
-  // Each expert's rows quantized once for the int8 kernels: gate and up, and
-  // every work item a matrix is cut into, would otherwise quantize them again.
-  for (ActiveExpert& ex : active) quantize_input(pool, ex.gate, ex.in, int64_t(ex.rows.size()), ex.inq);
+  thread_local std::vector<ActiveExpert> slots;  // moe runs on the forward pass's thread
+  const std::span<ActiveExpert> active = gather_experts(cfg, w, x, m, chosen.data(), weight.data(), hooks, slots);
+  // The int8 kernels' inputs, quantized once: the layer's input for every
+  // expert (gate, up, and every work item a matrix is cut into would
+  // otherwise quantize it again), each expert's h in gate_up.
+  thread_local kernels::QuantizedActs xq;
+  quantize_input(pool, w.gate.m, x, m, xq);
+  for (ActiveExpert& ex : active) {
+    const int64_t n = int64_t(ex.rows.size());
+    if (xq.blocks == kernels::ActBlocks::None || kernels::act_blocks(ex.gate.type) != xq.blocks) {
+      quantize_input(pool, ex.gate, ex.in, n, ex.own_inq);  // (a hot copy or shared expert of another type)
+      ex.inq = &ex.own_inq;
+    } else if (n == m) {
+      ex.inq = &xq;  // every token, in order: rows are ascending and distinct
+    } else {
+      kernels::gather_act_rows(xq, ex.rows.data(), n, ex.own_inq);
+      ex.inq = &ex.own_inq;
+    }
+  }
   gate_up(pool, cfg, w, active, d, hooks.stats);
-  for (ActiveExpert& ex : active) quantize_input(pool, ex.down, ex.h.data(), int64_t(ex.rows.size()), ex.hq);
   down(pool, active, d, hooks.stats);
   // out [m][d] = Σ over each token's experts of weight · y
   std::fill(out, out + m * d, 0.0f);

@@ -239,6 +239,15 @@ void quantize_act_rows(const float* x, int64_t ldx, int64_t r0, int64_t r1, Quan
   }
 }
 
+void gather_act_rows(const QuantizedActs& src, const int64_t* rows, int64_t n, QuantizedActs& out) {
+  prepare_acts(src.blocks, n, src.cols, out);
+  const auto gather = [&](const auto& from, auto& to, int64_t per_row) {
+    for (int64_t i = 0; i < n; ++i) std::copy_n(from.data() + rows[i] * per_row, per_row, to.data() + i * per_row);
+  };
+  if (src.blocks == ActBlocks::Q8) gather(src.q8, out.q8, src.cols / 32);
+  else if (src.blocks == ActBlocks::Q8K) gather(src.q8k, out.q8k, src.cols / 256);
+}
+
 void quantize_acts(const float* x, int64_t ldx, int64_t m, int64_t cols, ActBlocks b, QuantizedActs& out) {
   prepare_acts(b, m, cols, out);
   quantize_act_rows(x, ldx, 0, m, out);

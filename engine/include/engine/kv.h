@@ -137,8 +137,10 @@ class BlockPool {
     std::list<int32_t>::iterator lru_it;
   };
   KvLayout layout_;
-  uint8_t* data_ = nullptr;
+  uint8_t* data_ = nullptr;  // in map_ (2 MiB-aligned for huge pages)
   size_t bytes_ = 0;
+  void* map_ = nullptr;
+  size_t map_bytes_ = 0;
   bool prefix_cache_;
   uint64_t root_;
   std::vector<Meta> meta_;

@@ -89,6 +89,10 @@ void quantize_acts(const float* x, int64_t ldx, int64_t m, int64_t cols, ActBloc
 // then quantize rows [r0, r1) of x into it.
 void prepare_acts(ActBlocks b, int64_t m, int64_t cols, QuantizedActs& out);
 void quantize_act_rows(const float* x, int64_t ldx, int64_t r0, int64_t r1, QuantizedActs& out);
+// out = rows rows[0..n) of src, block for block: the same bits quantizing
+// those rows of x would give (a MoE layer quantizes its input once, then each
+// expert takes its tokens' rows).
+void gather_act_rows(const QuantizedActs& src, const int64_t* rows, int64_t n, QuantizedActs& out);
 
 // Optimized (SIMD, runtime ISA dispatch). Tolerance vs ref: see tests/test_kernels.cpp.
 void matmul(const MatmulArgs& a);
