@@ -56,9 +56,9 @@ double bytes_per_step(const Model& m, int streams = 1) {
 
 // Memory bandwidth (GB/s) measured in a child process: the probe's 512 MiB
 // buffer then counts in neither this process's peak RSS nor its heap, so the
-// bench can probe after every decode run. The VM this was written on moves its
-// bandwidth by ±25 % within minutes; decode's share of the roofline is taken
-// per run against the probe next to it.
+// bench can probe before and after every decode run. The VM this was written
+// on moves its bandwidth by ±25 % within seconds; decode's share of the
+// roofline is taken per run against the mean of the probes around it.
 double probe_bandwidth(int threads) {
   int fds[2];
   if (pipe(fds) != 0) return measure_memory_bandwidth_gbs(threads);
@@ -159,7 +159,7 @@ int bench(const BenchOptions& o) {
     std::vector<float> logits(size_t(c.n_vocab));
 
     const double bpt = bytes_per_step(*model);
-    std::vector<double> bws, shares;  // a probe after each decode run, and decode's share of it
+    std::vector<double> bws, shares;  // probes around each decode run (their mean), and decode's share of it
     // One cache for all repetitions, emptied before each, as the server keeps
     // its pool and llama-bench its context: a run writes rows into memory an
     // earlier run already faulted in (a fresh cache's page faults were ~3 % of
@@ -179,6 +179,7 @@ int bench(const BenchOptions& o) {
           KvCache* cache = tg_cache.get();
           cache->truncate(0);
           TokenId t = prompt.empty() ? 1 : prompt[0];
+          const double bw_before = probe ? probe_bandwidth(threads) : 0;
           const auto t0 = Clock::now();
           for (int i = 0; i < o.n_gen; ++i) {
             model->forward({&t, 1}, *cache, logits.data(), false);
@@ -186,7 +187,7 @@ int bench(const BenchOptions& o) {
           }
           tg.push_back(o.n_gen / std::chrono::duration<double>(Clock::now() - t0).count());
           if (probe) {
-            bws.push_back(probe_bandwidth(threads));
+            bws.push_back((bw_before + probe_bandwidth(threads)) / 2);
             shares.push_back(tg.back() * bpt / (bws.back() * 1e9));
           }
         }
@@ -300,8 +301,9 @@ int bench(const BenchOptions& o) {
       if (!peer_load.error.empty()) fmt::print("peer under load: {}\n", peer_load.error);
     }
     fmt::print(
-        "peak RSS {:.1f} MiB; memory bandwidth {:.1f} GB/s (median of {} probe{}); decode reads {:.2f} MiB/token -> "
-        "roofline {:.0f} tokens/s; moelsp decode at {:.1f}% of it (median over runs, each against the probe after "
+        "peak RSS {:.1f} MiB; memory bandwidth {:.1f} GB/s (median of {} measurement{}); decode reads {:.2f} MiB/token "
+        "-> "
+        "roofline {:.0f} tokens/s; moelsp decode at {:.1f}% of it (median over runs, each against the probes around "
         "it)\n",
         double(rss) / (1 << 20), bw, bws.size(), bws.size() == 1 ? "" : "s", bpt / (1 << 20), roof,
         100.0 * median(shares));
