@@ -20,6 +20,7 @@
 #include "kernels/convert.h"
 #include "kernels/isa.h"
 #include "kernels/quantize.h"
+#include "kernels/repack.h"
 #include "test_data.h"
 
 using namespace moelsp;
@@ -314,12 +315,14 @@ TEST_CASE("split-layout MLA: k_up is attn_k_b transposed (Q8_0 from a quantized 
     REQUIRE(L.k_up.size() == size_t(heads));
     const bool vnni = kernels::isa_level() >= kernels::Isa::Avx512Vnni;
     CHECK(L.k_up[0].type == (t == kernels::DType::F16 || !vnni ? kernels::DType::F16 : kernels::DType::Q8_0));
+    // The file's rows (k_absorb itself may be repacked: kernels/repack.h).
+    const Weight kb = WeightLoader(f).get("blk.0.attn_k_b.weight", {nope, lora, heads});
     double worst = 0;
     for (int h = 0; h < heads; ++h) {
       std::vector<float> up(static_cast<size_t>(lora)), ab(static_cast<size_t>(nope));
       std::vector<float> absorb(static_cast<size_t>(lora * nope));  // [lora][nope]
       for (int r = 0; r < lora; ++r) {
-        kernels::dequantize_row(L.k_absorb[size_t(h)].type, L.k_absorb[size_t(h)].row(r), ab.data(), nope);
+        kernels::dequantize_row(kb.m.type, kb.slice(h).row(r), ab.data(), nope);
         std::copy(ab.begin(), ab.end(), absorb.begin() + r * nope);
       }
       for (int j = 0; j < nope; ++j) {
@@ -336,6 +339,18 @@ TEST_CASE("split-layout MLA: k_up is attn_k_b transposed (Q8_0 from a quantized 
     }
     if (t == kernels::DType::F16) CHECK(worst == 0);
     else CHECK(worst <= (vnni ? 1.0 / 254 + 1e-3 : 1e-3));  // Q8_0's rounding and F16 scale, or F16's
+    // k_absorb (and v_up) are repacked where the kernels take that layout, and
+    // the absorption through them is the file's rows' (the same int8 sums).
+    if (t == kernels::DType::Q8_0 && kernels::repack_supported(kb.slice(0))) {
+      CHECK(L.k_absorb[0].row_group == kernels::kRepackRows);
+      std::vector<float> q(size_t(3 * nope)), y_plain(size_t(3 * lora)), y_rep(size_t(3 * lora));
+      for (auto& e : q) e = nd(rng);
+      for (int h = 0; h < heads; ++h) {
+        kernels::matmul({kb.slice(h), q.data(), nope, 3, y_plain.data(), lora, 0, lora});
+        kernels::matmul({L.k_absorb[size_t(h)], q.data(), nope, 3, y_rep.data(), lora, 0, lora});
+        for (size_t i = 0; i < y_rep.size(); ++i) CHECK(y_rep[i] == Approx(y_plain[i]).margin(1e-5));
+      }
+    }
     std::filesystem::remove(path);
   }
 }

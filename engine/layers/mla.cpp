@@ -87,8 +87,16 @@ MlaWeights load_mla(const WeightLoader& wl, const ModelConfig& c, int il) {
   if (split) {
     k_b = wl.get(b + "attn_k_b.weight", {c.qk_nope, c.kv_lora_rank, c.n_head});
     v_b = wl.get(b + "attn_v_b.weight", {c.kv_lora_rank, c.head_dim_v, c.n_head});
-    kt = transpose_k_b(k_b, c);
+    kt = transpose_k_b(k_b, c);  // (from the file's rows: before k_b is repacked)
     L.k_up_store = kt.bytes;
+    // The per-head absorptions run every decode step with one input per
+    // sequence: the repacked kernels' case (batched decode of deepseek2-mid
+    // Q4_K_M spent ~10 % of its time in the plain Q5_0 and Q4_K row kernels
+    // here).
+    repack_dense(k_b);
+    repack_dense(v_b);
+    L.k_absorb_store = k_b.store;
+    L.v_up_store = v_b.store;
   }
   for (int h = 0; h < c.n_head; ++h) {
     if (!split) {

@@ -36,6 +36,7 @@ struct MlaWeights {
   // head instead of one transposed product per position.
   std::vector<kernels::MatView> k_up, k_absorb, v_up;
   std::shared_ptr<const std::vector<uint8_t>> k_up_store;  // [n_head][qk_nope] rows of [kv_lora] (k_up's bytes)
+  std::shared_ptr<const void> k_absorb_store, v_up_store;  // their bytes when repacked (repack_dense)
 };
 MlaWeights load_mla(const WeightLoader& wl, const ModelConfig& c, int il);
 
