@@ -40,6 +40,42 @@ void linear(ThreadPool& pool, const kernels::MatView& w, const float* x, int64_t
   else pool.parallel_for(w.rows, body, m <= 4 ? 4 : 1);
 }
 
+void linear_fused(ThreadPool& pool, std::span<const LinearOut> outs, const float* x, int64_t m,
+                  const kernels::QuantizedActs* xq) {
+  thread_local kernels::QuantizedActs own;
+  if (!xq) {
+    quantize_input(pool, *outs[0].w, x, m, own);
+    xq = &own;
+  }
+  // The matrices' units (row groups of a repacked matrix, else rows) end to end.
+  std::vector<int64_t> start(outs.size() + 1, 0);
+  int64_t macs = 0;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const kernels::MatView& w = *outs[i].w;
+    start[i + 1] = start[i] + w.rows / std::max<int64_t>(1, w.row_group);
+    macs += w.rows * w.cols * m;
+  }
+  const auto body = [&](int64_t b, int64_t e) {
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const int64_t lo = std::max(b, start[i]), hi = std::min(e, start[i + 1]);
+      if (lo >= hi) continue;
+      const kernels::MatView& w = *outs[i].w;
+      const int64_t g = std::max<int64_t>(1, w.row_group);
+      kernels::matmul({.w = w,
+                       .x = x,
+                       .ldx = w.cols,
+                       .m = m,
+                       .y = outs[i].y,
+                       .ldy = w.rows,
+                       .row_begin = (lo - start[i]) * g,
+                       .row_end = (hi - start[i]) * g,
+                       .xq = xq});
+    }
+  };
+  if (macs < 32768) body(0, start.back());  // tiny: inline, as linear()
+  else pool.parallel_for(start.back(), body, m <= 4 ? 4 : 1);
+}
+
 void rms_norm(const float* x, const float* w, int64_t n, float eps, float* y, int64_t m, int64_t ld) {
   if (ld < 0) ld = n;
   for (int64_t r = 0; r < m; ++r) {

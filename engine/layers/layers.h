@@ -25,6 +25,16 @@ namespace moelsp::layers {
 // xq (quantize_input) to share that between several matrices with one input.
 void linear(ThreadPool& pool, const kernels::MatView& w, const float* x, int64_t m, float* y,
             const kernels::QuantizedActs* xq = nullptr);
+// Several matrices over the same x in one parallel loop (q, k and v; MLA's
+// q_a and kv_a): x quantized once, and one loop's wake-up and tail instead of
+// one per matrix (k and v alone are loops too short to stream at full speed).
+// Every w has x's width. The values are linear()'s, one matrix at a time.
+struct LinearOut {
+  const kernels::MatView* w;
+  float* y;  // [m][w->rows]
+};
+void linear_fused(ThreadPool& pool, std::span<const LinearOut> outs, const float* x, int64_t m,
+                  const kernels::QuantizedActs* xq = nullptr);
 // x[m][w.cols] quantized as linear() would for w (rows spread over the threads
 // when there are many); `out` serves every matrix whose weights take the same
 // block format (the others quantize for themselves).

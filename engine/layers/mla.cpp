@@ -247,17 +247,18 @@ MlaQkv mla_qkv(ThreadPool& pool, const ModelConfig& c, const MlaWeights& L, std:
   const int hk = c.head_dim_k, lora = c.kv_lora_rank, rope = c.qk_rope, nope = c.qk_nope;
   const int64_t q_dim = int64_t(c.n_head) * hk;
   MlaQkv r;
-  r.q.resize(size_t(n * q_dim));  // [n][n_head·(nope + rope)]: every token of every sequence
+  r.q.resize(size_t(n * q_dim));                  // [n][n_head·(nope + rope)]: every token of every sequence
+  FloatBuf kva(size_t(n) * size_t(lora + rope));  // [n][lora + rope]: [norm(latent) | rope(k_pe)]
   if (c.q_lora_rank > 0) {
-    r.qa.resize(size_t(n) * size_t(c.q_lora_rank));  // [n][q_lora]
-    linear(pool, L.wq_a.m, h, n, r.qa.data());
+    r.qa.resize(size_t(n) * size_t(c.q_lora_rank));                              // [n][q_lora]
+    const LinearOut a[] = {{&L.wq_a.m, r.qa.data()}, {&L.wkv_a.m, kva.data()}};  // both from h, one loop
+    linear_fused(pool, a, h, n);
     rms_norm(r.qa.data(), L.q_a_norm.data(), c.q_lora_rank, c.rms_eps, r.qa.data(), n);
     linear(pool, L.wq_b.m, r.qa.data(), n, r.q.data());
   } else {
-    linear(pool, L.wq.m, h, n, r.q.data());
+    const LinearOut a[] = {{&L.wq.m, r.q.data()}, {&L.wkv_a.m, kva.data()}};
+    linear_fused(pool, a, h, n);
   }
-  FloatBuf kva(size_t(n) * size_t(lora + rope));  // [n][lora + rope]: [norm(latent) | rope(k_pe)]
-  linear(pool, L.wkv_a.m, h, n, kva.data());
   for (const SeqSpan& sp : seqs) {
     KvSequence& seq = *sp.seq;
     const kernels::DType kt = to_dtype(seq.pool().layout().type);
