@@ -5,6 +5,7 @@
 // keep a core busy (an editor, a compiler, a browser tab): an engine whose
 // threads wait for each other at every layer slows down far more than the
 // share of the machine it lost.
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include <fmt/format.h>
@@ -54,33 +56,42 @@ double bytes_per_step(const Model& m, int streams = 1) {
   return b;
 }
 
-// Memory bandwidth (GB/s) measured in a child process: the probe's 512 MiB
-// buffer then counts in neither this process's peak RSS nor its heap, so the
-// bench can probe before and after every decode run. The VM this was written
-// on moves its bandwidth by ±25 % within seconds; decode's share of the
-// roofline is taken per run against the mean of the probes around it.
+// Memory bandwidth (GB/s) measured in a child process: this executable
+// again, started with MOELSP_BANDWIDTH_PROBE=<threads> (bandwidth_probe_child
+// answers at the top of main). The probe's 512 MiB buffer then counts in
+// neither this process's peak RSS nor its heap, so the bench can probe before
+// and after every decode run. posix_spawn, not fork: after a fork every page
+// of this process stays copy-on-write until written once more, and the next
+// prompt paid a page fault per page of its buffers (pp512 at half speed).
+// The VM this was written on moves its bandwidth by ±25 % within seconds;
+// decode's share of the roofline is taken per run against the mean of the
+// probes around it.
 double probe_bandwidth(int threads) {
   int fds[2];
-  if (pipe(fds) != 0) return measure_memory_bandwidth_gbs(threads);
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    return measure_memory_bandwidth_gbs(threads);
-  }
-  if (pid == 0) {
-    close(fds[0]);
-    const double bw = measure_memory_bandwidth_gbs(threads);
-    const ssize_t w = write(fds[1], &bw, sizeof bw);
-    _exit(w == ssize_t(sizeof bw) ? 0 : 1);
-  }
+  if (pipe2(fds, O_CLOEXEC) != 0) return measure_memory_bandwidth_gbs(threads);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e; ++e) env_s.emplace_back(*e);
+  env_s.push_back(fmt::format("MOELSP_BANDWIDTH_PROBE={}", threads));
+  std::vector<char*> envp;
+  for (auto& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  char exe[] = "/proc/self/exe";
+  char* argv[] = {exe, nullptr};
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, exe, &fa, nullptr, argv, envp.data());
+  posix_spawn_file_actions_destroy(&fa);
   close(fds[1]);
-  double bw = 0;
-  const ssize_t r = read(fds[0], &bw, sizeof bw);
+  std::string out;
+  char buf[64];
+  for (ssize_t n; rc == 0 && (n = read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, size_t(n));
   close(fds[0]);
   int status = 0;
-  waitpid(pid, &status, 0);
-  if (r != ssize_t(sizeof bw) || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+  if (rc == 0) waitpid(pid, &status, 0);
+  double bw = 0;
+  if (rc != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || std::sscanf(out.c_str(), "%lf", &bw) != 1 || bw <= 0)
     return measure_memory_bandwidth_gbs(threads);
   return bw;
 }
@@ -140,6 +151,11 @@ class BackgroundLoad {
 };
 
 }  // namespace
+
+int bandwidth_probe_child(const char* threads) {
+  std::printf("%.3f\n", measure_memory_bandwidth_gbs(std::max(1, std::atoi(threads))));
+  return 0;
+}
 
 int bench(const BenchOptions& o) {
   try {

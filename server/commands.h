@@ -122,6 +122,9 @@ struct BenchOptions {
   std::vector<int> streams;  // also: aggregate decode tokens/s with this many sequences per step
 };
 int bench(const BenchOptions& o);
+// The child side of bench's bandwidth probe: main() calls it when started with
+// MOELSP_BANDWIDTH_PROBE=<threads> in the environment; prints GB/s.
+int bandwidth_probe_child(const char* threads);
 
 }  // namespace moelsp::cli
 

@@ -1,5 +1,6 @@
 // moelsp: one executable, several subcommands (README: Commands). Logs go to
 // stderr; stdout carries only each command's output.
+#include <cstdlib>
 #include <unistd.h>
 
 #include <filesystem>
@@ -51,6 +52,8 @@ const CLI::Validator kExecutable = CLI::Validator(
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (const char* probe = std::getenv("MOELSP_BANDWIDTH_PROBE"))  // moelsp bench's probe process
+    return moelsp::cli::bandwidth_probe_child(probe);
   moelsp::keep_freed_memory();  // before any thread allocates (engine/hw.h says why)
   spdlog::set_default_logger(spdlog::stderr_color_mt("moelsp"));
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");

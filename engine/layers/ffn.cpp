@@ -397,7 +397,14 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
     hooks.stats->expert_tokens.resize(size_t(cfg.n_expert), 0);
     ++hooks.stats->calls;
   }
-  thread_local std::vector<ActiveExpert> slots;  // moe runs on the forward pass's thread
+  // Decode-sized calls reuse the slots of the last one (moe runs on the
+  // forward pass's thread); a prompt's experts get buffers of their own,
+  // freed after the layer: kept, 64 experts' buffers for hundreds of tokens
+  // each held ~300 MB of a qwen3moe-mid process for nothing.
+  constexpr int64_t kKeptTokens = 16;
+  thread_local std::vector<ActiveExpert> kept;
+  std::vector<ActiveExpert> own;
+  std::vector<ActiveExpert>& slots = m <= kKeptTokens ? kept : own;
   const std::span<ActiveExpert> active = gather_experts(cfg, w, x, m, chosen.data(), weight.data(), hooks, slots);
   // The int8 kernels' inputs, quantized once: the layer's input for every
   // expert (gate, up, and every work item a matrix is cut into would
