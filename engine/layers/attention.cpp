@@ -243,26 +243,20 @@ float* out_row(const AttentionArgs& a, const Job& jb, int r) {
 
 }  // namespace
 
-void attention(ThreadPool& pool, const AttentionArgs& a) {
-  const int group = a.n_head / a.n_head_kv;
-  const int n_tb = (a.n_tokens + kBlock - 1) / kBlock;
-  const int64_t want = 2 * int64_t(pool.size());  // jobs that keep every thread busy
-  // Few jobs: split the keys into ranges (one token block only; each range
-  // read once), then, if still short, the group's query heads.
-  int kv_split = 1;
-  const int64_t n_kv = a.pos0 + a.n_tokens;
-  if (n_tb == 1 && int64_t(a.n_head_kv) < want)
-    kv_split = int(std::clamp<int64_t>(want / a.n_head_kv, 1, std::max<int64_t>(1, n_kv / kMinSplit)));
-  int split = 1;
-  while (split < group && int64_t(n_tb) * a.n_head_kv * kv_split * split < want) {
-    ++split;
-    while (group % split) ++split;
-  }
-  const int heads = group / split;  // query heads per job
-  const int64_t chunk = (n_kv + kv_split - 1) / kv_split / kBlock * kBlock + kBlock;
-  const int64_t n_jobs = int64_t(n_tb) * a.n_head_kv * split * kv_split;
-  const auto job_of = [&](int64_t job) {
-    const int64_t per_tb = int64_t(a.n_head_kv) * split * kv_split;
+namespace {
+
+// How one sequence's attention is cut into jobs (see the header comment).
+struct Plan {
+  const AttentionArgs* a = nullptr;
+  int group = 1, n_tb = 1, kv_split = 1, split = 1, heads = 1;
+  int64_t n_kv = 0, chunk = 0, n_jobs = 0;
+  size_t max_rows = 0;  // rows of the largest job
+  bool widen = false;
+  int64_t job0 = 0;   // its first job in the batch's numbering
+  size_t state0 = 0;  // its split-key states' first row (kv_split > 1)
+
+  Job job(int64_t job) const {
+    const int64_t per_tb = int64_t(a->n_head_kv) * split * kv_split;
     const int64_t k = job / per_tb;
     const int64_t rest = job % per_tb;
     Job jb;
@@ -270,61 +264,120 @@ void attention(ThreadPool& pool, const AttentionArgs& a) {
     const int hs = int(rest / kv_split % split), ks = int(rest % kv_split);
     jb.heads = heads, jb.h0 = jb.g * group + hs * heads;
     const int tb = int(k % 2 == 0 ? k / 2 : n_tb - 1 - k / 2);
-    jb.t0 = tb * kBlock, jb.t1 = std::min(a.n_tokens, jb.t0 + kBlock);
+    jb.t0 = tb * kBlock, jb.t1 = std::min(a->n_tokens, jb.t0 + kBlock);
     jb.j_begin = kv_split == 1 ? 0 : std::min<int64_t>(n_kv, ks * chunk);
     jb.j_end = kv_split == 1 ? n_kv : std::min<int64_t>(n_kv, (ks + 1) * chunk);
     return jb;
-  };
-  const size_t max_rows = size_t(std::min(kBlock, a.n_tokens)) * size_t(heads);  // rows of the largest job
-  const bool widen = a.k.type != kernels::DType::F32 || a.v.type != kernels::DType::F32;
-  if (kv_split == 1) {
-    pool.parallel_for(n_jobs, [&](int64_t b, int64_t e) {
-      Scratch sc;
-      std::vector<float> o(max_rows * size_t(a.hd_v)), m(max_rows), l(max_rows);
-      for (int64_t job = b; job < e; ++job) {
-        const Job jb = job_of(job);
-        if (widen) run_job_widened(a, jb, sc, o.data(), m.data(), l.data());
-        else run_job(a, jb, sc, o.data(), m.data(), l.data());
-        const int rows = (jb.t1 - jb.t0) * jb.heads;
-        for (int r = 0; r < rows; ++r) {
-          const float sink = a.sinks ? std::exp(a.sinks[jb.h0 + r % jb.heads] - m[size_t(r)]) : 0.0f;
-          const float inv = 1.0f / (l[size_t(r)] + sink), *src = o.data() + size_t(r) * size_t(a.hd_v);
-          float* dst = out_row(a, jb, r);
-          for (int c = 0; c < a.hd_v; ++c) dst[c] = src[c] * inv;
-        }
-      }
-    });
-    return;
   }
-  // Split keys: every job keeps its state, then the ranges of each row merge.
-  std::vector<float> o(size_t(n_jobs) * max_rows * size_t(a.hd_v)), m(size_t(n_jobs) * max_rows),
-      l(size_t(n_jobs) * max_rows);
-  pool.parallel_for(n_jobs, [&](int64_t b, int64_t e) {
-    Scratch sc;
-    for (int64_t job = b; job < e; ++job)
-      (widen ? run_job_widened : run_job)(a, job_of(job), sc, o.data() + size_t(job) * max_rows * size_t(a.hd_v),
-                                          m.data() + size_t(job) * max_rows, l.data() + size_t(job) * max_rows);
-  });
-  for (int64_t first = 0; first < n_jobs; first += kv_split) {  // the kv_split jobs of one (tb, g, hs) are adjacent
-    const Job jb = job_of(first);
-    const int rows = (jb.t1 - jb.t0) * jb.heads;
-    for (int r = 0; r < rows; ++r) {
-      float mx = -INFINITY;
-      for (int ks = 0; ks < kv_split; ++ks) mx = std::max(mx, m[size_t(first + ks) * max_rows + size_t(r)]);
-      float* dst = out_row(a, jb, r);
-      std::fill(dst, dst + a.hd_v, 0.0f);
-      double sum = 0;
-      for (int ks = 0; ks < kv_split; ++ks) {
-        const size_t at = size_t(first + ks) * max_rows + size_t(r);
-        if (l[at] == 0) continue;
-        const float w = std::exp(m[at] - mx);
-        sum += double(w) * l[at];
-        const float* src = o.data() + at * size_t(a.hd_v);
-        for (int c = 0; c < a.hd_v; ++c) dst[c] += w * src[c];
+};
+
+// A sequence's plan depends on its own shape and the thread count only, never
+// on the other sequences of a batch: its results are the same bits alone or
+// batched.
+Plan plan_of(const AttentionArgs& a, int threads) {
+  Plan p;
+  p.a = &a;
+  p.group = a.n_head / a.n_head_kv;
+  p.n_tb = (a.n_tokens + kBlock - 1) / kBlock;
+  const int64_t want = 2 * int64_t(threads);  // jobs that keep every thread busy
+  // Few jobs: split the keys into ranges (one token block only; each range
+  // read once), then, if still short, the group's query heads.
+  p.n_kv = a.pos0 + a.n_tokens;
+  if (p.n_tb == 1 && int64_t(a.n_head_kv) < want)
+    p.kv_split = int(std::clamp<int64_t>(want / a.n_head_kv, 1, std::max<int64_t>(1, p.n_kv / kMinSplit)));
+  while (p.split < p.group && int64_t(p.n_tb) * a.n_head_kv * p.kv_split * p.split < want) {
+    ++p.split;
+    while (p.group % p.split) ++p.split;
+  }
+  p.heads = p.group / p.split;  // query heads per job
+  p.chunk = (p.n_kv + p.kv_split - 1) / p.kv_split / kBlock * kBlock + kBlock;
+  p.n_jobs = int64_t(p.n_tb) * a.n_head_kv * p.split * p.kv_split;
+  p.max_rows = size_t(std::min(kBlock, a.n_tokens)) * size_t(p.heads);
+  p.widen = a.k.type != kernels::DType::F32 || a.v.type != kernels::DType::F32;
+  return p;
+}
+
+}  // namespace
+
+void attention(ThreadPool& pool, const AttentionArgs& a) { attention(pool, std::span<const AttentionArgs>(&a, 1)); }
+
+void attention(ThreadPool& pool, std::span<const AttentionArgs> batch) {
+  std::vector<Plan> plans;
+  int64_t n_jobs = 0;
+  size_t states = 0, max_rows = 0;
+  int max_hd = 0;
+  for (const AttentionArgs& a : batch) {
+    Plan p = plan_of(a, pool.size());
+    p.job0 = n_jobs;
+    n_jobs += p.n_jobs;
+    if (p.kv_split > 1) {
+      p.state0 = states;
+      states += size_t(p.n_jobs) * p.max_rows;
+    }
+    max_rows = std::max(max_rows, p.max_rows);
+    max_hd = std::max(max_hd, a.hd_v);
+    plans.push_back(p);
+  }
+  // Split keys: every job keeps its softmax state ([rows] of o, m, l), and
+  // the ranges of each row merge after the loop.
+  std::vector<float> so(states * size_t(max_hd)), sm(states), sl(states);
+  // One loop over every sequence's jobs (a batch of decode steps was one loop
+  // per sequence, each too short to keep both threads busy); sequences differ
+  // in context length, so with several the jobs are claimed in smaller chunks.
+  pool.parallel_for(
+      n_jobs,
+      [&](int64_t b, int64_t e) {
+        Scratch sc;
+        std::vector<float> o(max_rows * size_t(max_hd)), m(max_rows), l(max_rows);
+        size_t pi = 0;
+        for (int64_t job = b; job < e; ++job) {
+          while (job >= plans[pi].job0 + plans[pi].n_jobs) ++pi;
+          const Plan& p = plans[pi];
+          const AttentionArgs& a = *p.a;
+          const Job jb = p.job(job - p.job0);
+          if (p.kv_split > 1) {
+            const size_t at = p.state0 + size_t(job - p.job0) * p.max_rows;
+            (p.widen ? run_job_widened : run_job)(a, jb, sc, so.data() + at * size_t(a.hd_v), sm.data() + at,
+                                                  sl.data() + at);
+            continue;
+          }
+          if (p.widen) run_job_widened(a, jb, sc, o.data(), m.data(), l.data());
+          else run_job(a, jb, sc, o.data(), m.data(), l.data());
+          const int rows = (jb.t1 - jb.t0) * jb.heads;
+          for (int r = 0; r < rows; ++r) {
+            const float sink = a.sinks ? std::exp(a.sinks[jb.h0 + r % jb.heads] - m[size_t(r)]) : 0.0f;
+            const float inv = 1.0f / (l[size_t(r)] + sink), *src = o.data() + size_t(r) * size_t(a.hd_v);
+            float* dst = out_row(a, jb, r);
+            for (int c = 0; c < a.hd_v; ++c) dst[c] = src[c] * inv;
+          }
+        }
+      },
+      batch.size() > 1 ? 4 : 1);
+  for (const Plan& p : plans) {
+    if (p.kv_split == 1) continue;
+    const AttentionArgs& a = *p.a;
+    for (int64_t first = 0; first < p.n_jobs; first += p.kv_split) {  // a (tb, g, hs)'s kv_split jobs are adjacent
+      const Job jb = p.job(first);
+      const int rows = (jb.t1 - jb.t0) * jb.heads;
+      for (int r = 0; r < rows; ++r) {
+        const auto state = [&](int ks) { return p.state0 + size_t(first + ks) * p.max_rows + size_t(r); };
+        float mx = -INFINITY;
+        for (int ks = 0; ks < p.kv_split; ++ks) mx = std::max(mx, sm[state(ks)]);
+        float* dst = out_row(a, jb, r);
+        std::fill(dst, dst + a.hd_v, 0.0f);
+        double sum = 0;
+        for (int ks = 0; ks < p.kv_split; ++ks) {
+          const size_t at = state(ks);
+          if (sl[at] == 0) continue;
+          const float w = std::exp(sm[at] - mx);
+          sum += double(w) * sl[at];
+          const float* src = so.data() + at * size_t(a.hd_v);
+          for (int c = 0; c < a.hd_v; ++c) dst[c] += w * src[c];
+        }
+        if (a.sinks) sum += std::exp(double(a.sinks[jb.h0 + r % jb.heads]) - mx);
+        const float inv = float(1.0 / sum);
+        for (int c = 0; c < a.hd_v; ++c) dst[c] *= inv;
       }
-      if (a.sinks) sum += std::exp(double(a.sinks[jb.h0 + r % jb.heads]) - mx);
-      const float inv = float(1.0 / sum);
-      for (int c = 0; c < a.hd_v; ++c) dst[c] *= inv;
     }
   }
 }

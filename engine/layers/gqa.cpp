@@ -56,6 +56,7 @@ void gqa_attention(ThreadPool& pool, const ModelConfig& c, const GqaWeights& w, 
   add_bias(k.data(), w.bk, n);
   add_bias(v.data(), w.bv, n);
   FloatBuf attn(size_t(n) * size_t(c.n_head) * size_t(c.head_dim_v));
+  std::vector<AttentionArgs> batch;  // every sequence's, in one loop
   for (const SeqSpan& sp : seqs) {
     KvSequence& seq = *sp.seq;
     const kernels::DType kt = to_dtype(seq.pool().layout().type);
@@ -75,7 +76,7 @@ void gqa_attention(ThreadPool& pool, const ModelConfig& c, const GqaWeights& w, 
       store_kv(kt, v.data() + t * nv, row + v_at, nv);
     }
     const int64_t ldo = int64_t(c.n_head) * c.head_dim_v;
-    attention(pool, {.q = q.data() + sp.begin * nq,
+    batch.push_back({.q = q.data() + sp.begin * nq,
                      .ldq = nq,
                      .k = seq.k_rows(il),
                      .v = seq.v_rows(il),
@@ -91,6 +92,7 @@ void gqa_attention(ThreadPool& pool, const ModelConfig& c, const GqaWeights& w, 
                      .out = attn.data() + sp.begin * ldo,
                      .ldo = ldo});
   }
+  attention(pool, batch);
   linear(pool, w.wo.m, attn.data(), n, out);
   add_bias(out, w.bo, n);
 }

@@ -100,6 +100,9 @@ struct AttentionArgs {
   int64_t ldo = 0;
 };
 void attention(ThreadPool& pool, const AttentionArgs& a);
+// Several sequences' attention (a batch of decode steps) in one parallel loop;
+// each sequence's results are the bits attention() gives it alone.
+void attention(ThreadPool& pool, std::span<const AttentionArgs> batch);
 
 // down(silu(gate·x) ⊙ up·x) for m rows; out [m][down.rows].
 void swiglu(ThreadPool& pool, const kernels::MatView& gate, const kernels::MatView& up, const kernels::MatView& down,
