@@ -317,10 +317,9 @@ int bench(const BenchOptions& o) {
       if (!peer_load.error.empty()) fmt::print("peer under load: {}\n", peer_load.error);
     }
     fmt::print(
-        "peak RSS {:.1f} MiB; memory bandwidth {:.1f} GB/s (median of {} measurement{}); decode reads {:.2f} MiB/token "
-        "-> "
-        "roofline {:.0f} tokens/s; moelsp decode at {:.1f}% of it (median over runs, each against the probes around "
-        "it)\n",
+        "peak RSS {:.1f} MiB; memory bandwidth {:.1f} GB/s (median of {} measurement{}); decode reads {:.2f} "
+        "MiB/token -> roofline {:.0f} tokens/s; moelsp decode at {:.1f}% of it (median over runs, each against the "
+        "probes around it)\n",
         double(rss) / (1 << 20), bw, bws.size(), bws.size() == 1 ? "" : "s", bpt / (1 << 20), roof,
         100.0 * median(shares));
     if (moe_layers > 0)

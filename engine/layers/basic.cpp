@@ -17,36 +17,12 @@ void quantize_input(ThreadPool& pool, const kernels::MatView& w, const float* x,
 
 void linear(ThreadPool& pool, const kernels::MatView& w, const float* x, int64_t m, float* y,
             const kernels::QuantizedActs* xq) {
-  const bool tiny = w.rows * w.cols * m < 32768;  // tiny matrices run inline
-  // The caller's own quantized copy when it passed none (one per calling thread).
-  thread_local kernels::QuantizedActs own;
-  if (!xq && !tiny) {
-    quantize_input(pool, w, x, m, own);
-    xq = &own;
-  }
-  const auto body = [&](int64_t b, int64_t e) {
-    kernels::matmul(
-        {.w = w, .x = x, .ldx = w.cols, .m = m, .y = y, .ldy = w.rows, .row_begin = b, .row_end = e, .xq = xq});
-  };
-  // Decode-sized calls (a few inputs) in 4 chunks per thread, so the other
-  // threads absorb a descheduled one's share (ThreadPool); with many inputs,
-  // one per thread (the tile kernels want long row ranges). Repacked weights
-  // split on whole groups of rows.
-  const int64_t g = w.row_group;
-  if (tiny) body(0, w.rows);
-  else if (g > 1)
-    pool.parallel_for(
-        w.rows / g, [&](int64_t b, int64_t e) { body(b * g, e * g); }, m <= 4 ? 4 : 1);
-  else pool.parallel_for(w.rows, body, m <= 4 ? 4 : 1);
+  const LinearOut out[] = {{&w, y}};
+  linear_fused(pool, out, x, m, xq);
 }
 
 void linear_fused(ThreadPool& pool, std::span<const LinearOut> outs, const float* x, int64_t m,
                   const kernels::QuantizedActs* xq) {
-  thread_local kernels::QuantizedActs own;
-  if (!xq) {
-    quantize_input(pool, *outs[0].w, x, m, own);
-    xq = &own;
-  }
   // The matrices' units (row groups of a repacked matrix, else rows) end to end.
   std::vector<int64_t> start(outs.size() + 1, 0);
   int64_t macs = 0;
@@ -54,6 +30,13 @@ void linear_fused(ThreadPool& pool, std::span<const LinearOut> outs, const float
     const kernels::MatView& w = *outs[i].w;
     start[i + 1] = start[i] + w.rows / std::max<int64_t>(1, w.row_group);
     macs += w.rows * w.cols * m;
+  }
+  const bool tiny = macs < 32768;  // tiny matrices run inline
+  // The caller's own quantized copy when it passed none (one per calling thread).
+  thread_local kernels::QuantizedActs own;
+  if (!xq && !tiny) {
+    quantize_input(pool, *outs[0].w, x, m, own);
+    xq = &own;
   }
   const auto body = [&](int64_t b, int64_t e) {
     for (size_t i = 0; i < outs.size(); ++i) {
@@ -72,7 +55,10 @@ void linear_fused(ThreadPool& pool, std::span<const LinearOut> outs, const float
                        .xq = xq});
     }
   };
-  if (macs < 32768) body(0, start.back());  // tiny: inline, as linear()
+  // Decode-sized calls (a few inputs) in 4 chunks per thread, so the other
+  // threads absorb a descheduled one's share (ThreadPool); with many inputs,
+  // one per thread (the tile kernels want long row ranges).
+  if (tiny) body(0, start.back());
   else pool.parallel_for(start.back(), body, m <= 4 ? 4 : 1);
 }
 
@@ -82,8 +68,8 @@ void rms_norm(const float* x, const float* w, int64_t n, float eps, float* y, in
     const float* xr = x + r * ld;
     float* yr = y + r * ld;
     // The sum of squares in double, in 8 independent sums the compiler keeps
-    // in one vector (one sum was a serial chain of n dependent adds: a decode
-    // step's norms ran on one thread while the others waited).
+    // in vector registers (one sum was a serial chain of n dependent adds: a
+    // decode step's norms ran on one thread while the others waited).
     double part[8] = {};
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)

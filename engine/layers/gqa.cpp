@@ -47,11 +47,9 @@ void gqa_attention(ThreadPool& pool, const ModelConfig& c, const GqaWeights& w, 
   const int64_t nv = int64_t(c.n_head_kv) * c.head_dim_v;
   // Projections for every token of every sequence at once.
   FloatBuf q(static_cast<size_t>(n * nq)), k(static_cast<size_t>(n * nk)), v(static_cast<size_t>(n * nv));
-  kernels::QuantizedActs hq;  // h quantized once for the three projections
-  quantize_input(pool, w.wq.m, h, n, hq);
   // q [n][n_head·hd], k [n][n_head_kv·hd], v [n][n_head_kv·hd_v] in one loop
   const LinearOut qkv[] = {{&w.wq.m, q.data()}, {&w.wk.m, k.data()}, {&w.wv.m, v.data()}};
-  linear_fused(pool, qkv, h, n, &hq);
+  linear_fused(pool, qkv, h, n);  // h quantized once for the three
   add_bias(q.data(), w.bq, n);
   add_bias(k.data(), w.bk, n);
   add_bias(v.data(), w.bv, n);
