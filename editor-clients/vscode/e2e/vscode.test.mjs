@@ -300,9 +300,9 @@ async function openFile(name) {
   await page.keyboard.up('Control');
   await page.waitForSelector('.quick-input-widget input', { visible: true, timeout: 15000 });
   await page.keyboard.type(name, { delay: 20 });
-  await until(`${name} in Quick Open`, () =>
-    page.$$eval('.quick-input-list .monaco-list-row', (rows, n) => rows.some((r) => r.textContent.includes(n)), name), 15000);
-  await sleep(300);
+  await until(`${name} in focus in Quick Open`, () =>
+    page.$$eval('.quick-input-list .monaco-list-row.focused', (rows, n) => rows.some((r) => r.textContent.includes(n)), name),
+    15000);
   await page.keyboard.press('Enter');
   await until(`${name} in the active editor tab`, () =>
     page.$$eval('.tab.active', (tabs, n) => tabs.some((t) => t.textContent.includes(n)), name), 30000);
@@ -324,8 +324,12 @@ async function runCommand(page, title) {
   await page.keyboard.up('Control');
   await page.waitForSelector('.quick-input-widget input', { visible: true, timeout: 15000 });
   await page.keyboard.type(title, { delay: 10 });
-  await until(`"${title}" in the command palette`, () =>
-    page.$$eval('.quick-input-list .monaco-list-row', (rows, t) => rows.some((r) => r.textContent.includes(t)), title), 10000);
+  // Enter runs the focused row. The palette filters after the keys arrive, and
+  // until it has, the row in focus can be another command that the partial
+  // text matched (with a recently used one first): wait for the title there.
+  await until(`"${title}" in focus in the command palette`, () =>
+    page.$$eval('.quick-input-list .monaco-list-row.focused', (rows, t) => rows.some((r) => r.textContent.includes(t)), title),
+    10000);
   await page.keyboard.press('Enter');
 }
 
@@ -342,7 +346,19 @@ try {
   clearTimeout(timer);
   if (!String(e.message).startsWith('timed out') && !String(e).includes('FAILED')) console.error(e);
   try {
-    if (page) await page.screenshot({ path: path.join(out, 'failure.png') });
+    if (page) {
+      await page.screenshot({ path: path.join(out, 'failure.png') });
+      // What was on screen, in words: CI keeps the log, not the picture.
+      const state = await page.evaluate(() => ({
+        focus: document.activeElement?.className,
+        tabs: [...document.querySelectorAll('.tab')].map((t) => t.textContent.trim()),
+        views: [...document.querySelectorAll('.composite.title, .pane-header .title')].map((t) => t.textContent.trim()),
+        palette: [...document.querySelectorAll('.quick-input-list .monaco-list-row')].map((r) => r.textContent.trim()),
+        toasts: [...document.querySelectorAll('.notification-toast')].map((t) => t.textContent.trim()),
+      }));
+      console.error(`workbench state: ${JSON.stringify(state)}`);
+      console.error(`frames: ${JSON.stringify(page.frames().map((f) => f.url().slice(0, 120)))}`);
+    }
   } catch {}
   if (consoleErrors.length) console.error(`browser console errors (last 10):\n${consoleErrors.slice(-10).join('\n')}`);
   console.error(`screenshots and code-server.log in ${out}`);
