@@ -1,0 +1,185 @@
+// layers::attention against a naive double-precision attention, over paged
+// F16 and F32 cache rows whose blocks are scattered: every way a sequence's
+// work is cut into jobs (token blocks, split query heads, key ranges, decode's
+// jobs over several kv heads' rows) for several shapes, thread counts,
+// sliding windows and sinks. And a batch of sequences gives each the bits it
+// gets alone.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include <catch2/catch.hpp>
+
+#include "../engine/layers/layers.h"
+#include "kernels/convert.h"
+
+using namespace moelsp;
+
+namespace {
+
+struct Shape {
+  int n_head, n_head_kv, hd;
+  int window = 0;
+  bool sinks = false;
+};
+
+// A sequence's cache: n_pos rows of [K of every kv head | V of every kv head]
+// in `type`, in blocks of block_size rows placed in shuffled order.
+struct Cache {
+  kernels::DType type;
+  int block_size;
+  size_t row_bytes;
+  std::vector<uint8_t> data;
+  std::vector<int32_t> blocks;
+  std::vector<float> k, v;  // [pos][n_head_kv·hd], the values as stored (rounded to the type)
+
+  Cache(kernels::DType t, const Shape& s, int n_pos, int bs, std::mt19937& rng) : type(t), block_size(bs) {
+    const int w = s.n_head_kv * s.hd;
+    const size_t el = t == kernels::DType::F16 ? 2 : 4;
+    row_bytes = size_t(2 * w) * el;
+    const int n_blocks = (n_pos + bs - 1) / bs;
+    blocks.resize(size_t(n_blocks));
+    std::iota(blocks.begin(), blocks.end(), 0);
+    std::shuffle(blocks.begin(), blocks.end(), rng);
+    data.assign(size_t(n_blocks) * size_t(bs) * row_bytes, 0);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    k.resize(size_t(n_pos) * size_t(w));
+    v.resize(k.size());
+    for (int p = 0; p < n_pos; ++p) {
+      uint8_t* row = data.data() + size_t(blocks[size_t(p / bs)]) * size_t(bs) * row_bytes + size_t(p % bs) * row_bytes;
+      for (int i = 0; i < 2 * w; ++i) {
+        float x = nd(rng);
+        if (t == kernels::DType::F16) {
+          const uint16_t h = kernels::fp32_to_fp16(x);
+          x = kernels::fp16_to_fp32(h);
+          std::memcpy(row + size_t(i) * 2, &h, 2);
+        } else {
+          std::memcpy(row + size_t(i) * 4, &x, 4);
+        }
+        (i < w ? k[size_t(p) * size_t(w) + size_t(i)] : v[size_t(p) * size_t(w) + size_t(i - w)]) = x;
+      }
+    }
+  }
+  PagedRows rows(int64_t elem_offset) const {
+    PagedRows r;
+    r.base = data.data();
+    r.block_bytes = size_t(block_size) * row_bytes;
+    r.row_bytes = row_bytes;
+    r.blocks = blocks.data();
+    r.block_size = block_size;
+    r.type = type;
+    return r.at(elem_offset);
+  }
+};
+
+// out [n_tokens][n_head·hd]: query t (position pos0 + t) over the keys it sees.
+std::vector<double> naive(const Shape& s, const Cache& c, const std::vector<float>& q, const std::vector<float>& sinks,
+                          int n_tokens, int pos0, float scale) {
+  const int w = s.n_head_kv * s.hd, group = s.n_head / s.n_head_kv;
+  std::vector<double> out(size_t(n_tokens) * size_t(s.n_head) * size_t(s.hd), 0.0);
+  for (int t = 0; t < n_tokens; ++t)
+    for (int h = 0; h < s.n_head; ++h) {
+      const int g = h / group, pos = pos0 + t;
+      const int first = s.window > 0 ? std::max(0, pos + 1 - s.window) : 0;
+      std::vector<double> sc;
+      for (int j = first; j <= pos; ++j) {
+        double d = 0;
+        for (int i = 0; i < s.hd; ++i)
+          d += double(q[(size_t(t) * size_t(s.n_head) + size_t(h)) * size_t(s.hd) + size_t(i)]) *
+               double(c.k[size_t(j) * size_t(w) + size_t(g * s.hd + i)]);
+        sc.push_back(d * scale);
+      }
+      double mx = *std::max_element(sc.begin(), sc.end());
+      if (!sinks.empty()) mx = std::max(mx, double(sinks[size_t(h)]));
+      double sum = sinks.empty() ? 0.0 : std::exp(double(sinks[size_t(h)]) - mx);
+      for (double& x : sc) sum += x = std::exp(x - mx);
+      double* o = out.data() + (size_t(t) * size_t(s.n_head) + size_t(h)) * size_t(s.hd);
+      for (int j = first; j <= pos; ++j)
+        for (int i = 0; i < s.hd; ++i)
+          o[i] += sc[size_t(j - first)] / sum * double(c.v[size_t(j) * size_t(w) + size_t(g * s.hd + i)]);
+    }
+  return out;
+}
+
+struct Case {
+  std::vector<float> q, sinks, out;
+  layers::AttentionArgs args(const Shape& s, const Cache& c, int n_tokens, int pos0) {
+    const int w = s.n_head_kv * s.hd;
+    return {.q = q.data(),
+            .ldq = int64_t(s.n_head) * s.hd,
+            .k = c.rows(0),
+            .v = c.rows(w),
+            .n_tokens = n_tokens,
+            .pos0 = pos0,
+            .n_head = s.n_head,
+            .n_head_kv = s.n_head_kv,
+            .hd_k = s.hd,
+            .hd_v = s.hd,
+            .scale = 1.0f / std::sqrt(float(s.hd)),
+            .window = s.window,
+            .sinks = sinks.empty() ? nullptr : sinks.data(),
+            .out = out.data(),
+            .ldo = int64_t(s.n_head) * s.hd};
+  }
+  Case(const Shape& s, int n_tokens, std::mt19937& rng) {
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    q.resize(size_t(n_tokens) * size_t(s.n_head) * size_t(s.hd));
+    for (float& x : q) x = nd(rng);
+    if (s.sinks) {
+      sinks.resize(size_t(s.n_head));
+      for (float& x : sinks) x = nd(rng);
+    }
+    out.assign(q.size(), NAN);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("attention matches a naive attention over paged F16 and F32 rows, every job layout") {
+  std::mt19937 rng(7);
+  const Shape shapes[] = {{16, 4, 128}, {8, 8, 64}, {12, 2, 64}, {8, 2, 64, 40, true}, {4, 4, 32, 0, true}};
+  for (const kernels::DType type : {kernels::DType::F16, kernels::DType::F32})
+    for (const Shape& s : shapes)
+      for (const int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        // (tokens, position of the first): decode steps at short and long contexts, a few tokens, a prompt.
+        for (const auto& [n_tokens, pos0] :
+             {std::pair{1, 0}, {1, 5}, {1, 63}, {1, 64}, {1, 130}, {1, 301}, {1, 1000}, {3, 90}, {40, 0}, {20, 77}}) {
+          const Cache c(type, s, pos0 + n_tokens, 16, rng);
+          Case cs(s, n_tokens, rng);
+          layers::attention(pool, cs.args(s, c, n_tokens, pos0));
+          const auto want = naive(s, c, cs.q, cs.sinks, n_tokens, pos0, 1.0f / std::sqrt(float(s.hd)));
+          double worst = 0;
+          for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(double(cs.out[i]) - want[i]));
+          INFO((type == kernels::DType::F16 ? "F16" : "F32")
+               << " heads " << s.n_head << "/" << s.n_head_kv << " hd " << s.hd << " window " << s.window << " sinks "
+               << s.sinks << " threads " << threads << " tokens " << n_tokens << " at " << pos0 << ": max |Δ| "
+               << worst);
+          CHECK(worst < 2e-5);  // f32 sums of O(1) values against double
+        }
+      }
+}
+
+TEST_CASE("a batch of sequences' attention gives each the bits it gets alone") {
+  std::mt19937 rng(11);
+  const Shape s{16, 4, 128};
+  ThreadPool pool(2);
+  const std::pair<int, int> seqs[] = {{1, 300}, {1, 20}, {1, 1000}, {4, 50}};
+  std::vector<Cache> caches;
+  std::vector<Case> alone, batched;
+  std::vector<layers::AttentionArgs> batch;
+  for (const auto& [n, pos0] : seqs) {
+    caches.emplace_back(kernels::DType::F16, s, pos0 + n, 16, rng);
+    alone.emplace_back(s, n, rng);
+    batched.push_back(alone.back());
+  }
+  for (size_t i = 0; i < caches.size(); ++i) {
+    layers::attention(pool, alone[i].args(s, caches[i], seqs[i].first, seqs[i].second));
+    batch.push_back(batched[i].args(s, caches[i], seqs[i].first, seqs[i].second));
+  }
+  layers::attention(pool, batch);
+  for (size_t i = 0; i < caches.size(); ++i)
+    CHECK(std::memcmp(alone[i].out.data(), batched[i].out.data(), alone[i].out.size() * 4) == 0);
+}
