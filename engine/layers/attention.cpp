@@ -164,6 +164,36 @@ void prefetch_rows(const PagedRows& r, int64_t j0, int64_t n, size_t bytes) {
   }
 }
 
+// One chunk of the online softmax: scores s [rows][nc] for keys c0 … c0 +
+// nc − 1 become e^(s − m) over the keys each row sees (0 elsewhere); each
+// row's max m moves up, rescaling its sum l and output o so far by
+// e^(m_old − m_new).
+void online_softmax(const AttentionArgs& a, const Job& jb, int rows, int64_t c0, int64_t nc, float* s, float* o,
+                    float* m, float* l) {
+  for (int r = 0; r < rows; ++r) {
+    float* p = s + size_t(r) * size_t(nc);
+    const auto [first, visible] = visible_keys(a, jb, r, c0, nc);
+    float mx = m[r];
+    for (int64_t j = first; j < visible; ++j) mx = std::max(mx, p[j] *= a.scale);
+    if (mx == -INFINITY) {  // sees none of this chunk's keys yet
+      std::fill(p, p + nc, 0.0f);
+      continue;
+    }
+    if (mx > m[r] && m[r] != -INFINITY) {  // rescale what the earlier chunks summed
+      const float f = std::exp(m[r] - mx);
+      l[r] *= f;
+      float* orow = o + size_t(r) * size_t(a.hd_v);
+      for (int c = 0; c < a.hd_v; ++c) orow[c] *= f;
+    }
+    m[r] = mx;
+    double sum = 0;
+    for (int64_t j = first; j < visible; ++j) sum += p[j] = std::exp(p[j] - mx);
+    std::fill(p, p + first, 0.0f);
+    std::fill(p + visible, p + nc, 0.0f);
+    l[r] += float(sum);
+  }
+}
+
 void run_job_widened(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float* m, float* l) {
   const int rows = (jb.t1 - jb.t0) * jb.heads;
   const int64_t j_lo = first_key(a, jb), je = std::min<int64_t>(jb.j_end, a.pos0 + jb.t1);
@@ -198,28 +228,7 @@ void run_job_widened(const AttentionArgs& a, const Job& jb, Scratch& sc, float* 
                      .ldy = nc,
                      .row_begin = 0,
                      .row_end = nc});
-    for (int r = 0; r < rows; ++r) {
-      float* p = sc.s.data() + size_t(r) * size_t(nc);
-      const auto [first, visible] = visible_keys(a, jb, r, c0, nc);
-      float mx = m[r];
-      for (int64_t j = first; j < visible; ++j) mx = std::max(mx, p[j] *= a.scale);
-      if (mx == -INFINITY) {  // sees none of this chunk's keys yet
-        std::fill(p, p + nc, 0.0f);
-        continue;
-      }
-      if (mx > m[r] && m[r] != -INFINITY) {  // rescale what the earlier chunks summed
-        const float f = std::exp(m[r] - mx);
-        l[r] *= f;
-        float* orow = o + size_t(r) * size_t(a.hd_v);
-        for (int c = 0; c < a.hd_v; ++c) orow[c] *= f;
-      }
-      m[r] = mx;
-      double sum = 0;
-      for (int64_t j = first; j < visible; ++j) sum += p[j] = std::exp(p[j] - mx);
-      std::fill(p, p + first, 0.0f);
-      std::fill(p + visible, p + nc, 0.0f);
-      l[r] += float(sum);
-    }
+    online_softmax(a, jb, rows, c0, nc, sc.s.data(), o, m, l);
     const float* vp = sc.kbuf.data();
     int64_t ldv = a.hd_k;
     if (!shared) {
@@ -294,28 +303,7 @@ void run_job_rows(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, 
                        .ldy = nc,
                        .row_begin = 0,
                        .row_end = nc});
-    for (int r = 0; r < rows; ++r) {  // the online softmax, as in run_job_widened
-      float* p = sc.s.data() + size_t(r) * size_t(nc);
-      const auto [first, visible] = visible_keys(a, jb, r, c0, nc);
-      float mx = m[r];
-      for (int64_t j = first; j < visible; ++j) mx = std::max(mx, p[j] *= a.scale);
-      if (mx == -INFINITY) {
-        std::fill(p, p + nc, 0.0f);
-        continue;
-      }
-      if (mx > m[r] && m[r] != -INFINITY) {
-        const float f = std::exp(m[r] - mx);
-        l[r] *= f;
-        float* orow = o + size_t(r) * size_t(a.hd_v);
-        for (int c = 0; c < a.hd_v; ++c) orow[c] *= f;
-      }
-      m[r] = mx;
-      double sum = 0;
-      for (int64_t j = first; j < visible; ++j) sum += p[j] = std::exp(p[j] - mx);
-      std::fill(p, p + first, 0.0f);
-      std::fill(p + visible, p + nc, 0.0f);
-      l[r] += float(sum);
-    }
+    online_softmax(a, jb, rows, c0, nc, sc.s.data(), o, m, l);
     for (int gi = 0; gi < jb.kv_heads; ++gi)  // o [group rows][hd_v] += p [group rows][nc] · v [nc][hd_v]
       kernels::weighted_rows({.p = sc.s.data() + size_t(gi) * size_t(group) * size_t(nc),
                               .ldp = nc,
