@@ -168,28 +168,37 @@ void expand_out(ThreadPool& pool, const ModelConfig& c, const MlaWeights& L, con
 // score_j = (K_upᵀ q_nope)·c_j + q_pe·k_pe_j = [q_lat | q_pe]·[c_j | k_pe_j]:
 // multi-query attention over the cached rows themselves (one kv head of
 // size lora + rope whose values are the latents), then o = V_up · o_lat.
-void mla_absorbed(ThreadPool& pool, const ModelConfig& c, const MlaWeights& L, int il, const SeqSpan& sp,
-                  const float* q, float* out) {
+// Several sequences (a batch of decode steps) share one absorption, one
+// attention loop and one expansion over all their rows [sp.begin, sp.begin +
+// sp.n) of q [n][n_head·hk] and out [n][n_head·hv]: the per-head absorption
+// and expansion matrices then stream once per step, not once per sequence.
+void mla_absorbed(ThreadPool& pool, const ModelConfig& c, const MlaWeights& L, int il, std::span<const SeqSpan> seqs,
+                  const float* q, int n, float* out) {
   const int lora = c.kv_lora_rank, rope = c.qk_rope;
-  const FloatBuf qc = absorb_queries(pool, c, L, q, sp.n);
-  FloatBuf ol(size_t(sp.n) * size_t(c.n_head) * size_t(lora));  // [n][n_head·lora]: o_lat
-  const KvSequence& seq = *sp.seq;
-  attention(pool, {.q = qc.data(),
-                   .ldq = int64_t(c.n_head) * (lora + rope),
-                   .k = seq.k_rows(il),
-                   .v = seq.k_rows(il),  // values: the first lora elements of the same rows
-                   .n_tokens = sp.n,
-                   .pos0 = sp.pos0,
-                   .n_head = c.n_head,
-                   .n_head_kv = 1,
-                   .hd_k = lora + rope,
-                   .hd_v = lora,
-                   .scale = c.kq_scale,
-                   .window = 0,
-                   .sinks = nullptr,
-                   .out = ol.data(),
-                   .ldo = int64_t(c.n_head) * lora});
-  expand_out(pool, c, L, ol.data(), sp.n, out);
+  const FloatBuf qc = absorb_queries(pool, c, L, q, n);  // [n][n_head·(lora + rope)]
+  const int64_t ldc = int64_t(c.n_head) * (lora + rope), ldl = int64_t(c.n_head) * lora;
+  FloatBuf ol(size_t(n) * size_t(ldl));  // [n][n_head·lora]: o_lat
+  std::vector<AttentionArgs> batch;
+  for (const SeqSpan& sp : seqs) {
+    const KvSequence& seq = *sp.seq;
+    batch.push_back({.q = qc.data() + sp.begin * ldc,
+                     .ldq = ldc,
+                     .k = seq.k_rows(il),
+                     .v = seq.k_rows(il),  // values: the first lora elements of the same rows
+                     .n_tokens = sp.n,
+                     .pos0 = sp.pos0,
+                     .n_head = c.n_head,
+                     .n_head_kv = 1,
+                     .hd_k = lora + rope,
+                     .hd_v = lora,
+                     .scale = c.kq_scale,
+                     .window = 0,
+                     .sinks = nullptr,
+                     .out = ol.data() + sp.begin * ldl,
+                     .ldo = ldl});
+  }
+  attention(pool, batch);
+  expand_out(pool, c, L, ol.data(), n, out);
 }
 
 // Expands every cached latent (read through the block table) into per-head
@@ -274,8 +283,9 @@ MlaQkv mla_qkv(ThreadPool& pool, const ModelConfig& c, const MlaWeights& L, std:
   return r;
 }
 
-void mla_dense(ThreadPool& pool, const ModelConfig& c, const MlaWeights& L, int il, const SeqSpan& sp, const float* q,
-               float* o) {
+namespace {
+
+bool absorbed_cheaper(const ModelConfig& c, const SeqSpan& sp) {
   // Which form costs less (multiply-adds): plain expands every cached
   // latent into per-head keys and values (n_kv · E) and then attends with
   // head sizes hk + hv; absorbed folds the expansions into the sequence's
@@ -288,8 +298,17 @@ void mla_dense(ThreadPool& pool, const ModelConfig& c, const MlaWeights& L, int 
   const double E = double(c.n_head) * (nope + hv) * lora;
   const double n_kv = sp.pos0 + sp.n, pairs = double(sp.n) * (sp.pos0 + (sp.n + 1) / 2.0) * c.n_head;
   const double plain = n_kv * E + pairs * (hk + hv), absorbed = sp.n * E + pairs * (2.0 * lora + rope);
-  if (absorbed <= plain) mla_absorbed(pool, c, L, il, sp, q, o);
-  else mla_plain(pool, c, L, il, sp, q, o);
+  return absorbed <= plain;
+}
+
+}  // namespace
+
+void mla_dense(ThreadPool& pool, const ModelConfig& c, const MlaWeights& L, int il, const SeqSpan& sp, const float* q,
+               float* o) {
+  if (!absorbed_cheaper(c, sp)) return mla_plain(pool, c, L, il, sp, q, o);
+  SeqSpan one = sp;
+  one.begin = 0;  // q and o are this sequence's rows
+  mla_absorbed(pool, c, L, il, std::span(&one, 1), q, sp.n, o);
 }
 
 void mla_sparse(ThreadPool& pool, const ModelConfig& c, const MlaWeights& L, int il, const SeqSpan& sp, const float* q,
@@ -359,8 +378,12 @@ void mla_attention(ThreadPool& pool, const ModelConfig& c, const MlaWeights& w, 
   const MlaQkv qkv = mla_qkv(pool, c, w, seqs, il, h, n);
   const int64_t q_dim = int64_t(c.n_head) * c.head_dim_k, ldo = int64_t(c.n_head) * c.head_dim_v;
   FloatBuf attn(size_t(n) * size_t(ldo));  // [n][n_head·v]
-  for (const SeqSpan& sp : seqs)
-    mla_dense(pool, c, w, il, sp, qkv.q.data() + sp.begin * q_dim, attn.data() + sp.begin * ldo);
+  if (seqs.size() > 1 &&
+      std::all_of(seqs.begin(), seqs.end(), [&](const SeqSpan& sp) { return absorbed_cheaper(c, sp); }))
+    mla_absorbed(pool, c, w, il, seqs, qkv.q.data(), n, attn.data());  // a batch of decode steps, together
+  else
+    for (const SeqSpan& sp : seqs)
+      mla_dense(pool, c, w, il, sp, qkv.q.data() + sp.begin * q_dim, attn.data() + sp.begin * ldo);
   linear(pool, w.wo.m, attn.data(), n, out);  // [n][n_embd]
 }
 
