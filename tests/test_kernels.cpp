@@ -395,6 +395,51 @@ TEST_CASE("P·V (weighted rows) matches the reference at every ISA level") {
   set_isa(detected_isa());
 }
 
+// Tolerance: each e^x within 4e-7 relative of std::exp (below f32's normal
+// range: 0 or a value under 1.2e-38), the sum within 1e-6 relative; the
+// scaled scores and their max are the same bits (one multiply each).
+TEST_CASE("softmax pieces (scale and max, exponentials and their sum) match the reference at every ISA level") {
+  std::mt19937 rng(23);
+  std::uniform_real_distribution<float> ud(-40.0f, 40.0f);
+  for (Isa level : supported_isas()) {
+    set_isa(level);
+    for (int64_t n : {0, 1, 7, 8, 15, 16, 17, 64, 100, 1403}) {
+      std::vector<float> p(static_cast<size_t>(n));
+      for (auto& x : p) x = ud(rng);
+      if (n > 3) p[1] = -1e9f, p[2] = 0.0f;  // far below the others; exactly the shift after scaling
+      const float scale = 0.088388f;
+      std::vector<float> a = p, b = p;
+      const float ma = scale_max(a.data(), n, scale, -INFINITY), mb = ref::scale_max(b.data(), n, scale, -INFINITY);
+      INFO(isa_name(level) << " n=" << n);
+      REQUIRE(ma == mb);
+      REQUIRE(a == b);
+      const float shift = n > 0 ? ma : 0.0f;
+      const float sa = exp_shift_sum(a.data(), n, shift), sb = ref::exp_shift_sum(b.data(), n, shift);
+      for (int64_t j = 0; j < n; ++j) {
+        INFO("j=" << j << " x=" << p[size_t(j)] * scale - shift);
+        if (b[size_t(j)] < 1.2e-38f) REQUIRE(a[size_t(j)] < 1.2e-38f);
+        else REQUIRE(std::fabs(a[size_t(j)] - b[size_t(j)]) <= 4e-7f * b[size_t(j)]);
+      }
+      REQUIRE(std::fabs(sa - sb) <= 1e-6f * sb + 1e-30f);
+      // An init above every score is the max.
+      std::vector<float> c = p;
+      REQUIRE(scale_max(c.data(), n, scale, 1e6f) == 1e6f);
+    }
+    // Arguments across the whole range e^x takes in attention (x ≤ 0), and past it.
+    std::vector<float> x;
+    for (float v = -120.0f; v <= 0.0f; v += 0.0137f) x.push_back(v);
+    std::vector<float> a = x, b = x;
+    exp_shift_sum(a.data(), int64_t(a.size()), 0.0f);
+    ref::exp_shift_sum(b.data(), int64_t(b.size()), 0.0f);
+    for (size_t j = 0; j < x.size(); ++j) {
+      INFO(isa_name(level) << " x=" << x[j]);
+      if (b[j] < 1.2e-38f) REQUIRE(a[j] < 1.2e-38f);
+      else REQUIRE(std::fabs(a[j] - b[j]) <= 4e-7f * b[j]);
+    }
+  }
+  set_isa(detected_isa());
+}
+
 TEST_CASE("transposed accumulate matches a naive loop at every ISA level") {
   std::mt19937 rng(5);
   const int64_t rows = 24, cols = 40;

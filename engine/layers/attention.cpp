@@ -114,13 +114,11 @@ void run_job(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float
   for (int r = 0; r < rows; ++r) {
     float* p = sc.s.data() + size_t(r) * size_t(n);
     const auto [first, visible] = visible_keys(a, jb, r, jb0, n);
-    float mx = -INFINITY;
-    for (int64_t j = first; j < visible; ++j) mx = std::max(mx, p[j] *= a.scale);
-    double sum = 0;
-    for (int64_t j = first; j < visible; ++j) sum += p[j] = std::exp(p[j] - mx);
+    const float mx = kernels::scale_max(p + first, visible - first, a.scale, -INFINITY);
+    const float sum = visible > first ? kernels::exp_shift_sum(p + first, visible - first, mx) : 0.0f;
     std::fill(p, p + first, 0.0f);
     std::fill(p + visible, p + n, 0.0f);
-    m[r] = mx, l[r] = float(sum);
+    m[r] = mx, l[r] = sum;
   }
   // o [rows][hd_v] = P·V, summed block by block.
   if (n == 0) std::fill(o, o + size_t(rows) * size_t(a.hd_v), 0.0f);
@@ -173,8 +171,7 @@ void online_softmax(const AttentionArgs& a, const Job& jb, int rows, int64_t c0,
   for (int r = 0; r < rows; ++r) {
     float* p = s + size_t(r) * size_t(nc);
     const auto [first, visible] = visible_keys(a, jb, r, c0, nc);
-    float mx = m[r];
-    for (int64_t j = first; j < visible; ++j) mx = std::max(mx, p[j] *= a.scale);
+    const float mx = kernels::scale_max(p + first, visible - first, a.scale, m[r]);
     if (mx == -INFINITY) {  // sees none of this chunk's keys yet
       std::fill(p, p + nc, 0.0f);
       continue;
@@ -186,11 +183,10 @@ void online_softmax(const AttentionArgs& a, const Job& jb, int rows, int64_t c0,
       for (int c = 0; c < a.hd_v; ++c) orow[c] *= f;
     }
     m[r] = mx;
-    double sum = 0;
-    for (int64_t j = first; j < visible; ++j) sum += p[j] = std::exp(p[j] - mx);
+    const float sum = kernels::exp_shift_sum(p + first, visible - first, mx);
     std::fill(p, p + first, 0.0f);
     std::fill(p + visible, p + nc, 0.0f);
-    l[r] += float(sum);
+    l[r] += sum;
   }
 }
 

@@ -111,6 +111,14 @@ struct WeightedRowsArgs {
 };
 void weighted_rows(const WeightedRowsArgs& a);
 
+// Attention's softmax over a row of scores, in two passes: scale_max
+// multiplies p[0, n) by `scale` in place and returns the largest of them and
+// `init`; exp_shift_sum replaces each p[j] by e^(p[j] − shift) (0 below f32's
+// normal range) and returns their sum. Vectorized exponentials are within
+// 2e-7 relative of std::exp (kernels/cpu/softmax.cpp).
+float scale_max(float* p, int64_t n, float scale, float init);
+float exp_shift_sum(float* p, int64_t n, float shift);
+
 // y[c] += Σ_r s[r] · W[r][c] for r in [row_begin, row_end): the transposed
 // product, used by MLA's absorbed attention.
 void matmul_t_accumulate(const MatView& w, const float* s, float* y, int64_t row_begin, int64_t row_end);
@@ -130,6 +138,8 @@ void quantize_row_q8_k(const float* x, BlockQ8K* out, int64_t n);
 // Weights of any Kernel::Int8 type (kernels/types.h) against int8 activations.
 void matmul_int8(const MatmulArgs& a);
 void weighted_rows(const WeightedRowsArgs& a);
+float scale_max(float* p, int64_t n, float scale, float init);
+float exp_shift_sum(float* p, int64_t n, float shift);  // std::exp, summed in double
 }  // namespace ref
 
 }  // namespace moelsp::kernels
