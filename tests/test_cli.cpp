@@ -204,6 +204,8 @@ TEST_CASE("quantize writes loadable files whose logits track the original") {
     const std::string logits = "/tmp/moelsp_test_q_" + model + "_" + type + ".f32";
     REQUIRE(run("logits -m " + out + " --tokens '" + ids_arg(ids) + "' -o " + logits + " -t 2").code == 0);
     const std::string got = moelsp::test::read_file(logits);
+    std::filesystem::remove(out);  // 13 quantized models and their logits: not left in /tmp
+    std::filesystem::remove(logits);
     REQUIRE(got.size() == ref.size());
     const size_t nv = nv_given ? nv_given : got.size() / 4 / ids.size();
     std::vector<double> cosines;
