@@ -158,9 +158,27 @@ TEST_CASE("experts: repacked Q4_K experts give the plain rows' logits, and hot c
   kernels::set_isa(best);
   std::vector<TokenId> ids = held_out_ids(40);
   const auto a = decode(*packed, ids), b = decode(*plain, ids);
-  double diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, double(std::fabs(a[i] - b[i])));
-  CHECK(diff < 1e-3);  // only the f32 summation order differs
+  // Only the f32 summation order differs, so the logits agree within 1e-3
+  // until a difference in the last bits tips something discrete (most likely
+  // an int8-quantized activation rounding to its next step); from there this
+  // 256-wide model's logits moved by up to 0.08, from that position on (a
+  // 1.2e-7 relative change in one attention sum did it at position 16, with
+  // the same experts chosen). So: within 1e-3 over the first positions, at
+  // least 8 of them, and within 0.2 everywhere; a wrong kernel is off by far
+  // more, from position 0.
+  const size_t nv = a.size() / ids.size();
+  size_t close = 0;
+  double worst = 0, diff = 0;
+  for (size_t t = 0; t < ids.size(); ++t) {
+    double d = 0;
+    for (size_t i = t * nv; i < (t + 1) * nv; ++i) d = std::max(d, double(std::fabs(a[i] - b[i])));
+    worst = std::max(worst, d);
+    if (close == t && d < 1e-3) ++close, diff = std::max(diff, d);
+  }
+  INFO("positions within 1e-3 from the start: " << close << " of " << ids.size() << " (max |Δ| " << diff << "), worst "
+                                                << worst);
+  CHECK(close >= 8);
+  CHECK(worst < 0.2);
   // Hot copies and prefetch over repacked experts: the same logits, bit for bit.
   packed->configure_experts({.predict = true,
                              .prefetch = true,
