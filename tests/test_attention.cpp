@@ -139,7 +139,8 @@ struct Case {
 
 TEST_CASE("attention matches a naive attention over paged F16 and F32 rows, every job layout") {
   std::mt19937 rng(7);
-  const Shape shapes[] = {{16, 4, 128}, {8, 8, 64}, {12, 2, 64}, {8, 2, 64, 40, true}, {4, 4, 32, 0, true}};
+  const Shape shapes[] = {{16, 4, 128},           {8, 8, 64},         {12, 2, 64}, {8, 2, 64, 40, true},
+                          {8, 2, 64, 130, false}, {4, 4, 32, 0, true}};
   for (const kernels::DType type : {kernels::DType::F16, kernels::DType::F32})
     for (const Shape& s : shapes)
       for (const int threads : {1, 2, 3}) {

@@ -328,6 +328,7 @@ struct Plan {
   const AttentionArgs* a = nullptr;
   int group = 1, n_tb = 1, kv_split = 1, split = 1, heads = 1, kv_heads = 1;
   int64_t n_kv = 0, chunk = 0, n_jobs = 0;
+  int64_t key0 = 0;     // where the key ranges start: the sliding window's first key (run_job_rows), else 0
   size_t max_rows = 0;  // rows of the largest job
   bool widen = false;
   bool rows = false;  // run_job_rows: one query token over widened rows
@@ -345,8 +346,8 @@ struct Plan {
     jb.heads = heads, jb.h0 = jb.g * group + hs * heads;
     const int tb = int(k % 2 == 0 ? k / 2 : n_tb - 1 - k / 2);
     jb.t0 = tb * kBlock, jb.t1 = std::min(a->n_tokens, jb.t0 + kBlock);
-    jb.j_begin = kv_split == 1 ? 0 : std::min<int64_t>(n_kv, ks * chunk);
-    jb.j_end = kv_split == 1 ? n_kv : std::min<int64_t>(n_kv, (ks + 1) * chunk);
+    jb.j_begin = kv_split == 1 ? 0 : std::min<int64_t>(n_kv, key0 + ks * chunk);
+    jb.j_end = kv_split == 1 ? n_kv : std::min<int64_t>(n_kv, key0 + (ks + 1) * chunk);
     return jb;
   }
 };
@@ -370,7 +371,10 @@ Plan plan_of(const AttentionArgs& a, int threads) {
   p.rows = p.widen && a.n_tokens == 1 && a.n_head_kv > 1 &&
            !(a.v.base == a.k.base && a.v.blocks == a.k.blocks && a.v.row_bytes == a.k.row_bytes);
   if (p.rows) {
-    p.kv_split = int(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, p.n_kv / kMinSplit)));
+    // A sliding window's token sees only its last `window` keys: the ranges
+    // cover those, so every job has a share of them.
+    p.key0 = a.window > 0 ? std::max<int64_t>(0, p.n_kv - a.window) : 0;
+    p.kv_split = int(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, (p.n_kv - p.key0) / kMinSplit)));
     int parts = 1;  // kv-head shares
     while (parts < a.n_head_kv && int64_t(p.kv_split) * parts < want) {
       ++parts;
@@ -385,7 +389,7 @@ Plan plan_of(const AttentionArgs& a, int threads) {
     while (p.group % p.split) ++p.split;
   }
   p.heads = p.group / p.split * p.kv_heads;  // query heads per job
-  p.chunk = (p.n_kv + p.kv_split - 1) / p.kv_split / kBlock * kBlock + kBlock;
+  p.chunk = (p.n_kv - p.key0 + p.kv_split - 1) / p.kv_split / kBlock * kBlock + kBlock;
   p.n_jobs = int64_t(p.n_tb) * (a.n_head_kv / p.kv_heads) * p.split * p.kv_split;
   p.max_rows = size_t(std::min(kBlock, a.n_tokens)) * size_t(p.heads);
   return p;
