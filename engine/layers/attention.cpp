@@ -115,7 +115,7 @@ void run_job(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float
     float* p = sc.s.data() + size_t(r) * size_t(n);
     const auto [first, visible] = visible_keys(a, jb, r, jb0, n);
     const float mx = kernels::scale_max(p + first, visible - first, a.scale, -INFINITY);
-    const float sum = visible > first ? kernels::exp_shift_sum(p + first, visible - first, mx) : 0.0f;
+    const float sum = kernels::exp_shift_sum(p + first, visible - first, mx);  // 0 when it sees no key
     std::fill(p, p + first, 0.0f);
     std::fill(p + visible, p + n, 0.0f);
     m[r] = mx, l[r] = sum;
@@ -368,8 +368,7 @@ Plan plan_of(const AttentionArgs& a, int threads) {
   // Decode over rows that need widening, with several kv heads: jobs are key
   // ranges first, each over all the kv heads (run_job_rows), then, while
   // still short of jobs (a short context), over a share of the kv heads.
-  p.rows = p.widen && a.n_tokens == 1 && a.n_head_kv > 1 &&
-           !(a.v.base == a.k.base && a.v.blocks == a.k.blocks && a.v.row_bytes == a.k.row_bytes);
+  p.rows = p.widen && a.n_tokens == 1 && a.n_head_kv > 1;
   if (p.rows) {
     // A sliding window's token sees only its last `window` keys: the ranges
     // cover those, so every job has a share of them.
