@@ -40,9 +40,30 @@ inline int32_t load_i32(const void* p) {
   return v;
 }
 
-// Inputs x[i·nb] (i < M) against one group of 16 rows; y[i·ldy + r] = row r's result.
+// Software prefetch, from two inputs on: each input adds ~80 vpdpbusd-bound
+// instructions per block, so at 4 inputs a thread computes for ~300 cycles a
+// 2.3 KB block and the hardware prefetcher, which follows the demand misses,
+// stays too few lines ahead; one thread read 14 GB/s from memory, half what it
+// computes on cached rows. Requesting the rows ~16 KB ahead (a block's lines
+// in parts spread over its loop) brought that to 27-35 GB/s. At one input the
+// loop is short and the stream is the prefetcher's best case: no gain there.
+// Only the first pass over a group (`first`) requests: a prompt's later passes
+// find the group's rows in L1/L2.
+constexpr int kPrefetchFrom = 2;
+constexpr size_t kPrefetchBytes = 16384;
+
+// Requests part `part` of `parts` of the block whose bytes start
+// kPrefetchBytes after `block`.
+template <size_t Bytes, int Parts>
+inline void prefetch_ahead(const void* block, int part) {
+  const char* a = static_cast<const char*>(block) + kPrefetchBytes + size_t(part) * (Bytes / Parts);
+  for (size_t l = 0; l < Bytes / Parts; l += 64) _mm_prefetch(a + l, _MM_HINT_T0);
+}
+
+// Inputs x[i·nb] (i < M) against one group of 16 rows; y[i·ldy + r] = row r's result;
+// `first`: the first pass over these rows (they come from memory).
 template <int M>
-RP_TARGET void q4kx16(const blocks::Q4_Kx16* w, const BlockQ8K* x, int64_t nb, float* y, int64_t ldy) {
+RP_TARGET void q4kx16(const blocks::Q4_Kx16* w, const BlockQ8K* x, int64_t nb, float* y, int64_t ldy, bool first) {
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   __m512 acc[M];
   for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
@@ -51,6 +72,7 @@ RP_TARGET void q4kx16(const blocks::Q4_Kx16* w, const BlockQ8K* x, int64_t nb, f
     __m512i sumi[M];
     for (int i = 0; i < M; ++i) sumi[i] = _mm512_setzero_si512();
     for (int j = 0; j < 4; ++j) {
+      if (M >= kPrefetchFrom && first) prefetch_ahead<sizeof(k), 4>(&k, j);
       for (int h = 0; h < 2; ++h) {  // sub-block 2j (low nibbles), then 2j + 1 (high)
         __m512i q[8];
 #pragma GCC unroll 8
@@ -106,7 +128,7 @@ RP_TARGET void q4kx16(const blocks::Q4_Kx16* w, const BlockQ8K* x, int64_t nb, f
 // bits at 4-5), four vpdpbusd and one vpmulld by the group's scale; the −32 of
 // every value is Σ_g scale_g · 32 · (the input's 16-value sum), 8 vpdpwssd a block.
 template <int M>
-RP_TARGET void q6kx16(const blocks::Q6_Kx16* w, const BlockQ8K* x, int64_t nb, float* y, int64_t ldy) {
+RP_TARGET void q6kx16(const blocks::Q6_Kx16* w, const BlockQ8K* x, int64_t nb, float* y, int64_t ldy, bool first) {
   const __m512i m0f = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
   // (A & C) | B: the low nibble of A, the high bits already masked in B.
   constexpr int kSelect = (0xF0 & 0xAA) | 0xCC;
@@ -117,6 +139,7 @@ RP_TARGET void q6kx16(const blocks::Q6_Kx16* w, const BlockQ8K* x, int64_t nb, f
     __m512i sumi[M], summ[M];
     for (int i = 0; i < M; ++i) sumi[i] = summ[i] = _mm512_setzero_si512();
     for (int p = 0; p < 8; ++p) {
+      if (M >= kPrefetchFrom && first) prefetch_ahead<sizeof(k), 8>(&k, p);
       // Lane r: the int16 pair (scale 2p, scale 2p + 1) of row r.
       const __m512i sc2 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.scales[p])));
 #pragma GCC unroll 8
@@ -156,7 +179,7 @@ RP_TARGET void q6kx16(const blocks::Q6_Kx16* w, const BlockQ8K* x, int64_t nb, f
 }
 
 template <class Group>
-using GroupKernel = void (*)(const Group*, const BlockQ8K*, int64_t, float*, int64_t);
+using GroupKernel = void (*)(const Group*, const BlockQ8K*, int64_t, float*, int64_t, bool);
 constexpr int kPassInputs = 8;
 constexpr GroupKernel<blocks::Q4_Kx16> kQ4ByInputs[kPassInputs + 1] = {
     nullptr, q4kx16<1>, q4kx16<2>, q4kx16<3>, q4kx16<4>, q4kx16<5>, q4kx16<6>, q4kx16<7>, q4kx16<8>};
@@ -172,7 +195,7 @@ void matmul_groups(const MatmulArgs& a, const GroupKernel<Group> (&by_inputs)[kP
     for (int64_t g = g0; g < g1; ++g)
       for (int64_t i = i0; i < i1; i += kPassInputs) {
         const int n = int(std::min<int64_t>(kPassInputs, i1 - i));
-        by_inputs[n](base + g * nb, xq + (i - i0) * nb, nb, a.y + i * a.ldy + g * kRepackRows, a.ldy);
+        by_inputs[n](base + g * nb, xq + (i - i0) * nb, nb, a.y + i * a.ldy + g * kRepackRows, a.ldy, i == i0);
       }
   });
 }
@@ -201,11 +224,13 @@ template <DType T>
 constexpr size_t kQhAt = T == DType::Q5_1 ? offsetof(blocks::Q5_1x16, qh) : offsetof(blocks::Q5_0x16, qh);
 
 template <DType T, int M>
-RP_TARGET void q32x16(const uint8_t* w, const BlockQ8* x, const int32_t* xsum, int64_t nb, float* y, int64_t ldy) {
+RP_TARGET void q32x16(const uint8_t* w, const BlockQ8* x, const int32_t* xsum, int64_t nb, float* y, int64_t ldy,
+                      bool first) {
   const __m512i m0f = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(16);
   __m512 acc[M];
   for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, w += kGroupBlock<T>) {
+    if (M >= kPrefetchFrom && first) prefetch_ahead<kGroupBlock<T>, 1>(w, 0);
     __m512i u[8];
     if constexpr (T == DType::Q8_0) {
       for (int t = 0; t < 8; ++t) u[t] = _mm512_loadu_si512(w + 32 + 64 * t);
@@ -244,7 +269,7 @@ RP_TARGET void q32x16(const uint8_t* w, const BlockQ8* x, const int32_t* xsum, i
 }
 
 template <DType T>
-using Q32Kernel = void (*)(const uint8_t*, const BlockQ8*, const int32_t*, int64_t, float*, int64_t);
+using Q32Kernel = void (*)(const uint8_t*, const BlockQ8*, const int32_t*, int64_t, float*, int64_t, bool);
 template <DType T>
 constexpr Q32Kernel<T> kQ32ByInputs[kPassInputs + 1] = {nullptr,      q32x16<T, 1>, q32x16<T, 2>,
                                                         q32x16<T, 3>, q32x16<T, 4>, q32x16<T, 5>,
@@ -270,7 +295,7 @@ void matmul_groups32(const MatmulArgs& a) {
       for (int64_t i = i0; i < i1; i += kPassInputs) {
         const int n = int(std::min<int64_t>(kPassInputs, i1 - i));
         kQ32ByInputs<T>[n](base + size_t(g * nb) * kGroupBlock<T>, xq + (i - i0) * nb, tls_xsum.data() + (i - i0) * nb,
-                           nb, a.y + i * a.ldy + g * kRepackRows, a.ldy);
+                           nb, a.y + i * a.ldy + g * kRepackRows, a.ldy, i == i0);
       }
   });
 }
