@@ -30,6 +30,11 @@
 //     this shape measures) and the deepseek-coder vocabulary (32,256): ≈0.8 B
 //     parameters. --dense writes the same weights as a deepseek2 file without
 //     the indexer: the same model with dense attention, for bench_dsa.
+//   llama-1b: a dense model, TinyLlama-1.1B's shapes (d 2048, 32 q / 4 kv
+//     heads of 64, feed-forward 5632, × 22 layers, llama vocabulary of
+//     32,000): ≈1.1 B parameters, all active. Not what moelsp is for, but the
+//     shape where batched decode can pay most: every stream reads the same
+//     weights, so N streams could reach N × one stream's tokens/s.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -111,11 +116,12 @@ int main(int argc, char** argv) {
   CLI::App app{"Random-weight MoE models with real shapes, for benchmarks"};
   std::string shape, out, data = std::string(MOELSP_SOURCE_DIR) + "/tests/data/vocab";
   int layers = 0;
-  app.add_option("--shape", shape, "qwen3moe-3b, qwen3moe-mid, deepseek2-3b, deepseek2-mid or glm-dsa")->required();
+  app.add_option("--shape", shape, "qwen3moe-3b, qwen3moe-mid, deepseek2-3b, deepseek2-mid, glm-dsa or llama-1b")
+      ->required();
   app.add_option("-o,--out", out, "Output GGUF")->required();
   app.add_option("--layers", layers,
                  "Layers (default: 4 for qwen3moe-3b, 20 for qwen3moe-mid, 5 for deepseek2-3b, 12 for deepseek2-mid, 2 "
-                 "for glm-dsa)");
+                 "for glm-dsa, 22 for llama-1b)");
   bool dense = false;
   app.add_flag("--dense", dense, "glm-dsa: write it as deepseek2 without the indexer (dense attention)");
   CLI11_PARSE(app, argc, argv);
@@ -282,8 +288,26 @@ int main(int argc, char** argv) {
         m.tensor(b + "ffn_up_shexp.weight", {D, ff});
         m.tensor(b + "ffn_down_shexp.weight", {ff, D});
       }
+    } else if (shape == "llama-1b") {
+      const uint64_t D = 2048, nl = layers > 0 ? uint64_t(layers) : 22, hq = 32, hkv = 4, hd = 64, ff = 5632;
+      common(m, {"llama", data + "/ggml-vocab-llama-spm.gguf", D, nl, ff, hq, hkv, 0, 0, 2048, 10000.0f});
+      m.w.set("llama.rope.dimension_count", uint32_t(hd));
+      for (uint64_t il = 0; il < nl; ++il) {
+        const std::string b = fmt::format("blk.{}.", il);
+        m.tensor(b + "attn_norm.weight", {D});
+        m.tensor(b + "attn_q.weight", {D, hq * hd});
+        m.tensor(b + "attn_k.weight", {D, hkv * hd});
+        m.tensor(b + "attn_v.weight", {D, hkv * hd});
+        m.tensor(b + "attn_output.weight", {hq * hd, D});
+        m.tensor(b + "ffn_norm.weight", {D});
+        m.tensor(b + "ffn_gate.weight", {D, ff});
+        m.tensor(b + "ffn_up.weight", {D, ff});
+        m.tensor(b + "ffn_down.weight", {ff, D});
+      }
     } else {
-      std::fprintf(stderr, "unknown shape '%s' (qwen3moe-3b, qwen3moe-mid, deepseek2-3b, deepseek2-mid, glm-dsa)\n",
+      std::fprintf(stderr,
+                   "unknown shape '%s' (qwen3moe-3b, qwen3moe-mid, deepseek2-3b, deepseek2-mid, glm-dsa, "
+                   "llama-1b)\n",
                    shape.c_str());
       return 2;
     }

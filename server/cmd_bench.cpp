@@ -167,7 +167,8 @@ int bench(const BenchOptions& o) {
       throw std::runtime_error(
           fmt::format("-p {} / -n {}: each must stay below the model's training context of {} tokens", o.n_prompt,
                       o.n_gen, c.n_ctx_train));
-    if (o.n_prompt == 0 && o.n_gen == 0) throw std::runtime_error("-p 0 and -n 0: nothing to measure");
+    if (o.n_prompt == 0 && o.n_gen == 0 && o.streams.empty())
+      throw std::runtime_error("-p 0 and -n 0 without --streams: nothing to measure");
     const int threads = model->threads();
     std::mt19937 rng(1);
     std::vector<TokenId> prompt(size_t(o.n_prompt));
@@ -278,7 +279,8 @@ int bench(const BenchOptions& o) {
           return n / 1e6;
         }(),
         double(model->file().file_size()) / (1 << 20), threads, cpu_kernel_isa());
-    fmt::print("{:<10} {:>14} {:>16} {:>8}\n", "test", "moelsp t/s", "llama.cpp t/s", "ratio");
+    if (o.n_prompt > 0 || o.n_gen > 0)
+      fmt::print("{:<10} {:>14} {:>16} {:>8}\n", "test", "moelsp t/s", "llama.cpp t/s", "ratio");
     const auto row = [&](const std::string& name, double ours, double theirs) {
       fmt::print("{:<10} {:>14.2f} {:>16} {:>8}\n", name, ours, theirs > 0 ? fmt::format("{:.2f}", theirs) : "-",
                  theirs > 0 ? fmt::format("{:.2f}x", ours / theirs) : "-");
@@ -318,10 +320,12 @@ int bench(const BenchOptions& o) {
     }
     fmt::print(
         "peak RSS {:.1f} MiB; memory bandwidth {:.1f} GB/s (median of {} measurement{}); decode reads {:.2f} "
-        "MiB/token -> roofline {:.0f} tokens/s; moelsp decode at {:.1f}% of it (median over runs, each against the "
-        "probes around it)\n",
+        "MiB/token -> roofline {:.0f} tokens/s{}\n",
         double(rss) / (1 << 20), bw, bws.size(), bws.size() == 1 ? "" : "s", bpt / (1 << 20), roof,
-        100.0 * median(shares));
+        shares.empty() ? std::string()
+                       : fmt::format("; moelsp decode at {:.1f}% of it (median over runs, each against the probes "
+                                     "around it)",
+                                     100.0 * median(shares)));
     if (moe_layers > 0)
       fmt::print(
           "MoE ({} layers): expert activation entropy {:.3f} (1 = uniform); thread load imbalance "

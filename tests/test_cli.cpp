@@ -166,6 +166,12 @@ TEST_CASE("bench --streams reports batched decode against one stream and its ban
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains(" 1 stream ") && Catch::Contains(" 3 streams") && Catch::Contains("x one stream") &&
                         Catch::Contains("bandwidth bound"));
+  // Streams alone (no pp or tg): no empty table, no decode share measured by nothing.
+  const auto s =
+      run("bench -m " + moelsp::test::data_path("reference/mixtral-ref.gguf") + " -p 0 -n 0 -r 1 -t 2 --streams 1,2");
+  CHECK(s.code == 0);
+  CHECK_THAT(s.out, Catch::Contains(" 2 streams") && Catch::Contains("x one stream") && Catch::Contains("roofline"));
+  CHECK_THAT(s.out, !Catch::Contains("llama.cpp t/s") && !Catch::Contains("decode at"));
 }
 
 TEST_CASE("quantize writes loadable files whose logits track the original") {
@@ -315,6 +321,7 @@ TEST_CASE("command-line values outside their range are refused naming the option
       {"bench -p -1 -m " + model, "--n-prompt"},
       {"bench -p 100000 -n 0 -m " + model, "training context"},
       {"bench --streams 2,0 -m " + model, "--streams"},
+      {"bench -p 0 -n 0 -m " + model, "nothing to measure"},
       {"bench --peer /no/such/llama-bench -m " + model, "not an executable"},
       {"perplexity -c 100000 -f " + moelsp::test::data_path("README.md") + " -m " + model, "training context"},
       {"tokenize -f " + moelsp::test::data_path("reference") + " -m " + model, "not a readable file"},
