@@ -3,15 +3,41 @@
 
 namespace moelsp::kernels::cuda {
 
+namespace {
+constexpr const char* kNoCuda = "moelsp was built without CUDA (MOELSP_CUDA=OFF or no nvcc)";
+}
+
 bool compiled_in() { return false; }
 std::vector<DeviceInfo> devices() { return {}; }
 std::vector<DeviceInfo> devices(std::string*) { return {}; }
 double host_to_device_gbs(int, size_t, std::string* error) {
-  if (error) *error = "moelsp was built without CUDA (MOELSP_CUDA=OFF or no nvcc)";
+  if (error) *error = kNoCuda;
   return 0;
 }
 bool fp16_to_fp32(const uint16_t*, float*, size_t, std::string* error) {
-  if (error) *error = "moelsp was built without CUDA (MOELSP_CUDA=OFF or no nvcc)";
+  if (error) *error = kNoCuda;
+  return false;
+}
+bool device_supports(DType t) {
+  switch (t) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return true;
+    default: return false;
+  }
+}
+bool dequantize(DType, const void*, int64_t, float*, std::string* error) {
+  if (error) *error = kNoCuda;
+  return false;
+}
+bool matmul(DType, const void*, int64_t, int64_t, const float*, int64_t, float*, std::string* error) {
+  if (error) *error = kNoCuda;
   return false;
 }
 

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/types.h"
+
 namespace moelsp::kernels::cuda {
 
 struct DeviceInfo {
@@ -36,5 +38,23 @@ double host_to_device_gbs(int index, size_t bytes, std::string* error);
 // fp16 → fp32 on device 0, host buffers in and out. Returns false with a
 // message in *error when no device is available or a CUDA call fails.
 bool fp16_to_fp32(const uint16_t* x, float* y, size_t n, std::string* error);
+
+// Whether the device kernels compute with weights of type t (F32, F16, BF16,
+// Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K; decoded by kernels/hd_blocks.h). True
+// in builds without CUDA too: it describes the kernels, not this machine.
+bool device_supports(DType t);
+
+// The device kernels on device 0 with host buffers copied in and out, for
+// tests and the device check (the engine's device path keeps weights
+// resident). Each returns false with *error naming the problem: no device, a
+// type the kernels do not decode, rows that are not whole blocks, a CUDA or
+// cuBLAS failure.
+// n values of type t → f32 (dequantization on the device).
+bool dequantize(DType t, const void* w, int64_t n, float* y, std::string* error);
+// y[i·rows + r] = Σ_c W[r][c] · x[i·cols + c] for i < m. m ≤ 8: the decode
+// kernel, reading the blocks directly, f32 activations; more: W dequantized
+// to F16 on the device and cublasGemmEx (F16 inputs, F32 accumulation).
+bool matmul(DType t, const void* w, int64_t rows, int64_t cols, const float* x, int64_t m, float* y,
+            std::string* error);
 
 }  // namespace moelsp::kernels::cuda

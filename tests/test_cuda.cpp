@@ -1,0 +1,191 @@
+// The CUDA backend's kernels against the reference. The block decoders they
+// are built on (kernels/hd_blocks.h) are checked on the CPU in every build;
+// the device kernels run where a GPU is present and report a skip otherwise.
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "kernels/convert.h"
+#include "kernels/cuda.h"
+#include "kernels/hd_blocks.h"
+#include "kernels/matmul.h"
+#include "kernels/quantize.h"
+
+using namespace moelsp::kernels;
+
+namespace {
+
+constexpr DType kDeviceTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
+                                  DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+hd::Type hd_of(DType t) {
+  switch (t) {
+    case DType::F32: return hd::Type::F32;
+    case DType::F16: return hd::Type::F16;
+    case DType::BF16: return hd::Type::BF16;
+    case DType::Q8_0: return hd::Type::Q8_0;
+    case DType::Q4_0: return hd::Type::Q4_0;
+    case DType::Q5_0: return hd::Type::Q5_0;
+    case DType::Q4_K: return hd::Type::Q4_K;
+    case DType::Q5_K: return hd::Type::Q5_K;
+    default: return hd::Type::Q6_K;
+  }
+}
+
+// A row of n values: gaussian with a few outliers and zeros, quantized to t.
+std::vector<uint8_t> quantized_row(DType t, int64_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& v : x) v = nd(rng);
+  for (int64_t i = 0; i < n; i += 97) x[size_t(i)] *= 20.0f;
+  for (int64_t i = 0; i < std::min<int64_t>(n, 32); ++i) x[size_t(i)] = 0.0f;  // an all-zero block
+  std::vector<uint8_t> q(size_t(*row_bytes(t, uint64_t(n))));
+  quantize_row(t, x.data(), q.data(), n);
+  return q;
+}
+
+// Every group of a row through hd::decode_group.
+template <hd::Type T>
+void decode_row(const uint8_t* row, int64_t n, float* out) {
+  const int gpb = hd::block_elems(T) / 32;
+  for (int64_t g = 0; g < n / 32; ++g)
+    hd::decode_group<T>(row + (g / gpb) * hd::block_bytes(T), int(g % gpb), out + 32 * g);
+}
+
+void decode_row(DType t, const uint8_t* row, int64_t n, float* out) {
+  switch (hd_of(t)) {
+    case hd::Type::F32: return decode_row<hd::Type::F32>(row, n, out);
+    case hd::Type::F16: return decode_row<hd::Type::F16>(row, n, out);
+    case hd::Type::BF16: return decode_row<hd::Type::BF16>(row, n, out);
+    case hd::Type::Q8_0: return decode_row<hd::Type::Q8_0>(row, n, out);
+    case hd::Type::Q4_0: return decode_row<hd::Type::Q4_0>(row, n, out);
+    case hd::Type::Q5_0: return decode_row<hd::Type::Q5_0>(row, n, out);
+    case hd::Type::Q4_K: return decode_row<hd::Type::Q4_K>(row, n, out);
+    case hd::Type::Q5_K: return decode_row<hd::Type::Q5_K>(row, n, out);
+    case hd::Type::Q6_K: return decode_row<hd::Type::Q6_K>(row, n, out);
+  }
+}
+
+bool same_bits(float a, float b) { return std::isnan(a) ? std::isnan(b) : std::memcmp(&a, &b, 4) == 0; }
+
+bool have_device() {
+  if (!cuda::devices().empty()) return true;
+  WARN(std::string("no CUDA device") + (cuda::compiled_in() ? "" : " (built without CUDA)") +
+       ": device comparison skipped");
+  return false;
+}
+
+}  // namespace
+
+// Tolerance: bit-exact. The host/device decoders are the reference's f32
+// arithmetic in the same order, so on the CPU nothing may differ.
+TEST_CASE("host/device block decoders match the reference dequantizer bit for bit") {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    INFO("half " << h);
+    REQUIRE(same_bits(hd::half_to_float(h), fp16_to_fp32(uint16_t(h))));
+    REQUIRE(same_bits(hd::bf16_to_float(h), bf16_to_fp32(uint16_t(h))));
+  }
+  const int64_t n = 256 * 12;
+  for (DType t : kDeviceTypes) {
+    INFO(dtype_name(t));
+    CHECK(cuda::device_supports(t));
+    CHECK(hd::block_bytes(hd_of(t)) == int(traits(t).type_size * (hd::block_elems(hd_of(t)) / traits(t).block_size)));
+    for (unsigned seed = 1; seed <= 3; ++seed) {
+      const auto q = quantized_row(t, n, seed);
+      std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+      ref::dequantize_row(t, q.data(), want.data(), n);
+      decode_row(t, q.data(), n, got.data());
+      int64_t bad = 0;
+      for (int64_t i = 0; i < n; ++i) bad += !same_bits(want[size_t(i)], got[size_t(i)]);
+      CHECK(bad == 0);
+    }
+  }
+  CHECK_FALSE(cuda::device_supports(DType::IQ2_XXS));
+}
+
+TEST_CASE("CUDA entry points refuse what they cannot compute, naming it") {
+  std::string err;
+  std::vector<uint8_t> w(1024);
+  std::vector<float> x(256), y(256);
+  CHECK_FALSE(cuda::matmul(DType::IQ2_XXS, w.data(), 1, 256, x.data(), 1, y.data(), &err));
+  CHECK_FALSE(err.empty());
+  err.clear();
+  CHECK_FALSE(cuda::dequantize(DType::Q4_K, w.data(), 100, y.data(), &err));  // not whole blocks
+  CHECK_FALSE(err.empty());
+  if (cuda::devices().empty()) {
+    err.clear();
+    CHECK_FALSE(cuda::matmul(DType::Q8_0, w.data(), 1, 256, x.data(), 1, y.data(), &err));
+    CHECK_THAT(err, Catch::Contains("CUDA"));
+  }
+}
+
+// Tolerance: within 1e-6 of the value's magnitude. nvcc contracts d·s·q − m·n
+// into FMAs where the host does not, one rounding apart.
+TEST_CASE("CUDA dequantization matches the reference") {
+  if (!have_device()) return;
+  const int64_t n = 256 * 64;
+  for (DType t : kDeviceTypes) {
+    INFO(dtype_name(t));
+    const auto q = quantized_row(t, n, 7);
+    std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+    ref::dequantize_row(t, q.data(), want.data(), n);
+    std::string err;
+    REQUIRE(cuda::dequantize(t, q.data(), n, got.data(), &err));
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; ++i)
+      bad += std::fabs(got[size_t(i)] - want[size_t(i)]) > 1e-6f * (1.0f + std::fabs(want[size_t(i)]));
+    CHECK(bad == 0);
+  }
+}
+
+// Tolerance: the decode kernel sums in f32 in another order than the
+// reference's double: |Δ| ≤ 1e-4 · Σ|w·x|. The cuBLAS path rounds weights and
+// inputs to F16 first: ≤ 2e-3 · Σ|w·x|.
+TEST_CASE("CUDA matmul matches the reference, decode kernel and cuBLAS") {
+  if (!have_device()) return;
+  const int64_t rows = 300, cols = 1024;  // rows not a multiple of the 8 a thread block takes
+  for (DType t : kDeviceTypes) {
+    std::vector<uint8_t> w;
+    for (int64_t r = 0; r < rows; ++r) {
+      const auto row = quantized_row(t, cols, unsigned(100 + r));
+      w.insert(w.end(), row.begin(), row.end());
+    }
+    const MatView mv{.data = w.data(), .type = t, .cols = cols, .rows = rows, .row_bytes = size_t(*row_bytes(t, cols))};
+    for (int64_t m : {1, 3, 8, 64}) {
+      INFO(dtype_name(t) << ", " << m << " inputs");
+      std::mt19937 rng(static_cast<unsigned>(m));
+      std::normal_distribution<float> nd(0.0f, 1.0f);
+      std::vector<float> x(static_cast<size_t>(m * cols)), want(static_cast<size_t>(m * rows)),
+          got(static_cast<size_t>(m * rows)), absw(static_cast<size_t>(m * rows));
+      for (auto& v : x) v = nd(rng);
+      ref::matmul({.w = mv,
+                   .x = x.data(),
+                   .ldx = cols,
+                   .m = m,
+                   .y = want.data(),
+                   .ldy = rows,
+                   .row_begin = 0,
+                   .row_end = rows});
+      // Σ|w·x| per output, for the tolerance.
+      std::vector<float> row(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        ref::dequantize_row(t, mv.row(r), row.data(), cols);
+        for (int64_t i = 0; i < m; ++i) {
+          double s = 0;
+          for (int64_t c = 0; c < cols; ++c) s += std::fabs(double(row[size_t(c)]) * x[size_t(i * cols + c)]);
+          absw[size_t(i * rows + r)] = float(s);
+        }
+      }
+      std::string err;
+      REQUIRE(cuda::matmul(t, w.data(), rows, cols, x.data(), m, got.data(), &err));
+      const float tol = m <= 8 ? 1e-4f : 2e-3f;
+      int64_t bad = 0;
+      for (size_t i = 0; i < got.size(); ++i) bad += !(std::fabs(got[i] - want[i]) <= tol * absw[i] + 1e-6f);
+      CHECK(bad == 0);
+    }
+  }
+}
