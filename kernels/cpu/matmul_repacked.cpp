@@ -45,7 +45,7 @@ inline int32_t load_i32(const void* p) {
 // 2.3 KB block and the hardware prefetcher, which follows the demand misses,
 // stays too few lines ahead; one thread read 14 GB/s from memory, half what it
 // computes on cached rows. Requesting the rows ~16 KB ahead (a block's lines
-// in parts spread over its loop) brought that to 27-35 GB/s. At one input the
+// in parts spread over its loop) brought that to 33-36 GB/s. At one input the
 // loop is short and the stream is the prefetcher's best case: no gain there.
 // Only the first pass over a group (`first`) requests: a prompt's later passes
 // find the group's rows in L1/L2.
