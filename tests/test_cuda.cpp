@@ -189,3 +189,82 @@ TEST_CASE("CUDA matmul matches the reference, decode kernel and cuBLAS") {
     }
   }
 }
+
+// Tolerances: RMSNorm sums squares in f32 on the device (double here): 1e-5
+// relative; RoPE is the same two products and a sum: 1e-6 of the pair's
+// magnitude; SwiGLU's expf is within 2 ulp of the host's: 1e-6 relative.
+TEST_CASE("CUDA RMSNorm, RoPE and SwiGLU match plain CPU loops") {
+  std::string err;
+  if (!have_device()) {
+    float v = 1.0f;
+    CHECK_FALSE(cuda::swiglu(&v, &v, &v, 1, &err));
+    CHECK_THAT(err, Catch::Contains("CUDA"));
+    return;
+  }
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const auto randoms = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& x : v) x = nd(rng);
+    return v;
+  };
+  SECTION("RMSNorm") {
+    const int64_t n = 2048 + 7, m = 5;  // a length that is not a multiple of the block
+    const auto x = randoms(n * m), w = randoms(n);
+    std::vector<float> y(x.size());
+    REQUIRE(cuda::rms_norm(x.data(), w.data(), n, 1e-6f, y.data(), m, &err));
+    for (int64_t r = 0; r < m; ++r) {
+      double ss = 0;
+      for (int64_t c = 0; c < n; ++c) ss += double(x[size_t(r * n + c)]) * x[size_t(r * n + c)];
+      const double scale = 1.0 / std::sqrt(ss / double(n) + 1e-6);
+      int64_t bad = 0;
+      for (int64_t c = 0; c < n; ++c) {
+        const double want = x[size_t(r * n + c)] * scale * w[size_t(c)];
+        bad += std::fabs(y[size_t(r * n + c)] - want) > 1e-5 * (1.0 + std::fabs(want));
+      }
+      CHECK(bad == 0);
+    }
+  }
+  SECTION("RoPE, adjacent pairs and NeoX halves, on part of each head") {
+    const int64_t m = 3, n_heads = 4, head = 128, stride = n_heads * head + 16;  // a token's row is padded
+    const int n_pairs = 32, offset = 64;                                         // rotate dims 64..127
+    for (const bool neox : {false, true}) {
+      INFO("neox " << neox);
+      auto x = randoms(m * stride);
+      std::vector<float> cs(size_t(m * n_pairs)), sn(cs.size());
+      for (int64_t t = 0; t < m; ++t)
+        for (int i = 0; i < n_pairs; ++i) {
+          const double theta = double(t + 7) * std::pow(10000.0, -2.0 * i / (2.0 * n_pairs));
+          cs[size_t(t * n_pairs + i)] = float(std::cos(theta));
+          sn[size_t(t * n_pairs + i)] = float(std::sin(theta));
+        }
+      auto want = x;
+      for (int64_t t = 0; t < m; ++t)
+        for (int64_t h = 0; h < n_heads; ++h)
+          for (int i = 0; i < n_pairs; ++i) {
+            float* v = want.data() + t * stride + h * head + offset;
+            float* a = neox ? v + i : v + 2 * i;
+            float* b = neox ? v + i + n_pairs : v + 2 * i + 1;
+            const float c = cs[size_t(t * n_pairs + i)], s = sn[size_t(t * n_pairs + i)], x0 = *a, x1 = *b;
+            *a = x0 * c - x1 * s;
+            *b = x0 * s + x1 * c;
+          }
+      REQUIRE(cuda::rope(x.data(), m, stride, int(n_heads), head, offset, n_pairs, neox, cs.data(), sn.data(), &err));
+      int64_t bad = 0;
+      for (size_t i = 0; i < x.size(); ++i) bad += std::fabs(x[i] - want[i]) > 1e-6f * (1.0f + std::fabs(want[i]));
+      CHECK(bad == 0);
+    }
+  }
+  SECTION("SwiGLU") {
+    const int64_t n = 100003;
+    const auto g = randoms(n), u = randoms(n);
+    std::vector<float> y(static_cast<size_t>(n));
+    REQUIRE(cuda::swiglu(g.data(), u.data(), y.data(), n, &err));
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = double(g[size_t(i)]) / (1.0 + std::exp(-double(g[size_t(i)]))) * u[size_t(i)];
+      bad += std::fabs(y[size_t(i)] - want) > 1e-6 * (1.0 + std::fabs(want));
+    }
+    CHECK(bad == 0);
+  }
+}

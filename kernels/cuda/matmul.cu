@@ -23,12 +23,15 @@
 #include <optional>
 #include <string>
 
+#include "device.cuh"
 #include "kernels/cuda.h"
 #include "kernels/hd_blocks.h"
 
 namespace moelsp::kernels::cuda {
 namespace {
 
+using detail::check;
+using detail::DeviceMem;
 using hd::Type;
 
 constexpr int kDecodeMaxInputs = 8;
@@ -144,22 +147,6 @@ struct Gemv {
                                                launch_gemv<T, 3>, launch_gemv<T, 4>, launch_gemv<T, 5>,
                                                launch_gemv<T, 6>, launch_gemv<T, 7>, launch_gemv<T, 8>};
     by_m[m](w, row_bytes, groups, x, ldx, y, ldy, rows);
-  }
-};
-
-bool check(cudaError_t e, const char* what, std::string* error) {
-  if (e == cudaSuccess) return true;
-  if (error) *error = std::string(what) + ": " + cudaGetErrorString(e);
-  return false;
-}
-
-// Device buffers freed at scope end.
-struct DeviceMem {
-  void* p = nullptr;
-  ~DeviceMem() { cudaFree(p); }
-  template <class X>
-  X* as() const {
-    return static_cast<X*>(p);
   }
 };
 

@@ -41,4 +41,17 @@ bool matmul(DType, const void*, int64_t, int64_t, const float*, int64_t, float*,
   return false;
 }
 
+bool rms_norm(const float*, const float*, int64_t, float, float*, int64_t, std::string* error) {
+  if (error) *error = kNoCuda;
+  return false;
+}
+bool rope(float*, int64_t, int64_t, int, int64_t, int64_t, int, bool, const float*, const float*, std::string* error) {
+  if (error) *error = kNoCuda;
+  return false;
+}
+bool swiglu(const float*, const float*, float*, int64_t, std::string* error) {
+  if (error) *error = kNoCuda;
+  return false;
+}
+
 }  // namespace moelsp::kernels::cuda

@@ -57,4 +57,17 @@ bool dequantize(DType t, const void* w, int64_t n, float* y, std::string* error)
 bool matmul(DType t, const void* w, int64_t rows, int64_t cols, const float* x, int64_t m, float* y,
             std::string* error);
 
+// The forward pass's per-row and element-wise steps (kernels/cuda/ops.cu),
+// host buffers in and out like the above.
+// y[r][c] = x[r][c] · w[c] / sqrt(mean_c x[r][c]² + eps), m rows of n.
+bool rms_norm(const float* x, const float* w, int64_t n, float eps, float* y, int64_t m, std::string* error);
+// In place: for each of m tokens (token_stride floats apart) and n_heads heads
+// (head_stride apart, starting `offset` into the head), rotate n_pairs pairs
+// by token t's table: pair i is (2i, 2i + 1), or (i, i + n_pairs) with neox;
+// x0' = x0·cs − x1·sn, x1' = x0·sn + x1·cs with cs/sn[t·n_pairs + i].
+bool rope(float* x, int64_t m, int64_t token_stride, int n_heads, int64_t head_stride, int64_t offset, int n_pairs,
+          bool neox, const float* cs, const float* sn, std::string* error);
+// y = g · sigmoid(g) · u, n values.
+bool swiglu(const float* g, const float* u, float* y, int64_t n, std::string* error);
+
 }  // namespace moelsp::kernels::cuda
