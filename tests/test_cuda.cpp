@@ -11,6 +11,7 @@
 #include "kernels/convert.h"
 #include "kernels/cuda.h"
 #include "kernels/hd_blocks.h"
+#include "kernels/hd_route.h"
 #include "kernels/matmul.h"
 #include "kernels/quantize.h"
 
@@ -265,6 +266,95 @@ TEST_CASE("CUDA RMSNorm, RoPE and SwiGLU match plain CPU loops") {
       const double want = double(g[size_t(i)]) / (1.0 + std::exp(-double(g[size_t(i)]))) * u[size_t(i)];
       bad += std::fabs(y[size_t(i)] - want) > 1e-6 * (1.0 + std::fabs(want));
     }
+    CHECK(bad == 0);
+  }
+}
+
+// The router's definition (the CPU engine's, checked end to end by the
+// reference logits) on cases with known answers.
+TEST_CASE("the router's choice: ties to the lower index, group limit, selection bias, norm and scale") {
+  hd::RouteParams r;
+  std::vector<float> sel(8);
+  int chosen[3];
+  float weight[3];
+  SECTION("equal logits: the lowest indices, renormalized and scaled") {
+    r = {.n_expert = 8, .k = 3, .gating = hd::RouteGating::Softmax, .norm = true, .scale = 2.0f};
+    std::vector<float> p(8, 0.0f);
+    hd::route_token(r, p.data(), nullptr, sel.data(), chosen, weight);
+    CHECK(chosen[0] == 0);
+    CHECK(chosen[1] == 1);
+    CHECK(chosen[2] == 2);
+    for (float w : weight) CHECK(w == Approx(2.0 / 3.0).epsilon(1e-6));
+  }
+  SECTION("only the best group stays") {
+    r = {.n_expert = 8, .k = 2, .gating = hd::RouteGating::Sigmoid, .n_group = 4, .n_group_used = 1};
+    std::vector<float> p = {5, -5, 1, 1, 0, 0, 4, -4};  // group 1 (1, 1) sums highest
+    hd::route_token(r, p.data(), nullptr, sel.data(), chosen, weight);
+    CHECK(chosen[0] == 2);
+    CHECK(chosen[1] == 3);
+    CHECK(weight[0] == Approx(1.0 / (1.0 + std::exp(-1.0))).epsilon(1e-6));
+  }
+  SECTION("the selection bias chooses, the weights stay unbiased") {
+    r = {.n_expert = 4, .k = 1, .gating = hd::RouteGating::Softmax};
+    std::vector<float> p = {1, 0, 0, 0}, bias = {0, 0, 5, 0};
+    hd::route_token(r, p.data(), bias.data(), sel.data(), chosen, weight);
+    CHECK(chosen[0] == 2);
+    CHECK(weight[0] == Approx(1.0 / (std::exp(1.0) + 3.0)).epsilon(1e-6));
+  }
+  SECTION("NaN scores (damaged weights) still give k distinct experts") {
+    r = {.n_expert = 8, .k = 3, .gating = hd::RouteGating::Softmax, .norm = true};
+    std::vector<float> p(8, std::nanf(""));
+    p[5] = 1.0f;
+    hd::route_token(r, p.data(), nullptr, sel.data(), chosen, weight);
+    CHECK(chosen[0] == 0);  // the softmax made every probability NaN
+    CHECK(chosen[1] == 1);
+    CHECK(chosen[2] == 2);
+  }
+  SECTION("softmax over the chosen logits") {
+    r = {.n_expert = 4, .k = 2, .gating = hd::RouteGating::SoftmaxChosen};
+    std::vector<float> p = {0, 3, 1, 2};
+    hd::route_token(r, p.data(), nullptr, sel.data(), chosen, weight);
+    CHECK(chosen[0] == 1);
+    CHECK(chosen[1] == 3);
+    CHECK(weight[0] == Approx(1.0 / (1.0 + std::exp(-1.0))).epsilon(1e-6));
+    CHECK(weight[0] + weight[1] == Approx(1.0).epsilon(1e-6));
+  }
+}
+
+// Tolerance: the same experts in the same order; weights within 1e-6 (the
+// device's expf is within 2 ulp of the host's). Random logits make ties
+// closer than that unlikely.
+TEST_CASE("CUDA router matches the host's choice") {
+  if (!have_device()) return;
+  const int64_t m = 300;
+  const hd::RouteParams modes[] = {
+      {.n_expert = 128, .k = 8, .gating = hd::RouteGating::Softmax, .norm = true},
+      {.n_expert = 64,
+       .k = 6,
+       .gating = hd::RouteGating::Sigmoid,
+       .n_group = 8,
+       .n_group_used = 4,
+       .norm = true,
+       .scale = 2.5f},
+      {.n_expert = 32, .k = 4, .gating = hd::RouteGating::SoftmaxChosen},
+  };
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  for (const auto& r : modes) {
+    INFO(r.n_expert << " experts, gating " << int(r.gating));
+    std::vector<float> logits(static_cast<size_t>(m * r.n_expert)), bias(static_cast<size_t>(r.n_expert));
+    for (auto& v : logits) v = nd(rng);
+    for (auto& v : bias) v = 0.1f * nd(rng);
+    std::vector<int> want_c(static_cast<size_t>(m * r.k)), got_c(want_c.size());
+    std::vector<float> want_w(want_c.size()), got_w(want_c.size()), p = logits, sel(static_cast<size_t>(r.n_expert));
+    for (int64_t t = 0; t < m; ++t)
+      hd::route_token(r, p.data() + t * r.n_expert, bias.data(), sel.data(), want_c.data() + t * r.k,
+                      want_w.data() + t * r.k);
+    std::string err;
+    REQUIRE(cuda::route(r, logits.data(), m, bias.data(), got_c.data(), got_w.data(), &err));
+    CHECK(got_c == want_c);
+    int64_t bad = 0;
+    for (size_t i = 0; i < got_w.size(); ++i) bad += std::fabs(got_w[i] - want_w[i]) > 1e-6f;
     CHECK(bad == 0);
   }
 }

@@ -12,7 +12,8 @@
 # What it checks today (issue 21 is in progress): the host/device block
 # decoders against the reference, device dequantization and matmul (the
 # decode kernel at 1-8 inputs, cuBLAS for prompts) against kernels::ref, and
-# RMSNorm, RoPE and SwiGLU against plain CPU loops. The
+# RMSNorm, RoPE and SwiGLU against plain CPU loops, the router against the
+# host's choice. The
 # device forward pass and its benchmarks are not written yet; the summary
 # says so rather than reporting them.
 set -uo pipefail

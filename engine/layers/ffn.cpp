@@ -11,9 +11,12 @@
 #include <span>
 
 #include "../model/experts.h"
+#include "kernels/hd_route.h"
 #include "layers.h"
 
 namespace moelsp::layers {
+
+namespace hd = kernels::hd;
 
 void swiglu(ThreadPool& pool, const kernels::MatView& gate, const kernels::MatView& up, const kernels::MatView& down,
             const float* x, int64_t m, float* out) {
@@ -62,64 +65,22 @@ void route(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const 
   std::vector<float> probs(static_cast<size_t>(m * n_exp));
   linear(pool, w.router.m, x, m, probs.data());
   if (!w.router_bias.empty()) add_bias(probs.data(), w.router_bias, m);
-  for (int64_t t = 0; t < m; ++t) {
-    float* p = probs.data() + t * n_exp;
-    if (cfg.gating == Gating::SoftmaxChosen) {
-      continue;  // the logits themselves choose; the softmax comes after the top k
-    } else if (cfg.gating == Gating::Softmax) {
-      const float mx = *std::max_element(p, p + n_exp);
-      double s = 0;
-      for (int e = 0; e < n_exp; ++e) s += p[e] = std::exp(p[e] - mx);
-      for (int e = 0; e < n_exp; ++e) p[e] = float(p[e] / s);
-    } else {
-      for (int e = 0; e < n_exp; ++e) p[e] = 1.0f / (1.0f + std::exp(-p[e]));
-    }
-  }
-
-  // Selection: scores (+ bias), group limit, top-k. Weights are the unbiased probabilities.
+  // Per token: gating, selection bias, group limit, top-k, norm and scale, by
+  // the definition the CUDA router kernel shares (kernels/hd_route.h).
+  hd::RouteParams r;
+  r.n_expert = n_exp;
+  r.k = k;
+  r.gating = cfg.gating == Gating::Softmax   ? hd::RouteGating::Softmax
+             : cfg.gating == Gating::Sigmoid ? hd::RouteGating::Sigmoid
+                                             : hd::RouteGating::SoftmaxChosen;
+  r.n_group = cfg.n_group;
+  r.n_group_used = cfg.n_group_used;
+  r.norm = cfg.expert_weights_norm;
+  r.scale = cfg.expert_weights_scale;
   std::vector<float> sel(static_cast<size_t>(n_exp));
-  std::vector<int> order(static_cast<size_t>(n_exp));
-  for (int64_t t = 0; t < m; ++t) {
-    const float* p = probs.data() + t * n_exp;
-    for (int e = 0; e < n_exp; ++e)
-      sel[size_t(e)] = p[e] + (w.selection_bias.empty() ? 0.0f : w.selection_bias[size_t(e)]);
-    if (cfg.n_group > 1) {
-      // A group scores the sum of its two best experts; only the best n_group_used groups stay.
-      const int per = n_exp / cfg.n_group;
-      std::vector<std::pair<float, int>> gs;
-      for (int gi = 0; gi < cfg.n_group; ++gi) {
-        std::vector<float> v(sel.begin() + gi * per, sel.begin() + (gi + 1) * per);
-        std::partial_sort(v.begin(), v.begin() + std::min(2, per), v.end(), std::greater<>());
-        gs.emplace_back(v[0] + (per > 1 ? v[1] : 0.0f), gi);
-      }
-      std::sort(gs.begin(), gs.end(),
-                [](auto& a, auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
-      for (size_t r = size_t(cfg.n_group_used); r < gs.size(); ++r)
-        for (int e = gs[r].second * per; e < (gs[r].second + 1) * per; ++e) sel[size_t(e)] = -INFINITY;
-    }
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
-      return sel[size_t(a)] > sel[size_t(b)] || (sel[size_t(a)] == sel[size_t(b)] && a < b);
-    });
-    double sum = 0;
-    for (int j = 0; j < k; ++j) {
-      chosen[t * k + j] = order[size_t(j)];
-      weight[t * k + j] = p[order[size_t(j)]];
-      sum += p[order[size_t(j)]];
-    }
-    if (cfg.gating == Gating::SoftmaxChosen) {  // softmax over the k chosen logits
-      const float mx = weight[t * k];           // the largest: they come sorted
-      double s = 0;
-      for (int j = 0; j < k; ++j) s += weight[t * k + j] = std::exp(weight[t * k + j] - mx);
-      for (int j = 0; j < k; ++j) weight[t * k + j] = float(weight[t * k + j] / s);
-    }
-    if (cfg.expert_weights_norm) {
-      const float inv = float(1.0 / std::max(sum, 6.103515625e-5));
-      for (int j = 0; j < k; ++j) weight[t * k + j] *= inv;
-    }
-    if (cfg.expert_weights_scale != 0.0f && cfg.expert_weights_scale != 1.0f)
-      for (int j = 0; j < k; ++j) weight[t * k + j] *= cfg.expert_weights_scale;
-  }
+  const float* bias = w.selection_bias.empty() ? nullptr : w.selection_bias.data();
+  for (int64_t t = 0; t < m; ++t)
+    hd::route_token(r, probs.data() + t * n_exp, bias, sel.data(), chosen + t * k, weight + t * k);
 }
 
 namespace {

@@ -11,6 +11,7 @@
 #include "../cpu/thread_pool.h"
 #include "engine/gguf.h"
 #include "experts.h"
+#include "kernels/hd_route.h"
 #include "kernels/matmul.h"
 #include "kernels/types.h"
 
@@ -342,7 +343,11 @@ void read_moe_config(const gguf::File& f, ModelConfig& c, Gating when_unset) {
   c.n_group = int(opt<uint32_t>(f, a, "expert_group_count", 1));
   c.n_group_used = int(opt<uint32_t>(f, a, "expert_group_used_count", uint32_t(c.n_group)));
   if (c.n_expert <= 0) throw ModelError(fmt::format("{}: {} without {}.expert_count", f.path(), a, a));
-  if (c.n_group < 1 || c.n_expert % c.n_group || c.n_group_used < 1 || c.n_group_used > c.n_group)
+  if (c.n_expert > kernels::hd::kMaxExperts)
+    throw ModelError(fmt::format("{}: {} experts per layer; moelsp routes at most {} ({}.expert_count)", f.path(),
+                                 c.n_expert, kernels::hd::kMaxExperts, a));
+  if (c.n_group < 1 || c.n_group > kernels::hd::kMaxGroups || c.n_expert % c.n_group || c.n_group_used < 1 ||
+      c.n_group_used > c.n_group)
     throw ModelError(fmt::format("{}: {} experts cannot form {} groups ({} used) ({}.expert_group_count)", f.path(),
                                  c.n_expert, c.n_group, c.n_group_used, a));
 }

@@ -54,4 +54,9 @@ bool swiglu(const float*, const float*, float*, int64_t, std::string* error) {
   return false;
 }
 
+bool route(const hd::RouteParams&, const float*, int64_t, const float*, int*, float*, std::string* error) {
+  if (error) *error = kNoCuda;
+  return false;
+}
+
 }  // namespace moelsp::kernels::cuda

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/hd_route.h"
 #include "kernels/types.h"
 
 namespace moelsp::kernels::cuda {
@@ -69,5 +70,10 @@ bool rope(float* x, int64_t m, int64_t token_stride, int n_heads, int64_t head_s
           bool neox, const float* cs, const float* sn, std::string* error);
 // y = g · sigmoid(g) · u, n values.
 bool swiglu(const float* g, const float* u, float* y, int64_t n, std::string* error);
+// The MoE router's choice for m tokens (hd::route_token, as the CPU engine
+// chooses): logits [m][n_expert], the selection bias [n_expert] or null →
+// chosen [m][k] experts and their combine weights [m][k].
+bool route(const hd::RouteParams& r, const float* logits, int64_t m, const float* bias, int* chosen, float* weight,
+           std::string* error);
 
 }  // namespace moelsp::kernels::cuda
