@@ -110,6 +110,15 @@ void common(Model& m, const Common& c) {
   m.tensor("output.weight", {c.d, nv});
 }
 
+// Layer b's norm and GQA projections: hq query and hkv key/value heads of hd.
+void gqa_tensors(Model& m, const std::string& b, uint64_t d, uint64_t hq, uint64_t hkv, uint64_t hd) {
+  m.tensor(b + "attn_norm.weight", {d});
+  m.tensor(b + "attn_q.weight", {d, hq * hd});
+  m.tensor(b + "attn_k.weight", {d, hkv * hd});
+  m.tensor(b + "attn_v.weight", {d, hkv * hd});
+  m.tensor(b + "attn_output.weight", {hq * hd, d});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -147,11 +156,7 @@ int main(int argc, char** argv) {
       m.w.set(a + "attention.value_length", uint32_t(hd));
       for (uint64_t il = 0; il < nl; ++il) {
         const std::string b = fmt::format("blk.{}.", il);
-        m.tensor(b + "attn_norm.weight", {D});
-        m.tensor(b + "attn_q.weight", {D, hq * hd});
-        m.tensor(b + "attn_k.weight", {D, hkv * hd});
-        m.tensor(b + "attn_v.weight", {D, hkv * hd});
-        m.tensor(b + "attn_output.weight", {hq * hd, D});
+        gqa_tensors(m, b, D, hq, hkv, hd);
         m.tensor(b + "attn_q_norm.weight", {hd});
         m.tensor(b + "attn_k_norm.weight", {hd});
         m.tensor(b + "ffn_norm.weight", {D});
@@ -294,11 +299,7 @@ int main(int argc, char** argv) {
       m.w.set("llama.rope.dimension_count", uint32_t(hd));
       for (uint64_t il = 0; il < nl; ++il) {
         const std::string b = fmt::format("blk.{}.", il);
-        m.tensor(b + "attn_norm.weight", {D});
-        m.tensor(b + "attn_q.weight", {D, hq * hd});
-        m.tensor(b + "attn_k.weight", {D, hkv * hd});
-        m.tensor(b + "attn_v.weight", {D, hkv * hd});
-        m.tensor(b + "attn_output.weight", {hq * hd, D});
+        gqa_tensors(m, b, D, hq, hkv, hd);
         m.tensor(b + "ffn_norm.weight", {D});
         m.tensor(b + "ffn_gate.weight", {D, ff});
         m.tensor(b + "ffn_up.weight", {D, ff});

@@ -22,20 +22,6 @@ namespace {
 constexpr DType kDeviceTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
                                   DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
-hd::Type hd_of(DType t) {
-  switch (t) {
-    case DType::F32: return hd::Type::F32;
-    case DType::F16: return hd::Type::F16;
-    case DType::BF16: return hd::Type::BF16;
-    case DType::Q8_0: return hd::Type::Q8_0;
-    case DType::Q4_0: return hd::Type::Q4_0;
-    case DType::Q5_0: return hd::Type::Q5_0;
-    case DType::Q4_K: return hd::Type::Q4_K;
-    case DType::Q5_K: return hd::Type::Q5_K;
-    default: return hd::Type::Q6_K;
-  }
-}
-
 // A row of n values: gaussian with a few outliers and zeros, quantized to t.
 std::vector<uint8_t> quantized_row(DType t, int64_t n, unsigned seed) {
   std::mt19937 rng(seed);
@@ -51,25 +37,13 @@ std::vector<uint8_t> quantized_row(DType t, int64_t n, unsigned seed) {
 
 // Every group of a row through hd::decode_group.
 template <hd::Type T>
-void decode_row(const uint8_t* row, int64_t n, float* out) {
-  const int gpb = hd::block_elems(T) / 32;
-  for (int64_t g = 0; g < n / 32; ++g)
-    hd::decode_group<T>(row + (g / gpb) * hd::block_bytes(T), int(g % gpb), out + 32 * g);
-}
-
-void decode_row(DType t, const uint8_t* row, int64_t n, float* out) {
-  switch (hd_of(t)) {
-    case hd::Type::F32: return decode_row<hd::Type::F32>(row, n, out);
-    case hd::Type::F16: return decode_row<hd::Type::F16>(row, n, out);
-    case hd::Type::BF16: return decode_row<hd::Type::BF16>(row, n, out);
-    case hd::Type::Q8_0: return decode_row<hd::Type::Q8_0>(row, n, out);
-    case hd::Type::Q4_0: return decode_row<hd::Type::Q4_0>(row, n, out);
-    case hd::Type::Q5_0: return decode_row<hd::Type::Q5_0>(row, n, out);
-    case hd::Type::Q4_K: return decode_row<hd::Type::Q4_K>(row, n, out);
-    case hd::Type::Q5_K: return decode_row<hd::Type::Q5_K>(row, n, out);
-    case hd::Type::Q6_K: return decode_row<hd::Type::Q6_K>(row, n, out);
+struct DecodeRow {
+  static void run(const uint8_t* row, int64_t n, float* out) {
+    const int gpb = hd::block_elems(T) / 32;
+    for (int64_t g = 0; g < n / 32; ++g)
+      hd::decode_group<T>(row + (g / gpb) * hd::block_bytes(T), int(g % gpb), out + 32 * g);
   }
-}
+};
 
 bool same_bits(float a, float b) { return std::isnan(a) ? std::isnan(b) : std::memcmp(&a, &b, 4) == 0; }
 
@@ -93,13 +67,14 @@ TEST_CASE("host/device block decoders match the reference dequantizer bit for bi
   const int64_t n = 256 * 12;
   for (DType t : kDeviceTypes) {
     INFO(dtype_name(t));
-    CHECK(cuda::device_supports(t));
-    CHECK(hd::block_bytes(hd_of(t)) == int(traits(t).type_size * (hd::block_elems(hd_of(t)) / traits(t).block_size)));
+    REQUIRE(cuda::device_supports(t));
+    const hd::Type ht = *cuda::device_type(t);
+    CHECK(hd::block_bytes(ht) == int(traits(t).type_size * (hd::block_elems(ht) / traits(t).block_size)));
     for (unsigned seed = 1; seed <= 3; ++seed) {
       const auto q = quantized_row(t, n, seed);
       std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
       ref::dequantize_row(t, q.data(), want.data(), n);
-      decode_row(t, q.data(), n, got.data());
+      hd::with_type<DecodeRow>(ht, q.data(), n, got.data());
       int64_t bad = 0;
       for (int64_t i = 0; i < n; ++i) bad += !same_bits(want[size_t(i)], got[size_t(i)]);
       CHECK(bad == 0);

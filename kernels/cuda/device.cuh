@@ -6,11 +6,20 @@
 
 #include <string>
 
+#include "kernels/cuda.h"
+
 namespace moelsp::kernels::cuda::detail {
 
 inline bool check(cudaError_t e, const char* what, std::string* error) {
   if (e == cudaSuccess) return true;
   if (error) *error = std::string(what) + ": " + cudaGetErrorString(e);
+  return false;
+}
+
+// Every entry point's first check: a device to run on.
+inline bool require_device(std::string* error) {
+  if (!devices().empty()) return true;
+  if (error) *error = "no CUDA device available";
   return false;
 }
 

@@ -33,24 +33,10 @@ namespace {
 using detail::check;
 using detail::DeviceMem;
 using hd::Type;
+using hd::with_type;
 
 constexpr int kDecodeMaxInputs = 8;
 constexpr int kWarpsPerBlock = 8;
-
-std::optional<Type> hd_type(DType t) {
-  switch (t) {
-    case DType::F32: return Type::F32;
-    case DType::F16: return Type::F16;
-    case DType::BF16: return Type::BF16;
-    case DType::Q8_0: return Type::Q8_0;
-    case DType::Q4_0: return Type::Q4_0;
-    case DType::Q5_0: return Type::Q5_0;
-    case DType::Q4_K: return Type::Q4_K;
-    case DType::Q5_K: return Type::Q5_K;
-    case DType::Q6_K: return Type::Q6_K;
-    default: return std::nullopt;
-  }
-}
 
 // y[i·ldy + r] = Σ_c W[r][c] · x[i·ldx + c], i < M.
 template <Type T, int M>
@@ -103,30 +89,13 @@ __global__ void to_half_kernel(const float* x, __half* y, int64_t n) {
     y[i] = __float2half_rn(x[i]);
 }
 
-// Op<T>::run(args…) for the compile-time Type of t.
-template <template <Type> class Op, class... Args>
-void dispatch(Type t, Args... args) {
-  switch (t) {
-    case Type::F32: return Op<Type::F32>::run(args...);
-    case Type::F16: return Op<Type::F16>::run(args...);
-    case Type::BF16: return Op<Type::BF16>::run(args...);
-    case Type::Q8_0: return Op<Type::Q8_0>::run(args...);
-    case Type::Q4_0: return Op<Type::Q4_0>::run(args...);
-    case Type::Q5_0: return Op<Type::Q5_0>::run(args...);
-    case Type::Q4_K: return Op<Type::Q4_K>::run(args...);
-    case Type::Q5_K: return Op<Type::Q5_K>::run(args...);
-    case Type::Q6_K: return Op<Type::Q6_K>::run(args...);
-  }
-}
-
 // Groups [0, total) of a matrix of `groups` per row → out, on a grid sized for them.
 template <class Out>
 struct Dequant {
   template <Type T>
   struct Op {
     static void run(const uint8_t* w, int64_t row_bytes, int64_t groups, int64_t total, Out* out) {
-      const auto blocks = unsigned(std::min<int64_t>((total + 255) / 256, 65535));
-      dequant_kernel<T, Out><<<blocks, 256>>>(w, row_bytes, groups, total, out);
+      dequant_kernel<T, Out><<<detail::grid_for(total, 256), 256>>>(w, row_bytes, groups, total, out);
     }
   };
 };
@@ -153,11 +122,8 @@ struct Gemv {
 // Checks shared by the entry points: a device, a type the device path decodes,
 // whole blocks per row. Returns the row's bytes, or nothing with *error set.
 std::optional<int64_t> prepare(DType t, int64_t cols, std::string* error) {
-  if (devices().empty()) {
-    if (error) *error = "no CUDA device available";
-    return std::nullopt;
-  }
-  const auto ht = hd_type(t);
+  if (!detail::require_device(error)) return std::nullopt;
+  const auto ht = device_type(t);
   if (!ht) {
     if (error) *error = "the CUDA kernels do not compute with " + std::string(dtype_name(t)) + " weights yet";
     return std::nullopt;
@@ -171,20 +137,17 @@ std::optional<int64_t> prepare(DType t, int64_t cols, std::string* error) {
 
 }  // namespace
 
-bool device_supports(DType t) { return hd_type(t).has_value(); }
-
 bool dequantize(DType t, const void* w, int64_t n, float* y, std::string* error) {
   const auto row_bytes = prepare(t, n, error);
   if (!row_bytes) return false;
   DeviceMem dw, dy;
   const int64_t groups = n / 32;
-  bool ok = check(cudaMalloc(&dw.p, size_t(*row_bytes)), "cudaMalloc", error) &&
-            check(cudaMalloc(&dy.p, size_t(n) * sizeof(float)), "cudaMalloc", error) &&
-            check(cudaMemcpy(dw.p, w, size_t(*row_bytes), cudaMemcpyHostToDevice), "cudaMemcpy", error);
-  if (!ok) return false;
-  dispatch<Dequant<float>::Op>(*hd_type(t), dw.as<const uint8_t>(), *row_bytes, groups, groups, dy.as<float>());
+  if (!detail::upload(dw, w, size_t(*row_bytes), error) ||
+      !detail::upload(dy, nullptr, size_t(n) * sizeof(float), error))
+    return false;
+  with_type<Dequant<float>::Op>(*device_type(t), dw.as<const uint8_t>(), *row_bytes, groups, groups, dy.as<float>());
   return check(cudaGetLastError(), "dequant_kernel", error) &&
-         check(cudaMemcpy(y, dy.p, size_t(n) * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy", error);
+         detail::download(y, dy, size_t(n) * sizeof(float), error);
 }
 
 bool matmul(DType t, const void* w, int64_t rows, int64_t cols, const float* x, int64_t m, float* y,
@@ -195,28 +158,26 @@ bool matmul(DType t, const void* w, int64_t rows, int64_t cols, const float* x, 
     if (error) *error = "matmul: rows and inputs must be positive";
     return false;
   }
-  const Type ht = *hd_type(t);
+  const Type ht = *device_type(t);
   const int64_t groups = cols / 32;
   DeviceMem dw, dx, dy;
-  bool ok = check(cudaMalloc(&dw.p, size_t(rows * *row_bytes)), "cudaMalloc", error) &&
-            check(cudaMalloc(&dx.p, size_t(m * cols) * sizeof(float)), "cudaMalloc", error) &&
-            check(cudaMalloc(&dy.p, size_t(m * rows) * sizeof(float)), "cudaMalloc", error) &&
-            check(cudaMemcpy(dw.p, w, size_t(rows * *row_bytes), cudaMemcpyHostToDevice), "cudaMemcpy", error) &&
-            check(cudaMemcpy(dx.p, x, size_t(m * cols) * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy", error);
-  if (!ok) return false;
+  if (!detail::upload(dw, w, size_t(rows * *row_bytes), error) ||
+      !detail::upload(dx, x, size_t(m * cols) * sizeof(float), error) ||
+      !detail::upload(dy, nullptr, size_t(m * rows) * sizeof(float), error))
+    return false;
+  bool ok = true;
   if (m <= kDecodeMaxInputs) {
-    dispatch<Gemv>(ht, m, dw.as<const uint8_t>(), *row_bytes, groups, dx.as<const float>(), cols, dy.as<float>(), rows,
-                   rows);
+    with_type<Gemv>(ht, m, dw.as<const uint8_t>(), *row_bytes, groups, dx.as<const float>(), cols, dy.as<float>(), rows,
+                    rows);
     ok = check(cudaGetLastError(), "gemv_kernel", error);
   } else {
     DeviceMem wh, xh;
-    ok = check(cudaMalloc(&wh.p, size_t(rows * cols) * sizeof(__half)), "cudaMalloc", error) &&
-         check(cudaMalloc(&xh.p, size_t(m * cols) * sizeof(__half)), "cudaMalloc", error);
-    if (!ok) return false;
+    if (!detail::upload(wh, nullptr, size_t(rows * cols) * sizeof(__half), error) ||
+        !detail::upload(xh, nullptr, size_t(m * cols) * sizeof(__half), error))
+      return false;
     const int64_t total = rows * groups;
-    dispatch<Dequant<__half>::Op>(ht, dw.as<const uint8_t>(), *row_bytes, groups, total, wh.as<__half>());
-    to_half_kernel<<<unsigned(std::min<int64_t>((m * cols + 255) / 256, 65535)), 256>>>(dx.as<float>(), xh.as<__half>(),
-                                                                                        m * cols);
+    with_type<Dequant<__half>::Op>(ht, dw.as<const uint8_t>(), *row_bytes, groups, total, wh.as<__half>());
+    to_half_kernel<<<detail::grid_for(m * cols, 256), 256>>>(dx.as<float>(), xh.as<__half>(), m * cols);
     ok = check(cudaGetLastError(), "dequant_kernel", error);
     cublasHandle_t handle{};
     if (ok && cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
@@ -237,8 +198,7 @@ bool matmul(DType t, const void* w, int64_t rows, int64_t cols, const float* x, 
       cublasDestroy(handle);
     }
   }
-  return ok &&
-         check(cudaMemcpy(y, dy.p, size_t(m * rows) * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy", error);
+  return ok && detail::download(y, dy, size_t(m * rows) * sizeof(float), error);
 }
 
 }  // namespace moelsp::kernels::cuda

@@ -67,16 +67,10 @@ __global__ void swiglu_kernel(const float* g, const float* u, float* y, int64_t 
     y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-bool have_device(std::string* error) {
-  if (!devices().empty()) return true;
-  if (error) *error = "no CUDA device available";
-  return false;
-}
-
 }  // namespace
 
 bool rms_norm(const float* x, const float* w, int64_t n, float eps, float* y, int64_t m, std::string* error) {
-  if (!have_device(error)) return false;
+  if (!detail::require_device(error)) return false;
   if (n <= 0 || m <= 0) {
     if (error) *error = "rms_norm: rows and their length must be positive";
     return false;
@@ -92,7 +86,7 @@ bool rms_norm(const float* x, const float* w, int64_t n, float eps, float* y, in
 
 bool rope(float* x, int64_t m, int64_t token_stride, int n_heads, int64_t head_stride, int64_t offset, int n_pairs,
           bool neox, const float* cs, const float* sn, std::string* error) {
-  if (!have_device(error)) return false;
+  if (!detail::require_device(error)) return false;
   if (m <= 0 || n_heads <= 0 || n_pairs <= 0) {
     if (error) *error = "rope: tokens, heads and pairs must be positive";
     return false;
@@ -108,7 +102,7 @@ bool rope(float* x, int64_t m, int64_t token_stride, int n_heads, int64_t head_s
 }
 
 bool swiglu(const float* g, const float* u, float* y, int64_t n, std::string* error) {
-  if (!have_device(error)) return false;
+  if (!detail::require_device(error)) return false;
   if (n <= 0) {
     if (error) *error = "swiglu: the length must be positive";
     return false;

@@ -25,10 +25,7 @@ __global__ void route_kernel(hd::RouteParams r, float* probs, int64_t m, const f
 
 bool route(const hd::RouteParams& r, const float* logits, int64_t m, const float* bias, int* chosen, float* weight,
            std::string* error) {
-  if (devices().empty()) {
-    if (error) *error = "no CUDA device available";
-    return false;
-  }
+  if (!detail::require_device(error)) return false;
   if (r.n_expert < 1 || r.n_expert > kMaxRouteExperts || r.k < 1 || r.k > r.n_expert || m < 1 || r.n_group < 1 ||
       r.n_group > hd::kMaxGroups || r.n_expert % r.n_group != 0) {
     if (error)

@@ -18,20 +18,6 @@ bool fp16_to_fp32(const uint16_t*, float*, size_t, std::string* error) {
   if (error) *error = kNoCuda;
   return false;
 }
-bool device_supports(DType t) {
-  switch (t) {
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16:
-    case DType::Q8_0:
-    case DType::Q4_0:
-    case DType::Q5_0:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K: return true;
-    default: return false;
-  }
-}
 bool dequantize(DType, const void*, int64_t, float*, std::string* error) {
   if (error) *error = kNoCuda;
   return false;

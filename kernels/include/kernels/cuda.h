@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,10 +41,12 @@ double host_to_device_gbs(int index, size_t bytes, std::string* error);
 // message in *error when no device is available or a CUDA call fails.
 bool fp16_to_fp32(const uint16_t* x, float* y, size_t n, std::string* error);
 
-// Whether the device kernels compute with weights of type t (F32, F16, BF16,
-// Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K; decoded by kernels/hd_blocks.h). True
-// in builds without CUDA too: it describes the kernels, not this machine.
-bool device_supports(DType t);
+// The device kernels' form of weight type t (kernels/hd_blocks.h decodes F32,
+// F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K), or none when they do not
+// compute with it. The same in builds without CUDA: it describes the kernels,
+// not this machine.
+std::optional<hd::Type> device_type(DType t);
+inline bool device_supports(DType t) { return device_type(t).has_value(); }
 
 // The device kernels on device 0 with host buffers copied in and out, for
 // tests and the device check (the engine's device path keeps weights

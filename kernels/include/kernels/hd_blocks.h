@@ -8,8 +8,9 @@
 // Why groups of 32: every type here has a scale per 16 or 32 weights and
 // blocks of 32 or 256, so 32 values are one block (Q8_0, Q4_0, Q5_0), one
 // sub-block (Q4_K, Q5_K) or two scale groups (Q6_K); a thread that decodes a
-// group reads 8-26 contiguous bytes. No standard headers: the device side has
-// no <cstring>, and byte-wise little-endian reads need no alignment.
+// group reads 8-26 contiguous bytes. No standard headers beyond <cstdint>
+// (the device side has no <cstring>); byte-wise little-endian reads need no
+// alignment.
 #pragma once
 
 #include <cstdint>
@@ -65,6 +66,23 @@ MOELSP_HD constexpr int block_bytes(Type t) {
   return 0;
 }
 MOELSP_HD constexpr int block_elems(Type t) { return t == Type::Q4_K || t == Type::Q5_K || t == Type::Q6_K ? 256 : 32; }
+
+// Op<T>::run(args…) for the compile-time Type of t: how host code reaches the
+// templates below (and the device kernels built on them) from a runtime type.
+template <template <Type> class Op, class... Args>
+void with_type(Type t, Args... args) {
+  switch (t) {
+    case Type::F32: return Op<Type::F32>::run(args...);
+    case Type::F16: return Op<Type::F16>::run(args...);
+    case Type::BF16: return Op<Type::BF16>::run(args...);
+    case Type::Q8_0: return Op<Type::Q8_0>::run(args...);
+    case Type::Q4_0: return Op<Type::Q4_0>::run(args...);
+    case Type::Q5_0: return Op<Type::Q5_0>::run(args...);
+    case Type::Q4_K: return Op<Type::Q4_K>::run(args...);
+    case Type::Q5_K: return Op<Type::Q5_K>::run(args...);
+    case Type::Q6_K: return Op<Type::Q6_K>::run(args...);
+  }
+}
 
 // Q4_K/Q5_K: sub-block `sub`'s 6-bit scale and min from the 12 scale bytes.
 MOELSP_HD void k4_scale_min(const uint8_t* sc, int sub, int* scale, int* min) {

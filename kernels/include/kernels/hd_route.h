@@ -5,7 +5,7 @@
 // ties to the lower index, renormalization and scale — which the reference
 // logits of every MoE architecture check through the CPU engine.
 //
-// No standard headers (the device has none of them) and no allocation: the
+// No standard headers beyond <cstdint> (the device has no others) and no allocation: the
 // caller passes scratch of n_expert floats. Cost: O(k · n_expert) compares per
 // token, ~1-2 k operations for 64-128 experts, nothing next to the router's
 // matmul.
