@@ -398,6 +398,34 @@ TEST_CASE("P·V (weighted rows) matches the reference at every ISA level") {
 // Tolerance: each e^x within 4e-7 relative of std::exp (below f32's normal
 // range: 0 or a value under 1.2e-38), the sum within 1e-6 relative; the
 // scaled scores and their max are the same bits (one multiply each).
+// SwiGLU's silu(g)·u: the same exponential as the softmax's, then one divide
+// and one multiply, so within 1e-6 relative (or 1e-30 absolute, where std::exp
+// overflows to inf and the kernel's capped e^88 leaves g / 1.6e38).
+TEST_CASE("silu_mul matches the reference at every ISA level, in place too") {
+  std::mt19937 rng(29);
+  std::uniform_real_distribution<float> ud(-30.0f, 30.0f);
+  for (Isa level : supported_isas()) {
+    set_isa(level);
+    for (int64_t n : {0, 1, 7, 8, 15, 16, 17, 100, 512, 1403}) {
+      std::vector<float> g(static_cast<size_t>(n)), u(static_cast<size_t>(n));
+      for (auto& x : g) x = ud(rng);
+      for (auto& x : u) x = ud(rng);
+      if (n > 4) g[0] = -200.0f, g[1] = 200.0f, g[2] = 0.0f, g[3] = -87.0f;  // past both ends, zero, the edge
+      std::vector<float> a(g.size()), b(g.size());
+      silu_mul(g.data(), u.data(), a.data(), n);
+      ref::silu_mul(g.data(), u.data(), b.data(), n);
+      for (int64_t j = 0; j < n; ++j) {
+        INFO(isa_name(level) << " n=" << n << " g=" << g[size_t(j)] << " u=" << u[size_t(j)]);
+        REQUIRE(std::fabs(a[size_t(j)] - b[size_t(j)]) <= 1e-6f * std::fabs(b[size_t(j)]) + 1e-30f);
+      }
+      std::vector<float> in_place = g;  // h aliasing g, as the engine calls it
+      silu_mul(in_place.data(), u.data(), in_place.data(), n);
+      REQUIRE(in_place == a);
+    }
+  }
+  set_isa(detected_isa());
+}
+
 TEST_CASE("softmax pieces (scale and max, exponentials and their sum) match the reference at every ISA level") {
   std::mt19937 rng(23);
   std::uniform_real_distribution<float> ud(-40.0f, 40.0f);

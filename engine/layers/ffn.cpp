@@ -24,7 +24,7 @@ void swiglu(ThreadPool& pool, const kernels::MatView& gate, const kernels::MatVi
   FloatBuf g(static_cast<size_t>(m * n_ff)), u(static_cast<size_t>(m * n_ff));
   linear(pool, gate, x, m, g.data());
   linear(pool, up, x, m, u.data());
-  for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  kernels::silu_mul(g.data(), u.data(), g.data(), int64_t(g.size()));
   linear(pool, down, g.data(), m, out);
 }
 
@@ -61,8 +61,10 @@ MoeWeights load_moe(const WeightLoader& wl, const ModelConfig& c, int il) {
 void route(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const float* x, int64_t m, int* chosen,
            float* weight) {
   const int n_exp = cfg.n_expert, k = cfg.n_expert_used;
-  // Router: [m][n_exp] logits → probabilities.
-  std::vector<float> probs(static_cast<size_t>(m * n_exp));
+  // Router: [m][n_exp] logits → probabilities. Scratch kept per thread (every
+  // layer of every decode step comes here; allocations were ~1 % of decode).
+  thread_local std::vector<float> probs, sel;
+  probs.resize(static_cast<size_t>(m * n_exp));
   linear(pool, w.router.m, x, m, probs.data());
   if (!w.router_bias.empty()) add_bias(probs.data(), w.router_bias, m);
   // Per token: gating, selection bias, group limit, top-k, norm and scale, by
@@ -77,7 +79,7 @@ void route(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const 
   r.n_group_used = cfg.n_group_used;
   r.norm = cfg.expert_weights_norm;
   r.scale = cfg.expert_weights_scale;
-  std::vector<float> sel(static_cast<size_t>(n_exp));
+  sel.resize(static_cast<size_t>(n_exp));
   const float* bias = w.selection_bias.empty() ? nullptr : w.selection_bias.data();
   for (int64_t t = 0; t < m; ++t)
     hd::route_token(r, probs.data() + t * n_exp, bias, sel.data(), chosen + t * k, weight + t * k);
@@ -123,7 +125,8 @@ std::span<ActiveExpert> gather_experts(const ModelConfig& cfg, const MoeWeights&
     ex.ws.clear();
     return ex;
   };
-  std::vector<char> used(size_t(cfg.n_expert), 0);
+  thread_local std::vector<char> used;
+  used.assign(size_t(cfg.n_expert), 0);
   for (int64_t i = 0; i < m * k; ++i) used[size_t(chosen[i])] = 1;
   for (int e = 0; e < cfg.n_expert; ++e) {
     if (!used[size_t(e)]) continue;
@@ -263,7 +266,7 @@ void gate_up(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, std:
   pool.parallel_for(
       int64_t(plan.parts.size()),
       [&](int64_t tb, int64_t te) {
-        FloatBuf g, u;
+        thread_local FloatBuf g, u;
         for (int64_t t = tb; t < te; ++t)
           for (const WorkItem& it : plan.parts[size_t(t)]) {
             ActiveExpert& ex = active[it.expert];
@@ -294,21 +297,25 @@ void gate_up(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, std:
             // Expert biases (gpt-oss) for rows r0..r1; the shared experts have none.
             const float* gb = ex.e >= 0 && !w.gate_b.empty() ? w.gate_b.data() + ex.e * ff + it.r0 : nullptr;
             const float* ub = ex.e >= 0 && !w.up_b.empty() ? w.up_b.data() + ex.e * ff + it.r0 : nullptr;
-            for (int64_t i = 0; i < n; ++i)
-              for (int64_t r = 0; r < nr; ++r) {
-                float gv = g[size_t(i * nr + r)], uv = u[size_t(i * nr + r)];
-                if (gb) gv += gb[r];
-                if (ub) uv += ub[r];
-                float hv;
-                if (oai) {  // gpt-oss: clamped, α = 1.702, and (u + 1)
-                  gv = std::min(gv, 7.0f);
-                  uv = std::clamp(uv, -7.0f, 7.0f);
-                  hv = gv / (1.0f + std::exp(-1.702f * gv)) * (uv + 1.0f);
-                } else {
-                  hv = gv / (1.0f + std::exp(-gv)) * uv;
+            if (!gb && !ub && !oai) {  // the common case, vectorized: one row of h per token
+              for (int64_t i = 0; i < n; ++i)
+                kernels::silu_mul(g.data() + i * nr, u.data() + i * nr, ex.h.data() + i * ff + it.r0, nr);
+            } else
+              for (int64_t i = 0; i < n; ++i)
+                for (int64_t r = 0; r < nr; ++r) {
+                  float gv = g[size_t(i * nr + r)], uv = u[size_t(i * nr + r)];
+                  if (gb) gv += gb[r];
+                  if (ub) uv += ub[r];
+                  float hv;
+                  if (oai) {  // gpt-oss: clamped, α = 1.702, and (u + 1)
+                    gv = std::min(gv, 7.0f);
+                    uv = std::clamp(uv, -7.0f, 7.0f);
+                    hv = gv / (1.0f + std::exp(-1.702f * gv)) * (uv + 1.0f);
+                  } else {
+                    hv = gv / (1.0f + std::exp(-gv)) * uv;
+                  }
+                  ex.h[size_t(i * ff + it.r0 + r)] = hv;
                 }
-                ex.h[size_t(i * ff + it.r0 + r)] = hv;
-              }
             // acq_rel: the other items' rows of h are visible to whoever quantizes it.
             if (std::atomic_ref<int>(ex.pending).fetch_sub(1, std::memory_order_acq_rel) == 1)
               kernels::quantize_acts(ex.h.data(), ff, n, ff, kernels::act_blocks(ex.down.type), ex.hq);
@@ -350,8 +357,10 @@ void down(ThreadPool& pool, std::span<ActiveExpert> active, int64_t d, MoeStats*
 void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const float* x, int64_t m, float* out,
          const MoeHooks& hooks) {
   const int k = cfg.n_expert_used, d = cfg.n_embd;
-  std::vector<int> chosen(static_cast<size_t>(m * k));    // [m][k] experts
-  std::vector<float> weight(static_cast<size_t>(m * k));  // [m][k] their combine weights
+  thread_local std::vector<int> chosen;    // [m][k] experts
+  thread_local std::vector<float> weight;  // [m][k] their combine weights
+  chosen.resize(static_cast<size_t>(m * k));
+  weight.resize(static_cast<size_t>(m * k));
   route(pool, cfg, w, x, m, chosen.data(), weight.data());
   if (hooks.experts) hooks.experts->routed(hooks.layer, chosen.data(), m);
   if (hooks.stats) {

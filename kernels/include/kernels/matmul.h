@@ -118,6 +118,9 @@ void weighted_rows(const WeightedRowsArgs& a);
 // 2e-7 relative of std::exp (kernels/cpu/softmax.cpp).
 float scale_max(float* p, int64_t n, float scale, float init);
 float exp_shift_sum(float* p, int64_t n, float shift);
+// SwiGLU's product h[j] = silu(g[j]) · u[j] = g[j] / (1 + e^−g[j]) · u[j]
+// (h may be g or u), with the same exponential: within 1e-6 relative of ref.
+void silu_mul(const float* g, const float* u, float* h, int64_t n);
 
 // y[c] += Σ_r s[r] · W[r][c] for r in [row_begin, row_end): the transposed
 // product, used by MLA's absorbed attention.
@@ -139,7 +142,8 @@ void quantize_row_q8_k(const float* x, BlockQ8K* out, int64_t n);
 void matmul_int8(const MatmulArgs& a);
 void weighted_rows(const WeightedRowsArgs& a);
 float scale_max(float* p, int64_t n, float scale, float init);
-float exp_shift_sum(float* p, int64_t n, float shift);  // std::exp, summed in double
+float exp_shift_sum(float* p, int64_t n, float shift);               // std::exp, summed in double
+void silu_mul(const float* g, const float* u, float* h, int64_t n);  // std::exp
 }  // namespace ref
 
 }  // namespace moelsp::kernels
