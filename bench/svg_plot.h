@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/markup.h"
+
 namespace moelsp::bench {
 
 struct PlotSeries {
@@ -21,20 +23,6 @@ struct PlotPanel {
   std::string y_label;
   std::vector<PlotSeries> series;
 };
-
-inline std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
 
 // The smallest of 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8 × 10^k that is ≥ v: an
 // axis maximum whose quarters and fifths are round numbers.
@@ -56,7 +44,7 @@ inline std::string line_chart_svg(const std::string& title, const std::vector<do
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" viewBox=\"0 0 {:.0f} {:.0f}\" "
       "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"{:.0f}\" y=\"22\" font-size=\"15\" text-anchor=\"middle\">{}</text>\n",
-      kW, height, kW, height, kW / 2, xml_escape(title));
+      kW, height, kW, height, kW / 2, markup_escape(title));
   for (size_t p = 0; p < panels.size(); ++p) {
     const PlotPanel& panel = panels[p];
     const double top = kTop + double(p) * (kPanelH + kGap), bottom = top + kPanelH;
@@ -81,9 +69,9 @@ inline std::string line_chart_svg(const std::string& title, const std::vector<do
         top, plot_w, kPanelH);
     o += fmt::format(
         "<text x=\"16\" y=\"{:.1f}\" transform=\"rotate(-90 16 {:.1f})\" text-anchor=\"middle\">{}</text>\n",
-        (top + bottom) / 2, (top + bottom) / 2, xml_escape(panel.y_label));
+        (top + bottom) / 2, (top + bottom) / 2, markup_escape(panel.y_label));
     o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", kLeft + plot_w / 2,
-                     bottom + 32, xml_escape(x_label));
+                     bottom + 32, markup_escape(x_label));
     for (size_t si = 0; si < panel.series.size(); ++si) {
       const PlotSeries& s = panel.series[si];
       std::string pts;
@@ -94,7 +82,7 @@ inline std::string line_chart_svg(const std::string& title, const std::vector<do
       o += fmt::format(
           "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"3\"/>\n",
           kLeft + plot_w + 10, ly - 4, kLeft + plot_w + 30, ly - 4, s.color);
-      o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n", kLeft + plot_w + 36, ly, xml_escape(s.name));
+      o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n", kLeft + plot_w + 36, ly, markup_escape(s.name));
     }
   }
   return o + "</svg>\n";

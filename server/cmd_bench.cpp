@@ -27,6 +27,7 @@
 #include "engine/model.h"
 #include "engine/plan.h"
 #include "engine/profile.h"
+#include "progress.h"
 
 namespace moelsp::cli {
 namespace {
@@ -159,9 +160,13 @@ int bandwidth_probe_child(const char* threads) {
 
 int bench(const BenchOptions& o) {
   try {
-    auto model = Model::load(o.model, {.threads = o.threads});
-    // As the editor and the server load it: experts repacked when the plan holds them in RAM.
-    if (make_plan(hardware_profile(), footprint(*model), {}).weights == WeightPlacement::Ram) model->repack_experts();
+    std::unique_ptr<Model> model;
+    {
+      const LoadProgress loading(o.model, o.quiet);
+      model = Model::load(o.model, {.threads = o.threads});
+      // As the editor and the server load it: experts repacked when the plan holds them in RAM.
+      if (make_plan(hardware_profile(), footprint(*model), {}).weights == WeightPlacement::Ram) model->repack_experts();
+    }
     const auto& c = model->config();
     if (c.n_ctx_train > 0 && std::max(o.n_prompt, o.n_gen) >= c.n_ctx_train)
       throw std::runtime_error(
@@ -174,6 +179,17 @@ int bench(const BenchOptions& o) {
     std::vector<TokenId> prompt(size_t(o.n_prompt));
     for (auto& t : prompt) t = TokenId(rng() % uint32_t(c.n_vocab));
     std::vector<float> logits(size_t(c.n_vocab));
+
+    // Progress: one step per timed run (and per peer run).
+    const int tests = (o.n_prompt > 0) + (o.n_gen > 0);
+    const int peer_runs = o.peer.empty() ? 0 : 1;
+    Progress bar("bench",
+                 double((tests * o.reps + peer_runs) * (o.background > 0 ? 2 : 1) + int(o.streams.size()) * o.reps),
+                 ProgressUnit::Count, {.quiet = o.quiet, .unit_name = "runs"});
+    int runs_done = 0;
+    const auto ran = [&](const std::string& what, double tps) {
+      bar.update(++runs_done, fmt::format("{} {:.1f} t/s", what, tps));
+    };
 
     const double bpt = bytes_per_step(*model);
     std::vector<double> bws, shares;  // probes around each decode run (their mean), and decode's share of it
@@ -191,6 +207,7 @@ int bench(const BenchOptions& o) {
           const auto t0 = Clock::now();
           model->forward(prompt, *cache, logits.data(), false);
           pp.push_back(o.n_prompt / std::chrono::duration<double>(Clock::now() - t0).count());
+          ran(fmt::format("pp{}", o.n_prompt), pp.back());
         }
         if (o.n_gen > 0) {  // like llama-bench's tg: n_gen single-token steps from an empty context
           KvCache* cache = tg_cache.get();
@@ -203,6 +220,7 @@ int bench(const BenchOptions& o) {
             t = TokenId(std::max_element(logits.begin(), logits.end()) - logits.begin());
           }
           tg.push_back(o.n_gen / std::chrono::duration<double>(Clock::now() - t0).count());
+          ran(fmt::format("tg{}", o.n_gen), tg.back());
           if (probe) {
             bws.push_back((bw_before + probe_bandwidth(threads)) / 2);
             shares.push_back(tg.back() * bpt / (bws.back() * 1e9));
@@ -242,6 +260,7 @@ int bench(const BenchOptions& o) {
           }
         }
         runs.push_back(double(n) * stream_gen / std::chrono::duration<double>(Clock::now() - t0).count());
+        ran(fmt::format("{} streams", n), runs.back());
       }
       stream_tps.emplace_back(n, median(runs));
     }
@@ -258,15 +277,22 @@ int bench(const BenchOptions& o) {
       ++moe_layers;
     }
     PeerResult peer;
-    if (!o.peer.empty()) peer = run_peer(o, threads);
+    if (!o.peer.empty()) {
+      peer = run_peer(o, threads);
+      ran("llama-bench", peer.tg > 0 ? peer.tg : peer.pp);
+    }
     std::vector<double> pp_load, tg_load;
     PeerResult peer_load;
     if (o.background > 0) {
       const BackgroundLoad load(o.background);
       measure(pp_load, tg_load, false);
-      if (!o.peer.empty()) peer_load = run_peer(o, threads);
+      if (!o.peer.empty()) {
+        peer_load = run_peer(o, threads);
+        ran("llama-bench (loaded)", peer_load.tg > 0 ? peer_load.tg : peer_load.pp);
+      }
     }
 
+    bar.finish();
     const uint64_t rss = peak_rss_bytes();
     if (bws.empty()) bws.push_back(probe_bandwidth(threads));
     const double bw = median(bws);

@@ -1,6 +1,7 @@
 // generate, logits, perplexity and chat: the engine from the command line.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -16,11 +17,14 @@
 #include "engine/model.h"
 #include "engine/perplexity.h"
 #include "engine/plan.h"
+#include "expert_report.h"
+#include "progress.h"
 
 namespace moelsp::cli {
 namespace {
 
 std::shared_ptr<Model> load_model(const ModelOptions& o) {
+  const LoadProgress bar(o.model, o.quiet);
   return std::shared_ptr<Model>(Model::load(o.model, {.threads = o.threads}));
 }
 
@@ -37,6 +41,7 @@ PlannedModel load_planned_model(const ModelOptions& o) {
   if (o.threads > 0) req.over.threads = o.threads;
   req.over.n_ctx = o.ctx;
   req.over.kv_type = o.kv_type;
+  const LoadProgress bar(o.model, o.quiet);
   return load_planned(o.model, req);
 }
 
@@ -116,21 +121,42 @@ int logits(const LogitsOptions& o) {
   }
 }
 
+namespace {
+
+// The text's perplexity, windows counted on a progress bar with the running figure.
+PerplexityResult run_perplexity(Model& model, const PerplexityOptions& o) {
+  // Beyond the training context the positions are ones the model never saw:
+  // the number would be meaningless, so it is refused.
+  if (const int train = model.config().n_ctx_train; train > 0 && o.ctx > train)
+    throw std::runtime_error(
+        fmt::format("-c {} is beyond the model's training context of {} tokens (allowed: 2..{})", o.ctx, train, train));
+  const auto tokens = model.tokenizer().encode(read_text(o.file));
+  const PerplexityParams p{.ctx = o.ctx, .stride = o.stride, .max_windows = o.max_chunks};
+  Progress bar("perplexity", 0, ProgressUnit::Count, {.quiet = o.m.quiet, .unit_name = "windows"});
+  const auto r = moelsp::perplexity(model, tokens, p, [&](const PerplexityResult& run) {
+    bar.set_total(run.total_windows);
+    bar.update(run.windows, fmt::format("ppl {:.4f}", run.perplexity()));
+  });
+  bar.finish(fmt::format("ppl {:.4f}", r.perplexity()));
+  return r;
+}
+
+void print_perplexity(const PerplexityResult& r) {
+  std::printf("perplexity: %.4f over %lld tokens (%d windows of %d, stride %d); %.4f nats/token\n", r.perplexity(),
+              (long long)r.scored, r.windows, r.ctx, r.stride, r.nats_per_token());
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f || !(f << text) || !f.flush()) throw std::runtime_error(fmt::format("{}: cannot write", path));
+}
+
+}  // namespace
+
 int perplexity(const PerplexityOptions& o) {
   try {
     auto model = load_model(o.m);
-    // Beyond the training context the positions are ones the model never saw:
-    // the number would be meaningless, so it is refused.
-    if (const int train = model->config().n_ctx_train; train > 0 && o.ctx > train)
-      throw std::runtime_error(fmt::format("-c {} is beyond the model's training context of {} tokens (allowed: 2..{})",
-                                           o.ctx, train, train));
-    const auto tokens = model->tokenizer().encode(read_text(o.file));
-    const PerplexityParams p{.ctx = o.ctx, .stride = o.stride, .max_windows = o.max_chunks};
-    const auto r = moelsp::perplexity(*model, tokens, p, [](const PerplexityResult& run) {
-      std::fprintf(stderr, "[%d] %.4f\n", run.windows, run.perplexity());
-    });
-    std::printf("perplexity: %.4f over %lld tokens (%d windows of %d, stride %d); %.4f nats/token\n", r.perplexity(),
-                (long long)r.scored, r.windows, r.ctx, r.stride, r.nats_per_token());
+    print_perplexity(run_perplexity(*model, o));
     // Routing on this text: each MoE layer's share of routed slots per expert.
     const auto& stats = model->moe_stats();
     for (size_t il = 0; il < stats.size(); ++il) {
@@ -144,6 +170,32 @@ int perplexity(const PerplexityOptions& o) {
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moelsp perplexity: %s\n", e.what());
+    return 1;
+  }
+}
+
+int experts(const ExpertsOptions& o) {
+  try {
+    auto model = load_model(o.px.m);
+    if (model->config().n_expert <= 0)
+      throw std::runtime_error(
+          fmt::format("{} has no routed experts (architecture {})", model->file().path(), model->config().arch));
+    const PerplexityResult r = run_perplexity(*model, o.px);
+    const auto name = [](const std::string& path) { return std::filesystem::path(path).filename().string(); };
+    const ExpertReport rep = expert_report(*model, name(model->file().path()), name(o.px.file));
+    print_perplexity(r);
+    std::printf("%-8s %8s %9s %5s %17s\n", "layer", "entropy", "max/mean", "dead", "thread imbalance");
+    for (const LayerUsage& u : rep.layers)
+      std::printf("%-8d %8.3f %9.2f %5d %17.3f\n", u.layer, u.entropy, u.max_over_mean(), u.dead(), u.thread_imbalance);
+    for (const auto& [path, text] :
+         {std::pair{o.svg, heatmap_svg(rep)}, std::pair{o.csv, report_csv(rep)}, std::pair{o.json, report_json(rep)}})
+      if (!path.empty()) {
+        write_file(path, text);
+        std::printf("wrote %s\n", path.c_str());
+      }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "moelsp experts: %s\n", e.what());
     return 1;
   }
 }

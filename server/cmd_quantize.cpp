@@ -38,6 +38,7 @@
 #include "engine/gguf.h"
 #include "kernels/matmul.h"
 #include "kernels/quantize.h"
+#include "progress.h"
 
 namespace moelsp::cli {
 
@@ -181,7 +182,9 @@ int quantize(const QuantizeOptions& o) {
     if (traits(*target).block_size > 1) w.set("general.quantization_version", uint32_t(2));
 
     std::map<std::string, int> counts;
-    uint64_t bytes_in = 0, bytes_out = 0;
+    uint64_t bytes_in = 0, bytes_out = 0, total_in = 0;
+    for (const auto& t : in.tensors()) total_in += t.n_bytes;
+    Progress bar("quantize", double(total_in), ProgressUnit::Bytes, {.quiet = o.quiet});
     for (const auto& t : in.tensors()) {
       kernels::DType to = quantizable(t) ? recipe.pick(t.name, t.shape) : kernels::DType::F32;
       if (!kernels::row_bytes(to, t.shape[0])) to = fallback(to);  // row not a whole number of blocks
@@ -213,8 +216,10 @@ int quantize(const QuantizeOptions& o) {
       }
       ++counts[std::string(kernels::dtype_name(to))];
       bytes_in += t.n_bytes;
+      bar.update(double(bytes_in), fmt::format("{} -> {}", t.name, kernels::dtype_name(to)));
       bytes_out += *kernels::row_bytes(to, t.shape[0]) * (t.n_elements / t.shape[0]);
     }
+    bar.finish();
     w.write(o.output);
     std::string summary;
     for (const auto& [type, n] : counts) summary += fmt::format(" {}×{}", type, n);

@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -13,7 +14,9 @@
 #include "assist/service.h"
 #include "commands.h"
 #include "engine/default_model.h"
+#include "engine/gguf.h"
 #include "engine/model.h"
+#include "expert_report.h"
 #include "http/api.h"
 #include "http/http_server.h"
 
@@ -146,7 +149,14 @@ int serve(const ServeOptions& o) {
                        {"prefixHitRate", m.prefix_hit_rate}}}}
                      .dump();
                },
-           .metrics_text = [b, model] { return engine_metrics(b->engine(), *model); }});
+           .metrics_text = [b, model] { return engine_metrics(b->engine(), *model); },
+           .experts = model->config().n_expert > 0 ? std::function<std::string(bool)>([model](bool svg) {
+             // Read without a lock, as /metrics does: the counts only grow.
+             const cli::ExpertReport r = cli::expert_report(
+                 *model, std::filesystem::path(model->file().path()).filename().string(), "requests served");
+             return svg ? cli::heatmap_svg(r) : cli::report_json(r);
+           })
+                                                   : nullptr});
       spdlog::info("model loaded: {}", o.model);
     } catch (const std::exception& e) {
       spdlog::error("the model failed to load: {}", e.what());

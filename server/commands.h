@@ -44,6 +44,7 @@ struct ModelOptions {
   int ctx = 4096;
   std::string kv_type = "f16";  // KV cache rows: f16, bf16, f32, q8_0
   PlanOverrides plan;           // generate and chat run on the automatic plan, with these overrides
+  bool quiet = false;           // no progress on stderr (loading the model, perplexity's windows)
 };
 
 struct GenerateOptions {
@@ -84,6 +85,14 @@ struct PerplexityOptions {
 };
 int perplexity(const PerplexityOptions& o);
 
+// moelsp experts: runs a text (as perplexity does) and writes each MoE
+// layer's expert usage as an SVG heatmap, CSV and JSON (expert_report.h).
+struct ExpertsOptions {
+  PerplexityOptions px;
+  std::string svg = "experts.svg", csv, json;
+};
+int experts(const ExpertsOptions& o);
+
 struct ChatOptions {
   ModelOptions m;
   std::string chat_template;
@@ -120,6 +129,7 @@ struct BenchOptions {
   std::string peer;          // path to llama.cpp's llama-bench
   int background = 0;        // > 0: measure again (both engines) with this many busy processes running
   std::vector<int> streams;  // also: aggregate decode tokens/s with this many sequences per step
+  bool quiet = false;        // no progress on stderr
 };
 int bench(const BenchOptions& o);
 // The child side of bench's bandwidth probe: main() calls it when started with
@@ -132,6 +142,7 @@ namespace moelsp::cli {
 
 struct QuantizeOptions {
   std::string input, output, type;
+  bool quiet = false;  // no progress on stderr
 };
 int quantize(const QuantizeOptions& o);
 

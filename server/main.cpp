@@ -32,6 +32,9 @@ CLI::Validator within(double lo, double hi) {
       fmt::format("[{} - {}]", lo, hi));
 }
 
+constexpr const char* kQuietHelp =
+    "No progress on stderr (a bar on a terminal, else a line every 10 s; results and errors still print)";
+
 // An existing regular file (a directory would read as empty).
 const CLI::Validator kFile = CLI::Validator(
     [](std::string& path) -> std::string {
@@ -96,6 +99,7 @@ int main(int argc, char** argv) {
     c->add_option("-t,--threads", m.threads, "Threads (default: physical cores)");
     c->add_option("-c,--ctx-size", m.ctx, "Context size in tokens")->capture_default_str();
     c->add_option("--kv-type", m.kv_type, "KV cache type: f16, bf16, f32 or q8_0")->capture_default_str();
+    c->add_flag("-q,--quiet", m.quiet, kQuietHelp);
   };
 
   moelsp::cli::GenerateOptions gen;
@@ -155,6 +159,26 @@ int main(int argc, char** argv) {
   c_px->add_option("--chunks", px.max_chunks, "Stop after this many windows (0: whole file)")
       ->check(CLI::Range(0, 1 << 30));
 
+  c_px->add_flag("-q,--quiet", px.m.quiet, kQuietHelp);
+
+  moelsp::cli::ExpertsOptions ex;
+  auto* c_ex = app.add_subcommand("experts",
+                                  "Run a text through a MoE model and draw each layer's expert usage: an SVG heatmap "
+                                  "(layers × experts), CSV, JSON");
+  c_ex->add_option("-m,--model", ex.px.m.model,
+                   "GGUF model file (default: the embedded model, models/moelsp-default.gguf)");
+  c_ex->add_option("-t,--threads", ex.px.m.threads, "Threads (default: physical cores)");
+  c_ex->add_option("-f,--file", ex.px.file, "Text file to run")->required()->check(kFile);
+  c_ex->add_option("-c,--ctx-size", ex.px.ctx, "Window in tokens")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1 << 22));
+  c_ex->add_option("--chunks", ex.px.max_chunks, "Stop after this many windows (0: whole file)")
+      ->check(CLI::Range(0, 1 << 30));
+  c_ex->add_option("--svg", ex.svg, "Heatmap file (empty: none)")->capture_default_str();
+  c_ex->add_option("--csv", ex.csv, "The counts as CSV: layer,expert,tokens,share");
+  c_ex->add_option("--json", ex.json, "The counts and per-layer figures as JSON");
+  c_ex->add_flag("-q,--quiet", ex.px.m.quiet, kQuietHelp);
+
   moelsp::cli::ChatOptions ch;
   auto* c_ch = app.add_subcommand("chat", "Interactive chat in the terminal, using the model's chat template");
   add_model_opts(c_ch, ch.m);
@@ -195,6 +219,7 @@ int main(int argc, char** argv) {
                    "ratio to one stream")
       ->delimiter(',')
       ->check(CLI::Range(1, 64));
+  c_bo->add_flag("-q,--quiet", bo.quiet, kQuietHelp);
 
   moelsp::cli::QuantizeOptions qo;
   auto* c_qo = app.add_subcommand("quantize",
@@ -206,6 +231,7 @@ int main(int argc, char** argv) {
   c_qo->add_option("type", qo.type,
                    "Target type for weight matrices, or a mix: Q3_K_M, Q4_K_M, Q5_K_M, Q6_K, MXFP4_MOE")
       ->required();
+  c_qo->add_flag("-q,--quiet", qo.quiet, kQuietHelp);
 
   moelsp::cli::ProfileOptions pf;
   auto* c_pf = app.add_subcommand(
@@ -307,6 +333,7 @@ int main(int argc, char** argv) {
                             {c_gen, &gen.m.model},
                             {c_lg, &lg.m.model},
                             {c_px, &px.m.model},
+                            {c_ex, &ex.px.m.model},
                             {c_ch, &ch.m.model},
                             {c_bo, &bo.model},
                             {c_pf, &pf.model},
@@ -344,6 +371,7 @@ int main(int argc, char** argv) {
   if (c_gen->parsed()) return moelsp::cli::generate(gen);
   if (c_lg->parsed()) return moelsp::cli::logits(lg);
   if (c_px->parsed()) return moelsp::cli::perplexity(px);
+  if (c_ex->parsed()) return moelsp::cli::experts(ex);
   if (c_ch->parsed()) return moelsp::cli::chat(ch);
   if (c_tk->parsed()) return moelsp::cli::tokenize(tk);
   if (c_dt->parsed()) return moelsp::cli::detokenize(dt);

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "test_data.h"
@@ -141,6 +142,91 @@ TEST_CASE("perplexity runs over a text file") {
                      moelsp::test::data_path("vocab/ggml-vocab-gpt-2.gguf.inp") + " -c 64 -t 2");
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Catch::StartsWith("perplexity: "));
+}
+
+TEST_CASE("progress goes to stderr only: plain lines when it is not a terminal, nothing with --quiet") {
+  namespace fs = std::filesystem;
+  const std::string model = moelsp::test::data_path("reference/qwen3moe-ref.gguf");
+  const std::string out = "test_cli_progress.gguf";
+  auto r = run("quantize " + model + " " + out + " Q8_0", true);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("quantize: done, ") && Catch::Contains("/s)") && !Catch::Contains("\r"));
+  r = run("quantize --quiet " + model + " " + out + " Q8_0", true);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, !Catch::Contains("quantize: "));
+  fs::remove(out);
+  // Perplexity: the windows on stderr, the result alone on stdout.
+  const std::string args =
+      "perplexity -m " + model + " -f " + moelsp::test::data_path("vocab/ggml-vocab-gpt-2.gguf.inp") + " -c 64 -t 2";
+  r = run(args, true);
+  CHECK_THAT(r.out, Catch::Contains("perplexity: done, ") && Catch::Contains(" windows in "));
+  r = run(args);
+  CHECK_THAT(r.out, Catch::StartsWith("perplexity: ") && !Catch::Contains("windows in") && !Catch::Contains("loading"));
+  r = run(args + " -q", true);
+  CHECK_THAT(r.out, !Catch::Contains("perplexity: done") && !Catch::Contains("loading "));
+}
+
+// The heatmap is checked as a browser would read it: Python's XML parser
+// must accept it, with one cell per (MoE layer, expert) whose count is the
+// JSON's and whose share is count / the layer's total.
+TEST_CASE("experts writes a well-formed SVG heatmap whose cells match the CSV and JSON counts") {
+  namespace fs = std::filesystem;
+  const std::string dir = "test_cli_experts";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const auto r = run("experts -q -m " + moelsp::test::data_path("reference/mixtral-ref.gguf") + " -f " +
+                     moelsp::test::data_path("vocab/ggml-vocab-gpt-2.gguf.inp") + " -c 64 -t 2 --svg " + dir +
+                     "/e.svg --csv " + dir + "/e.csv --json " + dir + "/e.json");
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::StartsWith("perplexity: ") && Catch::Contains("entropy") && Catch::Contains("wrote "));
+  std::ifstream jf(dir + "/e.json");
+  const auto j = nlohmann::json::parse(jf);
+  const int n_expert = j["experts"], k = j["used"];
+  REQUIRE(n_expert == 8);
+  REQUIRE(!j["layers"].empty());
+  // Every token passes every layer and picks k experts: the same total in each.
+  const int64_t total = j["layers"][0]["total"];
+  CHECK(total > 0);
+  CHECK(total % k == 0);
+  for (const auto& l : j["layers"]) CHECK(l["total"] == total);
+  const std::string check =
+      "import json, sys, xml.etree.ElementTree as ET\n"
+      "j = json.load(open(sys.argv[2]))\n"
+      "cells = {}\n"
+      "for e in ET.parse(sys.argv[1]).iter('{http://www.w3.org/2000/svg}rect'):\n"
+      "    if 'data-expert' in e.attrib:\n"
+      "        cells[(int(e.get('data-layer')), int(e.get('data-expert')))] = e\n"
+      "want = {(l['layer'], x): (t, t / l['total']) for l in j['layers'] for x, t in "
+      "enumerate(l['tokens'])}\n"
+      "assert set(cells) == set(want), (len(cells), len(want))\n"
+      "for key, (t, share) in want.items():\n"
+      "    assert int(cells[key].get('data-tokens')) == t, key\n"
+      "    assert abs(float(cells[key].get('data-share')) - share) < 1e-6, key\n"
+      "print('ok', len(cells))\n";
+  { std::ofstream(dir + "/check.py") << check; }
+  FILE* p = popen(("python3 " + dir + "/check.py " + dir + "/e.svg " + dir + "/e.json 2>&1").c_str(), "r");
+  REQUIRE(p);
+  std::string py;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) py.append(buf.data(), n);
+  CHECK(pclose(p) == 0);
+  CHECK(py == fmt::format("ok {}\n", j["layers"].size() * size_t(n_expert)));
+  // The CSV: a header and a row per cell, the same counts.
+  std::ifstream cf(dir + "/e.csv");
+  std::string line;
+  std::getline(cf, line);
+  CHECK(line == "layer,expert,tokens,share");
+  size_t rows = 0;
+  while (std::getline(cf, line)) {
+    int layer = 0, e = 0;
+    long long t = 0;
+    REQUIRE(std::sscanf(line.c_str(), "%d,%d,%lld,", &layer, &e, &t) == 3);
+    for (const auto& l : j["layers"])
+      if (l["layer"] == layer) CHECK(l["tokens"][size_t(e)] == t);
+    ++rows;
+  }
+  CHECK(rows == j["layers"].size() * size_t(n_expert));
+  fs::remove_all(dir);
 }
 
 TEST_CASE("chat: a model without a template needs --chat-template; with one it answers") {

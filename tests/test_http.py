@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import xml.etree.ElementTree as ET
 
 BINARY = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("MOELSP_BINARY", "")
 CHECKS = 0
@@ -297,6 +298,15 @@ def main():
               "/metrics has no per-layer routing figures")
         status, st, _ = s.request("GET", "/v1/status")
         check(status == 200 and st["state"] == "ready" and "plan" in st["engine"], f"/v1/status: {st}")
+        # Expert usage of the requests so far: linked from /v1/status and /metrics, as data and as a heatmap.
+        check(st.get("expertUsage") == {"svg": "/experts.svg", "json": "/experts.json"}, f"/v1/status: {st}")
+        check("GET /experts.svg" in m, "/metrics does not point to the heatmap")
+        status, ej, _ = s.request("GET", "/experts.json")
+        check(status == 200 and ej["layers"] and all(l["total"] > 0 for l in ej["layers"]), f"/experts.json: {ej}")
+        status, svg, h = s.request("GET", "/experts.svg")
+        check(status == 200 and h.get("Content-Type") == "image/svg+xml", f"/experts.svg: {status} {h}")
+        cells = [e for e in ET.fromstring(svg).iter("{http://www.w3.org/2000/svg}rect") if "data-expert" in e.attrib]
+        check(len(cells) == len(ej["layers"]) * ej["experts"], f"/experts.svg has {len(cells)} cells")
 
         # Bad input: each a clear 4xx in OpenAI's error shape; the server keeps serving.
         status, e, _ = s.request("GET", "/nope")

@@ -10,6 +10,7 @@
 #include <optional>
 #include <utility>
 
+#include "engine/markup.h"
 #include "interpreter.h"
 #include "pystr.h"
 
@@ -153,9 +154,9 @@ Value f_dictsort(Interpreter&, const Value& v, Args& a) {
 }
 
 Value f_escape(Interpreter&, const Value& v, Args&) {
-  return v.is_markup() ? v : Value::markup(py::html_escape(soft_str(v)));
+  return v.is_markup() ? v : Value::markup(markup_escape(soft_str(v)));
 }
-Value f_forceescape(Interpreter&, const Value& v, Args&) { return Value::markup(py::html_escape(soft_str(v))); }
+Value f_forceescape(Interpreter&, const Value& v, Args&) { return Value::markup(markup_escape(soft_str(v))); }
 Value f_safe(Interpreter&, const Value& v, Args&) { return v.is_markup() ? v : Value::markup(soft_str(v)); }
 Value f_string(Interpreter&, const Value& v, Args&) { return v.is_string() ? v : Value(soft_str(v)); }
 

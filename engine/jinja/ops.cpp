@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/markup.h"
 #include "interpreter.h"
 #include "pystr.h"
 
@@ -27,8 +28,8 @@ Value add(const Value& a, const Value& b) {
   if (a.is_string() && b.is_string()) {
     // markupsafe: adding to a Markup escapes the plain side.
     if (a.is_markup() || b.is_markup()) {
-      const std::string l = a.is_markup() ? a.str() : py::html_escape(a.str());
-      const std::string r = b.is_markup() ? b.str() : py::html_escape(b.str());
+      const std::string l = a.is_markup() ? a.str() : markup_escape(a.str());
+      const std::string r = b.is_markup() ? b.str() : markup_escape(b.str());
       return Value::markup(l + r);
     }
     check_size(uint64_t(a.str().size()) + b.str().size(), "the string");

@@ -1,5 +1,7 @@
 #include "pystr.h"
 
+#include "engine/markup.h"
+
 #include "value.h"
 
 #include <charconv>
@@ -219,21 +221,6 @@ std::string json_quote(std::string_view s, bool ensure_ascii) {
   return out + "\"";
 }
 
-std::string html_escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 std::string strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right) {
   const std::u32string u = decode(s);
   const std::u32string set = chars ? decode(*chars) : std::u32string();
@@ -405,3 +392,22 @@ std::string swapcase(std::string_view s) {
 }
 
 }  // namespace moelsp::jinja::py
+
+namespace moelsp {
+
+std::string markup_escape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace moelsp

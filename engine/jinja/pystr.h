@@ -29,8 +29,6 @@ std::string float_repr(double d);
 std::string repr(std::string_view s);
 // json.dumps(str) with the given ensure_ascii.
 std::string json_quote(std::string_view s, bool ensure_ascii);
-// markupsafe.escape.
-std::string html_escape(std::string_view s);
 
 // str.strip/lstrip/rstrip; `chars` unset strips whitespace.
 std::string strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right);

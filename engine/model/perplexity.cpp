@@ -23,6 +23,9 @@ PerplexityResult perplexity(Model& model, std::span<const TokenId> tokens, const
   if (tokens.size() < 2) throw std::invalid_argument("perplexity: the text has fewer than 2 tokens");
   const size_t nv = size_t(model.config().n_vocab);
   const int64_t n = int64_t(tokens.size());
+  // Window k starts at k·stride; the last is the first to reach the end.
+  r.total_windows = int(1 + (std::max<int64_t>(0, n - window) + r.stride - 1) / r.stride);
+  if (p.max_windows > 0) r.total_windows = std::min(r.total_windows, p.max_windows);
   int64_t done = 1;  // tokens [0, done) are scored; the first has no context to be predicted from
   std::vector<TokenId> in;
   std::vector<float> lg;

@@ -48,6 +48,7 @@ void* alloc_repacked(size_t bytes) {
 }  // namespace
 
 size_t repacked_weight_bytes() { return g_repacked.load(); }
+uint64_t weights_prepared_bytes() { return repacked_weight_bytes(); }
 
 void repack_dense(Weight& w, bool release_file) {
   static const bool off = [] {

@@ -338,8 +338,9 @@ HttpResponse Api::route(const HttpRequest& req, const std::function<EventStream*
     bool post;
   };
   static const Route routes[] = {
-      {"/v1/models", false},          {"/metrics", false}, {"/v1/status", false}, {"/v1/completions", true},
-      {"/v1/chat/completions", true}, {"/infill", true},   {"/completion", true}, {"/apply-template", true}};
+      {"/v1/models", false},          {"/metrics", false},     {"/v1/status", false}, {"/v1/completions", true},
+      {"/v1/chat/completions", true}, {"/infill", true},       {"/completion", true}, {"/apply-template", true},
+      {"/experts.svg", false},        {"/experts.json", false}};
   const auto route = std::find_if(std::begin(routes), std::end(routes), [&](const Route& r) { return path == r.path; });
   if (route == std::end(routes)) return error(404, "no such endpoint: " + path, "invalid_request_error", "not_found");
   if ((route->post && !post) || (!route->post && !get))
@@ -358,6 +359,7 @@ HttpResponse Api::route(const HttpRequest& req, const std::function<EventStream*
               {"model", m.id},
               {"message", m.message}};
     if (m.status_json) s["engine"] = json::parse(m.status_json(), nullptr, false);
+    if (m.experts) s["expertUsage"] = {{"svg", "/experts.svg"}, {"json", "/experts.json"}};
     return ok(s);
   }
   if (m.phase == ModelState::Phase::Loading) {
@@ -366,6 +368,14 @@ HttpResponse Api::route(const HttpRequest& req, const std::function<EventStream*
     return r;
   }
   if (m.phase == ModelState::Phase::Error) return error(503, "the model failed to load: " + m.message, "server_error");
+  if (path == "/experts.svg" || path == "/experts.json") {
+    if (!m.experts) return error(404, "the model '" + m.id + "' has no routed experts", "invalid_request_error");
+    const bool svg = path == "/experts.svg";
+    HttpResponse r;
+    r.content_type = svg ? "image/svg+xml" : "application/json";
+    r.body = m.experts(svg);
+    return r;
+  }
   try {
     if (path == "/v1/completions") return completions(req.body, open_stream);
     if (path == "/v1/chat/completions") return chat_completions(req.body, open_stream);
@@ -444,6 +454,7 @@ HttpResponse Api::metrics() {
   out += "# HELP moelsp_ready 1 when the model is loaded.\n# TYPE moelsp_ready gauge\n";
   out += std::string("moelsp_ready ") + (m.phase == ModelState::Phase::Ready ? "1" : "0") + "\n";
   if (m.metrics_text) out += m.metrics_text();
+  if (m.experts) out += "# Expert usage per MoE layer as a heatmap: GET /experts.svg (data: /experts.json)\n";
   HttpResponse r;
   r.content_type = "text/plain; version=0.0.4";
   r.body = out;

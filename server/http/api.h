@@ -70,6 +70,9 @@ struct ModelState {
   std::string message;                        // loading progress or the error
   std::function<std::string()> status_json;   // the plan, hardware and engine metrics (/v1/status)
   std::function<std::string()> metrics_text;  // engine metrics as Prometheus lines (/metrics)
+  // Expert usage since load (/experts.svg and /experts.json): the heatmap
+  // when `svg`, else its data; null for a model without routed experts.
+  std::function<std::string(bool svg)> experts = nullptr;
 };
 
 class Api {

@@ -156,6 +156,11 @@ struct ExpertMetrics {
   double cache_hit_rate() const;
 };
 
+// Weight bytes this process has read and rearranged for the kernels so far
+// (repacked at load, and the experts repacked after planning), all models
+// together: what a progress bar of loading counts. Safe from any thread.
+uint64_t weights_prepared_bytes();
+
 struct LoadOptions {
   int threads = 0;  // 0: physical cores
 };

@@ -27,6 +27,7 @@ struct PerplexityResult {
   double nll = 0;      // summed negative log-likelihood, nats
   int64_t scored = 0;  // tokens scored
   int windows = 0;
+  int total_windows = 0;  // the run's, known from the start (progress)
   int ctx = 0, stride = 0;
   double nats_per_token() const { return scored ? nll / double(scored) : 0.0; }
   double perplexity() const;
