@@ -1,0 +1,178 @@
+// moelsp_bench_fim: how well a model's suggestions fit the cursor.
+//
+//   moelsp_bench_fim [-m MODEL.gguf] [--data DIR] [--lines 400] [--blocks 200] [--limit N]
+//                    [--max-tokens 64] [-t THREADS] [--json FILE] [--show N]
+//
+// Cases (bench/fim_cases.h) are cut from held-out source files — by default
+// tests/data/fim/, CPython files the default model's training never saw —
+// and each goes through the language server's own completion path
+// (assist::Service: the context window around the cursor, the FIM prompt
+// fitted to the model's context, greedy decoding with its stop rules, and the
+// post-processing), exactly as a keystroke in an editor would, with the time
+// budget lifted so the answer does not depend on the machine's speed. Any
+// GGUF with FIM tokens can be measured (-m), so a real coding model can be
+// compared with the embedded one.
+//
+// Prints exact match, first-line exact match and edit similarity for the
+// single-line and multi-line cases and both together; --json writes them and
+// every case's suggestion.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "assist/backend.h"
+#include "assist/service.h"
+#include "engine/default_model.h"
+#include "engine/engine.h"
+#include "engine/model.h"
+#include "engine/plan.h"
+#include "fim_cases.h"
+
+namespace fs = std::filesystem;
+using namespace moelsp;
+
+namespace {
+
+std::vector<std::pair<std::string, std::string>> read_files(const std::string& dir) {
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".py") {
+      std::ifstream in(e.path(), std::ios::binary);
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      files.emplace_back(e.path().filename().string(), ss.str());
+    }
+  std::sort(files.begin(), files.end());  // the directory's order is the file system's
+  return files;
+}
+
+struct Totals {
+  size_t n = 0, exact = 0, first_line = 0;
+  double similarity = 0, ms = 0;
+  void add(const bench::FimScore& s, double case_ms) {
+    ++n;
+    exact += s.exact;
+    first_line += s.first_line_exact;
+    similarity += s.edit_similarity;
+    ms += case_ms;
+  }
+  nlohmann::json json() const {
+    const double d = n ? double(n) : 1.0;
+    return {{"cases", n},
+            {"exactMatch", double(exact) / d},
+            {"firstLineExactMatch", double(first_line) / d},
+            {"editSimilarity", similarity / d},
+            {"meanMs", ms / d}};
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Fill-in-the-middle benchmark through the language server's completion path"};
+  std::string model, data = std::string(MOELSP_SOURCE_DIR) + "/tests/data/fim", json_out;
+  size_t n_lines = 400, n_blocks = 200, limit = 0, show = 3;
+  int threads = 0, max_tokens = 64;
+  app.add_option("-m,--model", model, "GGUF model (default: the embedded model)");
+  app.add_option("--data", data, "Directory of held-out .py files to cut the cases from")->capture_default_str();
+  app.add_option("--lines", n_lines, "Single-line cases")->capture_default_str();
+  app.add_option("--blocks", n_blocks, "Multi-line (block) cases")->capture_default_str();
+  app.add_option("--limit", limit, "Run only the first N cases of each kind (a quick check; 0: all)");
+  app.add_option("--max-tokens", max_tokens, "Tokens per suggestion (the language server's default)")
+      ->capture_default_str();
+  app.add_option("-t,--threads", threads, "Engine threads (0: physical cores)");
+  app.add_option("--json", json_out, "Write the scores and every case's suggestion here");
+  app.add_option("--show", show, "Print this many cases of each kind with their suggestion")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (model.empty()) model = default_model_path();
+    const auto files = read_files(data);
+    if (files.empty()) throw std::runtime_error(data + ": no .py files to cut cases from");
+    std::vector<bench::FimCase> cases = bench::make_fim_cases(files, n_lines, n_blocks);
+    if (limit > 0) {
+      std::vector<bench::FimCase> kept;
+      size_t lines = 0, blocks = 0;
+      for (auto& c : cases)
+        if ((c.multi_line ? blocks : lines)++ < limit) kept.push_back(std::move(c));
+      cases = std::move(kept);
+    }
+
+    PlanRequest req;
+    req.concurrency = 1;
+    if (threads > 0) req.over.threads = threads;
+    PlannedModel pm = load_planned(model, req);
+    const SpecialTokens& sp = pm.model->tokenizer().special();
+    if (sp.fim_pre == kNoToken || sp.fim_suf == kNoToken || sp.fim_mid == kNoToken)
+      std::fprintf(stderr, "note: %s has no FIM tokens: its suggestions continue the prefix only\n", model.c_str());
+    assist::Service service;
+    service.set_backend(
+        std::make_shared<assist::EngineBackend>(std::make_unique<Engine>(pm.model, pm.plan.engine_options())));
+
+    Totals line_t, block_t, all_t;
+    nlohmann::json per_case = nlohmann::json::array();
+    size_t shown_lines = 0, shown_blocks = 0;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const bench::FimCase& c = cases[i];
+      assist::CompletionQuery q = assist::query_at(c.document, c.cursor);
+      q.alternatives = 1;
+      q.settings.max_tokens = max_tokens;
+      q.settings.time_budget_ms = 600000;  // the answer, not the machine's speed
+      assist::Ticket ticket;
+      const auto t0 = std::chrono::steady_clock::now();
+      const assist::CompletionAnswer a = service.complete(q, ticket);
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (!a.error.empty()) throw std::runtime_error("case " + std::to_string(i) + ": " + a.error);
+      const std::string suggestion = a.texts.empty() ? std::string() : a.texts.front();
+      const bench::FimScore s = bench::score(suggestion, c.middle);
+      (c.multi_line ? block_t : line_t).add(s, ms);
+      all_t.add(s, ms);
+      per_case.push_back({{"file", c.file},
+                          {"kind", c.multi_line ? "block" : "line"},
+                          {"cursor", c.cursor},
+                          {"middle", c.middle},
+                          {"suggestion", suggestion},
+                          {"exact", s.exact},
+                          {"firstLineExact", s.first_line_exact},
+                          {"editSimilarity", s.edit_similarity}});
+      size_t& shown = c.multi_line ? shown_blocks : shown_lines;
+      if (shown < show) {
+        ++shown;
+        std::printf(
+            "--- %s case in %s\nbefore the cursor: …%s\nwanted:    %s\nsuggested: %s\n",
+            c.multi_line ? "multi-line" : "single-line", c.file.c_str(),
+            c.document.substr(c.cursor - std::min<size_t>(c.cursor, 60), std::min<size_t>(c.cursor, 60)).c_str(),
+            c.middle.c_str(), suggestion.c_str());
+      }
+      if ((i + 1) % 50 == 0) std::fprintf(stderr, "%zu/%zu cases\n", i + 1, cases.size());
+    }
+    std::printf("\nmodel: %s\nFIM benchmark: %zu cases from %zu held-out files in %s, %d tokens per suggestion\n",
+                model.c_str(), cases.size(), files.size(), data.c_str(), max_tokens);
+    std::printf("%-12s %6s %12s %18s %16s %10s\n", "kind", "cases", "exact match", "first-line exact",
+                "edit similarity", "mean ms");
+    for (const auto& [name, t] :
+         {std::pair<const char*, const Totals&>{"single-line", line_t}, {"multi-line", block_t}, {"all", all_t}}) {
+      const double d = t.n ? double(t.n) : 1.0;
+      std::printf("%-12s %6zu %12.3f %18.3f %16.3f %10.1f\n", name, t.n, double(t.exact) / d, double(t.first_line) / d,
+                  t.similarity / d, t.ms / d);
+    }
+    if (!json_out.empty()) {
+      const nlohmann::json j = {{"model", model},
+                                {"maxTokens", max_tokens},
+                                {"singleLine", line_t.json()},
+                                {"multiLine", block_t.json()},
+                                {"all", all_t.json()},
+                                {"cases", per_case}};
+      std::ofstream(json_out) << j.dump(1) << "\n";
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "moelsp_bench_fim: %s\n", e.what());
+    return 1;
+  }
+}
