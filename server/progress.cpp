@@ -153,6 +153,15 @@ void Progress::finish(std::string_view note) {
   draw(true);
 }
 
+void Progress::abandon() {
+  if (opt_.quiet || finished_) return;
+  finished_ = true;
+  if (tty_ && last_draw_ > -1e8) {
+    std::fputc('\n', opt_.out);
+    std::fflush(opt_.out);
+  }
+}
+
 void Progress::draw(bool final) {
   const ProgressState s{.label = label_,
                         .done = done_,
@@ -183,10 +192,10 @@ ProgressPoller::ProgressPoller(Progress& p, std::function<double()> done) : p_(p
 
 ProgressPoller::~ProgressPoller() { stop(); }
 
-void ProgressPoller::stop() {
+void ProgressPoller::stop(bool finish) {
   if (stop_.exchange(true)) return;
   thread_.join();
-  p_.finish();
+  if (finish) p_.finish();
 }
 
 namespace {
@@ -201,5 +210,11 @@ LoadProgress::LoadProgress(const std::string& path, bool quiet)
     : bar_("loading " + std::filesystem::path(path).filename().string(), file_bytes(path), ProgressUnit::Bytes,
            {.quiet = quiet}),
       poller_(bar_, [start = weights_prepared_bytes()] { return double(weights_prepared_bytes() - start); }) {}
+
+LoadProgress::~LoadProgress() {
+  const bool failed = std::uncaught_exceptions() > uncaught_;
+  poller_.stop(!failed);
+  if (failed) bar_.abandon();
+}
 
 }  // namespace moelsp::cli

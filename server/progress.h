@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -60,6 +61,9 @@ class Progress {
   // The last state (done = total, with `note` in place of the last update's)
   // and a newline; the plain form's "done" line.
   void finish(std::string_view note = {});
+  // Ends without a "done" (the work failed; its error says why): a terminal's
+  // bar line is closed, nothing more is drawn.
+  void abandon();
 
  private:
   void draw(bool final);
@@ -81,7 +85,7 @@ class ProgressPoller {
  public:
   ProgressPoller(Progress& p, std::function<double()> done);
   ~ProgressPoller();
-  void stop();
+  void stop(bool finish = true);  // finish: then the bar's finish()
 
  private:
   Progress& p_;
@@ -95,8 +99,10 @@ class ProgressPoller {
 class LoadProgress {
  public:
   LoadProgress(const std::string& path, bool quiet);
+  ~LoadProgress();  // a load that throws leaves no "done" line before its error
 
  private:
+  int uncaught_ = std::uncaught_exceptions();
   Progress bar_;
   ProgressPoller poller_;  // after bar_: stopped (and the bar finished) first
 };

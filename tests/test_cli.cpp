@@ -164,6 +164,12 @@ TEST_CASE("progress goes to stderr only: plain lines when it is not a terminal, 
   CHECK_THAT(r.out, Catch::StartsWith("perplexity: ") && !Catch::Contains("windows in") && !Catch::Contains("loading"));
   r = run(args + " -q", true);
   CHECK_THAT(r.out, !Catch::Contains("perplexity: done") && !Catch::Contains("loading "));
+  // A load that fails says why, with no "done" before it.
+  r = run("perplexity -m " + moelsp::test::data_path("vocab/ggml-vocab-gpt-2.gguf.inp") + " -f " +
+              moelsp::test::data_path("vocab/ggml-vocab-gpt-2.gguf.inp"),
+          true);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("moelsp perplexity: ") && !Catch::Contains("done"));
 }
 
 // The heatmap is checked as a browser would read it: Python's XML parser
