@@ -19,9 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -34,23 +32,9 @@
 #include "engine/plan.h"
 #include "fim_cases.h"
 
-namespace fs = std::filesystem;
 using namespace moelsp;
 
 namespace {
-
-std::vector<std::pair<std::string, std::string>> read_files(const std::string& dir) {
-  std::vector<std::pair<std::string, std::string>> files;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.is_regular_file() && e.path().extension() == ".py") {
-      std::ifstream in(e.path(), std::ios::binary);
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      files.emplace_back(e.path().filename().string(), ss.str());
-    }
-  std::sort(files.begin(), files.end());  // the directory's order is the file system's
-  return files;
-}
 
 struct Totals {
   size_t n = 0, exact = 0, first_line = 0;
@@ -92,7 +76,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (model.empty()) model = default_model_path();
-    const auto files = read_files(data);
+    const auto files = bench::read_fim_files(data);
     if (files.empty()) throw std::runtime_error(data + ": no .py files to cut cases from");
     std::vector<bench::FimCase> cases = bench::make_fim_cases(files, n_lines, n_blocks);
     if (limit > 0) {

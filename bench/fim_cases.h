@@ -20,7 +20,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -146,6 +149,21 @@ inline std::vector<FimCase> make_fim_cases(const std::vector<std::pair<std::stri
                      t.substr(p.cut_begin, p.cut_end - p.cut_begin), p.multi});
     }
   return out;
+}
+
+// The .py files of `dir` as (name, text), by name (a directory's own order is
+// the file system's).
+inline std::vector<std::pair<std::string, std::string>> read_fim_files(const std::string& dir) {
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".py") {
+      std::ifstream in(e.path(), std::ios::binary);
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      files.emplace_back(e.path().filename().string(), ss.str());
+    }
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 inline std::string_view first_line(std::string_view s) { return s.substr(0, s.find('\n')); }

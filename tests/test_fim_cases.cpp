@@ -1,8 +1,4 @@
 // The FIM benchmark's cases and metrics (bench/fim_cases.h).
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include <catch2/catch.hpp>
 
 #include "../bench/fim_cases.h"
@@ -33,19 +29,6 @@ class Counter:
             self.order.append(word)
         return self.counts[word]
 )";
-
-std::vector<std::pair<std::string, std::string>> fim_files() {
-  std::vector<std::pair<std::string, std::string>> files;
-  for (const auto& e : std::filesystem::directory_iterator(moelsp::test::data_path("fim")))
-    if (e.path().extension() == ".py") {
-      std::ifstream in(e.path(), std::ios::binary);
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      files.emplace_back(e.path().filename().string(), ss.str());
-    }
-  std::sort(files.begin(), files.end());
-  return files;
-}
 
 }  // namespace
 
@@ -80,7 +63,7 @@ TEST_CASE("FIM cases cut a line's rest inside a function, or a block's body, and
 }
 
 TEST_CASE("the FIM benchmark's fixed set: at least 500 cases from the held-out files, the same every time") {
-  const auto files = fim_files();
+  const auto files = read_fim_files(moelsp::test::data_path("fim"));
   REQUIRE(files.size() >= 5);
   const auto a = make_fim_cases(files, 400, 200), b = make_fim_cases(files, 400, 200);
   REQUIRE(a.size() == 600);
