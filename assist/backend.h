@@ -62,6 +62,7 @@ struct FimInput {
   int64_t t_max_predict_ms = 0, t_max_prompt_ms = 0;
   SamplingParams sampling = SamplingParams::greedy();
   int draft_max = 0;  // prompt lookup drafts per step (Request::draft_max; greedy only)
+  FimOrder order = FimOrder::kModel;
   std::function<bool(const std::string& text)> should_stop;  // e.g. a repetition loop
 };
 

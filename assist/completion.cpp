@@ -1,6 +1,7 @@
 #include "completion.h"
 
 #include <algorithm>
+#include <cctype>
 #include <string_view>
 
 namespace moelsp::assist {
@@ -225,12 +226,26 @@ CompletionContext make_context(std::string_view text, size_t cursor, size_t max_
   return c;
 }
 
-std::vector<TokenId> fim_prompt(const Tokenizer& tok, const CompletionContext& ctx, size_t max_tokens) {
+std::vector<TokenId> fim_prompt(const Tokenizer& tok, const CompletionContext& ctx, size_t max_tokens, FimOrder order,
+                                std::string* heal) {
   const SpecialTokens& s = tok.special();
   const bool fim = s.fim_pre != kNoToken && s.fim_suf != kNoToken && s.fim_mid != kNoToken;
   const bool bos = s.add_bos && s.bos != kNoToken;
   // Code is plain text: special-token look-alikes in it are not parsed.
   std::vector<TokenId> prefix = tok.encode(ctx.prefix), suffix = fim ? tok.encode(ctx.suffix) : std::vector<TokenId>{};
+  if (heal) {
+    heal->clear();
+    const auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+    if (prefix.size() > 1 && word(ctx.prefix.back())) {
+      const std::string last = tok.piece(prefix.back());
+      const bool ends = ctx.prefix.size() >= last.size() &&
+                        ctx.prefix.compare(ctx.prefix.size() - last.size(), last.size(), last) == 0;
+      if (ends && !last.empty() && std::all_of(last.begin(), last.end(), word)) {
+        *heal = last;
+        prefix.pop_back();
+      }
+    }
+  }
   if (max_tokens > 0) {
     const size_t fixed = (bos ? 1 : 0) + (fim ? 3 : 0);
     const size_t room = max_tokens > fixed ? max_tokens - fixed : 0;
@@ -240,18 +255,36 @@ std::vector<TokenId> fim_prompt(const Tokenizer& tok, const CompletionContext& c
   }
   std::vector<TokenId> out;
   if (bos) out.push_back(s.bos);
-  if (fim) out.push_back(s.fim_pre);
-  out.insert(out.end(), prefix.begin(), prefix.end());
-  if (fim) {
-    out.push_back(s.fim_suf);
-    out.insert(out.end(), suffix.begin(), suffix.end());
-    out.push_back(s.fim_mid);
+  if (!fim) {
+    out.insert(out.end(), prefix.begin(), prefix.end());
+    return out;
   }
+  const bool spm = order == FimOrder::kSpm || (order == FimOrder::kModel && s.fim_spm);
+  if (spm) out.insert(out.end(), {s.fim_pre, s.fim_suf});
+  else {
+    out.push_back(s.fim_pre);
+    out.insert(out.end(), prefix.begin(), prefix.end());
+    out.push_back(s.fim_suf);
+  }
+  out.insert(out.end(), suffix.begin(), suffix.end());
+  out.push_back(s.fim_mid);
+  if (spm) out.insert(out.end(), prefix.begin(), prefix.end());
   return out;
+}
+
+size_t line_end_at(const std::string& text, const CompletionContext& ctx) {
+  const size_t line_start = ctx.prefix.rfind('\n') + 1;  // npos + 1 == 0
+  if (ctx.single_line || trim(ctx.prefix.substr(line_start)).empty()) return std::string::npos;
+  const size_t nl = text.find('\n');
+  if (nl == std::string::npos || nl == 0) return nl;
+  const size_t last = text.find_last_not_of(" \t\r", nl - 1);  // npos: a blank first line
+  const bool opens = last != std::string::npos && std::string_view(":{([,\\").find(text[last]) != std::string::npos;
+  return opens ? std::string::npos : nl;
 }
 
 std::string postprocess(const std::string& raw, const CompletionContext& ctx) {
   std::string out = raw;
+  if (const size_t end = line_end_at(out, ctx); end != std::string::npos) out.resize(end);
   // Indentation: when the cursor already stands after the line's indentation,
   // a completion that starts with whitespace would indent twice.
   const size_t line_start = ctx.prefix.rfind('\n') + 1;  // npos + 1 == 0

@@ -38,13 +38,26 @@ struct Excerpt {
 };
 Excerpt excerpt_bounds(std::string_view text, size_t cursor, size_t max_prefix_bytes, size_t max_suffix_bytes);
 
-// [BOS] <fim_prefix> prefix <fim_suffix> suffix <fim_middle> when the model has
-// FIM tokens; otherwise [BOS] prefix (left-to-right completion). With a budget
-// (max_tokens > 0) the prompt is fitted to it: the suffix keeps its start and
-// at most a quarter of the budget, the prefix keeps its end (the text nearest
-// the cursor) and the rest; extra context, which stands ahead of the prefix,
-// goes first.
-std::vector<TokenId> fim_prompt(const Tokenizer& tok, const CompletionContext& ctx, size_t max_tokens = 0);
+// The order of a FIM prompt's parts. kModel: the model's own (SPM when its
+// file says so, SpecialTokens::fim_spm; PSM otherwise).
+enum class FimOrder { kModel, kPsm, kSpm };
+
+// PSM: [BOS] <fim_prefix> prefix <fim_suffix> suffix <fim_middle>
+// SPM: [BOS] <fim_prefix> <fim_suffix> suffix <fim_middle> prefix
+// when the model has FIM tokens; otherwise [BOS] prefix (left-to-right
+// completion). In SPM the answer continues the prefix directly, and a
+// keystroke changes only the prompt's end, so the KV cache keeps the suffix
+// too. With a budget (max_tokens > 0) the prompt is fitted to it: the suffix
+// keeps its start and at most a quarter of the budget, the prefix keeps its
+// end (the text nearest the cursor) and the rest; extra context, which
+// stands ahead of the prefix, goes first.
+//
+// With `heal`, token healing (Request::heal): when the prefix ends inside or
+// right after a word and its last token is made of word characters only
+// (`se` of `return se`), that token is left out of the prompt and its text
+// stored in *heal, for the first generated token to begin with.
+std::vector<TokenId> fim_prompt(const Tokenizer& tok, const CompletionContext& ctx, size_t max_tokens = 0,
+                                FimOrder order = FimOrder::kModel, std::string* heal = nullptr);
 
 // Where a continuation stops making sense, or npos: the start of a line that
 // holds a repetition loop (a unit of 2+ characters repeated 4+ times over 16+
@@ -62,12 +75,24 @@ std::vector<TokenId> fim_prompt(const Tokenizer& tok, const CompletionContext& c
 // marks without a word are given up on).
 size_t degenerate_at(const std::string& text, bool complete_lines_only = false);
 
+// Where a continuation of a line the user is typing ends: the cursor stands
+// after code on its line (nothing after it), and the continuation's first
+// line is complete ('\n' follows it) without opening anything that goes on
+// below — it does not end in `:`, `{`, `(`, `[`, `,` or `\`. Returns the
+// offset of that '\n', or npos (the cursor starts a line, the first line is
+// not finished yet, or it opens a block or a bracket: `def f(n` → `):` and its
+// body is one suggestion). Small models write on past the line's end; a mid-
+// line cursor asks for the rest of the line, and the next keystroke asks for
+// what follows it.
+size_t line_end_at(const std::string& text, const CompletionContext& ctx);
+
 // Cleans a raw continuation: no doubled indentation when the cursor already
 // stands after the line's indentation, no retyping of the code before the
 // cursor on its line (the model starting the line over; at least 3
 // characters or the whole line), nothing indented right after a block's
 // header (`def f():`, `{`) on its line, cut where it starts repeating the text
-// after the cursor, stop at the end of the line for single-line contexts, drop
+// after the cursor, stop at the end of the line for single-line contexts and
+// where a typed line ends (line_end_at), drop
 // trailing blank lines and whitespace, and cut before a closing bracket that
 // has no opener in the completion when the text after the cursor closes it,
 // or when nothing before the cursor opened it (as far as the prefix shows).

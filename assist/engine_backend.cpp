@@ -39,9 +39,10 @@ Generation cancelled() {
 }
 
 // FIM prompt tokens that leave room in the context for the answer.
-std::vector<TokenId> fim_tokens(const Engine& eng, const CompletionContext& ctx, int max_tokens) {
+std::vector<TokenId> fim_tokens(const Engine& eng, const CompletionContext& ctx, int max_tokens, FimOrder order,
+                                std::string* heal = nullptr) {
   const int room = eng.n_ctx() - max_tokens;
-  return fim_prompt(eng.model().tokenizer(), ctx, size_t(std::max(room, eng.n_ctx() / 2)));
+  return fim_prompt(eng.model().tokenizer(), ctx, size_t(std::max(room, eng.n_ctx() / 2)), order, heal);
 }
 
 // Submits through the ticket and waits; the text streams to on_text.
@@ -59,7 +60,7 @@ Generation run(Engine& eng, Request req, const std::function<void(const std::str
 
 Generation EngineBackend::fim(const FimInput& in, Ticket& ticket) {
   Request req;
-  req.prompt_tokens = fim_tokens(*engine_, in.context, in.max_tokens);
+  req.prompt_tokens = fim_tokens(*engine_, in.context, in.max_tokens, in.order, &req.heal);
   req.max_tokens = in.max_tokens;
   req.t_max_predict_ms = in.t_max_predict_ms;
   req.t_max_prompt_ms = in.t_max_prompt_ms;
@@ -146,7 +147,9 @@ Generation EngineBackend::text(const TextInput& in, const std::function<void(con
   Request req;
   req.prompt = in.prompt;
   req.prompt_tokens = in.prompt_tokens;
-  if (in.suffix) req.prompt_tokens = fim_tokens(*engine_, {.prefix = in.prompt, .suffix = *in.suffix}, in.max_tokens);
+  if (in.suffix)
+    req.prompt_tokens =
+        fim_tokens(*engine_, {.prefix = in.prompt, .suffix = *in.suffix}, in.max_tokens, FimOrder::kModel);
   req.max_tokens = in.max_tokens;
   req.sampling = in.sampling;
   req.stop = in.stop;

@@ -111,9 +111,13 @@ CompletionAnswer Service::complete(const CompletionQuery& q, Ticket& ticket) {
     // background (Request::finish_prompt), so the next keystroke is quick.
     in.t_max_prompt_ms = int64_t(s.time_budget_ms) * 10;
     in.draft_max = s.draft_tokens;  // the engine uses it for the greedy try only
+    in.order = s.fim_order;
     // A repetition loop ends decoding as soon as a line of it is complete:
     // the post-processing would cut it anyway.
-    in.should_stop = [](const std::string& t) { return degenerate_at(t, true) != std::string::npos; };
+    // So does the end of the line the user is typing (line_end_at).
+    in.should_stop = [ctx](const std::string& t) {
+      return degenerate_at(t, true) != std::string::npos || line_end_at(t, ctx) != std::string::npos;
+    };
     const int alternatives = q.alternatives > 0 ? q.alternatives : q.invoked ? 3 : 1;
     begin_busy();
     double tps = 0;

@@ -30,6 +30,7 @@ struct CompletionSettings {
   int time_budget_ms = 1500;  // generation; the prompt gets 4×
   int debounce_ms = 0;        // wait before starting; a newer request cancels the wait
   int draft_tokens = 8;       // prompt lookup drafts per decode step (Request::draft_max); 0: off
+  FimOrder fim_order = FimOrder::kModel;
 };
 
 struct CompletionQuery {

@@ -107,6 +107,11 @@ const std::vector<SettingSpec> kSpecs = {
      .help = "prompt lookup: draft tokens per decode step copied from the text (greedy suggestions only; the "
              "suggestion is the same, faster where the code repeats); 0: off",
      TOP(completion_draft_tokens)},
+    {.key = "completion.fimOrder", .kind = K::String, .flag = "--completion-fim-order", .commands = kLspFlag,
+     .choices = {"psm", "spm"}, .default_text = "from the model",
+     .help = "the order of the fill-in-the-middle prompt: prefix-suffix-middle, or suffix-prefix-middle (which "
+             "the embedded default model is trained for and says so in its file; other FIM models know PSM)",
+     TOP(completion_fim_order)},
     {.key = "chat.maxTokens", .kind = K::Int, .flag = "--chat-max-tokens", .commands = kLspFlag, .min = 1,
      .max = 1 << 20, .default_int = 1024, .default_text = "1024", .help = "tokens per chat answer",
      TOP(chat_max_tokens)},

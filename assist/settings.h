@@ -28,6 +28,7 @@ struct Settings {
   std::optional<int> completion_time_budget_ms;
   std::optional<int> completion_debounce_ms;
   std::optional<int> completion_draft_tokens;
+  std::optional<std::string> completion_fim_order;  // "psm" / "spm"; unset: the model's own
   std::optional<int> chat_max_tokens;
   std::optional<std::string> chat_template;  // when the model's is missing or unknown
   // A remote server instead of the embedded engine (backend.url set).

@@ -1,7 +1,7 @@
 // moelsp_bench_fim: how well a model's suggestions fit the cursor.
 //
 //   moelsp_bench_fim [-m MODEL.gguf] [--data DIR] [--lines 400] [--blocks 200] [--limit N]
-//                    [--max-tokens 64] [-t THREADS] [--json FILE] [--show N]
+//                    [--max-tokens 64] [--order model|psm|spm] [-t THREADS] [--json FILE] [--show N]
 //
 // Cases (bench/fim_cases.h) are cut from held-out source files — by default
 // tests/data/fim/, CPython files the default model's training never saw —
@@ -11,7 +11,8 @@
 // post-processing), exactly as a keystroke in an editor would, with the time
 // budget lifted so the answer does not depend on the machine's speed. Any
 // GGUF with FIM tokens can be measured (-m), so a real coding model can be
-// compared with the embedded one.
+// compared with the embedded one. --order measures a FIM prompt order other
+// than the model's own (completion.fimOrder in the language server).
 //
 // Prints exact match, first-line exact match and edit similarity for the
 // single-line and multi-line cases and both together; --json writes them and
@@ -63,12 +64,16 @@ int main(int argc, char** argv) {
   std::string model, data = std::string(MOELSP_SOURCE_DIR) + "/tests/data/fim", json_out;
   size_t n_lines = 400, n_blocks = 200, limit = 0, show = 3;
   int threads = 0, max_tokens = 64;
+  std::string order = "model";
   app.add_option("-m,--model", model, "GGUF model (default: the embedded model)");
   app.add_option("--data", data, "Directory of held-out .py files to cut the cases from")->capture_default_str();
   app.add_option("--lines", n_lines, "Single-line cases")->capture_default_str();
   app.add_option("--blocks", n_blocks, "Multi-line (block) cases")->capture_default_str();
   app.add_option("--limit", limit, "Run only the first N cases of each kind (a quick check; 0: all)");
   app.add_option("--max-tokens", max_tokens, "Tokens per suggestion (the language server's default)")
+      ->capture_default_str();
+  app.add_option("--order", order, "FIM prompt order: the model's own, prefix-suffix-middle or suffix-prefix-middle")
+      ->check(CLI::IsMember({"model", "psm", "spm"}))
       ->capture_default_str();
   app.add_option("-t,--threads", threads, "Engine threads (0: physical cores)");
   app.add_option("--json", json_out, "Write the scores and every case's suggestion here");
@@ -92,7 +97,8 @@ int main(int argc, char** argv) {
     if (threads > 0) req.over.threads = threads;
     PlannedModel pm = load_planned(model, req);
     const SpecialTokens& sp = pm.model->tokenizer().special();
-    if (sp.fim_pre == kNoToken || sp.fim_suf == kNoToken || sp.fim_mid == kNoToken)
+    const bool has_fim = sp.fim_pre != kNoToken && sp.fim_suf != kNoToken && sp.fim_mid != kNoToken;
+    if (!has_fim)
       std::fprintf(stderr, "note: %s has no FIM tokens: its suggestions continue the prefix only\n", model.c_str());
     assist::Service service;
     service.set_backend(
@@ -107,6 +113,9 @@ int main(int argc, char** argv) {
       q.alternatives = 1;
       q.settings.max_tokens = max_tokens;
       q.settings.time_budget_ms = 600000;  // the answer, not the machine's speed
+      q.settings.fim_order = order == "psm"   ? assist::FimOrder::kPsm
+                             : order == "spm" ? assist::FimOrder::kSpm
+                                              : assist::FimOrder::kModel;
       assist::Ticket ticket;
       const auto t0 = std::chrono::steady_clock::now();
       const assist::CompletionAnswer a = service.complete(q, ticket);
@@ -135,8 +144,10 @@ int main(int argc, char** argv) {
       }
       if ((i + 1) % 50 == 0) std::fprintf(stderr, "%zu/%zu cases\n", i + 1, cases.size());
     }
-    std::printf("\nmodel: %s\nFIM benchmark: %zu cases from %zu held-out files in %s, %d tokens per suggestion\n",
-                model.c_str(), cases.size(), files.size(), data.c_str(), max_tokens);
+    const std::string used = order != "model" ? order : !has_fim ? "none" : sp.fim_spm ? "spm" : "psm";
+    std::printf(
+        "\nmodel: %s\nFIM benchmark: %zu cases from %zu held-out files in %s, %d tokens per suggestion, %s order\n",
+        model.c_str(), cases.size(), files.size(), data.c_str(), max_tokens, used.c_str());
     std::printf("%-12s %6s %12s %18s %16s %10s\n", "kind", "cases", "exact match", "first-line exact",
                 "edit similarity", "mean ms");
     for (const auto& [name, t] :
@@ -148,6 +159,7 @@ int main(int argc, char** argv) {
     if (!json_out.empty()) {
       const nlohmann::json j = {{"model", model},
                                 {"maxTokens", max_tokens},
+                                {"order", used},
                                 {"singleLine", line_t.json()},
                                 {"multiLine", block_t.json()},
                                 {"all", all_t.json()},

@@ -8,7 +8,8 @@
 //
 //   moelsp_bench_lsp_typing [--model FILE] [--file SRC] [--keys N] [--interval-ms MS] [--chats N] [--draft N]
 //                           [--minutes M] [--report-s S] [--svg FILE]
-//   moelsp_bench_lsp_typing --at-end N [--open-lines L] [--model FILE] [--file SRC] [--max-tokens T]
+//   moelsp_bench_lsp_typing --at-end N [--open-lines L] [--keep-rest] [--model FILE] [--file SRC] [--max-tokens T]
+//                           [--fim-order psm|spm]
 //
 // --at-end N is the edit-at-the-end pattern: the first L lines of SRC (all of
 // it by default) are opened and a suggestion asked for at the end (the first
@@ -16,7 +17,11 @@
 // characters are typed there one at a time, each waiting for its answer
 // (no cancellation). Reports the first latency, the later ones' p50/p95,
 // and where the later ones' time went: queueing, the prompt's new tokens,
-// decoding, and the rest (moelsp/status's completions.breakdown).
+// decoding, and the rest (moelsp/status's completions.breakdown). With
+// --keep-rest the rest of the file stays after the cursor (the N typed
+// characters are cut out of it and typed back): editing inside a file, where
+// the text after the cursor is the FIM suffix — which the FIM prompt's order
+// (--fim-order, completion.fimOrder) decides whether a keystroke re-prefills.
 //
 // With --chats N, N chat requests run the whole time (each one that ends is
 // sent again): completions must not wait behind them. --minutes M types
@@ -54,7 +59,8 @@ int main(int argc, char** argv) {
   std::string file = std::string(MOELSP_SOURCE_DIR) + "/engine/arch/deepseek2.cpp";
   int keys = 300, interval_ms = 80, max_tokens = 16, threads = 0, chats = 0, draft = 8, at_end = 0, open_lines = 0;
   double minutes = 0, report_s = 0;
-  std::string svg;
+  std::string svg, fim_order;
+  bool keep_rest = false;
   app.add_option("--model", model, "GGUF model")->capture_default_str();
   app.add_option("--file", file, "Source file to type (its second half is typed)")->capture_default_str();
   app.add_option("--keys", keys, "Keystrokes to simulate")->capture_default_str();
@@ -71,6 +77,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 64));
   app.add_option("--at-end", at_end, "Edit-at-the-end pattern: type this many characters at the end, one answer each");
   app.add_option("--open-lines", open_lines, "--at-end: open this many lines of --file (0: all)");
+  app.add_flag("--keep-rest", keep_rest,
+               "--at-end: keep the rest of --file after the cursor (the typed characters cut out of it)");
+  app.add_option("--fim-order", fim_order, "completion.fimOrder (default: the model's own)")
+      ->check(CLI::IsMember({"psm", "spm"}));
   CLI11_PARSE(app, argc, argv);
   if (minutes > 0) keys = int(minutes * 60000 / interval_ms);
   if (!svg.empty() && report_s <= 0) {
@@ -169,7 +179,12 @@ int main(int argc, char** argv) {
            {{"model", model},
             {"threads", threads},
             {"contextSize", 4096},
-            {"completion", {{"maxTokens", max_tokens}, {"timeBudgetMs", 1000}, {"draftTokens", draft}}},
+            {"completion", fim_order.empty()
+                               ? json{{"maxTokens", max_tokens}, {"timeBudgetMs", 1000}, {"draftTokens", draft}}
+                               : json{{"maxTokens", max_tokens},
+                                      {"timeBudgetMs", 1000},
+                                      {"draftTokens", draft},
+                                      {"fimOrder", fim_order}}},
             {"chat", {{"maxTokens", 2000}, {"template", "chatml"}}}}}}}});
   for (int i = 0; i < 600; ++i) {
     {
@@ -190,10 +205,13 @@ int main(int argc, char** argv) {
     std::string doc = src.substr(0, open_end);
     std::string typed = src.substr(open_end);
     while (typed.size() < size_t(at_end)) typed += "x = 1\n";  // past the end of the file: more code
+    const std::string rest = keep_rest ? typed.substr(size_t(at_end)) : std::string();
+    typed.resize(size_t(at_end));
     const std::string uri = "file:///bench/edited" + std::filesystem::path(file).extension().string();
-    send({{"jsonrpc", "2.0"},
-          {"method", "textDocument/didOpen"},
-          {"params", {{"textDocument", {{"uri", uri}, {"languageId", "code"}, {"version", 1}, {"text", doc}}}}}});
+    send(
+        {{"jsonrpc", "2.0"},
+         {"method", "textDocument/didOpen"},
+         {"params", {{"textDocument", {{"uri", uri}, {"languageId", "code"}, {"version", 1}, {"text", doc + rest}}}}}});
     int line = int(std::count(doc.begin(), doc.end(), '\n'));
     int col = int(doc.size() - (doc.rfind('\n') == std::string::npos ? 0 : doc.rfind('\n') + 1));
     json status_after_first;
@@ -251,8 +269,11 @@ int main(int argc, char** argv) {
     const auto pct = [&](double p) {
       return later.empty() ? 0.0 : later[std::min(later.size() - 1, size_t(p * later.size()))];
     };
-    fmt::print("edit-at-the-end: {} ({} lines, {} bytes opened), model {}, {}-token suggestions, {} edits\n", file,
-               std::count(doc.begin(), doc.end(), '\n'), doc.size(), model, max_tokens, at_end);
+    fmt::print(
+        "{}: {} ({} lines, {} bytes before the cursor, {} after), model {}, {}-token suggestions, {} edits, "
+        "FIM order {}\n",
+        keep_rest ? "edit-inside-the-file" : "edit-at-the-end", file, std::count(doc.begin(), doc.end(), '\n'),
+        doc.size(), rest.size(), model, max_tokens, at_end, fim_order.empty() ? "the model's" : fim_order);
     const json b0 = status_after_first["completions"]["breakdown"], b1 = last["completions"]["breakdown"];
     const auto first_tokens = b0.value("promptTokensNew", int64_t(0));
     fmt::print("first suggestion: {:.0f} ms ({} prompt tokens prefilled in {:.0f} ms, {} generated in {:.0f} ms)\n",

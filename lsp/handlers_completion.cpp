@@ -73,7 +73,9 @@ void Server::Impl::complete(const CompletionParams& params, Reply reply, bool in
       q.extra = extra_context(docs, uri);
       q.invoked = invoked;
       q.settings = {*s.completion_max_tokens, *s.completion_time_budget_ms, *s.completion_debounce_ms,
-                    *s.completion_draft_tokens};
+                    *s.completion_draft_tokens, assist::FimOrder::kModel};
+      if (s.completion_fim_order)
+        q.settings.fim_order = *s.completion_fim_order == "spm" ? assist::FimOrder::kSpm : assist::FimOrder::kPsm;
       word = word_before(q.text, q.cursor);
       answer = service.complete(q, *ticket);
     } catch (const std::exception& e) {

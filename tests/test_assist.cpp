@@ -380,6 +380,52 @@ TEST_CASE("a suggestion that starts the cursor's line over continues it instead"
   CHECK(postprocess("  # the identity", header) == "  # the identity");  // an inline comment keeps its spaces
 }
 
+TEST_CASE("token healing: a prefix ending in a word leaves its last token out, for the answer to begin with") {
+  const auto file = moelsp::gguf::File::open(moelsp::test::data_path("reference/deepseek2-lite-ref.gguf"));
+  const auto tok = moelsp::Tokenizer::from_gguf(file);
+  const CompletionContext word{"def f(self):\n    return self.valu", "\n", false};
+  std::string heal = "stale";
+  const auto healed = fim_prompt(*tok, word, 0, FimOrder::kSpm, &heal);
+  const auto plain = fim_prompt(*tok, word, 0, FimOrder::kSpm);
+  REQUIRE(!heal.empty());
+  CHECK(word.prefix.compare(word.prefix.size() - heal.size(), heal.size(), heal) == 0);
+  REQUIRE(healed.size() + 1 == plain.size());
+  CHECK(std::equal(healed.begin(), healed.end(), plain.begin()));  // the same prompt without its last token
+  CHECK(tok->piece(plain.back()) == heal);
+  // Not after punctuation, blanks or a bracket: nothing is healed, nothing left out.
+  for (const char* p : {"x = foo(", "return ", "a.", "    "}) {
+    const CompletionContext c{p, "\n", false};
+    CHECK(fim_prompt(*tok, c, 0, FimOrder::kPsm, &heal) == fim_prompt(*tok, c, 0, FimOrder::kPsm));
+    CHECK(heal.empty());
+  }
+}
+
+TEST_CASE("a cursor after code on its line gets the rest of that line, unless the line opens a block") {
+  const std::string src = "class T:\n    def f(self, event):\n        return se\n        x = 1\n";
+  const size_t cursor = src.find("return se") + 9;
+  const CompletionContext mid = make_context(src, cursor, 1000, 1000);
+  REQUIRE_FALSE(mid.single_line);                               // nothing after the cursor on its line
+  CHECK(line_end_at("lf.dispatch", mid) == std::string::npos);  // the line is not finished yet
+  CHECK(line_end_at("lf.dispatch\n        else:", mid) == 11);
+  CHECK(postprocess("lf.dispatch\n        else:\n            pass", mid) == "lf.dispatch");
+  CHECK(postprocess("\n        y = 2", mid).empty());    // a new line cannot start mid-line
+  CHECK(postprocess("  \n        y = 2", mid).empty());  // nor after blanks
+  CHECK(postprocess("lf.x  \r\n    y", mid) == "lf.x");  // trailing blanks go too
+  // A first line that opens something: its body belongs to the suggestion.
+  const std::string def = "def fib(n";
+  const CompletionContext sig = make_context(def, def.size(), 1000, 1000);
+  for (const char* opener : {"):", ") {", ", (", ", [", ",", " \\"}) {
+    const std::string raw = std::string(opener) + "\n    return n";
+    INFO(raw);
+    CHECK(line_end_at(raw, sig) == std::string::npos);
+    CHECK(postprocess(raw, sig) == raw);
+  }
+  // A cursor at a line's start or after its indentation: multi-line as before.
+  const CompletionContext body = make_context("def f():\n    ", 13, 1000, 1000);
+  CHECK(line_end_at("x = 1\n    return x", body) == std::string::npos);
+  CHECK(postprocess("x = 1\n    return x", body) == "x = 1\n    return x");
+}
+
 TEST_CASE("post-processing never lengthens or reorders a suggestion (property)") {
   const std::vector<std::string> pieces = {"len(", ")",  "]",  "}",  "(",    "[",       "{",     "x",     "foo",
                                            " ",    "  ", "\t", "\n", "    ", "return ", "=",     "0, ",   ":",
@@ -438,4 +484,23 @@ TEST_CASE("FIM prompt fits the token budget, keeping the text nearest the cursor
   // Short text: nothing is cut, whatever the budget.
   const CompletionContext small{"x = ", "\n", false};
   CHECK(fim_prompt(*tok, small, 64) == fim_prompt(*tok, small));
+
+  // SPM: the same fitted parts, the suffix first and the prefix last, so the
+  // answer continues the prefix. This model's file declares no order: PSM.
+  CHECK_FALSE(sp.fim_spm);
+  CHECK(fim_prompt(*tok, ctx, 200, FimOrder::kModel) == fim_prompt(*tok, ctx, 200, FimOrder::kPsm));
+  for (size_t budget : {0, 64, 200}) {
+    const auto psm = fim_prompt(*tok, ctx, budget, FimOrder::kPsm);
+    const auto spm = fim_prompt(*tok, ctx, budget, FimOrder::kSpm);
+    REQUIRE(spm.size() == psm.size());
+    const auto psm_pre = std::find(psm.begin(), psm.end(), sp.fim_pre);  // after BOS, if the model adds one
+    const auto psm_suf = std::find(psm.begin(), psm.end(), sp.fim_suf);
+    const std::vector<TokenId> pre(psm_pre + 1, psm_suf), suf(psm_suf + 1, psm.end() - 1);
+    std::vector<TokenId> want(psm.begin(), psm_pre);
+    want.insert(want.end(), {sp.fim_pre, sp.fim_suf});
+    want.insert(want.end(), suf.begin(), suf.end());
+    want.push_back(sp.fim_mid);
+    want.insert(want.end(), pre.begin(), pre.end());
+    CHECK(spm == want);
+  }
 }

@@ -138,6 +138,23 @@ TEST_CASE("unsupported tokenizers fail with a clear message") {
   CHECK_THROWS_WITH(Tokenizer::from_gguf(f3), Catch::Contains("outside the vocabulary"));
 }
 
+TEST_CASE("the FIM order a file declares (moelsp.fim_order): psm, spm, or a clear error") {
+  const auto with_order = [](const char* order) {
+    gguf::Writer w;
+    w.set("tokenizer.ggml.model", "gpt2");
+    w.set("tokenizer.ggml.pre", "qwen2");
+    w.set("tokenizer.ggml.tokens", gguf::make_array(std::vector<std::string>{"a", "b"}));
+    w.set("tokenizer.ggml.merges", gguf::make_array(std::vector<std::string>{"a b"}));
+    if (order) w.set("moelsp.fim_order", order);
+    return gguf::File::from_bytes(w.to_bytes(), "order.gguf");
+  };
+  CHECK_FALSE(Tokenizer::from_gguf(with_order(nullptr))->special().fim_spm);
+  CHECK_FALSE(Tokenizer::from_gguf(with_order("psm"))->special().fim_spm);
+  CHECK(Tokenizer::from_gguf(with_order("spm"))->special().fim_spm);
+  CHECK_THROWS_WITH(Tokenizer::from_gguf(with_order("pms")),
+                    Catch::Contains("moelsp.fim_order") && Catch::Contains("\"pms\"") && Catch::Contains("psm"));
+}
+
 TEST_CASE("a tiny BPE vocabulary built with our writer merges by rank") {
   gguf::Writer w;
   w.set("tokenizer.ggml.model", "gpt2");

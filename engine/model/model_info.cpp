@@ -130,6 +130,7 @@ void summarize_tokenizer(const gguf::File& f, ModelSummary& m) {
     for (const auto& [role, id] : roles)
       if (id != kNoToken) ts.special.emplace_back(role, fmt::format("{} {}", id, quoted(tok->token_text(id))));
     ts.has_fim = s.fim_pre != kNoToken && s.fim_suf != kNoToken && s.fim_mid != kNoToken;
+    if (ts.has_fim) ts.special.emplace_back("fim_order", s.fim_spm ? "spm (suffix, prefix, middle)" : "psm");
   } catch (const std::exception& e) {
     ts.model = f.get_or<std::string>("tokenizer.ggml.model", "");
     ts.pre = f.get_or<std::string>("tokenizer.ggml.pre", "");

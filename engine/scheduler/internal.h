@@ -66,8 +66,10 @@ struct Live {
   std::vector<TokenId> history;  // prompt + generated, for the sampler's penalties
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<StreamingDecoder> dec;
-  std::string pending;       // decoded text not yet emitted (may start a stop string)
-  Clock::time_point t0, t1;  // first scheduled, prompt done
+  std::string pending;        // decoded text not yet emitted (may start a stop string)
+  std::vector<float> healed;  // the first token's logits masked for Request::heal
+  std::string heal_left;      // what of Request::heal the output has yet to pass (it is not returned)
+  Clock::time_point t0, t1;   // first scheduled, prompt done
   // Its result was delivered (a prompt timeout with Request::finish_prompt);
   // it only fills the prefix cache now, at background priority, and ends
   // silently when the prompt is done.
@@ -137,6 +139,7 @@ class Scheduler {
   void verify_draft(Live& l, const float* logits);
   int draft_room(const Live& l) const;              // draft tokens this request may run now
   bool after_logits(Live& l, const float* logits);  // samples and emits one token; false when it ended
+  const float* heal_mask(Live& l, const float* logits);
   TokenLogprob logprob_of(const float* logits, TokenId tok, int top_n) const;
   // Releases the blocks and queues the result (once): the loop delivers it
   // after publishing the step's metrics, so whoever waits on the handle

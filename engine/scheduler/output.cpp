@@ -3,6 +3,7 @@
 // start of a stop string); the stop conditions.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -47,6 +48,24 @@ TokenLogprob Scheduler::logprob_of(const float* logits, TokenId tok, int top_n) 
   return out;
 }
 
+// The first token of a healed request (Request::heal) may only be one that
+// begins with the healed text: the others' logits become −inf, in a copy.
+// Once per request: one pass over the vocabulary's pieces (~1 ms for 150k).
+const float* Scheduler::heal_mask(Live& l, const float* logits) {
+  const std::string& heal = l.job->req.heal;
+  if (heal.empty() || !l.res.tokens.empty()) return logits;
+  const Tokenizer& t = model_->tokenizer();
+  const int nv = int(t.n_vocab());
+  l.healed.assign(logits, logits + nv);
+  bool any = false;
+  for (int i = 0; i < nv; ++i) {
+    if (t.piece(TokenId(i)).compare(0, heal.size(), heal) == 0 && !t.is_eog(TokenId(i))) any = true;
+    else l.healed[size_t(i)] = -std::numeric_limits<float>::infinity();
+  }
+  l.heal_left = any ? heal : std::string();
+  return any ? l.healed.data() : logits;
+}
+
 bool Scheduler::after_logits(Live& l, const float* logits) {
   const Request& req = l.job->req;
   const Callbacks& cb = l.job->cb;
@@ -74,7 +93,7 @@ bool Scheduler::after_logits(Live& l, const float* logits) {
           i);
       return done(FinishReason::Error);
     }
-  const TokenId tok = l.sampler->sample(logits, l.history);
+  const TokenId tok = l.sampler->sample(heal_mask(l, logits), l.history);
   if (!req.ignore_eos && model_->tokenizer().is_eog(tok)) return done(FinishReason::Eos);
   if (req.logprobs >= 0) {
     l.res.logprobs.push_back(logprob_of(logits, tok, std::min(req.logprobs, kMaxTopLogprobs)));
@@ -84,6 +103,15 @@ bool Scheduler::after_logits(Live& l, const float* logits) {
   l.history.push_back(tok);
   ++l.res.timings.n_generated;
   l.pending += l.dec->push(tok);
+  if (!l.heal_left.empty()) {  // the healed text was the prompt's: not part of the answer
+    const size_t n = std::min(l.heal_left.size(), l.pending.size());
+    if (l.pending.compare(0, n, l.heal_left, 0, n) == 0) {
+      l.pending.erase(0, n);
+      l.heal_left.erase(0, n);
+    } else {
+      l.heal_left.clear();  // (cannot happen for a token that begins with it; never cut the answer)
+    }
+  }
   // A stop string ends generation; its text is not returned.
   size_t stop_at = std::string::npos;
   for (const auto& s : req.stop)

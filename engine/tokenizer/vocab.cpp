@@ -201,6 +201,11 @@ void read_special_tokens(const gguf::File& f, Vocab& v) {
   }
   s.add_bos = f.get_or<bool>("tokenizer.ggml.add_bos_token", s.add_bos);
   s.add_eos = f.get_or<bool>("tokenizer.ggml.add_eos_token", s.add_eos);
+  if (auto order = f.get_opt<std::string>("moelsp.fim_order")) {
+    if (*order != "psm" && *order != "spm")
+      fail(v, fmt::format("moelsp.fim_order is \"{}\"; expected \"psm\" or \"spm\"", *order));
+    s.fim_spm = *order == "spm";
+  }
 }
 
 // EOT / FIM tokens recognised by their text where the file gave no id (made

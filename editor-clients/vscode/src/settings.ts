@@ -21,6 +21,7 @@ export const SERVER_KEYS = [
   'completion.timeBudgetMs',
   'completion.debounceMs',
   'completion.draftTokens',
+  'completion.fimOrder',
   'chat.maxTokens',
   'chat.template',
   'weights',

@@ -46,6 +46,14 @@ struct Request {
   // The output is the same as plain decoding; accepted drafts save steps.
   // 0: off. Ignored when sampling is random.
   int draft_max = 0;
+  // Token healing: the prompt's last token was taken out of it (the start of
+  // a word the cursor stands in, e.g. `se` of `self`), and the first token
+  // generated must begin with this text. Tokenizers split a word cut at the
+  // cursor into tokens the model rarely saw (`return se|` → ` se`), so the
+  // model continues the word far better from before it. The text is not
+  // returned: the answer starts where the prompt's text ended. Ignored when
+  // no token of the vocabulary begins with it.
+  std::string heal;
 };
 
 // A generated token's log-probability under the model: the log-softmax of the

@@ -45,6 +45,11 @@ struct SpecialTokens {
   TokenId fim_pre = kNoToken, fim_suf = kNoToken, fim_mid = kNoToken;
   TokenId fim_pad = kNoToken, fim_rep = kNoToken, fim_sep = kNoToken;
   bool add_bos = false, add_eos = false;
+  // The model was trained to read FIM prompts in suffix-prefix-middle order
+  // (<fim_prefix><fim_suffix> suffix <fim_middle> prefix): the GGUF key
+  // "moelsp.fim_order" = "spm", which moelsp's own default model sets. Other
+  // models get prefix-suffix-middle, the order every FIM model knows.
+  bool fim_spm = false;
 };
 
 class TokenizerError : public std::runtime_error {

@@ -20,7 +20,7 @@ M.defaults = {
   -- these, else the current directory.
   root_markers = { ".git", ".hg", ".svn", ".jj" },
   -- initializationOptions, see the server's settings (model, threads,
-  -- contextSize, completion = { maxTokens, timeBudgetMs, debounceMs, draftTokens },
+  -- contextSize, completion = { maxTokens, timeBudgetMs, debounceMs, draftTokens, fimOrder },
   -- chat = { maxTokens, template }, ...). `settings` is an alias merged in.
   init_options = {},
   settings = nil,
