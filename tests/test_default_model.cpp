@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/default_model.h"
+#include "engine/engine.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
 #include "engine/perplexity.h"
@@ -91,4 +92,46 @@ TEST_CASE("default model: found without configuration") {
   // The source tree's models/ is where default_model_path() looks first (after $MOELSP_MODEL).
   if (const char* env = std::getenv("MOELSP_MODEL"); env && *env) SUCCEED("MOELSP_MODEL is set: " << env);
   else CHECK(default_model_path() == kModel);
+}
+
+TEST_CASE("default model: it declares suffix-prefix-middle FIM prompts, the order it was measured best with") {
+  CHECK(model()->tokenizer().special().fim_spm);
+}
+
+// Token healing (Request::heal) on trained weights: the prompt without its
+// last, partial word; the first token must begin with that word's start,
+// which the answer does not repeat.
+TEST_CASE("default model: token healing continues the word the prompt ended in") {
+  const Tokenizer& tok = model()->tokenizer();
+  Engine engine(model(), {.n_ctx = 256});
+  const std::string text = "class Parser:\n    def feed(self, data):\n        self.buf = data\n        return se";
+  std::vector<TokenId> ids = tok.encode(text);
+  const std::string heal = tok.piece(ids.back());
+  REQUIRE(text.size() > heal.size());
+  REQUIRE(text.compare(text.size() - heal.size(), heal.size(), heal) == 0);
+  ids.pop_back();
+  const auto run = [&](const std::string& h) {
+    Request req;
+    req.prompt_tokens = ids;
+    req.heal = h;
+    req.sampling = SamplingParams::greedy();
+    req.max_tokens = 6;
+    req.ignore_eos = true;
+    std::string streamed;
+    Result r = engine.submit(req, {.on_token = [&](TokenId, const std::string& t) { streamed += t; }}).wait();
+    CHECK(streamed == r.text);
+    return r;
+  };
+  const Result healed = run(heal);
+  REQUIRE(!healed.tokens.empty());
+  const std::string first = tok.piece(healed.tokens.front());
+  INFO("healed with '" << heal << "': first token '" << first << "', answer '" << healed.text << "'");
+  CHECK(first.compare(0, heal.size(), heal) == 0);
+  const std::string all = tok.decode(healed.tokens);
+  REQUIRE(all.size() >= heal.size());
+  CHECK(healed.text == all.substr(heal.size()));
+  // A text no token begins with is ignored: plain decoding of the same prompt.
+  const Result plain = run(""), ignored = run("\x01\x02\x03");
+  CHECK(ignored.tokens == plain.tokens);
+  CHECK(ignored.text == plain.text);
 }

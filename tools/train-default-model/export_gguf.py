@@ -92,7 +92,7 @@ def tensors(model):
     return out
 
 
-def export(out, gguf, name="moelsp-default"):
+def export(out, gguf, name="moelsp-default", fim_order=None):
     sp = spm.SentencePieceProcessor(model_file=os.path.join(out, "tokenizer.model"))
     model = load_exported(out)
     c = model.c
@@ -124,6 +124,8 @@ def export(out, gguf, name="moelsp-default"):
         kv("tokenizer.ggml.add_bos_token", False), kv("tokenizer.ggml.add_eos_token", False),
         kv("tokenizer.ggml.add_space_prefix", False), kv("tokenizer.chat_template", CHATML),
     ]
+    if fim_order:  # the FIM prompt order the model reads best (moelsp's own key; llama.cpp ignores it)
+        meta.append(kv("moelsp.fim_order", fim_order))
     infos, blobs, off = [], [], 0
     for name, p in tensors(model):
         t = p.detach().float().contiguous()
@@ -150,8 +152,9 @@ def main():
     ap.add_argument("out")
     ap.add_argument("gguf")
     ap.add_argument("--name", default="moelsp-default")
+    ap.add_argument("--fim-order", choices=["psm", "spm"])
     args = ap.parse_args()
-    print(json.dumps(export(args.out, args.gguf, args.name)))
+    print(json.dumps(export(args.out, args.gguf, args.name, args.fim_order)))
 
 
 if __name__ == "__main__":

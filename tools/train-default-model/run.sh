@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Train moelsp's default model end to end and write it into the repository:
 #   tools/train-default-model/run.sh [WORK_DIR]
-# About 100 minutes on the 2-core development machine (90 of them training:
-# MINUTES=85 for the main phase, FIM_MINUTES=5 for the second). Debian packages only; Debian's /usr/bin/python3.
+# About 130 minutes on the 2-core development machine (120 of them training:
+# MINUTES=85 for the main phase, FIM_MINUTES=5 for the second, EDITOR_MINUTES=30
+# for the third). Debian packages only; Debian's /usr/bin/python3.
+# Each phase starts from the one before's checkpoint (WORK_DIR/ckpt.pt), so a
+# run interrupted between phases goes on with the next (run its remaining
+# train.py lines by hand, each with --resume).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -34,9 +38,20 @@ $py train.py "$work" --minutes "${MINUTES:-85}"
 # A short second phase, FIM-heavier at a low learning rate: the main phase
 # leaves a 12 M model weak at conditioning the middle on the prefix's end.
 $py train.py "$work" --resume --minutes "${FIM_MINUTES:-5}" --mix 0.45,0.45,0.10 --lr 3e-4 --log train_log_fim.jsonl
-$py finish.py "$work" "$repo"
+# The third phase teaches the cursor: every FIM row one example cut and fitted
+# as the language server asks (rest of a line, a block's lines), three in four
+# in suffix-prefix-middle order, which the FIM benchmark measured as better
+# for this model, so the GGUF declares it (moelsp.fim_order) and the server
+# uses it; the middle's tokens weigh 3x in a token-level loss.
+$py train.py "$work" --resume --minutes "${EDITOR_MINUTES:-30}" --fim-style editor --mix 0.30,0.60,0.10 \
+  --spm-share 0.75 --middle-weight 3 --lr 5e-4 --warmup 100 --log train_log_editor.jsonl
+$py finish.py "$work" "$repo" --fim-order "${FIM_ORDER:-spm}"
 unset LD_PRELOAD
 # The engine must agree with the trainer (the same check tests/test_default_model.cpp makes).
 if [ -x "$repo/build/server/moelsp" ]; then
   "$repo/build/server/moelsp" perplexity -m "$repo/models/moelsp-default.gguf" -f "$work/heldout.txt" 2>/dev/null
+fi
+# The FIM benchmark in both orders, to check which the file should declare.
+if [ -x "$repo/build/bench/moelsp_bench_fim" ]; then
+  for order in psm spm; do "$repo/build/bench/moelsp_bench_fim" --order $order --show 0 2>/dev/null | tail -4; done
 fi

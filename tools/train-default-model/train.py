@@ -7,6 +7,11 @@ examples, and chat examples (examples.py), mixed 68/22/10. The learning rate
 follows warm-up then cosine decay over the time budget, so the run ends on
 schedule whatever this machine's speed. bf16 autocast (oneDNN) is 1.5× fp32 here.
 Loss: next-token cross-entropy + 0.01 × the Switch balance loss per MoE layer.
+
+`--fim-style editor` (the third phase) replaces the FIM stream by whole rows,
+one example each, shaped and fitted as the language server asks, in PSM and
+SPM order (examples.editor_fim_rows); the loss stays token-level over the
+whole row, so the prefix and suffix still teach plain code.
 """
 import argparse
 import json
@@ -20,7 +25,7 @@ import sentencepiece as spm
 import torch
 import torch.nn.functional as F
 
-from examples import chat_pool, fim_pool
+from examples import chat_pool, editor_fim_rows, fim_pool
 from model import Config, Deepseek2
 from evaluate import heldout_loss
 
@@ -44,6 +49,14 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--mix", default="0.68,0.22,0.10", help="shares of left-to-right, FIM and chat rows")
     ap.add_argument("--resume", action="store_true", help="continue from OUT/ckpt.pt (a second, FIM-heavier phase)")
+    ap.add_argument("--init-gguf", help="start from the weights of a GGUF that export_gguf.py wrote (its vocabulary must be the tokenizer's)")
+    ap.add_argument("--fim-style", choices=["stream", "editor"], default="stream",
+                    help="stream: FIM examples joined into one stream (windows cut anywhere); editor: one editor-shaped example per row")
+    ap.add_argument("--fim-rows", type=int, default=12000, help="editor style: how many FIM rows to make")
+    ap.add_argument("--spm-share", type=float, default=0.5, help="editor style: share of rows in SPM order")
+    ap.add_argument("--middle-weight", type=float, default=1.0,
+                    help="editor style: loss weight of the middle's tokens and its </s> (the rest weigh 1)")
+    ap.add_argument("--warmup", type=int, default=150)
     ap.add_argument("--log", default="train_log.jsonl")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -56,7 +69,12 @@ def main():
     lm = np.load(os.path.join(args.out, "train_ids.npy"))
     names = open(os.path.join(args.out, "train_files.txt")).read().split("\n")
     texts = open(os.path.join(args.out, "train.txt")).read().split("\0")
-    fim = fim_pool(sp, texts, 4_000_000, rng, args.ctx)
+    fim_kinds, fim_masks = None, None
+    if args.fim_style == "editor":
+        fim, fim_masks, fim_kinds = editor_fim_rows(sp, texts, lm, args.fim_rows, rng, args.ctx, spm_share=args.spm_share)
+        fim_masks = torch.from_numpy(fim_masks.astype(np.float32))
+    else:
+        fim = fim_pool(sp, texts, 4_000_000, rng, args.ctx)
     chat, n_chat = chat_pool(sp, list(zip(names, texts)), rng)
     streams = [torch.from_numpy(s.astype(np.int64)) for s in (lm, fim, chat)]
     mix = [float(v) for v in args.mix.split(",")]
@@ -67,6 +85,9 @@ def main():
     model = Deepseek2(c)
     if args.resume:
         model.load_state_dict(torch.load(os.path.join(args.out, "ckpt.pt"))["model"])
+    elif args.init_gguf:
+        from import_gguf import load_into
+        load_into(model, args.init_gguf, sp)
     total, active = model.n_params()
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -75,18 +96,25 @@ def main():
     logf = open(os.path.join(args.out, args.log), "w")
     log(logf, event="start", config=c.to_dict(), params_total=total, params_active=active,
         lm_tokens=int(lm.size), fim_tokens=int(fim.size), chat_tokens=int(chat.size), chat_examples=n_chat,
-        heldout_tokens=len(held_ids), prep_s=round(time.time() - t_prep, 1), args=vars(args))
+        fim_rows=fim_kinds, heldout_tokens=len(held_ids), prep_s=round(time.time() - t_prep, 1), args=vars(args))
 
     def batch():
-        rows = []
-        for _ in range(args.batch):
-            s = streams[rng.choices(range(3), mix)[0]]
+        """(rows of ctx + 1 tokens, per-target loss weights)."""
+        rows, weights = [], torch.ones(args.batch, args.ctx)
+        for b in range(args.batch):
+            k = rng.choices(range(3), mix)[0]
+            s = streams[k]
+            if s.dim() == 2:  # whole rows (editor-shaped FIM)
+                r = rng.randrange(s.shape[0])
+                rows.append(s[r])
+                weights[b] += (args.middle_weight - 1.0) * fim_masks[r]
+                continue
             o = rng.randrange(s.numel() - args.ctx - 1)
             rows.append(s[o:o + args.ctx + 1])
-        return torch.stack(rows)
+        return torch.stack(rows), weights
 
     budget = args.minutes * 60
-    warmup = 150
+    warmup = args.warmup
     t0 = time.time()
     step, seen, last_eval, last_log = 0, 0, t0, t0
     load_acc = None
@@ -99,11 +127,13 @@ def main():
         lr = args.lr * min(1.0, (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
         for g in opt.param_groups:
             g["lr"] = lr
-        ids = batch()
+        ids, weights = batch()
         with torch.autocast("cpu", dtype=torch.bfloat16):
             x, auxes, loads = model.hidden(ids[:, :-1])
             logits = x @ model.embed.weight.t().to(x.dtype)
-        loss = F.cross_entropy(logits.float().reshape(-1, c.n_vocab), ids[:, 1:].reshape(-1))
+        # Token-level: a mean over every target, the middle's weighted by --middle-weight (1: plain mean).
+        nll = F.cross_entropy(logits.float().reshape(-1, c.n_vocab), ids[:, 1:].reshape(-1), reduction="none")
+        loss = (nll * weights.reshape(-1)).mean()
         aux = torch.stack(auxes).sum()
         (loss + args.aux * aux).backward()
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
