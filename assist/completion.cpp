@@ -1,7 +1,6 @@
 #include "completion.h"
 
 #include <algorithm>
-#include <cctype>
 #include <string_view>
 
 namespace moelsp::assist {
@@ -235,12 +234,11 @@ std::vector<TokenId> fim_prompt(const Tokenizer& tok, const CompletionContext& c
   std::vector<TokenId> prefix = tok.encode(ctx.prefix), suffix = fim ? tok.encode(ctx.suffix) : std::vector<TokenId>{};
   if (heal) {
     heal->clear();
-    const auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-    if (prefix.size() > 1 && word(ctx.prefix.back())) {
+    if (prefix.size() > 1 && is_word_char(ctx.prefix.back())) {
       const std::string last = tok.piece(prefix.back());
       const bool ends = ctx.prefix.size() >= last.size() &&
                         ctx.prefix.compare(ctx.prefix.size() - last.size(), last.size(), last) == 0;
-      if (ends && !last.empty() && std::all_of(last.begin(), last.end(), word)) {
+      if (ends && !last.empty() && std::all_of(last.begin(), last.end(), is_word_char)) {
         *heal = last;
         prefix.pop_back();
       }

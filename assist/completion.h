@@ -38,6 +38,11 @@ struct Excerpt {
 };
 Excerpt excerpt_bounds(std::string_view text, size_t cursor, size_t max_prefix_bytes, size_t max_suffix_bytes);
 
+// A character of an identifier (ASCII letters, digits, '_').
+inline bool is_word_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
 // The order of a FIM prompt's parts. kModel: the model's own (SPM when its
 // file says so, SpecialTokens::fim_spm; PSM otherwise).
 enum class FimOrder { kModel, kPsm, kSpm };

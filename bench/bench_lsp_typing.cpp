@@ -170,6 +170,8 @@ int main(int argc, char** argv) {
   });
 
   auto send = [&](const json& j) { ct.write(j.dump()); };
+  json completion = {{"maxTokens", max_tokens}, {"timeBudgetMs", 1000}, {"draftTokens", draft}};
+  if (!fim_order.empty()) completion["fimOrder"] = fim_order;
   send({{"jsonrpc", "2.0"},
         {"id", 1},
         {"method", "initialize"},
@@ -179,12 +181,7 @@ int main(int argc, char** argv) {
            {{"model", model},
             {"threads", threads},
             {"contextSize", 4096},
-            {"completion", fim_order.empty()
-                               ? json{{"maxTokens", max_tokens}, {"timeBudgetMs", 1000}, {"draftTokens", draft}}
-                               : json{{"maxTokens", max_tokens},
-                                      {"timeBudgetMs", 1000},
-                                      {"draftTokens", draft},
-                                      {"fimOrder", fim_order}}},
+            {"completion", completion},
             {"chat", {{"maxTokens", 2000}, {"template", "chatml"}}}}}}}});
   for (int i = 0; i < 600; ++i) {
     {

@@ -2,7 +2,6 @@
 // side only. The pipeline (context window, FIM prompt, cache, debounce,
 // post-processing) is assist::Service::complete.
 #include <algorithm>
-#include <cctype>
 
 #include <spdlog/spdlog.h>
 
@@ -35,7 +34,7 @@ std::string extra_context(const DocumentStore& docs, const std::string& uri) {
 // The identifier the cursor stands in (ASCII: as many UTF-16 units as bytes).
 std::string word_before(const std::string& text, size_t cursor) {
   size_t i = std::min(cursor, text.size());
-  while (i > 0 && (std::isalnum((unsigned char)text[i - 1]) || text[i - 1] == '_')) --i;
+  while (i > 0 && assist::is_word_char(text[i - 1])) --i;
   return text.substr(i, std::min(cursor, text.size()) - i);
 }
 
