@@ -399,7 +399,12 @@ Plan plan_of(const AttentionArgs& a, int threads) {
 void attention(ThreadPool& pool, const AttentionArgs& a) { attention(pool, std::span<const AttentionArgs>(&a, 1)); }
 
 void attention(ThreadPool& pool, std::span<const AttentionArgs> batch) {
-  std::vector<Plan> plans;
+  // Kept, with the states below: a decode step comes here once per layer.
+  // (Named through references: the loop's lambda runs on other threads too,
+  // where the thread_local names would mean those threads' own copies.)
+  thread_local std::vector<Plan> plans_kept;
+  std::vector<Plan>& plans = plans_kept;
+  plans.clear();
   int64_t n_jobs = 0;
   size_t states = 0, max_rows = 0;
   int max_hd = 0;
@@ -417,15 +422,24 @@ void attention(ThreadPool& pool, std::span<const AttentionArgs> batch) {
   }
   // Split keys: every job keeps its softmax state ([rows] of o, m, l), and
   // the ranges of each row merge after the loop.
-  std::vector<float> so(states * size_t(max_hd)), sm(states), sl(states);
+  thread_local std::vector<float> so_kept, sm_kept, sl_kept;  // every state is written by its job before the merge
+  std::vector<float>&so = so_kept, &sm = sm_kept, &sl = sl_kept;
+  so.resize(states * size_t(max_hd));
+  sm.resize(states);
+  sl.resize(states);
   // One loop over every sequence's jobs (a batch of decode steps was one loop
   // per sequence, each too short to keep both threads busy); sequences differ
-  // in context length, so with several the jobs are claimed in smaller chunks.
+  // in context length, so with several the jobs are claimed in smaller chunks,
+  // as they are when there are few (a decode step's 4 on 2 threads: one job a
+  // claim, so a thread that started late does not hold back the other's half).
   pool.parallel_for(
       n_jobs,
       [&](int64_t b, int64_t e) {
-        Scratch sc;
-        std::vector<float> o(max_rows * size_t(max_hd)), m(max_rows), l(max_rows);
+        thread_local Scratch sc;  // kept: a decode step comes here once per layer
+        thread_local std::vector<float> o, m, l;
+        o.resize(max_rows * size_t(max_hd));
+        m.resize(max_rows);
+        l.resize(max_rows);
         size_t pi = 0;
         for (int64_t job = b; job < e; ++job) {
           while (job >= plans[pi].job0 + plans[pi].n_jobs) ++pi;
@@ -448,7 +462,7 @@ void attention(ThreadPool& pool, std::span<const AttentionArgs> batch) {
           }
         }
       },
-      batch.size() > 1 ? 4 : 1);
+      batch.size() > 1 || n_jobs <= 4 * pool.size() ? 4 : 1);
   for (const Plan& p : plans) {
     if (p.kv_split == 1) continue;
     const AttentionArgs& a = *p.a;

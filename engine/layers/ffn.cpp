@@ -102,6 +102,7 @@ struct ActiveExpert {
   const kernels::QuantizedActs* inq = nullptr;
   kernels::QuantizedActs own_inq, hq;  // hq: h, quantized by the thread that finishes it (gate_up)
   int pending = 0;                     // gate_up items of this expert not yet done
+  int ready = 0;                       // 1 once hq holds all of h (experts_decode's down items wait for it)
 };
 
 // The experts the routing chose, chosen [m][k] with weights [m][k], each with
@@ -187,10 +188,10 @@ struct WorkItem {
 // rows and on whole groups of a repacked matrix (the shared experts' may be:
 // kernels/repack.h).
 template <class Shape>
-std::vector<WorkItem> cut_items(std::span<const ActiveExpert> active, int n_threads, Shape shape) {
+void cut_items(std::span<const ActiveExpert> active, int n_threads, Shape shape, std::vector<WorkItem>& items) {
   const int64_t total = std::max<int64_t>(1, int64_t(active.size()));
   const int64_t per_expert = std::max<int64_t>(1, (4 * n_threads + total - 1) / total);
-  std::vector<WorkItem> items;
+  items.clear();
   for (size_t a = 0; a < active.size(); ++a) {
     const auto [nr, g] = shape(active[a]);
     const int64_t n = int64_t(active[a].rows.size());
@@ -198,7 +199,6 @@ std::vector<WorkItem> cut_items(std::span<const ActiveExpert> active, int n_thre
     for (int64_t r = 0; r < nr; r += step)
       items.push_back({a, r, std::min(nr, r + step), double(n) * double(std::min(step, nr - r))});
   }
-  return items;
 }
 
 // Longest-processing-time-first onto the least-loaded part, so every thread
@@ -220,6 +220,17 @@ std::vector<std::vector<WorkItem>> schedule(std::vector<WorkItem> items, int n_t
   return per;
 }
 
+// The loads of `items` (biggest first) placed longest-first on n threads,
+// added to the stats' balance figures (as schedule does, without the parts).
+void record_balance(std::span<const WorkItem> items, int n_threads, MoeStats& stats) {
+  thread_local std::vector<double> load;
+  load.assign(size_t(n_threads), 0.0);
+  for (const WorkItem& it : items) *std::min_element(load.begin(), load.end()) += it.cost;
+  const auto [mn, mx] = std::minmax_element(load.begin(), load.end());
+  stats.thread_load_max += *mx;
+  stats.thread_load_min += *mn;
+}
+
 // How the experts' work is cut and handed out. Decode (every expert has a few
 // tokens): about 4 items per thread over all experts — a whole expert's
 // matrix per item once there are that many experts — each item its own part,
@@ -238,118 +249,188 @@ MoePlan plan_work(const ThreadPool& pool, std::span<const ActiveExpert> active, 
   size_t most = 0;
   for (const auto& ex : active) most = std::max(most, ex.rows.size());
   const bool few = most <= 4;
-  std::vector<WorkItem> items = cut_items(active, pool.size(), shape);
+  std::vector<WorkItem> items;
+  cut_items(active, pool.size(), shape, items);
   if (!few) return {schedule(std::move(items), pool.size(), stats), 1};
   if (stats) schedule(items, pool.size(), stats);  // the balance figures, per thread
   const int n_parts = std::max<int>(1, int(items.size()));
   return {schedule(std::move(items), n_parts, nullptr), (n_parts + pool.size() - 1) / pool.size()};
 }
 
-// h = silu(x·Wgᵀ) ⊙ (x·Wuᵀ) for every expert (gpt-oss: with biases and its
-// clamped activation, ModelConfig::swiglu_oai); gate and up run in the same
-// item, so SwiGLU's product needs no extra pass. The thread that finishes an
-// expert's last item quantizes its h for down: inside the parallel loop, where
-// one thread quantizing every expert's h between the loops kept the other
-// waiting (8 experts' rows each layer at decode).
-void gate_up(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, std::span<ActiveExpert> active, int64_t d,
-             MoeStats* stats) {
-  const bool oai = cfg.swiglu_oai;
-  const MoePlan plan = plan_work(
-      pool, active,
-      [](const ActiveExpert& ex) {
-        return std::pair<int64_t, int64_t>{ex.gate.rows, std::max(ex.gate.row_group, ex.up.row_group)};
-      },
-      stats);
-  for (ActiveExpert& ex : active) ex.pending = 0;
+// One gate_up work item: rows [r0, r1) of h = silu(x·Wgᵀ) ⊙ (x·Wuᵀ) for
+// the expert's tokens (gpt-oss: with biases and its clamped activation,
+// ModelConfig::swiglu_oai); gate and up run in the same item, so SwiGLU's
+// product needs no extra pass. The thread that finishes an expert's last item
+// quantizes its h for down: inside the parallel loop, where one thread
+// quantizing every expert's h between the loops kept the other waiting (8
+// experts' rows each layer at decode).
+void gate_up_item(const MoeWeights& w, bool oai, ActiveExpert& ex, const WorkItem& it, int64_t d) {
+  thread_local FloatBuf g, u;
+  const int64_t n = int64_t(ex.rows.size()), nr = it.r1 - it.r0, ff = ex.gate.rows;
+  g.resize(size_t(n * nr));
+  u.resize(size_t(n * nr));
+  // Rows [r0, r1) of this expert's gate and up matrices.
+  const auto rows_of = [&](kernels::MatView v) {
+    v.data = v.row(it.r0);
+    v.rows = nr;
+    return v;
+  };
+  // g, u [n][nr] = the expert's inputs · its gate and up rows r0..r1
+  const kernels::MatmulArgs to_g{.w = rows_of(ex.gate),
+                                 .x = ex.in,
+                                 .ldx = d,
+                                 .m = n,
+                                 .y = g.data(),
+                                 .ldy = nr,
+                                 .row_begin = 0,
+                                 .row_end = nr,
+                                 .xq = ex.inq};
+  kernels::matmul(to_g);
+  kernels::MatmulArgs to_u = to_g;
+  to_u.w = rows_of(ex.up);
+  to_u.y = u.data();
+  kernels::matmul(to_u);
+  // Expert biases (gpt-oss) for rows r0..r1; the shared experts have none.
+  const float* gb = ex.e >= 0 && !w.gate_b.empty() ? w.gate_b.data() + ex.e * ff + it.r0 : nullptr;
+  const float* ub = ex.e >= 0 && !w.up_b.empty() ? w.up_b.data() + ex.e * ff + it.r0 : nullptr;
+  if (!gb && !ub && !oai) {  // the common case, vectorized: one row of h per token
+    for (int64_t i = 0; i < n; ++i)
+      kernels::silu_mul(g.data() + i * nr, u.data() + i * nr, ex.h.data() + i * ff + it.r0, nr);
+  } else
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t r = 0; r < nr; ++r) {
+        float gv = g[size_t(i * nr + r)], uv = u[size_t(i * nr + r)];
+        if (gb) gv += gb[r];
+        if (ub) uv += ub[r];
+        float hv;
+        if (oai) {  // gpt-oss: clamped, α = 1.702, and (u + 1)
+          gv = std::min(gv, 7.0f);
+          uv = std::clamp(uv, -7.0f, 7.0f);
+          hv = gv / (1.0f + std::exp(-1.702f * gv)) * (uv + 1.0f);
+        } else {
+          hv = gv / (1.0f + std::exp(-gv)) * uv;
+        }
+        ex.h[size_t(i * ff + it.r0 + r)] = hv;
+      }
+  // acq_rel: the other items' rows of h are visible to whoever quantizes it.
+  if (std::atomic_ref<int>(ex.pending).fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    kernels::quantize_acts(ex.h.data(), ff, n, ff, kernels::act_blocks(ex.down.type), ex.hq);
+    std::atomic_ref<int>(ex.ready).store(1, std::memory_order_release);
+  }
+}
+
+// One down work item: rows [r0, r1) of y = h·Wdᵀ for the expert's tokens.
+void down_item(ActiveExpert& ex, const WorkItem& it, int64_t d) {
+  kernels::matmul({.w = ex.down,
+                   .x = ex.h.data(),
+                   .ldx = ex.down.cols,
+                   .m = int64_t(ex.rows.size()),
+                   .y = ex.y.data(),
+                   .ldy = d,
+                   .row_begin = it.r0,
+                   .row_end = it.r1,
+                   .xq = &ex.hq});
+}
+
+std::pair<int64_t, int64_t> gate_up_shape(const ActiveExpert& ex) {
+  return {ex.gate.rows, std::max(ex.gate.row_group, ex.up.row_group)};
+}
+std::pair<int64_t, int64_t> down_shape(const ActiveExpert& ex) { return {ex.down.rows, ex.down.row_group}; }
+
+void count_pending(std::span<ActiveExpert> active, const MoePlan& plan) {
+  for (ActiveExpert& ex : active) ex.pending = 0, ex.ready = 0;
   for (const auto& part : plan.parts)
     for (const WorkItem& it : part) ++active[it.expert].pending;
+}
+
+// h for every expert (gate_up_item), in one parallel loop.
+void gate_up(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, std::span<ActiveExpert> active, int64_t d,
+             MoeStats* stats) {
+  const MoePlan plan = plan_work(pool, active, gate_up_shape, stats);
+  count_pending(active, plan);
   pool.parallel_for(
       int64_t(plan.parts.size()),
       [&](int64_t tb, int64_t te) {
-        thread_local FloatBuf g, u;
         for (int64_t t = tb; t < te; ++t)
-          for (const WorkItem& it : plan.parts[size_t(t)]) {
-            ActiveExpert& ex = active[it.expert];
-            const int64_t n = int64_t(ex.rows.size()), nr = it.r1 - it.r0, ff = ex.gate.rows;
-            g.resize(size_t(n * nr));
-            u.resize(size_t(n * nr));
-            // Rows [r0, r1) of this expert's gate and up matrices.
-            const auto rows_of = [&](kernels::MatView v) {
-              v.data = v.row(it.r0);
-              v.rows = nr;
-              return v;
-            };
-            // g, u [n][nr] = the expert's inputs · its gate and up rows r0..r1
-            const kernels::MatmulArgs to_g{.w = rows_of(ex.gate),
-                                           .x = ex.in,
-                                           .ldx = d,
-                                           .m = n,
-                                           .y = g.data(),
-                                           .ldy = nr,
-                                           .row_begin = 0,
-                                           .row_end = nr,
-                                           .xq = ex.inq};
-            kernels::matmul(to_g);
-            kernels::MatmulArgs to_u = to_g;
-            to_u.w = rows_of(ex.up);
-            to_u.y = u.data();
-            kernels::matmul(to_u);
-            // Expert biases (gpt-oss) for rows r0..r1; the shared experts have none.
-            const float* gb = ex.e >= 0 && !w.gate_b.empty() ? w.gate_b.data() + ex.e * ff + it.r0 : nullptr;
-            const float* ub = ex.e >= 0 && !w.up_b.empty() ? w.up_b.data() + ex.e * ff + it.r0 : nullptr;
-            if (!gb && !ub && !oai) {  // the common case, vectorized: one row of h per token
-              for (int64_t i = 0; i < n; ++i)
-                kernels::silu_mul(g.data() + i * nr, u.data() + i * nr, ex.h.data() + i * ff + it.r0, nr);
-            } else
-              for (int64_t i = 0; i < n; ++i)
-                for (int64_t r = 0; r < nr; ++r) {
-                  float gv = g[size_t(i * nr + r)], uv = u[size_t(i * nr + r)];
-                  if (gb) gv += gb[r];
-                  if (ub) uv += ub[r];
-                  float hv;
-                  if (oai) {  // gpt-oss: clamped, α = 1.702, and (u + 1)
-                    gv = std::min(gv, 7.0f);
-                    uv = std::clamp(uv, -7.0f, 7.0f);
-                    hv = gv / (1.0f + std::exp(-1.702f * gv)) * (uv + 1.0f);
-                  } else {
-                    hv = gv / (1.0f + std::exp(-gv)) * uv;
-                  }
-                  ex.h[size_t(i * ff + it.r0 + r)] = hv;
-                }
-            // acq_rel: the other items' rows of h are visible to whoever quantizes it.
-            if (std::atomic_ref<int>(ex.pending).fetch_sub(1, std::memory_order_acq_rel) == 1)
-              kernels::quantize_acts(ex.h.data(), ff, n, ff, kernels::act_blocks(ex.down.type), ex.hq);
-          }
+          for (const WorkItem& it : plan.parts[size_t(t)]) gate_up_item(w, cfg.swiglu_oai, active[it.expert], it, d);
       },
       plan.chunks_per_thread);
 }
 
-// y = h·Wdᵀ for every expert.
+// y = h·Wdᵀ for every expert, in one parallel loop.
 void down(ThreadPool& pool, std::span<ActiveExpert> active, int64_t d, MoeStats* stats) {
-  const MoePlan plan = plan_work(
-      pool, active,
-      [](const ActiveExpert& ex) {
-        return std::pair<int64_t, int64_t>{ex.down.rows, ex.down.row_group};
-      },
-      stats);
+  const MoePlan plan = plan_work(pool, active, down_shape, stats);
   pool.parallel_for(
       int64_t(plan.parts.size()),
       [&](int64_t tb, int64_t te) {
         for (int64_t t = tb; t < te; ++t)
-          for (const WorkItem& it : plan.parts[size_t(t)]) {
-            ActiveExpert& ex = active[it.expert];
-            kernels::matmul({.w = ex.down,
-                             .x = ex.h.data(),
-                             .ldx = ex.down.cols,
-                             .m = int64_t(ex.rows.size()),
-                             .y = ex.y.data(),
-                             .ldy = d,
-                             .row_begin = it.r0,
-                             .row_end = it.r1,
-                             .xq = &ex.hq});
-          }
+          for (const WorkItem& it : plan.parts[size_t(t)]) down_item(active[it.expert], it, d);
       },
       plan.chunks_per_thread);
+}
+
+// Decode (every expert has a few tokens): gate_up and down in one parallel
+// loop, where two loops made every thread wait at the end of gate_up for the
+// last expert's h (a tail of half an expert's gate and up on average, every
+// layer). Items are claimed in order: every gate_up item (biggest first),
+// then each expert's down in the same expert order, so when a thread claims
+// an expert's down its gate_up items are all claimed and running on the
+// other threads (or done), and it waits at most for the last of them (spins
+// on `ready`). The last experts' down matrices are cut in quarters, so the
+// loop's end is balanced to a quarter of one expert's down.
+void experts_decode(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, std::span<ActiveExpert> active,
+                    int64_t d, MoeStats* stats) {
+  // Kept from layer to layer: a decode step comes here once per layer. (The
+  // loop's lambda names them through references: on the other threads the
+  // thread_local names would mean those threads' own, empty, copies.)
+  thread_local std::vector<WorkItem> items_kept, downs_kept;
+  std::vector<WorkItem>&items = items_kept, &downs = downs_kept;
+  thread_local std::vector<size_t> order;
+  thread_local std::vector<char> seen;
+  const auto biggest_first = [](const WorkItem& a, const WorkItem& b) { return a.cost > b.cost; };
+  cut_items(active, pool.size(), gate_up_shape, items);
+  std::stable_sort(items.begin(), items.end(), biggest_first);
+  for (ActiveExpert& ex : active) ex.pending = 0, ex.ready = 0;
+  for (const WorkItem& it : items) ++active[it.expert].pending;
+  // Down items in the order the experts' gate_up items are first claimed.
+  order.clear();
+  seen.assign(active.size(), 0);
+  for (const WorkItem& it : items)
+    if (!seen[it.expert]) seen[it.expert] = 1, order.push_back(it.expert);
+  downs.clear();
+  const size_t tail = size_t(pool.size());  // experts whose down is cut in quarters
+  for (size_t i = 0; i < order.size(); ++i) {
+    const auto [nr, g] = down_shape(active[order[i]]);
+    const int64_t n = int64_t(active[order[i]].rows.size());
+    const int64_t pieces = i + tail >= order.size() ? 4 : 1;
+    const int64_t step = std::max<int64_t>((nr / pieces + g - 1) / g * g, std::max<int64_t>(g, 16));
+    for (int64_t r = 0; r < nr; r += step)
+      downs.push_back({order[i], r, std::min(nr, r + step), double(n) * double(std::min(step, nr - r))});
+  }
+  if (stats) {  // the balance figures: each loop's items placed longest first on the threads
+    thread_local std::vector<WorkItem> sorted;
+    record_balance(items, pool.size(), *stats);
+    sorted.assign(downs.begin(), downs.end());
+    std::stable_sort(sorted.begin(), sorted.end(), biggest_first);
+    record_balance(sorted, pool.size(), *stats);
+  }
+  const int64_t n_up = int64_t(items.size()), n_items = n_up + int64_t(downs.size());
+  pool.parallel_for(
+      n_items,
+      [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          if (i < n_up) {
+            const WorkItem& it = items[size_t(i)];
+            gate_up_item(w, cfg.swiglu_oai, active[it.expert], it, d);
+            continue;
+          }
+          const WorkItem& it = downs[size_t(i - n_up)];
+          ActiveExpert& ex = active[it.expert];
+          while (!std::atomic_ref<int>(ex.ready).load(std::memory_order_acquire)) __builtin_ia32_pause();
+          down_item(ex, it, d);
+        }
+      },
+      int((n_items + pool.size() - 1) / pool.size()));
 }
 
 }  // namespace
@@ -393,8 +474,14 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
       ex.inq = &ex.own_inq;
     }
   }
-  gate_up(pool, cfg, w, active, d, hooks.stats);
-  down(pool, active, d, hooks.stats);
+  size_t most = 0;
+  for (const auto& ex : active) most = std::max(most, ex.rows.size());
+  if (most <= 4) {
+    experts_decode(pool, cfg, w, active, d, hooks.stats);
+  } else {
+    gate_up(pool, cfg, w, active, d, hooks.stats);
+    down(pool, active, d, hooks.stats);
+  }
   // out [m][d] = Σ over each token's experts of weight · y
   std::fill(out, out + m * d, 0.0f);
   for (const ActiveExpert& ex : active)
