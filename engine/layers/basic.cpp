@@ -1,4 +1,5 @@
 // Linear layers, RMSNorm and RoPE.
+#include <algorithm>
 #include <cmath>
 
 #include "layers.h"
@@ -55,11 +56,22 @@ void linear_fused(ThreadPool& pool, std::span<const LinearOut> outs, const float
                        .xq = xq});
     }
   };
-  // Decode-sized calls (a few inputs) in 4 chunks per thread, so the other
-  // threads absorb a descheduled one's share (ThreadPool); with many inputs,
-  // one per thread (the tile kernels want long row ranges).
-  if (tiny) body(0, start.back());
-  else pool.parallel_for(start.back(), body, m <= 4 ? 4 : 1);
+  // Decode-sized calls (a few inputs) in at least 4 chunks per thread, so the
+  // other threads absorb a descheduled one's share (ThreadPool), and in
+  // chunks of at most ~1 MiB of weights: with 4 per thread, an output head
+  // of 111 MB (deepseek2-mid Q8_0) had one thread idle ~10 % of the loop,
+  // waiting for the other's last 14 MB chunk. With many inputs, one chunk per
+  // thread (the tile kernels want long row ranges).
+  if (tiny) {
+    body(0, start.back());
+  } else if (m <= 4) {
+    uint64_t bytes = 0;
+    for (const LinearOut& o : outs) bytes += uint64_t(o.w->rows) * o.w->row_bytes;
+    const int per_thread = int(std::clamp<uint64_t>(bytes / (uint64_t(pool.size()) << 20), 4, 256));
+    pool.parallel_for(start.back(), body, per_thread);
+  } else {
+    pool.parallel_for(start.back(), body, 1);
+  }
 }
 
 void rms_norm(const float* x, const float* w, int64_t n, float eps, float* y, int64_t m, int64_t ld) {
