@@ -47,6 +47,13 @@ namespace {
 
 constexpr int kBlock = 16;     // query tokens per job
 constexpr int kMinSplit = 64;  // keys per range worth a job of its own
+// The same for run_job_rows, whose ranges cover every kv head: a range reads
+// whole consecutive cache rows (the hardware prefetcher's best case), where a
+// share of the kv heads reads a 256-byte slice of each 2 KiB row and waits on
+// memory row by row. So short contexts split the keys first, down to 16 keys
+// a range: a qwen3moe-mid decode step's attention at 0-128 positions of
+// context took 30 % less time (temporary timers: 30 → 21 µs a layer).
+constexpr int kMinSplitRows = 16;
 
 struct Job {
   int t0 = 0, t1 = 0;              // query tokens
@@ -373,7 +380,7 @@ Plan plan_of(const AttentionArgs& a, int threads) {
     // A sliding window's token sees only its last `window` keys: the ranges
     // cover those, so every job has a share of them.
     p.key0 = a.window > 0 ? std::max<int64_t>(0, p.n_kv - a.window) : 0;
-    p.kv_split = int(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, (p.n_kv - p.key0) / kMinSplit)));
+    p.kv_split = int(std::clamp<int64_t>(want, 1, std::max<int64_t>(1, (p.n_kv - p.key0) / kMinSplitRows)));
     int parts = 1;  // kv-head shares
     while (parts < a.n_head_kv && int64_t(p.kv_split) * parts < want) {
       ++parts;
