@@ -183,10 +183,19 @@ struct WorkItem {
   double cost;  // tokens × rows
 };
 
+// Appends rows [0, nr) of active expert `a` (n tokens) in items of `step` rows.
+void append_items(std::vector<WorkItem>& items, size_t a, int64_t nr, int64_t n, int64_t step) {
+  for (int64_t r = 0; r < nr; r += step)
+    items.push_back({a, r, std::min(nr, r + step), double(n) * double(std::min(step, nr - r))});
+}
+
 // The items of a matrix of `shape(expert)` = {rows, row group} per expert,
 // cut so that there are about 4 per thread over all experts, each at least 16
 // rows and on whole groups of a repacked matrix (the shared experts' may be:
-// kernels/repack.h).
+// kernels/repack.h). Cutting experts finer cost more than it balanced: every
+// item starts new weight streams and kernel calls (qwen3moe-mid Q4_K_M
+// decode, 8 experts, alternated runs: every expert cut in 4, four parts per
+// thread, 67-86 tokens/s; whole experts 83-101).
 template <class Shape>
 void cut_items(std::span<const ActiveExpert> active, int n_threads, Shape shape, std::vector<WorkItem>& items) {
   const int64_t total = std::max<int64_t>(1, int64_t(active.size()));
@@ -194,34 +203,15 @@ void cut_items(std::span<const ActiveExpert> active, int n_threads, Shape shape,
   items.clear();
   for (size_t a = 0; a < active.size(); ++a) {
     const auto [nr, g] = shape(active[a]);
-    const int64_t n = int64_t(active[a].rows.size());
     const int64_t step = (std::max<int64_t>(16, (nr + per_expert - 1) / per_expert) + g - 1) / g * g;
-    for (int64_t r = 0; r < nr; r += step)
-      items.push_back({a, r, std::min(nr, r + step), double(n) * double(std::min(step, nr - r))});
+    append_items(items, a, nr, int64_t(active[a].rows.size()), step);
   }
 }
 
-// Longest-processing-time-first onto the least-loaded part, so every thread
-// finishes at about the same time whatever the routing.
-std::vector<std::vector<WorkItem>> schedule(std::vector<WorkItem> items, int n_threads, MoeStats* stats) {
-  std::sort(items.begin(), items.end(), [](const WorkItem& a, const WorkItem& b) { return a.cost > b.cost; });
-  std::vector<std::vector<WorkItem>> per(static_cast<size_t>(n_threads));
-  std::vector<double> load(static_cast<size_t>(n_threads), 0.0);
-  for (const WorkItem& it : items) {
-    const size_t t = size_t(std::min_element(load.begin(), load.end()) - load.begin());
-    per[t].push_back(it);
-    load[t] += it.cost;
-  }
-  if (stats && !load.empty()) {
-    const auto [mn, mx] = std::minmax_element(load.begin(), load.end());
-    stats->thread_load_max += *mx;
-    stats->thread_load_min += *mn;
-  }
-  return per;
-}
+bool biggest_first(const WorkItem& a, const WorkItem& b) { return a.cost > b.cost; }
 
 // The loads of `items` (biggest first) placed longest-first on n threads,
-// added to the stats' balance figures (as schedule does, without the parts).
+// added to the stats' balance figures.
 void record_balance(std::span<const WorkItem> items, int n_threads, MoeStats& stats) {
   thread_local std::vector<double> load;
   load.assign(size_t(n_threads), 0.0);
@@ -231,30 +221,25 @@ void record_balance(std::span<const WorkItem> items, int n_threads, MoeStats& st
   stats.thread_load_min += *mn;
 }
 
-// How the experts' work is cut and handed out. Decode (every expert has a few
-// tokens): about 4 items per thread over all experts — a whole expert's
-// matrix per item once there are that many experts — each item its own part,
-// claimed one at a time biggest first, so the other threads take a
-// descheduled thread's items (ThreadPool). Cutting experts finer cost more
-// than it balanced: every item starts new weight streams and kernel calls
-// (qwen3moe-mid Q4_K_M decode, 8 experts, alternated runs: every expert cut
-// in 4, four parts per thread, 67-86 tokens/s; whole experts 83-101). With
-// many tokens per expert: one LPT part per thread.
-struct MoePlan {
-  std::vector<std::vector<WorkItem>> parts;
-  int chunks_per_thread = 1;
-};
+// With many tokens per expert (a prompt): one part per thread, the items
+// placed longest-processing-time-first onto the least-loaded part, so every
+// thread finishes at about the same time whatever the routing. (Decode is
+// experts_decode.)
 template <class Shape>
-MoePlan plan_work(const ThreadPool& pool, std::span<const ActiveExpert> active, Shape shape, MoeStats* stats) {
-  size_t most = 0;
-  for (const auto& ex : active) most = std::max(most, ex.rows.size());
-  const bool few = most <= 4;
+std::vector<std::vector<WorkItem>> plan_work(const ThreadPool& pool, std::span<const ActiveExpert> active, Shape shape,
+                                             MoeStats* stats) {
   std::vector<WorkItem> items;
   cut_items(active, pool.size(), shape, items);
-  if (!few) return {schedule(std::move(items), pool.size(), stats), 1};
-  if (stats) schedule(items, pool.size(), stats);  // the balance figures, per thread
-  const int n_parts = std::max<int>(1, int(items.size()));
-  return {schedule(std::move(items), n_parts, nullptr), (n_parts + pool.size() - 1) / pool.size()};
+  std::sort(items.begin(), items.end(), biggest_first);
+  if (stats) record_balance(items, pool.size(), *stats);
+  std::vector<std::vector<WorkItem>> parts(static_cast<size_t>(pool.size()));
+  std::vector<double> load(static_cast<size_t>(pool.size()), 0.0);
+  for (const WorkItem& it : items) {
+    const size_t t = size_t(std::min_element(load.begin(), load.end()) - load.begin());
+    parts[t].push_back(it);
+    load[t] += it.cost;
+  }
+  return parts;
 }
 
 // One gate_up work item: rows [r0, r1) of h = silu(x·Wgᵀ) ⊙ (x·Wuᵀ) for
@@ -337,37 +322,35 @@ std::pair<int64_t, int64_t> gate_up_shape(const ActiveExpert& ex) {
 }
 std::pair<int64_t, int64_t> down_shape(const ActiveExpert& ex) { return {ex.down.rows, ex.down.row_group}; }
 
-void count_pending(std::span<ActiveExpert> active, const MoePlan& plan) {
+// Resets every expert's count of gate_up items, then counts those of `parts`.
+void count_pending(std::span<ActiveExpert> active, std::span<const std::vector<WorkItem>> parts) {
   for (ActiveExpert& ex : active) ex.pending = 0, ex.ready = 0;
-  for (const auto& part : plan.parts)
+  for (const auto& part : parts)
     for (const WorkItem& it : part) ++active[it.expert].pending;
 }
 
-// h for every expert (gate_up_item), in one parallel loop.
+// h for every expert (gate_up_item), in one parallel loop of one part per thread.
 void gate_up(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, std::span<ActiveExpert> active, int64_t d,
              MoeStats* stats) {
-  const MoePlan plan = plan_work(pool, active, gate_up_shape, stats);
-  count_pending(active, plan);
-  pool.parallel_for(
-      int64_t(plan.parts.size()),
-      [&](int64_t tb, int64_t te) {
-        for (int64_t t = tb; t < te; ++t)
-          for (const WorkItem& it : plan.parts[size_t(t)]) gate_up_item(w, cfg.swiglu_oai, active[it.expert], it, d);
-      },
-      plan.chunks_per_thread);
+  const auto parts = plan_work(pool, active, gate_up_shape, stats);
+  count_pending(active, parts);
+  pool.parallel_for(int64_t(parts.size()), [&](int64_t tb, int64_t te) {
+    for (int64_t t = tb; t < te; ++t)
+      for (const WorkItem& it : parts[size_t(t)]) gate_up_item(w, cfg.swiglu_oai, active[it.expert], it, d);
+  });
 }
 
-// y = h·Wdᵀ for every expert, in one parallel loop.
+// y = h·Wdᵀ for every expert, in one parallel loop of one part per thread.
 void down(ThreadPool& pool, std::span<ActiveExpert> active, int64_t d, MoeStats* stats) {
-  const MoePlan plan = plan_work(pool, active, down_shape, stats);
-  pool.parallel_for(
-      int64_t(plan.parts.size()),
-      [&](int64_t tb, int64_t te) {
-        for (int64_t t = tb; t < te; ++t)
-          for (const WorkItem& it : plan.parts[size_t(t)]) down_item(active[it.expert], it, d);
-      },
-      plan.chunks_per_thread);
+  const auto parts = plan_work(pool, active, down_shape, stats);
+  pool.parallel_for(int64_t(parts.size()), [&](int64_t tb, int64_t te) {
+    for (int64_t t = tb; t < te; ++t)
+      for (const WorkItem& it : parts[size_t(t)]) down_item(active[it.expert], it, d);
+  });
 }
+
+// Experts with at most this many tokens each go through experts_decode.
+constexpr size_t kDecodeTokens = 4;
 
 // Decode (every expert has a few tokens): gate_up and down in one parallel
 // loop, where two loops made every thread wait at the end of gate_up for the
@@ -376,8 +359,10 @@ void down(ThreadPool& pool, std::span<ActiveExpert> active, int64_t d, MoeStats*
 // then each expert's down in the same expert order, so when a thread claims
 // an expert's down its gate_up items are all claimed and running on the
 // other threads (or done), and it waits at most for the last of them (spins
-// on `ready`). The last experts' down matrices are cut in quarters, so the
-// loop's end is balanced to a quarter of one expert's down.
+// on `ready`). Each item is a claim of its own, so the other threads take a
+// descheduled thread's items (ThreadPool). The last experts' down matrices are
+// cut in quarters, so the loop's end is balanced to a quarter of one expert's
+// down.
 void experts_decode(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, std::span<ActiveExpert> active,
                     int64_t d, MoeStats* stats) {
   // Kept from layer to layer: a decode step comes here once per layer. (The
@@ -387,11 +372,9 @@ void experts_decode(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& 
   std::vector<WorkItem>&items = items_kept, &downs = downs_kept;
   thread_local std::vector<size_t> order;
   thread_local std::vector<char> seen;
-  const auto biggest_first = [](const WorkItem& a, const WorkItem& b) { return a.cost > b.cost; };
   cut_items(active, pool.size(), gate_up_shape, items);
   std::stable_sort(items.begin(), items.end(), biggest_first);
-  for (ActiveExpert& ex : active) ex.pending = 0, ex.ready = 0;
-  for (const WorkItem& it : items) ++active[it.expert].pending;
+  count_pending(active, std::span(&items, 1));
   // Down items in the order the experts' gate_up items are first claimed.
   order.clear();
   seen.assign(active.size(), 0);
@@ -401,11 +384,9 @@ void experts_decode(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& 
   const size_t tail = size_t(pool.size());  // experts whose down is cut in quarters
   for (size_t i = 0; i < order.size(); ++i) {
     const auto [nr, g] = down_shape(active[order[i]]);
-    const int64_t n = int64_t(active[order[i]].rows.size());
     const int64_t pieces = i + tail >= order.size() ? 4 : 1;
     const int64_t step = std::max<int64_t>((nr / pieces + g - 1) / g * g, std::max<int64_t>(g, 16));
-    for (int64_t r = 0; r < nr; r += step)
-      downs.push_back({order[i], r, std::min(nr, r + step), double(n) * double(std::min(step, nr - r))});
+    append_items(downs, order[i], nr, int64_t(active[order[i]].rows.size()), step);
   }
   if (stats) {  // the balance figures: each loop's items placed longest first on the threads
     thread_local std::vector<WorkItem> sorted;
@@ -476,7 +457,7 @@ void moe(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const fl
   }
   size_t most = 0;
   for (const auto& ex : active) most = std::max(most, ex.rows.size());
-  if (most <= 4) {
+  if (most <= kDecodeTokens) {
     experts_decode(pool, cfg, w, active, d, hooks.stats);
   } else {
     gate_up(pool, cfg, w, active, d, hooks.stats);
