@@ -16,7 +16,12 @@
 // row at a time, two blocks per step in separate accumulators. These kernels serve decode (one input)
 // and small batches; from kTileMinInputs inputs on, matmul_int8_tile.cpp's
 // lane-vector kernel takes over where the ISA level has it.
+// GCC 12's 512-bit intrinsics start from _mm512_undefined_*, which it then
+// reports as "may be used uninitialized" (GCC bug 105593): a false positive.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 
 #include <algorithm>
 #include <atomic>
@@ -169,6 +174,41 @@ __attribute__((target("avx2,fma"))) void quantize_row_q8_k_avx2(const float* x, 
   }
 }
 
+// The same in 512-bit vectors. Per 256-value block: the first value of
+// largest magnitude found by a compare mask (the scalar scan it replaces cost
+// ~128 iterations a block), and each bsum is one vector's lanes (16 values).
+// A decode step quantizes every matmul input on the thread the others wait
+// for, so this is serial time: a 2048-value row (qwen3moe-mid's attention
+// output) took 1.9 µs with the AVX2 version, 0.7 µs with this one.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_row_q8_k_avx512(const float* x, BlockQ8K* out,
+                                                                                   int64_t n) {
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const float* p = x + b * 256;
+    __m512 mx = _mm512_setzero_ps();
+    for (int k = 0; k < 16; ++k) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(p + 16 * k)));
+    const float amax = _mm512_reduce_max_ps(mx);
+    float max = 0;
+    const __m512 va = _mm512_set1_ps(amax);
+    for (int k = 0; k < 16; ++k) {
+      const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(p + 16 * k)), va, _CMP_EQ_OQ);
+      if (hit) {
+        max = p[16 * k + __builtin_ctz(hit)];
+        break;
+      }
+    }
+    const float iscale = amax > 0 ? -127.0f / max : 0.0f;
+    out[b].d = amax > 0 ? 1.0f / iscale : 0.0f;
+    const __m512 vis = _mm512_set1_ps(iscale), lim = _mm512_set1_ps(127.0f);
+    for (int g = 0; g < 16; ++g) {
+      const __m512 r = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(p + 16 * g), vis),
+                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      const __m512i q = _mm512_cvtps_epi32(_mm512_min_ps(lim, r));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out[b].q + 16 * g), _mm512_cvtsepi32_epi8(q));
+      out[b].bsums[g] = int16_t(_mm512_reduce_add_epi32(q));
+    }
+  }
+}
+
 // Byte-shuffle control that copies 16-bit lane k (of each 128-bit half) to every lane.
 // pair: lane k in the low half, lane k + 1 in the high half.
 struct Pick16 {
@@ -214,7 +254,10 @@ thread_local std::vector<BlockQ8K> tls_xk;
 }  // namespace
 
 void quantize_row_q8_simd(const float* x, BlockQ8* out, int64_t n) { quantize_row_q8_avx2(x, out, n); }
-void quantize_row_q8_k_simd(const float* x, BlockQ8K* out, int64_t n) { quantize_row_q8_k_avx2(x, out, n); }
+void quantize_row_q8_k_simd(const float* x, BlockQ8K* out, int64_t n) {
+  if (kernel_config().isa >= Isa::Avx512Vnni) quantize_row_q8_k_avx512(x, out, n);
+  else quantize_row_q8_k_avx2(x, out, n);
+}
 
 ActBlocks act_blocks(DType t) {
   const KernelConfig cfg = kernel_config();
@@ -235,7 +278,7 @@ void quantize_act_rows(const float* x, int64_t ldx, int64_t r0, int64_t r1, Quan
   for (int64_t r = r0; r < r1; ++r) {
     if (out.blocks == ActBlocks::Q8) quantize_row_q8_avx2(x + r * ldx, out.q8.data() + r * (out.cols / 32), out.cols);
     else if (out.blocks == ActBlocks::Q8K)
-      quantize_row_q8_k_avx2(x + r * ldx, out.q8k.data() + r * (out.cols / 256), out.cols);
+      quantize_row_q8_k_simd(x + r * ldx, out.q8k.data() + r * (out.cols / 256), out.cols);
   }
 }
 

@@ -19,7 +19,8 @@ void matmul_int8(const MatmulArgs& a, Isa isa);  // the Kernel::Int8 types, at A
 // The types of decode_blocks.h (matmul_int8_decoded.cpp).
 void matmul_int8_decoded(const MatmulArgs& a, Isa isa);
 
-// The activation quantizers (AVX2), with ref::quantize_row_q8 / _q8_k's results.
+// The activation quantizers (AVX2; Q8_K also in AVX-512 where the kernel
+// setting allows), with ref::quantize_row_q8 / _q8_k's results bit for bit.
 void quantize_row_q8_simd(const float* x, BlockQ8* out, int64_t n);
 void quantize_row_q8_k_simd(const float* x, BlockQ8K* out, int64_t n);
 
