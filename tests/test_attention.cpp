@@ -35,9 +35,11 @@ struct Cache {
   std::vector<int32_t> blocks;
   std::vector<float> k, v;  // [pos][n_head_kv·hd], the values as stored (rounded to the type)
 
-  Cache(kernels::DType t, const Shape& s, int n_pos, int bs, std::mt19937& rng) : type(t), block_size(bs) {
+  // grid: values k/64 with |k| ≤ 255, exact in F16 and BF16 alike.
+  Cache(kernels::DType t, const Shape& s, int n_pos, int bs, std::mt19937& rng, bool grid = false)
+      : type(t), block_size(bs) {
     const int w = s.n_head_kv * s.hd;
-    const size_t el = t == kernels::DType::F16 ? 2 : 4;
+    const size_t el = t == kernels::DType::F32 ? 4 : 2;
     row_bytes = size_t(2 * w) * el;
     const int n_blocks = (n_pos + bs - 1) / bs;
     blocks.resize(size_t(n_blocks));
@@ -51,9 +53,14 @@ struct Cache {
       uint8_t* row = data.data() + size_t(blocks[size_t(p / bs)]) * size_t(bs) * row_bytes + size_t(p % bs) * row_bytes;
       for (int i = 0; i < 2 * w; ++i) {
         float x = nd(rng);
+        if (grid) x = std::clamp(std::round(x * 64.0f), -255.0f, 255.0f) / 64.0f;
         if (t == kernels::DType::F16) {
           const uint16_t h = kernels::fp32_to_fp16(x);
           x = kernels::fp16_to_fp32(h);
+          std::memcpy(row + size_t(i) * 2, &h, 2);
+        } else if (t == kernels::DType::BF16) {
+          const uint16_t h = kernels::fp32_to_bf16(x);
+          x = kernels::bf16_to_fp32(h);
           std::memcpy(row + size_t(i) * 2, &h, 2);
         } else {
           std::memcpy(row + size_t(i) * 4, &x, 4);
@@ -183,4 +190,29 @@ TEST_CASE("a batch of sequences' attention gives each the bits it gets alone") {
   layers::attention(pool, batch);
   for (size_t i = 0; i < caches.size(); ++i)
     CHECK(std::memcmp(alone[i].out.data(), batched[i].out.data(), alone[i].out.size() * 4) == 0);
+}
+
+// Decode reads F16 rows where they lie (widened in registers, run_rows_f16);
+// other types are widened into a buffer first. The sums are the same, in the
+// same order, so BF16 rows holding the same values (exact in both) must give
+// the same bits. Decode with several kv heads is where F16 takes its own path.
+TEST_CASE("F16 cache rows read in place give the bits of the same values widened from BF16") {
+  std::mt19937 rng(23);
+  for (const Shape& s : {Shape{16, 4, 128}, Shape{8, 2, 64, 40, true}, Shape{12, 3, 72}, Shape{6, 3, 36}})
+    for (const int threads : {1, 2})
+      for (const int pos0 : {0, 15, 37, 300, 1000}) {
+        ThreadPool pool(threads);
+        std::mt19937 values(uint32_t(pos0 + 1));
+        const Cache h(kernels::DType::F16, s, pos0 + 1, 16, values, true);
+        values.seed(uint32_t(pos0 + 1));
+        const Cache b(kernels::DType::BF16, s, pos0 + 1, 16, values, true);
+        REQUIRE(h.k == b.k);
+        REQUIRE(h.v == b.v);
+        Case x(s, 1, rng);
+        Case y = x;
+        layers::attention(pool, x.args(s, h, 1, pos0));
+        layers::attention(pool, y.args(s, b, 1, pos0));
+        INFO("heads " << s.n_head << "/" << s.n_head_kv << " hd " << s.hd << " threads " << threads << " at " << pos0);
+        CHECK(std::memcmp(x.out.data(), y.out.data(), x.out.size() * 4) == 0);
+      }
 }

@@ -266,6 +266,64 @@ void run_job_widened(const AttentionArgs& a, const Job& jb, Scratch& sc, float* 
 constexpr int kRowChunk = 32;  // positions per chunk: K and V widened, 2 × 64 KiB at 4 × 128 elements
 constexpr int kAhead = 8;      // positions requested ahead (4 and 16 measured the same)
 
+// run_job_rows on F16 rows (the cache's default type), read where they lie:
+// the scores' matmul and P·V widen each row in registers, where the general
+// path widens every chunk of rows into kbuf / vbuf (32 rows × 4 kv heads ×
+// 128, 2 × 64 KiB) and reads it back. The sums are the general path's, in
+// the same order, so the results are the same bits. Rows are contiguous
+// within a block of the paged cache, so each chunk goes block by block.
+// The next chunk's rows are requested as a chunk starts.
+void run_rows_f16(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float* m, float* l) {
+  const int rows = jb.heads, group = jb.heads / jb.kv_heads;
+  const int64_t j_lo = first_key(a, jb), je = std::min<int64_t>(jb.j_end, a.pos0 + jb.t1);
+  const PagedRows K = a.k.at(int64_t(jb.g) * a.hd_k), V = a.v.at(int64_t(jb.g) * a.hd_v);
+  const size_t k_bytes = size_t(jb.kv_heads) * size_t(a.hd_k) * 2, v_bytes = size_t(jb.kv_heads) * size_t(a.hd_v) * 2;
+  // Each block's rows of [c0, c0 + nc): [s0, s1) with s0 - c0 their first score column.
+  const auto by_block = [&](int64_t c0, int64_t nc, const auto& fn) {
+    for (int64_t s0 = c0; s0 < c0 + nc;) {
+      const int64_t s1 = std::min<int64_t>(c0 + nc, (s0 / K.block_size + 1) * K.block_size);
+      fn(s0, s1);
+      s0 = s1;
+    }
+  };
+  for (int64_t c0 = j_lo; c0 < je; c0 += kRowChunk) {
+    const int64_t nc = std::min<int64_t>(kRowChunk, je - c0), next = std::min<int64_t>(kRowChunk, je - c0 - nc);
+    if (next > 0) {
+      prefetch_rows(K, c0 + nc, next, k_bytes);
+      prefetch_rows(V, c0 + nc, next, v_bytes);
+    }
+    by_block(c0, nc, [&](int64_t s0, int64_t s1) {
+      for (int gi = 0; gi < jb.kv_heads; ++gi)  // s [group rows of kv head g + gi][nc] = q_row · key_j
+        kernels::matmul({.w = {.data = K.row(s0) + size_t(gi) * size_t(a.hd_k) * 2,
+                               .type = kernels::DType::F16,
+                               .cols = a.hd_k,
+                               .rows = s1 - s0,
+                               .row_bytes = K.row_bytes},
+                         .x = sc.qb.data() + size_t(gi) * size_t(group) * size_t(a.hd_k),
+                         .ldx = a.hd_k,
+                         .m = group,
+                         .y = sc.s.data() + size_t(gi) * size_t(group) * size_t(nc) + size_t(s0 - c0),
+                         .ldy = nc,
+                         .row_begin = 0,
+                         .row_end = s1 - s0});
+    });
+    online_softmax(a, jb, rows, c0, nc, sc.s.data(), o, m, l);
+    by_block(c0, nc, [&](int64_t s0, int64_t s1) {
+      for (int gi = 0; gi < jb.kv_heads; ++gi)  // o [group rows][hd_v] += p [group rows][nc] · v [nc][hd_v]
+        kernels::weighted_rows({.p = sc.s.data() + size_t(gi) * size_t(group) * size_t(nc) + size_t(s0 - c0),
+                                .ldp = nc,
+                                .m = group,
+                                .ldv = int64_t(V.row_bytes / 2),
+                                .n_v = s1 - s0,
+                                .n = a.hd_v,
+                                .y = o + size_t(gi) * size_t(group) * size_t(a.hd_v),
+                                .ldy = a.hd_v,
+                                .accumulate = true,
+                                .v_f16 = reinterpret_cast<const uint16_t*>(V.row(s0)) + size_t(gi) * size_t(a.hd_v)});
+    });
+  }
+}
+
 void run_job_rows(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float* m, float* l) {
   const int rows = jb.heads, group = jb.heads / jb.kv_heads;
   const int64_t j_lo = first_key(a, jb), je = std::min<int64_t>(jb.j_end, a.pos0 + jb.t1);
@@ -279,9 +337,10 @@ void run_job_rows(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, 
   std::fill(o, o + size_t(rows) * size_t(a.hd_v), 0.0f);
   std::fill(m, m + rows, -INFINITY);
   std::fill(l, l + rows, 0.0f);
+  sc.s.resize(size_t(rows) * size_t(kRowChunk));
+  if (K.type == kernels::DType::F16 && V.type == kernels::DType::F16) return run_rows_f16(a, jb, sc, o, m, l);
   sc.kbuf.resize(size_t(kRowChunk) * size_t(kw));
   sc.vbuf.resize(size_t(kRowChunk) * size_t(vw));
-  sc.s.resize(size_t(rows) * size_t(kRowChunk));
   for (int64_t c0 = j_lo; c0 < je; c0 += kRowChunk) {
     const int64_t nc = std::min<int64_t>(kRowChunk, je - c0);
     // kbuf [nc][kv_heads·hd_k], vbuf [nc][kv_heads·hd_v]

@@ -187,6 +187,35 @@ __attribute__((target("avx2,fma,f16c"))) void dot_4x1_half(const uint16_t* const
     out[k] = r;
   }
 }
+// Four F16/BF16 rows (ldw elements apart) against M ≤ 4 inputs, the rows
+// widened in registers: dot_4x4_wide's tile and order of operations (so the
+// values are the F32 path's bit for bit), without expanding each group of
+// four rows into a buffer first. Attention's scores read the KV cache's F16
+// keys this way, in place.
+template <bool kBf16, int M>
+__attribute__((target("avx512f,avx512vl,avx2,fma,f16c"))) void dot_4xm_half(const uint16_t* w, int64_t ldw,
+                                                                            const float* x, int64_t ldx, int64_t n,
+                                                                            float out[4][4]) {
+  __m256 acc[4][M];
+  for (int r = 0; r < 4; ++r)
+    for (int i = 0; i < M; ++i) acc[r][i] = _mm256_setzero_ps();
+  int64_t c = 0;
+  for (; c + 8 <= n; c += 8) {
+    __m256 v[M];
+    for (int i = 0; i < M; ++i) v[i] = _mm256_loadu_ps(x + i * ldx + c);
+    for (int r = 0; r < 4; ++r) {
+      const __m256 k = load8_half<kBf16>(w + r * ldw + c);
+      for (int i = 0; i < M; ++i) acc[r][i] = _mm256_fmadd_ps(k, v[i], acc[r][i]);
+    }
+  }
+  for (int r = 0; r < 4; ++r)
+    for (int i = 0; i < M; ++i) {
+      float s = hsum(acc[r][i]);
+      for (int64_t cc = c; cc < n; ++cc) s = std::fma(half_value<kBf16>(w[r * ldw + cc]), x[i * ldx + cc], s);
+      out[r][i] = s;
+    }
+}
+
 template <bool kBf16>
 __attribute__((target("avx2,fma,f16c"))) float dot_1x1_half(const uint16_t* w, const float* x, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
@@ -212,6 +241,35 @@ void matmul_half_1(const MatmulArgs& a) {
     for (int k = 0; k < 4; ++k) a.y[r + k] = o[k];
   }
   for (; r < a.row_end; ++r) a.y[r] = dot_1x1_half<kBf16>(row(r), a.x, a.w.cols);
+}
+
+template <bool kBf16>
+void matmul_half_tiles(const MatmulArgs& a) {
+  const int64_t n = a.w.cols, ldw = int64_t(a.w.row_bytes / sizeof(uint16_t));
+  int64_t r = a.row_begin;
+  float o[4][4];
+  for (; r + 4 <= a.row_end; r += 4) {
+    const auto* w = reinterpret_cast<const uint16_t*>(a.w.row(r));
+    int64_t i = 0;
+    const auto put = [&](int mi) {
+      for (int k = 0; k < 4; ++k)
+        for (int q = 0; q < mi; ++q) a.y[(i + q) * a.ldy + r + k] = o[k][q];
+    };
+    for (; i + 4 <= a.m; i += 4) dot_4xm_half<kBf16, 4>(w, ldw, a.x + i * a.ldx, a.ldx, n, o), put(4);
+    switch (a.m - i) {
+      case 3: dot_4xm_half<kBf16, 3>(w, ldw, a.x + i * a.ldx, a.ldx, n, o), put(3); break;
+      case 2: dot_4xm_half<kBf16, 2>(w, ldw, a.x + i * a.ldx, a.ldx, n, o), put(2); break;
+      case 1: dot_4xm_half<kBf16, 1>(w, ldw, a.x + i * a.ldx, a.ldx, n, o), put(1); break;
+      default: break;
+    }
+  }
+  for (; r < a.row_end; ++r) {  // the rows past the last tile, each (row, input) summed as the tile sums it
+    const auto* w = reinterpret_cast<const uint16_t*>(a.w.row(r));
+    for (int64_t i = 0; i < a.m; ++i) {
+      dot_4xm_half<kBf16, 1>(w, 0, a.x + i * a.ldx, a.ldx, n, o);  // (the same row four times)
+      a.y[i * a.ldy + r] = o[0][0];
+    }
+  }
 }
 
 __attribute__((target("avx2,f16c"))) void f16_row_avx2(const uint16_t* h, float* dst, int64_t n) {
@@ -390,6 +448,11 @@ void matmul_with(const MatmulArgs& a, const KernelConfig& cfg) {
   }
   if (a.m == 1 && a.w.type == DType::F16) return matmul_half_1<false>(a);
   if (a.m == 1 && a.w.type == DType::BF16) return matmul_half_1<true>(a);
+  // A few inputs (attention's query rows of one kv head): rows widened in
+  // registers. Many (a prompt on F16 weights): each group of four rows
+  // widened once into buf below, for every input.
+  if (wide && a.m <= kChunkM && a.w.type == DType::F16) return matmul_half_tiles<false>(a);
+  if (wide && a.m <= kChunkM && a.w.type == DType::BF16) return matmul_half_tiles<true>(a);
   if (tls_row.size() < size_t(kTile * n)) tls_row.resize(size_t(kTile * n));
   float* buf = tls_row.data();
   for (int64_t i0 = 0; i0 < a.m; i0 += kChunkM) {

@@ -4,15 +4,26 @@
 // once per 4 query rows instead of once per row as a row-at-a-time axpy does.
 #include <immintrin.h>
 
+#include <cmath>
+
+#include "kernels/convert.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
 
 namespace moelsp::kernels {
 namespace {
 
-// Rows i0 .. i0 + R − 1, columns c0 .. c0 + 8·NC − 1.
-template <int R, int NC>
-__attribute__((target("avx2,fma"))) void tile(const WeightedRowsArgs& a, int64_t i0, int64_t c0) {
+// Rows i0 .. i0 + R − 1, columns c0 .. c0 + 8·NC − 1. Half: V is F16 (a.v_f16),
+// widened as it is loaded (exact, so the sums are the F32 path's on the same values).
+template <bool Half>
+__attribute__((target("avx2,fma,f16c"))) inline __m256 load_v(const WeightedRowsArgs& a, int64_t j, int64_t c) {
+  if constexpr (Half)
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.v_f16 + j * a.ldv + c)));
+  else return _mm256_loadu_ps(a.v + j * a.ldv + c);
+}
+
+template <int R, int NC, bool Half>
+__attribute__((target("avx2,fma,f16c"))) void tile(const WeightedRowsArgs& a, int64_t i0, int64_t c0) {
   __m256 acc[R][NC];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
@@ -20,10 +31,9 @@ __attribute__((target("avx2,fma"))) void tile(const WeightedRowsArgs& a, int64_t
     for (int c = 0; c < NC; ++c)
       acc[r][c] = a.accumulate ? _mm256_loadu_ps(a.y + (i0 + r) * a.ldy + c0 + 8 * c) : _mm256_setzero_ps();
   for (int64_t j = 0; j < a.n_v; ++j) {
-    const float* v = a.v + j * a.ldv + c0;
     __m256 vv[NC];
 #pragma GCC unroll 4
-    for (int c = 0; c < NC; ++c) vv[c] = _mm256_loadu_ps(v + 8 * c);
+    for (int c = 0; c < NC; ++c) vv[c] = load_v<Half>(a, j, c0 + 8 * c);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m256 p = _mm256_set1_ps(a.p[(i0 + r) * a.ldp + j]);
@@ -37,26 +47,36 @@ __attribute__((target("avx2,fma"))) void tile(const WeightedRowsArgs& a, int64_t
     for (int c = 0; c < NC; ++c) _mm256_storeu_ps(a.y + (i0 + r) * a.ldy + c0 + 8 * c, acc[r][c]);
 }
 
-template <int R>
-__attribute__((target("avx2,fma"))) void rows_avx2(const WeightedRowsArgs& a, int64_t i0) {
+template <int R, bool Half>
+__attribute__((target("avx2,fma,f16c"))) void rows_avx2(const WeightedRowsArgs& a, int64_t i0) {
   int64_t c = 0;
-  for (; c + 32 <= a.n; c += 32) tile<R, 4>(a, i0, c);
-  for (; c + 8 <= a.n; c += 8) tile<R, 1>(a, i0, c);
-  for (; c < a.n; ++c)  // a column tail (head sizes are multiples of 8 in practice)
+  for (; c + 32 <= a.n; c += 32) tile<R, 4, Half>(a, i0, c);
+  for (; c + 8 <= a.n; c += 8) tile<R, 1, Half>(a, i0, c);
+  // A column tail (head sizes are multiples of 8 in practice), one explicit
+  // fused multiply-add per term, as the tiles do: the sums must not depend on
+  // how the compiler contracted each instantiation's loop.
+  for (; c < a.n; ++c)
     for (int r = 0; r < R; ++r) {
       float s = a.accumulate ? a.y[(i0 + r) * a.ldy + c] : 0.0f;
-      for (int64_t j = 0; j < a.n_v; ++j) s += a.p[(i0 + r) * a.ldp + j] * a.v[j * a.ldv + c];
+      for (int64_t j = 0; j < a.n_v; ++j)
+        s = std::fma(a.p[(i0 + r) * a.ldp + j], Half ? fp16_to_fp32(a.v_f16[j * a.ldv + c]) : a.v[j * a.ldv + c], s);
       a.y[(i0 + r) * a.ldy + c] = s;
     }
+}
+
+template <bool Half>
+void weighted_rows_avx2(const WeightedRowsArgs& a) {
+  int64_t i = 0;
+  for (; i + 4 <= a.m; i += 4) rows_avx2<4, Half>(a, i);
+  for (; i < a.m; ++i) rows_avx2<1, Half>(a, i);
 }
 
 }  // namespace
 
 void weighted_rows(const WeightedRowsArgs& a) {
   if (kernel_config().isa < Isa::Avx2) return ref::weighted_rows(a);
-  int64_t i = 0;
-  for (; i + 4 <= a.m; i += 4) rows_avx2<4>(a, i);
-  for (; i < a.m; ++i) rows_avx2<1>(a, i);
+  if (a.v_f16) weighted_rows_avx2<true>(a);
+  else weighted_rows_avx2<false>(a);
 }
 
 }  // namespace moelsp::kernels

@@ -178,7 +178,10 @@ void weighted_rows(const WeightedRowsArgs& a) {
   for (int64_t i = 0; i < a.m; ++i)
     for (int64_t c = 0; c < a.n; ++c) {
       double s = a.accumulate ? double(a.y[i * a.ldy + c]) : 0.0;
-      for (int64_t j = 0; j < a.n_v; ++j) s += double(a.p[i * a.ldp + j]) * double(a.v[j * a.ldv + c]);
+      for (int64_t j = 0; j < a.n_v; ++j) {
+        const float v = a.v_f16 ? kernels::fp16_to_fp32(a.v_f16[j * a.ldv + c]) : a.v[j * a.ldv + c];
+        s += double(a.p[i * a.ldp + j]) * double(v);
+      }
       a.y[i * a.ldy + c] = float(s);
     }
 }

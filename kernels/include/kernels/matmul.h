@@ -108,6 +108,10 @@ struct WeightedRowsArgs {
   float* y = nullptr;
   int64_t ldy = 0;
   bool accumulate = false;
+  // When set, V is read from here as F16 (a KV cache's rows where they lie,
+  // ldv elements apart) and v is ignored: the same sums, the values widened
+  // in registers instead of in a buffer first.
+  const uint16_t* v_f16 = nullptr;
 };
 void weighted_rows(const WeightedRowsArgs& a);
 
