@@ -2,8 +2,9 @@
 // F16 and F32 cache rows whose blocks are scattered: every way a sequence's
 // work is cut into jobs (token blocks, split query heads, key ranges, decode's
 // jobs over several kv heads' rows) for several shapes, thread counts,
-// sliding windows and sinks. And a batch of sequences gives each the bits it
-// gets alone.
+// sliding windows and sinks. A batch of sequences gives each the bits it gets
+// alone, and F16 rows (read in place) give the bits BF16 rows of the same
+// values give (widened into a buffer).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -192,27 +193,29 @@ TEST_CASE("a batch of sequences' attention gives each the bits it gets alone") {
     CHECK(std::memcmp(alone[i].out.data(), batched[i].out.data(), alone[i].out.size() * 4) == 0);
 }
 
-// Decode reads F16 rows where they lie (widened in registers, run_rows_f16);
-// other types are widened into a buffer first. The sums are the same, in the
-// same order, so BF16 rows holding the same values (exact in both) must give
-// the same bits. Decode with several kv heads is where F16 takes its own path.
+// F16 rows are read where they lie (widened in registers); other types are
+// widened into a buffer first. The sums are the same, in the same order, so
+// BF16 rows holding the same values (exact in both) must give the same bits:
+// decode over several kv heads' rows, one kv head (MLA's latent rows), prompts.
 TEST_CASE("F16 cache rows read in place give the bits of the same values widened from BF16") {
   std::mt19937 rng(23);
-  for (const Shape& s : {Shape{16, 4, 128}, Shape{8, 2, 64, 40, true}, Shape{12, 3, 72}, Shape{6, 3, 36}})
+  for (const Shape& s : {Shape{16, 4, 128}, Shape{8, 2, 64, 40, true}, Shape{12, 3, 72}, Shape{6, 3, 36},
+                         Shape{16, 1, 64}, Shape{4, 1, 36, 0, true}})
     for (const int threads : {1, 2})
-      for (const int pos0 : {0, 15, 37, 300, 1000}) {
+      for (const auto& [n_tokens, pos0] : {std::pair{1, 0}, {1, 15}, {1, 37}, {1, 300}, {1, 1000}, {3, 90}, {40, 7}}) {
         ThreadPool pool(threads);
         std::mt19937 values(uint32_t(pos0 + 1));
-        const Cache h(kernels::DType::F16, s, pos0 + 1, 16, values, true);
+        const Cache h(kernels::DType::F16, s, pos0 + n_tokens, 16, values, true);
         values.seed(uint32_t(pos0 + 1));
-        const Cache b(kernels::DType::BF16, s, pos0 + 1, 16, values, true);
+        const Cache b(kernels::DType::BF16, s, pos0 + n_tokens, 16, values, true);
         REQUIRE(h.k == b.k);
         REQUIRE(h.v == b.v);
-        Case x(s, 1, rng);
+        Case x(s, n_tokens, rng);
         Case y = x;
-        layers::attention(pool, x.args(s, h, 1, pos0));
-        layers::attention(pool, y.args(s, b, 1, pos0));
-        INFO("heads " << s.n_head << "/" << s.n_head_kv << " hd " << s.hd << " threads " << threads << " at " << pos0);
+        layers::attention(pool, x.args(s, h, n_tokens, pos0));
+        layers::attention(pool, y.args(s, b, n_tokens, pos0));
+        INFO("heads " << s.n_head << "/" << s.n_head_kv << " hd " << s.hd << " threads " << threads << " tokens "
+                      << n_tokens << " at " << pos0);
         CHECK(std::memcmp(x.out.data(), y.out.data(), x.out.size() * 4) == 0);
       }
 }

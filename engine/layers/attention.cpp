@@ -197,6 +197,54 @@ void online_softmax(const AttentionArgs& a, const Job& jb, int rows, int64_t c0,
   }
 }
 
+// F16 cache rows read where they lie: the scores' matmul and P·V widen each
+// row in registers (kernels::matmul on F16 rows, weighted_rows' v_f16). The
+// sums are those of the widening paths below, in the same order, so the
+// results are the same bits. Rows are contiguous within a block of the paged
+// cache, so a chunk goes block by block: fn(s0, s1) for each block's rows.
+template <class Fn>
+void by_block(const PagedRows& r, int64_t c0, int64_t nc, const Fn& fn) {
+  for (int64_t s0 = c0; s0 < c0 + nc;) {
+    const int64_t s1 = std::min<int64_t>(c0 + nc, (s0 / r.block_size + 1) * r.block_size);
+    fn(s0, s1);
+    s0 = s1;
+  }
+}
+
+// s [m][nc] = q [m][hd] · key_j for j in [c0, c0 + nc): elements e0 … e0 + hd − 1 of K's rows.
+void scores_f16(const PagedRows& K, int64_t e0, int hd, int64_t c0, int64_t nc, const float* q, int64_t m, float* s) {
+  by_block(K, c0, nc, [&](int64_t s0, int64_t s1) {
+    kernels::matmul({.w = {.data = K.row(s0) + size_t(e0) * 2,
+                           .type = kernels::DType::F16,
+                           .cols = hd,
+                           .rows = s1 - s0,
+                           .row_bytes = K.row_bytes},
+                     .x = q,
+                     .ldx = hd,
+                     .m = m,
+                     .y = s + (s0 - c0),
+                     .ldy = nc,
+                     .row_begin = 0,
+                     .row_end = s1 - s0});
+  });
+}
+
+// o [m][hd_v] += p [m][nc] · v_j for j in [c0, c0 + nc): elements e0 … e0 + hd_v − 1 of V's rows.
+void pv_f16(const PagedRows& V, int64_t e0, int hd_v, int64_t c0, int64_t nc, const float* p, int64_t m, float* o) {
+  by_block(V, c0, nc, [&](int64_t s0, int64_t s1) {
+    kernels::weighted_rows({.p = p + (s0 - c0),
+                            .ldp = nc,
+                            .m = m,
+                            .ldv = int64_t(V.row_bytes / 2),
+                            .n_v = s1 - s0,
+                            .n = hd_v,
+                            .y = o,
+                            .ldy = hd_v,
+                            .accumulate = true,
+                            .v_f16 = reinterpret_cast<const uint16_t*>(V.row(s0)) + e0});
+  });
+}
+
 void run_job_widened(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float* m, float* l) {
   const int rows = (jb.t1 - jb.t0) * jb.heads;
   const int64_t j_lo = first_key(a, jb), je = std::min<int64_t>(jb.j_end, a.pos0 + jb.t1);
@@ -209,8 +257,23 @@ void run_job_widened(const AttentionArgs& a, const Job& jb, Scratch& sc, float* 
   std::fill(o, o + size_t(rows) * size_t(a.hd_v), 0.0f);
   std::fill(m, m + rows, -INFINITY);
   std::fill(l, l + rows, 0.0f);
-  sc.kbuf.resize(size_t(kChunk) * size_t(a.hd_k));
   sc.s.resize(size_t(rows) * size_t(kChunk));
+  if (K.type == kernels::DType::F16 && V.type == kernels::DType::F16) {  // MLA's latent rows, or one kv head's
+    prefetch_rows(K, j_lo, std::min<int64_t>(kChunk, je - j_lo), k_bytes);
+    if (!shared) prefetch_rows(V, j_lo, std::min<int64_t>(kChunk, je - j_lo), v_bytes);
+    for (int64_t c0 = j_lo; c0 < je; c0 += kChunk) {
+      const int64_t nc = std::min<int64_t>(kChunk, je - c0), next = std::min<int64_t>(kChunk, je - c0 - nc);
+      if (next > 0) {
+        prefetch_rows(K, c0 + nc, next, k_bytes);
+        if (!shared) prefetch_rows(V, c0 + nc, next, v_bytes);
+      }
+      scores_f16(K, 0, a.hd_k, c0, nc, sc.qb.data(), rows, sc.s.data());  // s [rows][nc] = q_row · key_j
+      online_softmax(a, jb, rows, c0, nc, sc.s.data(), o, m, l);
+      pv_f16(V, 0, a.hd_v, c0, nc, sc.s.data(), rows, o);  // o [rows][hd_v] += p [rows][nc] · v [nc][hd_v]
+    }
+    return;
+  }
+  sc.kbuf.resize(size_t(kChunk) * size_t(a.hd_k));
   if (!shared) sc.vbuf.resize(size_t(kChunk) * size_t(a.hd_v));
   for (int64_t c0 = j_lo; c0 < je; c0 += kChunk) {
     const int64_t nc = std::min<int64_t>(kChunk, je - c0);
@@ -263,64 +326,31 @@ void run_job_widened(const AttentionArgs& a, const Job& jb, Scratch& sc, float* 
 // TSC cycles per position (all heads) that way, 290 now, and tg512 went from
 // 108-116 to 135-139 tokens/s. Rows r of the job: query heads h0 + r, of kv
 // head g + r / group.
-constexpr int kRowChunk = 32;  // positions per chunk: K and V widened, 2 × 64 KiB at 4 × 128 elements
+constexpr int kRowChunk = 32;  // positions per chunk (other than F16: K and V widened, 2 × 64 KiB at 4 × 128 elements)
 constexpr int kAhead = 8;      // positions requested ahead (4 and 16 measured the same)
 
-// run_job_rows on F16 rows (the cache's default type), read where they lie:
-// the scores' matmul and P·V widen each row in registers, where the general
-// path widens every chunk of rows into kbuf / vbuf (32 rows × 4 kv heads ×
-// 128, 2 × 64 KiB) and reads it back. The sums are the general path's, in
-// the same order, so the results are the same bits. Rows are contiguous
-// within a block of the paged cache, so each chunk goes block by block.
-// The next chunk's rows are requested as a chunk starts.
+// run_job_rows on F16 rows (the cache's default type), read where they lie
+// (scores_f16, pv_f16), where the general path widens every chunk of rows into
+// kbuf / vbuf (32 rows × 4 kv heads × 128, 2 × 64 KiB) and reads it back. The
+// next chunk's rows are requested as a chunk starts.
 void run_rows_f16(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float* m, float* l) {
   const int rows = jb.heads, group = jb.heads / jb.kv_heads;
   const int64_t j_lo = first_key(a, jb), je = std::min<int64_t>(jb.j_end, a.pos0 + jb.t1);
   const PagedRows K = a.k.at(int64_t(jb.g) * a.hd_k), V = a.v.at(int64_t(jb.g) * a.hd_v);
   const size_t k_bytes = size_t(jb.kv_heads) * size_t(a.hd_k) * 2, v_bytes = size_t(jb.kv_heads) * size_t(a.hd_v) * 2;
-  // Each block's rows of [c0, c0 + nc): [s0, s1) with s0 - c0 their first score column.
-  const auto by_block = [&](int64_t c0, int64_t nc, const auto& fn) {
-    for (int64_t s0 = c0; s0 < c0 + nc;) {
-      const int64_t s1 = std::min<int64_t>(c0 + nc, (s0 / K.block_size + 1) * K.block_size);
-      fn(s0, s1);
-      s0 = s1;
-    }
-  };
   for (int64_t c0 = j_lo; c0 < je; c0 += kRowChunk) {
     const int64_t nc = std::min<int64_t>(kRowChunk, je - c0), next = std::min<int64_t>(kRowChunk, je - c0 - nc);
     if (next > 0) {
       prefetch_rows(K, c0 + nc, next, k_bytes);
       prefetch_rows(V, c0 + nc, next, v_bytes);
     }
-    by_block(c0, nc, [&](int64_t s0, int64_t s1) {
-      for (int gi = 0; gi < jb.kv_heads; ++gi)  // s [group rows of kv head g + gi][nc] = q_row · key_j
-        kernels::matmul({.w = {.data = K.row(s0) + size_t(gi) * size_t(a.hd_k) * 2,
-                               .type = kernels::DType::F16,
-                               .cols = a.hd_k,
-                               .rows = s1 - s0,
-                               .row_bytes = K.row_bytes},
-                         .x = sc.qb.data() + size_t(gi) * size_t(group) * size_t(a.hd_k),
-                         .ldx = a.hd_k,
-                         .m = group,
-                         .y = sc.s.data() + size_t(gi) * size_t(group) * size_t(nc) + size_t(s0 - c0),
-                         .ldy = nc,
-                         .row_begin = 0,
-                         .row_end = s1 - s0});
-    });
+    for (int gi = 0; gi < jb.kv_heads; ++gi)  // s [group rows of kv head g + gi][nc] = q_row · key_j
+      scores_f16(K, int64_t(gi) * a.hd_k, a.hd_k, c0, nc, sc.qb.data() + size_t(gi) * size_t(group) * size_t(a.hd_k),
+                 group, sc.s.data() + size_t(gi) * size_t(group) * size_t(nc));
     online_softmax(a, jb, rows, c0, nc, sc.s.data(), o, m, l);
-    by_block(c0, nc, [&](int64_t s0, int64_t s1) {
-      for (int gi = 0; gi < jb.kv_heads; ++gi)  // o [group rows][hd_v] += p [group rows][nc] · v [nc][hd_v]
-        kernels::weighted_rows({.p = sc.s.data() + size_t(gi) * size_t(group) * size_t(nc) + size_t(s0 - c0),
-                                .ldp = nc,
-                                .m = group,
-                                .ldv = int64_t(V.row_bytes / 2),
-                                .n_v = s1 - s0,
-                                .n = a.hd_v,
-                                .y = o + size_t(gi) * size_t(group) * size_t(a.hd_v),
-                                .ldy = a.hd_v,
-                                .accumulate = true,
-                                .v_f16 = reinterpret_cast<const uint16_t*>(V.row(s0)) + size_t(gi) * size_t(a.hd_v)});
-    });
+    for (int gi = 0; gi < jb.kv_heads; ++gi)  // o [group rows][hd_v] += p [group rows][nc] · v [nc][hd_v]
+      pv_f16(V, int64_t(gi) * a.hd_v, a.hd_v, c0, nc, sc.s.data() + size_t(gi) * size_t(group) * size_t(nc), group,
+             o + size_t(gi) * size_t(group) * size_t(a.hd_v));
   }
 }
 
