@@ -348,10 +348,16 @@ int bench(const BenchOptions& o) {
         "peak RSS {:.1f} MiB; memory bandwidth {:.1f} GB/s (median of {} measurement{}); decode reads {:.2f} "
         "MiB/token -> roofline {:.0f} tokens/s{}\n",
         double(rss) / (1 << 20), bw, bws.size(), bws.size() == 1 ? "" : "s", bpt / (1 << 20), roof,
-        shares.empty() ? std::string()
-                       : fmt::format("; moelsp decode at {:.1f}% of it (median over runs, each against the probes "
-                                     "around it)",
-                                     100.0 * median(shares)));
+        shares.empty()
+            ? std::string()
+            : fmt::format("; moelsp decode at {:.1f}% of it (median over {} run{}{}, each against the "
+                          "probes around it)",
+                          100.0 * median(shares), shares.size(), shares.size() == 1 ? "" : "s",
+                          // The spread: on a VM one run's share can be far from the median.
+                          shares.size() < 2 ? std::string()
+                                            : fmt::format("; range {:.1f}-{:.1f}%",
+                                                          100.0 * *std::min_element(shares.begin(), shares.end()),
+                                                          100.0 * *std::max_element(shares.begin(), shares.end()))));
     if (moe_layers > 0)
       fmt::print(
           "MoE ({} layers): expert activation entropy {:.3f} (1 = uniform); thread load imbalance "
