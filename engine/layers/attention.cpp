@@ -245,6 +245,31 @@ void pv_f16(const PagedRows& V, int64_t e0, int hd_v, int64_t c0, int64_t nc, co
   });
 }
 
+// Keys [j_lo, je) of F16 rows in chunks of `chunk`, each chunk's scores,
+// softmax and P·V: kv_heads kv heads side by side in each row, `group` query
+// rows (of sc.qb, o) for each. The next chunk's rows are requested as a chunk
+// starts (V's only when they are not K's rows: v_bytes 0).
+void chunks_f16(const AttentionArgs& a, const Job& jb, Scratch& sc, const PagedRows& K, const PagedRows& V,
+                int64_t j_lo, int64_t je, int kv_heads, int group, int64_t chunk, size_t v_bytes, float* o, float* m,
+                float* l) {
+  const int rows = kv_heads * group;
+  const size_t k_bytes = size_t(kv_heads) * size_t(a.hd_k) * 2;
+  for (int64_t c0 = j_lo; c0 < je; c0 += chunk) {
+    const int64_t nc = std::min<int64_t>(chunk, je - c0), next = std::min<int64_t>(chunk, je - c0 - nc);
+    if (next > 0) {
+      prefetch_rows(K, c0 + nc, next, k_bytes);
+      if (v_bytes) prefetch_rows(V, c0 + nc, next, v_bytes);
+    }
+    for (int gi = 0; gi < kv_heads; ++gi)  // s [group rows of kv head g + gi][nc] = q_row · key_j
+      scores_f16(K, int64_t(gi) * a.hd_k, a.hd_k, c0, nc, sc.qb.data() + size_t(gi) * size_t(group) * size_t(a.hd_k),
+                 group, sc.s.data() + size_t(gi) * size_t(group) * size_t(nc));
+    online_softmax(a, jb, rows, c0, nc, sc.s.data(), o, m, l);
+    for (int gi = 0; gi < kv_heads; ++gi)  // o [group rows][hd_v] += p [group rows][nc] · v [nc][hd_v]
+      pv_f16(V, int64_t(gi) * a.hd_v, a.hd_v, c0, nc, sc.s.data() + size_t(gi) * size_t(group) * size_t(nc), group,
+             o + size_t(gi) * size_t(group) * size_t(a.hd_v));
+  }
+}
+
 void run_job_widened(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float* m, float* l) {
   const int rows = (jb.t1 - jb.t0) * jb.heads;
   const int64_t j_lo = first_key(a, jb), je = std::min<int64_t>(jb.j_end, a.pos0 + jb.t1);
@@ -261,17 +286,7 @@ void run_job_widened(const AttentionArgs& a, const Job& jb, Scratch& sc, float* 
   if (K.type == kernels::DType::F16 && V.type == kernels::DType::F16) {  // MLA's latent rows, or one kv head's
     prefetch_rows(K, j_lo, std::min<int64_t>(kChunk, je - j_lo), k_bytes);
     if (!shared) prefetch_rows(V, j_lo, std::min<int64_t>(kChunk, je - j_lo), v_bytes);
-    for (int64_t c0 = j_lo; c0 < je; c0 += kChunk) {
-      const int64_t nc = std::min<int64_t>(kChunk, je - c0), next = std::min<int64_t>(kChunk, je - c0 - nc);
-      if (next > 0) {
-        prefetch_rows(K, c0 + nc, next, k_bytes);
-        if (!shared) prefetch_rows(V, c0 + nc, next, v_bytes);
-      }
-      scores_f16(K, 0, a.hd_k, c0, nc, sc.qb.data(), rows, sc.s.data());  // s [rows][nc] = q_row · key_j
-      online_softmax(a, jb, rows, c0, nc, sc.s.data(), o, m, l);
-      pv_f16(V, 0, a.hd_v, c0, nc, sc.s.data(), rows, o);  // o [rows][hd_v] += p [rows][nc] · v [nc][hd_v]
-    }
-    return;
+    return chunks_f16(a, jb, sc, K, V, j_lo, je, 1, rows, kChunk, shared ? 0 : v_bytes, o, m, l);
   }
   sc.kbuf.resize(size_t(kChunk) * size_t(a.hd_k));
   if (!shared) sc.vbuf.resize(size_t(kChunk) * size_t(a.hd_v));
@@ -329,31 +344,6 @@ void run_job_widened(const AttentionArgs& a, const Job& jb, Scratch& sc, float* 
 constexpr int kRowChunk = 32;  // positions per chunk (other than F16: K and V widened, 2 × 64 KiB at 4 × 128 elements)
 constexpr int kAhead = 8;      // positions requested ahead (4 and 16 measured the same)
 
-// run_job_rows on F16 rows (the cache's default type), read where they lie
-// (scores_f16, pv_f16), where the general path widens every chunk of rows into
-// kbuf / vbuf (32 rows × 4 kv heads × 128, 2 × 64 KiB) and reads it back. The
-// next chunk's rows are requested as a chunk starts.
-void run_rows_f16(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float* m, float* l) {
-  const int rows = jb.heads, group = jb.heads / jb.kv_heads;
-  const int64_t j_lo = first_key(a, jb), je = std::min<int64_t>(jb.j_end, a.pos0 + jb.t1);
-  const PagedRows K = a.k.at(int64_t(jb.g) * a.hd_k), V = a.v.at(int64_t(jb.g) * a.hd_v);
-  const size_t k_bytes = size_t(jb.kv_heads) * size_t(a.hd_k) * 2, v_bytes = size_t(jb.kv_heads) * size_t(a.hd_v) * 2;
-  for (int64_t c0 = j_lo; c0 < je; c0 += kRowChunk) {
-    const int64_t nc = std::min<int64_t>(kRowChunk, je - c0), next = std::min<int64_t>(kRowChunk, je - c0 - nc);
-    if (next > 0) {
-      prefetch_rows(K, c0 + nc, next, k_bytes);
-      prefetch_rows(V, c0 + nc, next, v_bytes);
-    }
-    for (int gi = 0; gi < jb.kv_heads; ++gi)  // s [group rows of kv head g + gi][nc] = q_row · key_j
-      scores_f16(K, int64_t(gi) * a.hd_k, a.hd_k, c0, nc, sc.qb.data() + size_t(gi) * size_t(group) * size_t(a.hd_k),
-                 group, sc.s.data() + size_t(gi) * size_t(group) * size_t(nc));
-    online_softmax(a, jb, rows, c0, nc, sc.s.data(), o, m, l);
-    for (int gi = 0; gi < jb.kv_heads; ++gi)  // o [group rows][hd_v] += p [group rows][nc] · v [nc][hd_v]
-      pv_f16(V, int64_t(gi) * a.hd_v, a.hd_v, c0, nc, sc.s.data() + size_t(gi) * size_t(group) * size_t(nc), group,
-             o + size_t(gi) * size_t(group) * size_t(a.hd_v));
-  }
-}
-
 void run_job_rows(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float* m, float* l) {
   const int rows = jb.heads, group = jb.heads / jb.kv_heads;
   const int64_t j_lo = first_key(a, jb), je = std::min<int64_t>(jb.j_end, a.pos0 + jb.t1);
@@ -368,7 +358,11 @@ void run_job_rows(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, 
   std::fill(m, m + rows, -INFINITY);
   std::fill(l, l + rows, 0.0f);
   sc.s.resize(size_t(rows) * size_t(kRowChunk));
-  if (K.type == kernels::DType::F16 && V.type == kernels::DType::F16) return run_rows_f16(a, jb, sc, o, m, l);
+  // F16 rows (the cache's default type) are read where they lie (scores_f16,
+  // pv_f16); other types are widened, every chunk of rows into kbuf / vbuf
+  // (32 rows × 4 kv heads × 128, 2 × 64 KiB), and read back.
+  if (K.type == kernels::DType::F16 && V.type == kernels::DType::F16)
+    return chunks_f16(a, jb, sc, K, V, j_lo, je, jb.kv_heads, group, kRowChunk, v_bytes, o, m, l);
   sc.kbuf.resize(size_t(kRowChunk) * size_t(kw));
   sc.vbuf.resize(size_t(kRowChunk) * size_t(vw));
   for (int64_t c0 = j_lo; c0 < je; c0 += kRowChunk) {
