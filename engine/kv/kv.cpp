@@ -252,6 +252,7 @@ void BlockPool::unpublish(int32_t b) {
 
 void BlockPool::copy_block(int32_t from, int32_t to) {
   for (int il = 0; il < layout_.n_layer; ++il) std::memcpy(row(il, to, 0), row(il, from, 0), layout_.block_bytes());
+  if (mirror_) mirror_->copy_block(from, to);
 }
 
 KvPoolStats BlockPool::stats() const {

@@ -106,6 +106,23 @@ void rope_yarn_init(RopeConfig& c) {
   c.corr_high = std::min(float(c.n_dims - 1), std::ceil(corr_dim(c.beta_slow)));
 }
 
+void rope_angles(const RopeConfig& c, int pos, float* cs, float* sn) {
+  const int n_pairs = std::min(c.n_dims / 2, 512);
+  for (int i = 0; i < n_pairs; ++i) {
+    const float theta_extrap = float(pos) * std::pow(c.freq_base, -2.0f * float(i) / float(c.n_dims));
+    const float theta_interp = c.freq_scale * theta_extrap;
+    float theta = theta_interp, mscale = c.attn_factor;
+    if (c.ext_factor != 0.0f) {
+      const float y = (float(i) - c.corr_low) / std::max(0.001f, c.corr_high - c.corr_low);
+      const float ramp = (1.0f - std::min(1.0f, std::max(0.0f, y))) * c.ext_factor;
+      theta = theta_interp * (1.0f - ramp) + theta_extrap * ramp;
+      mscale *= 1.0f + 0.1f * std::log(1.0f / c.freq_scale);
+    }
+    cs[i] = std::cos(theta) * mscale;
+    sn[i] = std::sin(theta) * mscale;
+  }
+}
+
 namespace {
 
 // cos/sin of every pair at one position (ggml's rope_yarn). A decode step
@@ -129,22 +146,7 @@ const RopeTable& rope_table(const RopeConfig& c, int pos) {
   if (t.holds(c, pos)) return t;
   t.c = c;
   t.pos = pos;
-  float* cs = t.cs;
-  float* sn = t.sn;
-  const int n_pairs = std::min(c.n_dims / 2, 512);
-  for (int i = 0; i < n_pairs; ++i) {
-    const float theta_extrap = float(pos) * std::pow(c.freq_base, -2.0f * float(i) / float(c.n_dims));
-    const float theta_interp = c.freq_scale * theta_extrap;
-    float theta = theta_interp, mscale = c.attn_factor;
-    if (c.ext_factor != 0.0f) {
-      const float y = (float(i) - c.corr_low) / std::max(0.001f, c.corr_high - c.corr_low);
-      const float ramp = (1.0f - std::min(1.0f, std::max(0.0f, y))) * c.ext_factor;
-      theta = theta_interp * (1.0f - ramp) + theta_extrap * ramp;
-      mscale *= 1.0f + 0.1f * std::log(1.0f / c.freq_scale);
-    }
-    cs[i] = std::cos(theta) * mscale;
-    sn[i] = std::sin(theta) * mscale;
-  }
+  rope_angles(c, pos, t.cs, t.sn);
   return t;
 }
 

@@ -47,6 +47,10 @@ void rms_norm(const float* x, const float* w, int64_t n, float eps, float* y, in
 // Rotates `n_heads` vectors at x + h·stride + offset (each cfg.n_dims long) for
 // position `pos`: adjacent pairs (Norm) or halves (Neox), with YaRN if set.
 void rope(float* x, int n_heads, int64_t stride, int64_t offset, int pos, const RopeConfig& cfg);
+// cos/sin of pair i < min(n_dims / 2, 512) at position `pos` (ggml's
+// rope_yarn, YaRN's ramp and scale included): what rope() rotates by, and the
+// tables the device forward pass uploads.
+void rope_angles(const RopeConfig& cfg, int pos, float* cs, float* sn);
 // Fills cfg.corr_low/high from the YaRN parameters.
 void rope_yarn_init(RopeConfig& cfg);
 

@@ -9,6 +9,7 @@
 #include "../arch/arch.h"
 #include "../arch/decoder.h"
 #include "../cpu/thread_pool.h"
+#include "../device/device_forward.h"
 #include "engine/gguf.h"
 #include "experts.h"
 #include "kernels/hd_route.h"
@@ -56,6 +57,33 @@ Model::Model(std::unique_ptr<gguf::File> file, const LoadOptions& opt) : file_(s
 }
 
 Model::~Model() = default;
+
+const char* to_string(ComputeBackend b) {
+  switch (b) {
+    case ComputeBackend::Cpu: return "cpu";
+    case ComputeBackend::Cuda: return "cuda";
+    case ComputeBackend::Emulated: return "emulated";
+  }
+  return "?";
+}
+
+void Model::attach_device(const LoadOptions& opt) {
+  std::shared_ptr<kernels::gpu::Device> dev;
+  if (opt.backend == ComputeBackend::Emulated) {
+    dev = kernels::gpu::make_emulated_device();
+  } else {
+    std::string why;
+    dev = kernels::gpu::make_cuda_device(opt.gpu, &why);
+    if (!dev) throw ModelError(fmt::format("{}: no CUDA device {}: {}", file_->path(), opt.gpu, why));
+  }
+  device_ = std::make_unique<device::DeviceForward>(dev, cfg_, *file_, *pool_,
+                                                    device::Placement{.experts_per_layer = opt.gpu_experts_per_layer});
+  backend_ = opt.backend;
+}
+
+ComputeBackend Model::backend() const { return backend_; }
+std::string Model::device_description() const { return device_ ? device_->describe() : ""; }
+int Model::device_experts_per_layer() const { return device_ ? device_->experts_per_layer() : 0; }
 
 int Model::threads() const { return pool_->size(); }
 
@@ -147,7 +175,8 @@ void Model::forward(const Batch& batch, float* logits, const CancelCheck& cancel
   if (total != batch.tokens.size()) throw ModelError("batch token count does not match its sequences");
   if (experts_) experts_->begin_forward();
   try {
-    forward_impl(batch, logits, cancel);
+    if (device_) device_->forward(batch, logits, cancel, moe_stats_);
+    else forward_impl(batch, logits, cancel);
   } catch (...) {
     if (experts_) experts_->end_forward();
     throw;
@@ -237,7 +266,9 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
         fmt::format("{}: architecture '{}' is not supported (supported: {})", path, arch, arch::architecture_names()));
   check_finite(*f);
   try {
-    return entry->make(std::move(f), opt);
+    std::unique_ptr<Model> m = entry->make(std::move(f), opt);
+    if (opt.backend != ComputeBackend::Cpu) m->attach_device(opt);
+    return m;
   } catch (const std::bad_alloc&) {
     // Absurd sizes in the metadata (block_count 2^31 - 1) end here rather than in the allocator's words.
     throw ModelError(

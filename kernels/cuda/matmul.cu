@@ -32,6 +32,8 @@ namespace {
 
 using detail::check;
 using detail::DeviceMem;
+using detail::grid_for;
+using detail::throw_if;
 using hd::Type;
 using hd::with_type;
 
@@ -39,9 +41,10 @@ constexpr int kDecodeMaxInputs = 8;
 constexpr int kWarpsPerBlock = 8;
 
 // y[i·ldy + r] = Σ_c W[r][c] · x[i·ldx + c], i < M.
+// groups = ceil(cols / 32); the last group of a padded row reads only cols % 32 inputs.
 template <Type T, int M>
-__global__ void gemv_kernel(const uint8_t* w, int64_t row_bytes, int64_t groups, const float* x, int64_t ldx, float* y,
-                            int64_t ldy, int64_t rows) {
+__global__ void gemv_kernel(const uint8_t* w, int64_t row_bytes, int64_t groups, int64_t cols, const float* x,
+                            int64_t ldx, float* y, int64_t ldy, int64_t rows) {
   const int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (r >= rows) return;
@@ -51,12 +54,17 @@ __global__ void gemv_kernel(const uint8_t* w, int64_t row_bytes, int64_t groups,
   for (int64_t g = lane; g < groups; g += 32) {
     float v[32];
     hd::decode_group<T>(row + (g / gpb) * hd::block_bytes(T), int(g % gpb), v);
+    const bool full = 32 * g + 32 <= cols;
 #pragma unroll
     for (int i = 0; i < M; ++i) {
       const float* xi = x + i * ldx + 32 * g;
       float s = 0;
+      if (full) {
 #pragma unroll
-      for (int j = 0; j < 32; ++j) s += v[j] * __ldg(xi + j);
+        for (int j = 0; j < 32; ++j) s += v[j] * __ldg(xi + j);
+      } else {
+        for (int j = 0; j < cols - 32 * g; ++j) s += v[j] * __ldg(xi + j);
+      }
       acc[i] += s;
     }
   }
@@ -84,11 +92,6 @@ __global__ void dequant_kernel(const uint8_t* w, int64_t row_bytes, int64_t grou
   }
 }
 
-__global__ void to_half_kernel(const float* x, __half* y, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = __float2half_rn(x[i]);
-}
-
 // Groups [0, total) of a matrix of `groups` per row → out, on a grid sized for them.
 template <class Out>
 struct Dequant {
@@ -101,21 +104,21 @@ struct Dequant {
 };
 
 template <Type T, int M>
-void launch_gemv(const uint8_t* w, int64_t row_bytes, int64_t groups, const float* x, int64_t ldx, float* y,
-                 int64_t ldy, int64_t rows) {
+void launch_gemv(const uint8_t* w, int64_t row_bytes, int64_t groups, int64_t cols, const float* x, int64_t ldx,
+                 float* y, int64_t ldy, int64_t rows) {
   const auto blocks = unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  gemv_kernel<T, M><<<blocks, kWarpsPerBlock * 32>>>(w, row_bytes, groups, x, ldx, y, ldy, rows);
+  gemv_kernel<T, M><<<blocks, kWarpsPerBlock * 32>>>(w, row_bytes, groups, cols, x, ldx, y, ldy, rows);
 }
 
 template <Type T>
 struct Gemv {
-  static void run(int64_t m, const uint8_t* w, int64_t row_bytes, int64_t groups, const float* x, int64_t ldx, float* y,
-                  int64_t ldy, int64_t rows) {
-    using Fn = void (*)(const uint8_t*, int64_t, int64_t, const float*, int64_t, float*, int64_t, int64_t);
+  static void run(int64_t m, const uint8_t* w, int64_t row_bytes, int64_t groups, int64_t cols, const float* x,
+                  int64_t ldx, float* y, int64_t ldy, int64_t rows) {
+    using Fn = void (*)(const uint8_t*, int64_t, int64_t, int64_t, const float*, int64_t, float*, int64_t, int64_t);
     constexpr Fn by_m[kDecodeMaxInputs + 1] = {nullptr,           launch_gemv<T, 1>, launch_gemv<T, 2>,
                                                launch_gemv<T, 3>, launch_gemv<T, 4>, launch_gemv<T, 5>,
                                                launch_gemv<T, 6>, launch_gemv<T, 7>, launch_gemv<T, 8>};
-    by_m[m](w, row_bytes, groups, x, ldx, y, ldy, rows);
+    by_m[m](w, row_bytes, groups, cols, x, ldx, y, ldy, rows);
   }
 };
 
@@ -158,47 +161,124 @@ bool matmul(DType t, const void* w, int64_t rows, int64_t cols, const float* x, 
     if (error) *error = "matmul: rows and inputs must be positive";
     return false;
   }
-  const Type ht = *device_type(t);
-  const int64_t groups = cols / 32;
   DeviceMem dw, dx, dy;
   if (!detail::upload(dw, w, size_t(rows * *row_bytes), error) ||
       !detail::upload(dx, x, size_t(m * cols) * sizeof(float), error) ||
       !detail::upload(dy, nullptr, size_t(m * rows) * sizeof(float), error))
     return false;
-  bool ok = true;
-  if (m <= kDecodeMaxInputs) {
-    with_type<Gemv>(ht, m, dw.as<const uint8_t>(), *row_bytes, groups, dx.as<const float>(), cols, dy.as<float>(), rows,
-                    rows);
-    ok = check(cudaGetLastError(), "gemv_kernel", error);
-  } else {
-    DeviceMem wh, xh;
-    if (!detail::upload(wh, nullptr, size_t(rows * cols) * sizeof(__half), error) ||
-        !detail::upload(xh, nullptr, size_t(m * cols) * sizeof(__half), error))
-      return false;
-    const int64_t total = rows * groups;
-    with_type<Dequant<__half>::Op>(ht, dw.as<const uint8_t>(), *row_bytes, groups, total, wh.as<__half>());
-    to_half_kernel<<<detail::grid_for(m * cols, 256), 256>>>(dx.as<float>(), xh.as<__half>(), m * cols);
-    ok = check(cudaGetLastError(), "dequant_kernel", error);
-    cublasHandle_t handle{};
-    if (ok && cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
-      if (error) *error = "cublasCreate failed";
-      ok = false;
-    }
-    if (ok) {
-      // Column-major view: W row-major [rows][cols] is Wᵀ [cols × rows], x is
-      // xᵀ [cols × m], y is yᵀ [rows × m] = W · xᵀ = (Wᵀ)ᵀ · xᵀ.
-      const float one = 1.0f, zero = 0.0f;
-      const cublasStatus_t s = cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), int(m), int(cols), &one, wh.p,
-                                            CUDA_R_16F, int(cols), xh.p, CUDA_R_16F, int(cols), &zero, dy.p, CUDA_R_32F,
-                                            int(rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-      if (s != CUBLAS_STATUS_SUCCESS) {
-        if (error) *error = std::string("cublasGemmEx: ") + cublasGetStatusString(s);
-        ok = false;
-      }
-      cublasDestroy(handle);
-    }
+  cublasHandle_t handle{};
+  if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
+    if (error) *error = "cublasCreate failed";
+    return false;
   }
+  bool ok = true;
+  try {
+    detail::HalfScratch scratch;
+    const gpu::Mat mat{.data = dw.p, .type = t, .rows = rows, .cols = cols, .row_bytes = size_t(*row_bytes)};
+    detail::matmul(mat, dx.as<const float>(), cols, m, dy.as<float>(), rows, handle, scratch);
+  } catch (const gpu::DeviceError& e) {
+    if (error) *error = e.what();
+    ok = false;
+  }
+  cublasDestroy(handle);
   return ok && detail::download(y, dy, size_t(m * rows) * sizeof(float), error);
 }
+
+namespace detail {
+
+namespace {
+
+// The largest F16 copy of a weight matrix the prompt path keeps at once
+// (64 MiB): bigger matrices (an output head of 150 k rows) go in row chunks,
+// each its own GEMM, which costs nothing measurable at these sizes.
+constexpr size_t kHalfScratchCap = size_t(32) << 20;
+
+// x [m][cols] (ldx apart) → y [m][padded], zeros past cols.
+__global__ void to_half_strided_kernel(const float* x, int64_t ldx, int64_t cols, int64_t padded, __half* y,
+                                       int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = i % padded;
+    y[i] = c < cols ? __float2half_rn(x[(i / padded) * ldx + c]) : __float2half_rn(0.0f);
+  }
+}
+
+void grow(void*& p, size_t& have, size_t want) {
+  if (have >= want) return;
+  cudaFree(p);
+  p = nullptr;
+  have = 0;
+  throw_if(cudaMalloc(&p, want * sizeof(__half)), "cudaMalloc (matmul scratch)");
+  have = want;
+}
+
+template <Type T>
+struct EmbedRows {
+  static void run(const uint8_t* w, int64_t row_bytes, int64_t groups, int64_t cols, const int32_t* ids, int64_t n,
+                  float* x);
+};
+
+template <Type T>
+__global__ void embed_kernel(const uint8_t* w, int64_t row_bytes, int64_t groups, int64_t cols, const int32_t* ids,
+                             int64_t total, float* x) {
+  constexpr int gpb = hd::block_elems(T) / 32;
+  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < total; k += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = k / groups, g = k % groups;
+    float v[32];
+    hd::decode_group<T>(w + int64_t(ids[i]) * row_bytes + (g / gpb) * hd::block_bytes(T), int(g % gpb), v);
+    float* out = x + i * cols + 32 * g;
+    for (int j = 0; j < 32 && 32 * g + j < cols; ++j) out[j] = v[j];
+  }
+}
+
+template <Type T>
+void EmbedRows<T>::run(const uint8_t* w, int64_t row_bytes, int64_t groups, int64_t cols, const int32_t* ids, int64_t n,
+                       float* x) {
+  embed_kernel<T><<<grid_for(n * groups, 128), 128>>>(w, row_bytes, groups, cols, ids, n * groups, x);
+}
+
+}  // namespace
+
+void matmul(const gpu::Mat& w, const float* x, int64_t ldx, int64_t m, float* y, int64_t ldy, cublasHandle_t handle,
+            HalfScratch& scratch) {
+  const auto ht = device_type(w.type);
+  if (!ht) throw gpu::DeviceError("matmul: the device does not decode this weight matrix");
+  const int64_t groups = (w.cols + 31) / 32, padded = 32 * groups;
+  if (hd::block_elems(*ht) != 32 && w.cols % hd::block_elems(*ht) != 0)
+    throw gpu::DeviceError("matmul: rows of a k-quant must be whole blocks");
+  const auto* wb = static_cast<const uint8_t*>(w.data);
+  if (m <= kDecodeMaxInputs) {
+    with_type<Gemv>(*ht, m, wb, int64_t(w.row_bytes), groups, w.cols, x, ldx, y, ldy, w.rows);
+    return throw_if(cudaGetLastError(), "gemv_kernel");
+  }
+  const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(w.rows, int64_t(kHalfScratchCap) / padded));
+  grow(scratch.w, scratch.w_elems, size_t(chunk * padded));
+  grow(scratch.x, scratch.x_elems, size_t(m * padded));
+  to_half_strided_kernel<<<grid_for(m * padded, 256), 256>>>(x, ldx, w.cols, padded, static_cast<__half*>(scratch.x),
+                                                             m * padded);
+  throw_if(cudaGetLastError(), "to_half_kernel");
+  for (int64_t r0 = 0; r0 < w.rows; r0 += chunk) {
+    const int64_t rows = std::min(chunk, w.rows - r0);
+    with_type<Dequant<__half>::Op>(*ht, wb + r0 * int64_t(w.row_bytes), int64_t(w.row_bytes), groups, rows * groups,
+                                   static_cast<__half*>(scratch.w));
+    throw_if(cudaGetLastError(), "dequant_kernel");
+    // Column-major view: W row-major [rows][cols] is Wᵀ [cols × rows], x is
+    // xᵀ [cols × m], y is yᵀ [ldy × m] = W · xᵀ = (Wᵀ)ᵀ · xᵀ.
+    const float one = 1.0f, zero = 0.0f;
+    const cublasStatus_t s = cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), int(m), int(padded), &one,
+                                          scratch.w, CUDA_R_16F, int(padded), scratch.x, CUDA_R_16F, int(padded), &zero,
+                                          y + r0, CUDA_R_32F, int(ldy), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (s != CUBLAS_STATUS_SUCCESS) throw gpu::DeviceError(std::string("cublasGemmEx: ") + cublasGetStatusString(s));
+  }
+}
+
+void embed(const gpu::Mat& table, const int32_t* ids, int64_t n, float* x) {
+  const auto ht = device_type(table.type);
+  if (!ht) throw gpu::DeviceError("embed: the device does not decode the embedding table");
+  with_type<EmbedRows>(*ht, static_cast<const uint8_t*>(table.data), int64_t(table.row_bytes), (table.cols + 31) / 32,
+                       table.cols, ids, n, x);
+  throw_if(cudaGetLastError(), "embed_kernel");
+}
+
+}  // namespace detail
 
 }  // namespace moelsp::kernels::cuda

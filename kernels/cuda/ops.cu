@@ -19,13 +19,14 @@ namespace {
 using detail::check;
 using detail::DeviceMem;
 using detail::grid_for;
+using detail::throw_if;
 
 constexpr int kNormThreads = 256;
 
 // One block per row: strided sums of squares, a warp-shuffle then shared-memory reduction.
-__global__ void rms_norm_kernel(const float* x, const float* w, int64_t n, float eps, float* y) {
-  const float* xr = x + int64_t(blockIdx.x) * n;
-  float* yr = y + int64_t(blockIdx.x) * n;
+__global__ void rms_norm_kernel(const float* x, int64_t ld, const float* w, int64_t n, float eps, float* y) {
+  const float* xr = x + int64_t(blockIdx.x) * ld;
+  float* yr = y + int64_t(blockIdx.x) * ld;
   float ss = 0;
   for (int64_t c = threadIdx.x; c < n; c += blockDim.x) ss += xr[c] * xr[c];
   for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
@@ -35,6 +36,7 @@ __global__ void rms_norm_kernel(const float* x, const float* w, int64_t n, float
   float total = 0;
   for (int i = 0; i < kNormThreads / 32; ++i) total += warp_sums[i];
   const float scale = 1.0f / sqrtf(total / float(n) + eps);
+  __syncthreads();  // every thread has read the sums before y (which may be x) changes
   for (int64_t c = threadIdx.x; c < n; c += blockDim.x) yr[c] = xr[c] * scale * w[c];
 }
 
@@ -69,6 +71,30 @@ __global__ void swiglu_kernel(const float* g, const float* u, float* y, int64_t 
 
 }  // namespace
 
+namespace detail {
+
+void rms_norm(const float* x, int64_t ld, const float* w, int64_t n, float eps, float* y, int64_t m) {
+  for (int64_t r0 = 0; r0 < m; r0 += 65535) {  // the grid's x dimension
+    const int64_t rows = m - r0 < 65535 ? m - r0 : 65535;
+    rms_norm_kernel<<<unsigned(rows), kNormThreads>>>(x + r0 * ld, ld, w, n, eps, y + r0 * ld);
+  }
+  throw_if(cudaGetLastError(), "rms_norm_kernel");
+}
+
+void rope(float* x, int64_t m, int64_t ld, int n_heads, int64_t head_stride, int64_t offset, int n_pairs, bool neox,
+          const float* cs, const float* sn) {
+  const RopeShape s{m, ld, n_heads, head_stride, offset, n_pairs, neox};
+  rope_kernel<<<grid_for(m * n_heads * n_pairs, 256), 256>>>(x, s, cs, sn);
+  throw_if(cudaGetLastError(), "rope_kernel");
+}
+
+void swiglu(const float* g, const float* u, float* y, int64_t n) {
+  swiglu_kernel<<<grid_for(n, 256), 256>>>(g, u, y, n);
+  throw_if(cudaGetLastError(), "swiglu_kernel");
+}
+
+}  // namespace detail
+
 bool rms_norm(const float* x, const float* w, int64_t n, float eps, float* y, int64_t m, std::string* error) {
   if (!detail::require_device(error)) return false;
   if (n <= 0 || m <= 0) {
@@ -80,7 +106,7 @@ bool rms_norm(const float* x, const float* w, int64_t n, float eps, float* y, in
   if (!detail::upload(dx, x, bytes, error) || !detail::upload(dw, w, size_t(n) * sizeof(float), error) ||
       !detail::upload(dy, nullptr, bytes, error))
     return false;
-  rms_norm_kernel<<<unsigned(m), kNormThreads>>>(dx.as<float>(), dw.as<float>(), n, eps, dy.as<float>());
+  rms_norm_kernel<<<unsigned(m), kNormThreads>>>(dx.as<float>(), n, dw.as<float>(), n, eps, dy.as<float>());
   return check(cudaGetLastError(), "rms_norm_kernel", error) && detail::download(y, dy, bytes, error);
 }
 

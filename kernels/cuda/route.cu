@@ -23,6 +23,14 @@ __global__ void route_kernel(hd::RouteParams r, float* probs, int64_t m, const f
 
 }  // namespace
 
+void detail::route(const hd::RouteParams& r, float* logits, int64_t m, const float* bias, int* chosen, float* weight) {
+  if (r.n_expert < 1 || r.n_expert > kMaxRouteExperts || r.k < 1 || r.k > r.n_expert || r.n_group < 1 ||
+      r.n_group > hd::kMaxGroups || r.n_expert % r.n_group != 0)
+    throw gpu::DeviceError("route: the device router takes 1-512 experts, 1 ≤ k ≤ experts, at most 64 groups");
+  route_kernel<<<detail::grid_for(m, 128), 128>>>(r, logits, m, bias, chosen, weight);
+  detail::throw_if(cudaGetLastError(), "route_kernel");
+}
+
 bool route(const hd::RouteParams& r, const float* logits, int64_t m, const float* bias, int* chosen, float* weight,
            std::string* error) {
   if (!detail::require_device(error)) return false;

@@ -1,5 +1,6 @@
 // The CUDA entry points in a build without the CUDA backend.
 #include "kernels/cuda.h"
+#include "kernels/gpu.h"
 
 namespace moelsp::kernels::cuda {
 
@@ -46,3 +47,12 @@ bool route(const hd::RouteParams&, const float*, int64_t, const float*, int*, fl
 }
 
 }  // namespace moelsp::kernels::cuda
+
+namespace moelsp::kernels::gpu {
+
+std::unique_ptr<Device> make_cuda_device(int, std::string* error) {
+  if (error) *error = "moelsp was built without CUDA (MOELSP_CUDA=OFF or no nvcc)";
+  return nullptr;
+}
+
+}  // namespace moelsp::kernels::gpu

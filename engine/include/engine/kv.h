@@ -71,6 +71,16 @@ struct KvPoolStats {
   size_t bytes = 0;                           // the pool's reserved size
 };
 
+// A second copy of a pool's rows kept elsewhere (the device forward pass's
+// cache in GPU memory, engine/device/): it holds the rows of the same block
+// ids, so the block tables, prefix sharing and eviction above serve it
+// unchanged; only copying a block's rows must happen on its side too.
+class KvMirror {
+ public:
+  virtual ~KvMirror() = default;
+  virtual void copy_block(int32_t from, int32_t to) = 0;
+};
+
 class BlockPool {
  public:
   // `n_blocks` blocks of the layout; `fingerprint` names the model (it seeds
@@ -114,7 +124,10 @@ class BlockPool {
   bool publish_partial(int32_t b, uint64_t parent, std::span<const TokenId> tokens);
   // Forgets b's name (before its rows are rewritten); b must be referenced only by the caller.
   void unpublish(int32_t b);
-  void copy_block(int32_t from, int32_t to);
+  void copy_block(int32_t from, int32_t to);  // every layer's rows (and the mirror's)
+  // The rows' other copy; the pool owns it (it dies with the pool).
+  void set_mirror(std::unique_ptr<KvMirror> m) { mirror_ = std::move(m); }
+  KvMirror* mirror() const { return mirror_.get(); }
   void count_lookup(int64_t asked, int64_t hit) { stats_.lookup_tokens += asked, stats_.hit_tokens += hit; }
 
   uint8_t* row(int layer, int32_t block, int slot) {
@@ -150,6 +163,7 @@ class BlockPool {
   std::unordered_multimap<uint64_t, int32_t> by_parent_;  // published blocks (whole or partial) by their parent's name
   void forget(int32_t b);                                 // drops b's name from both maps
   mutable KvPoolStats stats_;
+  std::unique_ptr<KvMirror> mirror_;
 };
 
 // One sequence's block table and the tokens whose rows it holds.

@@ -21,6 +21,9 @@ class File;
 }
 class ThreadPool;
 class ExpertRuntime;
+namespace device {
+class DeviceForward;
+}
 struct ExpertLayer;
 
 class ModelError : public std::runtime_error {
@@ -161,8 +164,17 @@ struct ExpertMetrics {
 // together: what a progress bar of loading counts. Safe from any thread.
 uint64_t weights_prepared_bytes();
 
+// Where the forward pass runs. Emulated: the device forward pass on the host
+// emulation of a device (kernels/gpu.h) — slow, for tests and for checking
+// the device path on a machine without a GPU.
+enum class ComputeBackend { Cpu, Cuda, Emulated };
+const char* to_string(ComputeBackend b);
+
 struct LoadOptions {
   int threads = 0;  // 0: physical cores
+  ComputeBackend backend = ComputeBackend::Cpu;
+  int gpu = 0;                     // CUDA device index (ComputeBackend::Cuda)
+  int gpu_experts_per_layer = -1;  // routed experts per layer resident on the device; −1: all
 };
 
 class Model {
@@ -217,6 +229,12 @@ class Model {
   // rows follow the batch order (Batch::logit_rows()).
   void forward(const Batch& batch, float* logits, const CancelCheck& cancel = {});
 
+  // Where forward() runs, and on a device: what it holds ("" on the CPU).
+  ComputeBackend backend() const;
+  std::string device_description() const;
+  // The routed experts resident on the device per MoE layer (0 on the CPU).
+  int device_experts_per_layer() const;
+
  protected:
   // Takes the file, builds the tokenizer and the thread pool, and reads the
   // architecture-independent configuration.
@@ -235,6 +253,12 @@ class Model {
   std::vector<MoeLayerStats> moe_stats_;
   std::unique_ptr<ExpertRuntime> experts_;  // set by init_experts
   uint64_t fingerprint_ = 0;
+
+ private:
+  // Moves the forward pass to a device (Model::load, for LoadOptions::backend).
+  void attach_device(const LoadOptions& opt);
+  std::unique_ptr<device::DeviceForward> device_;
+  ComputeBackend backend_ = ComputeBackend::Cpu;
 };
 
 }  // namespace moelsp

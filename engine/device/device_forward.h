@@ -1,0 +1,70 @@
+// The forward pass on a compute device (kernels/gpu.h: a CUDA GPU, or the
+// host emulation that tests it in every build).
+//
+// What runs where:
+//  - on the device: embeddings, every norm, RoPE, attention (GQA, and MLA in
+//    its absorbed form) over a device copy of the paged KV cache that uses the
+//    host pool's block ids (a KvMirror of the pool), dense FFNs, the router,
+//    shared experts, the resident routed experts, the output head;
+//  - on the CPU, in parallel with the device's experts: the routed experts
+//    not resident on the device (hybrid placement, `experts_per_layer`),
+//    from the file's bytes with the CPU kernels.
+// Weights come from the GGUF file by tensor name (not from the CPU engine's
+// repacked copies); types the device kernels do not decode go up as F16,
+// dequantized on the host.
+//
+// Per MoE layer the router's choice is copied back to the host (one sync):
+// the host groups tokens by expert and launches one matmul chain per expert
+// used, and computes its own experts meanwhile. Decode therefore issues
+// k + a few launches per layer and is not captured in a CUDA graph yet.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../cpu/thread_pool.h"
+#include "engine/gguf.h"
+#include "engine/model.h"
+#include "kernels/gpu.h"
+
+namespace moelsp::device {
+
+struct Placement {
+  int experts_per_layer = -1;  // routed experts per layer resident on the device; −1: all
+};
+
+// What stops a model from running on the device ("" when nothing does): an
+// architecture feature the device pass lacks (attention sinks, sliding
+// windows, sparse attention, expert biases), or shapes its kernels cannot
+// take.
+std::string unsupported(const ModelConfig& c, const gguf::File& f);
+
+struct DeviceModel;  // the uploaded weights (weights.cpp)
+
+class DeviceForward {
+ public:
+  // Uploads the weights. Throws ModelError naming what is unsupported or what
+  // did not fit.
+  DeviceForward(std::shared_ptr<kernels::gpu::Device> dev, const ModelConfig& c, const gguf::File& f, ThreadPool& pool,
+                const Placement& p);
+  ~DeviceForward();
+
+  // Model::forward's contract: logits [batch.logit_rows()][n_vocab] on the
+  // host; KV rows written to the device copy of each sequence's blocks.
+  // `stats` gets the routing counts of every MoE layer.
+  void forward(const Batch& batch, float* logits, const CancelCheck& cancel, std::vector<MoeLayerStats>& stats);
+
+  kernels::gpu::Device& device() { return *dev_; }
+  uint64_t weight_bytes() const;  // resident on the device
+  int experts_per_layer() const;  // resident routed experts per MoE layer
+  std::string describe() const;   // one line: device, weights, placement
+
+ private:
+  std::shared_ptr<kernels::gpu::Device> dev_;
+  const ModelConfig& c_;
+  ThreadPool& pool_;
+  std::unique_ptr<DeviceModel> m_;
+};
+
+}  // namespace moelsp::device

@@ -1,0 +1,47 @@
+// The weights of a model resident on a device (internal to engine/device).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/gpu.h"
+#include "kernels/matmul.h"
+
+namespace moelsp::device {
+
+using kernels::gpu::Mat;
+
+struct DeviceLayer {
+  const float *attn_norm = nullptr, *ffn_norm = nullptr;  // [n_embd]
+  // GQA
+  Mat wq, wk, wv, wo;
+  const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;  // biases or null
+  const float *q_norm = nullptr, *k_norm = nullptr;                        // [head_dim] per-head norms or null
+  // MLA: q (or q_a → norm → q_b), kv_a, and per head k_absorb [lora][nope] (q_nope → q_lat), v_up [v][lora]
+  Mat wq_a, wq_b, wkv_a;
+  const float *q_a_norm = nullptr, *kv_a_norm = nullptr;
+  std::vector<Mat> k_absorb, v_up;
+  // Dense FFN
+  Mat gate, up, down;
+  // MoE: the router, the selection bias, the shared experts, and each routed
+  // expert's matrices (data null where the expert is not resident: the CPU
+  // computes it from cpu_gate/up/down, views of the file's bytes).
+  Mat router;
+  const float* sel_bias = nullptr;
+  Mat shared_gate, shared_up, shared_down;
+  std::vector<Mat> e_gate, e_up, e_down;
+  std::vector<kernels::MatView> cpu_gate, cpu_up, cpu_down;
+};
+
+struct DeviceModel {
+  std::vector<kernels::gpu::Buffer> buffers;  // owns every upload
+  uint64_t bytes = 0;
+  Mat token_embd, output;
+  const float* output_norm = nullptr;
+  std::vector<DeviceLayer> layers;
+  int experts_per_layer = 0;                    // resident routed experts per MoE layer
+  int converted = 0;                            // matrices uploaded as F16 (a type the device does not decode)
+  std::vector<kernels::gpu::Buffer> workspace;  // the forward pass's activations (forward.cpp's slots)
+};
+
+}  // namespace moelsp::device

@@ -1,0 +1,433 @@
+// The forward pass on a device (device_forward.h), the decoder skeleton of
+// engine/arch/decoder.h with every step a device operation:
+//
+//   x = embed(tokens)                                     x, h, y: [n][n_embd]
+//   for each layer il:
+//     x += attention_il(rms_norm(x, attn_norm))            GQA, or MLA absorbed
+//     x += ffn_il(rms_norm(x, ffn_norm))                   MoE (device + CPU experts) or dense SwiGLU
+//   logits = lm_head(rms_norm(x, output_norm))            [batch.logit_rows()][n_vocab]
+//
+// Activations live in a workspace of device buffers that only grows, so a
+// decode step allocates nothing once the largest pass has sized it.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "../layers/layers.h"
+#include "device_forward.h"
+#include "device_model.h"
+#include "kernels/hd_route.h"
+
+namespace moelsp::device {
+
+namespace gpu = kernels::gpu;
+using kernels::DType;
+
+namespace {
+
+// The device copy of a pool's rows: the same block ids, one allocation of
+// n_layer × n_blocks blocks laid out as the host pool's.
+class DeviceKv final : public KvMirror {
+ public:
+  DeviceKv(gpu::Device& d, const KvLayout& L, int64_t n_blocks)
+      : dev(&d), layout(L), n_blocks(n_blocks), rows(d, size_t(L.n_layer) * size_t(n_blocks) * L.block_bytes()) {}
+  void copy_block(int32_t from, int32_t to) override {
+    for (int il = 0; il < layout.n_layer; ++il) dev->copy(block(il, to), block(il, from), layout.block_bytes());
+  }
+  uint8_t* block(int il, int32_t b) const {
+    return rows.as<uint8_t>() + (size_t(il) * size_t(n_blocks) + size_t(b)) * layout.block_bytes();
+  }
+  gpu::Device* dev;
+  KvLayout layout;
+  int64_t n_blocks;
+  gpu::Buffer rows;
+};
+
+DeviceKv& device_kv(gpu::Device& d, KvSequence& seq) {
+  BlockPool& pool = seq.pool();
+  auto* kv = dynamic_cast<DeviceKv*>(pool.mirror());
+  if (!kv || kv->dev != &d) {
+    const KvType t = pool.layout().type;
+    if (t != KvType::F16 && t != KvType::F32 && t != KvType::BF16)
+      throw ModelError("the device KV cache holds f16, bf16 or f32 rows (this cache: q8_0)");
+    auto made = std::make_unique<DeviceKv>(d, pool.layout(), pool.n_blocks());
+    kv = made.get();
+    pool.set_mirror(std::move(made));
+  }
+  return *kv;
+}
+
+}  // namespace
+
+// One forward call's state: the batch's sequences with their device block
+// tables, the workspace, and the steps.
+struct Pass {
+  gpu::Device& d;
+  const ModelConfig& c;
+  const DeviceModel& m;
+  ThreadPool& pool;
+  int n = 0;  // tokens
+  std::vector<layers::SeqSpan> seqs = {};
+  std::vector<DeviceKv*> kv = {};            // per sequence
+  std::vector<const int32_t*> table = {};    // per sequence: its block table on the device
+  const float *cs = nullptr, *sn = nullptr;  // RoPE tables [n][n_pairs]
+  int n_pairs = 0;
+
+  // Workspace slots (Buffers grown on demand, kept between passes).
+  std::vector<gpu::Buffer>& ws;
+  template <class T = float>
+  T* slot(int i, size_t count) {
+    if (ws.size() <= size_t(i)) ws.resize(size_t(i) + 1);
+    if (ws[size_t(i)].bytes() < count * sizeof(T)) ws[size_t(i)] = gpu::Buffer(d, count * sizeof(T) * 5 / 4 + 256);
+    return ws[size_t(i)].as<T>();
+  }
+  template <class T>
+  T* put(int i, const std::vector<T>& v) {
+    T* p = slot<T>(i, v.size());
+    d.upload(p, v.data(), v.size() * sizeof(T));
+    return p;
+  }
+  enum Slot {
+    X,
+    H,
+    Y,
+    Ids,
+    Rope,
+    Tables,
+    Q,
+    K,
+    V,
+    Attn,
+    Qa,
+    Qc,
+    Ol,
+    G,
+    U,
+    Xg,
+    Yd,
+    Route,
+    Chosen,
+    Weight,
+    Idx,
+    Ws,
+    Cpu
+  };
+
+  gpu::KvRows rows(size_t s, int il, size_t offset) const {
+    const KvLayout& L = kv[s]->layout;
+    return {.base = kv[s]->block(il, 0),
+            .block_bytes = L.block_bytes(),
+            .row_bytes = L.row_bytes(),
+            .offset = offset,
+            .blocks = table[s],
+            .block_size = L.block_size,
+            .type = to_dtype(L.type)};
+  }
+
+  void gqa(const DeviceLayer& L, int il, const float* h, float* out);
+  void mla(const DeviceLayer& L, int il, const float* h, float* out);
+  void ffn(const DeviceLayer& L, int il, const float* h, float* out, MoeLayerStats* stats);
+  void moe(const DeviceLayer& L, const float* h, float* out, MoeLayerStats& stats);
+};
+
+// q, k, v = W·h (+ b); per-head q/k norms; RoPE on the first rope.n_dims of
+// each head; the new k, v rows into the cache; attention; out = W_o · o (+ b).
+void Pass::gqa(const DeviceLayer& L, int il, const float* h, float* out) {
+  const int hd = c.head_dim_k, hdv = c.head_dim_v, E = c.n_embd;
+  const int64_t nq = int64_t(c.n_head) * hd, nk = int64_t(c.n_head_kv) * hd, nv = int64_t(c.n_head_kv) * hdv;
+  float* q = slot(Q, size_t(n * nq));  // [n][n_head·hd]
+  float* k = slot(K, size_t(n * nk));  // [n][n_head_kv·hd]
+  float* v = slot(V, size_t(n * nv));  // [n][n_head_kv·hd_v]
+  d.matmul(L.wq, h, E, n, q, nq);
+  d.matmul(L.wk, h, E, n, k, nk);
+  d.matmul(L.wv, h, E, n, v, nv);
+  if (L.bq) d.add_bias(q, L.bq, n, nq);
+  if (L.bk) d.add_bias(k, L.bk, n, nk);
+  if (L.bv) d.add_bias(v, L.bv, n, nv);
+  if (L.q_norm) {
+    d.rms_norm(q, hd, L.q_norm, hd, c.rms_eps, q, int64_t(n) * c.n_head);
+    d.rms_norm(k, hd, L.k_norm, hd, c.rms_eps, k, int64_t(n) * c.n_head_kv);
+  }
+  const bool neox = c.rope.type == RopeType::Neox;
+  d.rope(q, n, nq, c.n_head, hd, 0, n_pairs, neox, cs, sn);
+  d.rope(k, n, nk, c.n_head_kv, hd, 0, n_pairs, neox, cs, sn);
+  const int64_t ldo = int64_t(c.n_head) * hdv;
+  float* attn = slot(Attn, size_t(n * ldo));  // [n][n_head·hd_v]
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    const layers::SeqSpan& sp = seqs[s];
+    const size_t v_at = *kernels::row_bytes(to_dtype(kv[s]->layout.type), uint64_t(nk));  // V follows K in a row
+    const gpu::KvRows kr = rows(s, il, 0), vr = rows(s, il, v_at);
+    d.kv_store(k + sp.begin * nk, nk, nk, sp.n, sp.pos0, kr);
+    d.kv_store(v + sp.begin * nv, nv, nv, sp.n, sp.pos0, vr);
+    d.attention({.q = q + sp.begin * nq,
+                 .ldq = nq,
+                 .k = kr,
+                 .v = vr,
+                 .n_tokens = sp.n,
+                 .pos0 = sp.pos0,
+                 .n_head = c.n_head,
+                 .n_head_kv = c.n_head_kv,
+                 .hd_k = hd,
+                 .hd_v = hdv,
+                 .scale = c.kq_scale,
+                 .out = attn + sp.begin * ldo,
+                 .ldo = ldo});
+  }
+  d.matmul(L.wo, attn, ldo, n, out, E);  // [n][n_embd]
+  if (L.bo) d.add_bias(out, L.bo, n, E);
+}
+
+// MLA, absorbed: multi-query attention over the cached [c | k_pe] rows
+// themselves (layers/mla.h), for prompts and decode alike — on a GPU the
+// plain form's per-position expansion would save FLOPs only on long prompts
+// from scratch, which tensor cores make cheap either way.
+//   q [n][H·(nope + rope)] = W_qb · rms_norm(W_qa · h)   (or W_q · h), q_pe roped
+//   [c | k_pe] [n][lora + rope] = W_kva · h, c normed, k_pe roped → cache
+//   qc [n][H·(lora + rope)] = [K_absorb_h · q_nope_h | q_pe_h] per head
+//   o_lat [n][H·lora] = attention(qc; cached rows as keys, their c as values)
+//   o [n][H·v] = V_up_h · o_lat_h per head;  out = W_o · o
+void Pass::mla(const DeviceLayer& L, int il, const float* h, float* out) {
+  const int H = c.n_head, hk = c.head_dim_k, hv = c.head_dim_v, lora = c.kv_lora_rank, rope = c.qk_rope,
+            nope = c.qk_nope, E = c.n_embd;
+  const int64_t q_dim = int64_t(H) * hk, ldr = lora + rope, ldc = int64_t(H) * ldr, ldl = int64_t(H) * lora;
+  float* q = slot(Q, size_t(n * q_dim));
+  if (c.q_lora_rank > 0) {
+    float* qa = slot(Qa, size_t(n) * size_t(c.q_lora_rank));  // [n][q_lora]
+    d.matmul(L.wq_a, h, E, n, qa, c.q_lora_rank);
+    d.rms_norm(qa, c.q_lora_rank, L.q_a_norm, c.q_lora_rank, c.rms_eps, qa, n);
+    d.matmul(L.wq_b, qa, c.q_lora_rank, n, q, q_dim);
+  } else {
+    d.matmul(L.wq, h, E, n, q, q_dim);
+  }
+  float* kva = slot(K, size_t(n * ldr));  // [n][lora + rope]
+  d.matmul(L.wkv_a, h, E, n, kva, ldr);
+  d.rms_norm(kva, ldr, L.kv_a_norm, lora, c.rms_eps, kva, n);
+  const bool neox = c.rope.type == RopeType::Neox;
+  d.rope(kva, n, ldr, 1, 0, lora, n_pairs, neox, cs, sn);
+  d.rope(q, n, q_dim, H, hk, nope, n_pairs, neox, cs, sn);
+  float* qc = slot(Qc, size_t(n * ldc));
+  for (int hh = 0; hh < H; ++hh) {
+    d.matmul(L.k_absorb[size_t(hh)], q + int64_t(hh) * hk, q_dim, n, qc + int64_t(hh) * ldr, ldc);
+    d.copy_2d(qc + int64_t(hh) * ldr + lora, ldc, q + int64_t(hh) * hk + nope, q_dim, n, rope);
+  }
+  float* ol = slot(Ol, size_t(n * ldl));  // [n][H·lora]
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    const layers::SeqSpan& sp = seqs[s];
+    const gpu::KvRows r = rows(s, il, 0);
+    d.kv_store(kva + sp.begin * ldr, ldr, ldr, sp.n, sp.pos0, r);
+    d.attention({.q = qc + sp.begin * ldc,
+                 .ldq = ldc,
+                 .k = r,
+                 .v = r,  // values: the first lora elements of the same rows
+                 .n_tokens = sp.n,
+                 .pos0 = sp.pos0,
+                 .n_head = H,
+                 .n_head_kv = 1,
+                 .hd_k = int(ldr),
+                 .hd_v = lora,
+                 .scale = c.kq_scale,
+                 .out = ol + sp.begin * ldl,
+                 .ldo = ldl});
+  }
+  const int64_t ldo = int64_t(H) * hv;
+  float* o = slot(Attn, size_t(n * ldo));  // [n][H·v]
+  for (int hh = 0; hh < H; ++hh)
+    d.matmul(L.v_up[size_t(hh)], ol + int64_t(hh) * lora, ldl, n, o + int64_t(hh) * hv, ldo);
+  d.matmul(L.wo, o, ldo, n, out, E);
+}
+
+void Pass::ffn(const DeviceLayer& L, int il, const float* h, float* out, MoeLayerStats* stats) {
+  if (c.is_moe_layer(il)) return moe(L, h, out, *stats);
+  const int64_t ff = L.gate.rows, E = c.n_embd;
+  float* g = slot(G, size_t(n * ff));
+  float* u = slot(U, size_t(n * ff));
+  d.matmul(L.gate, h, E, n, g, ff);
+  d.matmul(L.up, h, E, n, u, ff);
+  d.swiglu(g, u, g, n * ff);
+  d.matmul(L.down, g, ff, n, out, E);
+}
+
+// Router on the device → the choice back on the host (one sync) → tokens
+// grouped by expert: resident experts as matmul chains on the device (gather
+// their rows, gate/up, SwiGLU, down, weighted scatter-add), the others on the
+// CPU from the file's bytes meanwhile, their sum uploaded and added.
+void Pass::moe(const DeviceLayer& L, const float* h, float* out, MoeLayerStats& stats) {
+  const int E = c.n_embd, NE = c.n_expert, k = c.n_expert_used, ff = c.n_ff_exp;
+  float* logits = slot(Route, size_t(n) * size_t(NE));
+  d.matmul(L.router, h, E, n, logits, NE);
+  kernels::hd::RouteParams r;
+  r.n_expert = NE;
+  r.k = k;
+  r.gating = c.gating == Gating::Softmax   ? kernels::hd::RouteGating::Softmax
+             : c.gating == Gating::Sigmoid ? kernels::hd::RouteGating::Sigmoid
+                                           : kernels::hd::RouteGating::SoftmaxChosen;
+  r.n_group = c.n_group;
+  r.n_group_used = c.n_group_used;
+  r.norm = c.expert_weights_norm;
+  r.scale = c.expert_weights_scale;
+  int* chosen_d = slot<int>(Chosen, size_t(n * k));
+  float* weight_d = slot(Weight, size_t(n * k));
+  d.route(r, logits, n, L.sel_bias, chosen_d, weight_d);
+  std::vector<int> chosen(static_cast<size_t>(n * k));
+  std::vector<float> weight(static_cast<size_t>(n * k));
+  d.download(chosen.data(), chosen_d, chosen.size() * sizeof(int));
+  d.download(weight.data(), weight_d, weight.size() * sizeof(float));
+
+  // Tokens by expert, resident experts first in one index list.
+  std::vector<std::vector<int32_t>> tok(static_cast<size_t>(NE));
+  std::vector<std::vector<float>> wt(static_cast<size_t>(NE));
+  if (stats.expert_tokens.size() != size_t(NE)) stats.expert_tokens.assign(size_t(NE), 0);
+  for (int t = 0; t < n; ++t)
+    for (int j = 0; j < k; ++j) {
+      const int e = chosen[size_t(t * k + j)];
+      tok[size_t(e)].push_back(t);
+      wt[size_t(e)].push_back(weight[size_t(t * k + j)]);
+      ++stats.expert_tokens[size_t(e)];
+    }
+  ++stats.calls;
+  std::vector<int32_t> idx;
+  std::vector<float> ws;
+  std::vector<int> cpu_experts;
+  for (int e = 0; e < NE; ++e) {
+    if (tok[size_t(e)].empty()) continue;
+    if (!L.e_gate[size_t(e)].data) {
+      cpu_experts.push_back(e);
+      continue;
+    }
+    idx.insert(idx.end(), tok[size_t(e)].begin(), tok[size_t(e)].end());
+    ws.insert(ws.end(), wt[size_t(e)].begin(), wt[size_t(e)].end());
+  }
+  std::vector<float> hx;  // h on the host, for the CPU's experts
+  if (!cpu_experts.empty()) {
+    hx.resize(size_t(n) * size_t(E));
+    d.download(hx.data(), h, hx.size() * sizeof(float));
+  }
+
+  // Shared experts (or zeros), then the resident experts, queued on the device.
+  const size_t wide = size_t(n) * size_t(std::max<int64_t>(ff, L.shared_gate.rows));
+  float* g = slot(G, wide);  // sized once for both: a buffer grown here would be freed under queued work
+  float* u = slot(U, wide);
+  if (L.shared_gate.data) {
+    const int64_t sh = L.shared_gate.rows;
+    d.matmul(L.shared_gate, h, E, n, g, sh);
+    d.matmul(L.shared_up, h, E, n, u, sh);
+    d.swiglu(g, u, g, n * sh);
+    d.matmul(L.shared_down, g, sh, n, out, E);
+  } else {
+    d.zero(out, size_t(n) * size_t(E) * sizeof(float));
+  }
+  if (!idx.empty()) {
+    const int32_t* idx_d = put(Idx, idx);
+    const float* ws_d = put(Ws, ws);
+    float* xg = slot(Xg, size_t(n) * size_t(E));
+    float* yd = slot(Yd, size_t(n) * size_t(E));
+    size_t at = 0;
+    for (int e = 0; e < NE; ++e) {
+      const int ne = int(tok[size_t(e)].size());
+      if (ne == 0 || !L.e_gate[size_t(e)].data) continue;
+      d.gather_rows(h, E, idx_d + at, ne, E, xg);
+      d.matmul(L.e_gate[size_t(e)], xg, E, ne, g, ff);
+      d.matmul(L.e_up[size_t(e)], xg, E, ne, u, ff);
+      d.swiglu(g, u, g, int64_t(ne) * ff);
+      d.matmul(L.e_down[size_t(e)], g, ff, ne, yd, E);
+      d.scatter_add_rows(yd, E, idx_d + at, ws_d + at, ne, out, E);
+      at += size_t(ne);
+    }
+  }
+  if (cpu_experts.empty()) return;
+
+  // The CPU's experts, while the device works through its own.
+  std::vector<float> ycpu(size_t(n) * size_t(E), 0.0f), xc, gc, uc, yc;
+  for (int e : cpu_experts) {
+    const std::vector<int32_t>& ts = tok[size_t(e)];
+    const int ne = int(ts.size());
+    xc.resize(size_t(ne) * size_t(E));
+    for (int i = 0; i < ne; ++i) std::copy_n(hx.data() + size_t(ts[size_t(i)]) * size_t(E), E, xc.data() + i * E);
+    gc.resize(size_t(ne) * size_t(ff));
+    uc.resize(gc.size());
+    yc.resize(size_t(ne) * size_t(E));
+    layers::linear(pool, L.cpu_gate[size_t(e)], xc.data(), ne, gc.data());
+    layers::linear(pool, L.cpu_up[size_t(e)], xc.data(), ne, uc.data());
+    kernels::silu_mul(gc.data(), uc.data(), gc.data(), int64_t(gc.size()));
+    layers::linear(pool, L.cpu_down[size_t(e)], gc.data(), ne, yc.data());
+    for (int i = 0; i < ne; ++i) {
+      const float w = wt[size_t(e)][size_t(i)];
+      float* dst = ycpu.data() + size_t(ts[size_t(i)]) * size_t(E);
+      for (int j = 0; j < E; ++j) dst[j] += w * yc[size_t(i) * size_t(E) + size_t(j)];
+    }
+  }
+  d.add(out, put(Cpu, ycpu), int64_t(n) * E);
+}
+
+void DeviceForward::forward(const Batch& batch, float* logits, const CancelCheck& cancel,
+                            std::vector<MoeLayerStats>& stats) {
+  try {
+    gpu::Device& d = *dev_;
+    const ModelConfig& c = c_;
+    Pass p{.d = d, .c = c, .m = *m_, .pool = pool_, .ws = m_->workspace};
+    p.n = int(batch.tokens.size());
+    p.seqs = layers::seq_spans(batch);
+    const int n = p.n, E = c.n_embd;
+    const size_t nd = size_t(n) * size_t(E);
+
+    // Per pass: token ids, RoPE tables for every token's position, each sequence's block table.
+    const int32_t* ids = p.put(Pass::Ids, std::vector<int32_t>(batch.tokens.begin(), batch.tokens.end()));
+    p.n_pairs = std::min(c.rope.n_dims / 2, 512);
+    std::vector<float> tab(static_cast<size_t>(2 * n * p.n_pairs));
+    float* cs = tab.data();
+    float* sn = tab.data() + size_t(n * p.n_pairs);
+    std::vector<int32_t> tables;
+    std::vector<size_t> table_at;
+    for (const layers::SeqSpan& sp : p.seqs) {
+      for (int t = 0; t < sp.n; ++t)
+        layers::rope_angles(c.rope, sp.pos0 + t, cs + size_t(sp.begin + t) * size_t(p.n_pairs),
+                            sn + size_t(sp.begin + t) * size_t(p.n_pairs));
+      p.kv.push_back(&device_kv(d, *sp.seq));
+      table_at.push_back(tables.size());
+      tables.insert(tables.end(), sp.seq->blocks().begin(), sp.seq->blocks().end());
+    }
+    const float* tab_d = p.put(Pass::Rope, tab);
+    p.cs = tab_d;
+    p.sn = tab_d + size_t(n * p.n_pairs);
+    const int32_t* tables_d = p.put(Pass::Tables, tables);
+    for (size_t at : table_at) p.table.push_back(tables_d + at);
+
+    float* x = p.slot(Pass::X, nd);  // [n][n_embd] the residual stream
+    float* h = p.slot(Pass::H, nd);  // [n][n_embd] a block's normed input
+    float* y = p.slot(Pass::Y, nd);  // [n][n_embd] a block's output
+    d.embed(m_->token_embd, ids, n, x);
+    for (int il = 0; il < c.n_layer; ++il) {
+      const DeviceLayer& L = m_->layers[size_t(il)];
+      d.rms_norm(x, E, L.attn_norm, E, c.rms_eps, h, n);
+      if (c.kv_lora_rank > 0) p.mla(L, il, h, y);
+      else p.gqa(L, il, h, y);
+      d.add(x, y, int64_t(nd));
+      d.rms_norm(x, E, L.ffn_norm, E, c.rms_eps, h, n);
+      p.ffn(L, il, h, y, c.is_moe_layer(il) ? &stats[size_t(il)] : nullptr);
+      d.add(x, y, int64_t(nd));
+      if (cancel && cancel()) {
+        d.sync();
+        throw Cancelled();
+      }
+    }
+
+    // The rows that want logits: final norm, output head, copied back.
+    std::vector<int32_t> want;
+    int at = 0;
+    for (const BatchSeq& s : batch.seqs) {
+      for (int t = s.all_logits ? at : at + s.n_tokens - 1; t < at + s.n_tokens; ++t) want.push_back(t);
+      at += s.n_tokens;
+    }
+    const int nr = int(want.size());
+    d.gather_rows(x, E, p.put(Pass::Idx, want), nr, E, h);
+    d.rms_norm(h, E, m_->output_norm, E, c.rms_eps, h, nr);
+    float* lo = p.slot(Pass::Q, size_t(nr) * size_t(c.n_vocab));
+    d.matmul(m_->output, h, E, nr, lo, c.n_vocab);
+    d.download(logits, lo, size_t(nr) * size_t(c.n_vocab) * sizeof(float));
+  } catch (const gpu::DeviceError& e) {
+    throw ModelError(fmt::format("{}: {}", dev_->name(), e.what()));
+  }
+}
+
+}  // namespace moelsp::device
