@@ -143,7 +143,7 @@ const std::vector<SettingSpec> kSpecs = {
      .default_text = "the largest GPU", .help = "−1: CPU only", PLAN(gpu)},
     {.key = "gpu.expertsPerLayer", .kind = K::Int, .flag = "--gpu-experts", .commands = kEngineFlags, .min = 0,
      .max = 1 << 20, .default_text = "plan: as many as fit in VRAM",
-     .help = "routed experts per layer kept on the GPU (planned; the CUDA forward pass is a later issue)",
+     .help = "routed experts per layer kept on the GPU; the rest compute on the CPU",
      PLAN(gpu_experts_per_layer)},
     {.key = "backend.url", .kind = K::String, .flag = "--backend-url", .commands = kLspFlag,
      .default_text = "none: the embedded engine",

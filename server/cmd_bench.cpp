@@ -27,6 +27,7 @@
 #include "engine/model.h"
 #include "engine/plan.h"
 #include "engine/profile.h"
+#include "kernels/cuda.h"
 #include "progress.h"
 
 namespace moelsp::cli {
@@ -102,10 +103,24 @@ struct PeerResult {
   std::string error;
 };
 
-PeerResult run_peer(const BenchOptions& o, int threads) {
+PeerResult run_peer(const BenchOptions& o, int threads, const ModelConfig& c) {
   PeerResult r;
-  const std::string cmd = fmt::format("'{}' -m '{}' -p {} -n {} -t {} -r {} -o json 2>/dev/null", o.peer, o.model,
-                                      o.n_prompt, o.n_gen, threads, o.reps);
+  // On a GPU: every layer offloaded. With fewer experts resident, llama.cpp's
+  // --n-cpu-moe keeps whole layers' experts on the CPU, not some experts of
+  // every layer: the same share of expert bytes in VRAM is its nearest like
+  // for like (n_moe_layers × (1 − resident / n_expert) layers, rounded).
+  std::string gpu;
+  if (o.backend == "cuda") {
+    gpu = " -ngl 99";
+    if (o.gpu_experts >= 0 && c.n_expert > 0) {
+      const int moe_layers = c.n_layer - c.n_layer_dense_lead;
+      gpu +=
+          fmt::format(" -ncmoe {}",
+                      int(std::lround(moe_layers * (1.0 - double(std::min(o.gpu_experts, c.n_expert)) / c.n_expert))));
+    }
+  }
+  const std::string cmd = fmt::format("'{}' -m '{}' -p {} -n {} -t {} -r {}{} -o json 2>/dev/null", o.peer, o.model,
+                                      o.n_prompt, o.n_gen, threads, o.reps, gpu);
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) {
     r.error = "cannot run " + o.peer;
@@ -163,9 +178,15 @@ int bench(const BenchOptions& o) {
     std::unique_ptr<Model> model;
     {
       const LoadProgress loading(o.model, o.quiet);
-      model = Model::load(o.model, {.threads = o.threads});
+      const ComputeBackend be = o.backend == "cuda"       ? ComputeBackend::Cuda
+                                : o.backend == "emulated" ? ComputeBackend::Emulated
+                                                          : ComputeBackend::Cpu;
+      model = Model::load(o.model,
+                          {.threads = o.threads, .backend = be, .gpu = o.gpu, .gpu_experts_per_layer = o.gpu_experts});
       // As the editor and the server load it: experts repacked when the plan holds them in RAM.
-      if (make_plan(hardware_profile(), footprint(*model), {}).weights == WeightPlacement::Ram) model->repack_experts();
+      if (be == ComputeBackend::Cpu &&
+          make_plan(hardware_profile(), footprint(*model), {}).weights == WeightPlacement::Ram)
+        model->repack_experts();
     }
     const auto& c = model->config();
     if (c.n_ctx_train > 0 && std::max(o.n_prompt, o.n_gen) >= c.n_ctx_train)
@@ -228,8 +249,10 @@ int bench(const BenchOptions& o) {
         }
       }
     };
+    // On a device the roofline is its memory's: measured once, not around each run.
+    const bool on_cpu = model->backend() == ComputeBackend::Cpu;
     std::vector<double> pp, tg;
-    measure(pp, tg, true);
+    measure(pp, tg, on_cpu);
     // Batched decode: N sequences, each from its own first token in an empty
     // context, advanced by one forward pass per step (what the scheduler does
     // with N live requests). Aggregate tokens/s, the median of the repetitions.
@@ -278,7 +301,7 @@ int bench(const BenchOptions& o) {
     }
     PeerResult peer;
     if (!o.peer.empty()) {
-      peer = run_peer(o, threads);
+      peer = run_peer(o, threads, c);
       ran("llama-bench", peer.tg > 0 ? peer.tg : peer.pp);
     }
     std::vector<double> pp_load, tg_load;
@@ -287,13 +310,21 @@ int bench(const BenchOptions& o) {
       const BackgroundLoad load(o.background);
       measure(pp_load, tg_load, false);
       if (!o.peer.empty()) {
-        peer_load = run_peer(o, threads);
+        peer_load = run_peer(o, threads, c);
         ran("llama-bench (loaded)", peer_load.tg > 0 ? peer_load.tg : peer_load.pp);
       }
     }
 
     bar.finish();
     const uint64_t rss = peak_rss_bytes();
+    std::string bw_what = "memory bandwidth";
+    if (model->backend() == ComputeBackend::Cuda) {
+      std::string err;
+      bws.assign(1, kernels::cuda::device_memory_gbs(o.gpu, size_t(1) << 30, &err));
+      if (bws[0] <= 0) throw std::runtime_error("measuring the GPU's memory bandwidth: " + err);
+      bw_what = "GPU memory bandwidth (device copy)";
+      for (double t : tg) shares.push_back(t * bpt / (bws[0] * 1e9));
+    }
     if (bws.empty()) bws.push_back(probe_bandwidth(threads));
     const double bw = median(bws);
     const double roof = bw * 1e9 / bpt;
@@ -305,6 +336,7 @@ int bench(const BenchOptions& o) {
           return n / 1e6;
         }(),
         double(model->file().file_size()) / (1 << 20), threads, cpu_kernel_isa());
+    if (!on_cpu) fmt::print("forward pass on {}\n", model->device_description());
     if (o.n_prompt > 0 || o.n_gen > 0)
       fmt::print("{:<10} {:>14} {:>16} {:>8}\n", "test", "moelsp t/s", "llama.cpp t/s", "ratio");
     const auto row = [&](const std::string& name, double ours, double theirs) {
@@ -345,9 +377,9 @@ int bench(const BenchOptions& o) {
       if (!peer_load.error.empty()) fmt::print("peer under load: {}\n", peer_load.error);
     }
     fmt::print(
-        "peak RSS {:.1f} MiB; memory bandwidth {:.1f} GB/s (median of {} measurement{}); decode reads {:.2f} "
+        "peak RSS {:.1f} MiB; {} {:.1f} GB/s (median of {} measurement{}); decode reads {:.2f} "
         "MiB/token -> roofline {:.0f} tokens/s{}\n",
-        double(rss) / (1 << 20), bw, bws.size(), bws.size() == 1 ? "" : "s", bpt / (1 << 20), roof,
+        double(rss) / (1 << 20), bw_what, bw, bws.size(), bws.size() == 1 ? "" : "s", bpt / (1 << 20), roof,
         shares.empty()
             ? std::string()
             : fmt::format("; moelsp decode at {:.1f}% of it (median over {} run{}{}, each against the "

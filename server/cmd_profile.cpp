@@ -24,7 +24,8 @@ int profile(const ProfileOptions& o) {
     const HwProfile hw = hardware_profile(po);
     auto model = Model::load(o.model, {.threads = plan_threads(hw, over)});
     const ModelFootprint ms = footprint(*model);
-    PlanRequest req{o.ctx, o.concurrency, false, over};
+    const PlanRequest req = with_device(
+        {.n_ctx = o.ctx, .concurrency = o.concurrency, .gpu_forward = false, .gpu_why = {}, .over = over}, *model);
     const Plan plan = make_plan(hw, ms, req);
     if (o.json) {
       nlohmann::json j = {{"hardware", nlohmann::json::parse(hw.to_json())},

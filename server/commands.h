@@ -126,10 +126,13 @@ struct BenchOptions {
   int n_prompt = 512;
   int n_gen = 128;
   int reps = 3;
-  std::string peer;          // path to llama.cpp's llama-bench
-  int background = 0;        // > 0: measure again (both engines) with this many busy processes running
-  std::vector<int> streams;  // also: aggregate decode tokens/s with this many sequences per step
-  bool quiet = false;        // no progress on stderr
+  std::string peer;             // path to llama.cpp's llama-bench
+  int background = 0;           // > 0: measure again (both engines) with this many busy processes running
+  std::vector<int> streams;     // also: aggregate decode tokens/s with this many sequences per step
+  bool quiet = false;           // no progress on stderr
+  std::string backend = "cpu";  // cpu, cuda or emulated (the device pass on the host emulation)
+  int gpu = 0;
+  int gpu_experts = -1;  // routed experts per layer on the device; −1: all
 };
 int bench(const BenchOptions& o);
 // The child side of bench's bandwidth probe: main() calls it when started with

@@ -219,6 +219,17 @@ int main(int argc, char** argv) {
                    "ratio to one stream")
       ->delimiter(',')
       ->check(CLI::Range(1, 64));
+  c_bo->add_option("--backend", bo.backend,
+                   "Where the forward pass runs: cpu, cuda, or emulated (the GPU's forward pass on a host emulation: "
+                   "slow, for checking it without a GPU)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda", "emulated"}));
+  c_bo->add_option("--gpu", bo.gpu, "CUDA device index (--backend cuda)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 255));
+  c_bo->add_option("--gpu-experts", bo.gpu_experts,
+                   "Routed experts per layer resident on the device, the rest computed on the CPU (default: all)")
+      ->check(CLI::Range(0, 1 << 20));
   c_bo->add_flag("-q,--quiet", bo.quiet, kQuietHelp);
 
   moelsp::cli::QuantizeOptions qo;

@@ -236,7 +236,7 @@ TEST_CASE("device forward pass: what it cannot run is refused by name") {
                     Catch::Contains("sparse attention"));
   if (kernels::cuda::devices().empty())
     CHECK_THROWS_WITH(Model::load(test::data_path("reference/mixtral-ref.gguf"), on(ComputeBackend::Cuda)),
-                      Catch::Contains("no CUDA device"));
+                      Catch::Contains("CUDA device 0 unavailable"));
   auto m = Model::load(test::data_path("reference/qwen3moe-quant-ref-Q8_0.gguf"), on(ComputeBackend::Emulated));
   auto q8 = m->new_cache(8, KvType::Q8_0);
   std::vector<float> logits(size_t(m->config().n_vocab));

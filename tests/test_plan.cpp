@@ -77,7 +77,7 @@ ModelFootprint deepseek_like(uint64_t total) {
   return m;
 }
 
-const PlanRequest kGpu{.n_ctx = 0, .concurrency = 4, .gpu_forward = true, .over = {}};
+const PlanRequest kGpu{.n_ctx = 0, .concurrency = 4, .gpu_forward = true, .gpu_why = {}, .over = {}};
 
 void check_within_budget(const HwProfile& hw, const Plan& p) {
   INFO(p.to_text());
@@ -162,7 +162,7 @@ TEST_CASE("plan: 24 GB RTX 4090 with Qwen3-30B-A3B Q4_K_M") {
     CHECK(p.gpu_experts_per_layer == 128);
   }
   SECTION("32k context x 4 streams: KV first, then as many experts as fit; the rest on the CPU, in RAM") {
-    const Plan p = make_plan(hw, m, {.n_ctx = 32768, .concurrency = 4, .gpu_forward = true, .over = {}});
+    const Plan p = make_plan(hw, m, {.n_ctx = 32768, .concurrency = 4, .gpu_forward = true, .gpu_why = {}, .over = {}});
     check_within_budget(hw, p);
     CHECK(p.backend == "cuda");
     CHECK(p.kv_tokens >= 32768);

@@ -11,6 +11,7 @@
 #include "engine/gguf.h"
 #include "engine/model.h"
 #include "engine/plan.h"
+#include "kernels/cuda.h"
 #include "plan_util.h"
 
 namespace moelsp {
@@ -103,15 +104,29 @@ ExpertOptions Plan::expert_options() const {
   return o;
 }
 
+PlanRequest with_device(PlanRequest req, const Model& m) {
+  req.gpu_why = kernels::cuda::compiled_in() ? m.device_unsupported() : "this build has no CUDA";
+  req.gpu_forward = req.gpu_why.empty();
+  return req;
+}
+
 PlannedModel load_planned(const std::string& path, const PlanRequest& req, ProfileOptions po) {
   PlannedModel r;
   if (po.model_path.empty()) po.model_path = path;
   r.hw = hardware_profile(po);
   r.model = std::shared_ptr<Model>(Model::load(path, {.threads = plan_threads(r.hw, req.over)}));
   r.footprint = footprint(*r.model);
-  r.plan = make_plan(r.hw, r.footprint, req);
+  r.plan = make_plan(r.hw, r.footprint, with_device(req, *r.model));
   if (!r.plan.ok) throw ModelError(path + ": " + r.plan.error);
   for (const std::string& w : r.plan.warnings) spdlog::warn("plan for {}: {}", path, w);
+  if (r.plan.backend == "cuda") {
+    r.model->attach_device({.threads = 0,
+                            .backend = ComputeBackend::Cuda,
+                            .gpu = r.plan.gpu,
+                            .gpu_experts_per_layer = r.plan.gpu_experts_per_layer});
+    spdlog::info("{}: forward pass on {}", path, r.model->device_description());
+    return r;  // the CPU engine's expert settings do not apply to the device pass
+  }
   if (r.plan.weights == WeightPlacement::Ram) {
     const size_t n = r.model->repack_experts();
     if (n) spdlog::info("{}: {:.0f} MiB of experts repacked for the AVX-512 kernels", path, double(n) / (1 << 20));

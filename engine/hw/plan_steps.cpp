@@ -133,12 +133,14 @@ const GpuProfile* choose_gpu(PlanState& s) {
                        hw.gpus[0].name));
     return nullptr;
   }
-  if (!s.req.gpu_forward) {
+  if (!s.req.gpu_forward || s.p.kv_type == KvType::Q8_0) {
+    const std::string why = s.p.kv_type == KvType::Q8_0 ? "the GPU's KV cache holds f16, bf16 or f32 rows, not q8_0"
+                            : s.req.gpu_why.empty()     ? "the GPU forward pass cannot run this model"
+                                                        : s.req.gpu_why;
     s.why("backend", "cpu",
-          fmt::format("GPU {} ({}, {}) found, but this version computes on the CPU (the CUDA forward pass is a later "
-                      "issue)",
-                      hw.gpus[0].index, hw.gpus[0].name, size_text(hw.gpus[0].vram_total)));
-    s.warn(fmt::format("GPU {} ({}) unused: this version computes on the CPU", hw.gpus[0].index, hw.gpus[0].name));
+          fmt::format("GPU {} ({}, {}) found, but {}", hw.gpus[0].index, hw.gpus[0].name,
+                      size_text(hw.gpus[0].vram_total), why));
+    s.warn(fmt::format("GPU {} ({}) unused: {}", hw.gpus[0].index, hw.gpus[0].name, why));
     return nullptr;
   }
   const GpuProfile* gpu = nullptr;

@@ -67,14 +67,21 @@ const char* to_string(ComputeBackend b) {
   return "?";
 }
 
+std::string Model::device_unsupported() const { return device::unsupported(cfg_, *file_); }
+
 void Model::attach_device(const LoadOptions& opt) {
+  if (opt.backend == ComputeBackend::Cpu) {
+    device_.reset();
+    backend_ = ComputeBackend::Cpu;
+    return;
+  }
   std::shared_ptr<kernels::gpu::Device> dev;
   if (opt.backend == ComputeBackend::Emulated) {
     dev = kernels::gpu::make_emulated_device();
   } else {
     std::string why;
     dev = kernels::gpu::make_cuda_device(opt.gpu, &why);
-    if (!dev) throw ModelError(fmt::format("{}: no CUDA device {}: {}", file_->path(), opt.gpu, why));
+    if (!dev) throw ModelError(fmt::format("{}: CUDA device {} unavailable: {}", file_->path(), opt.gpu, why));
   }
   device_ = std::make_unique<device::DeviceForward>(dev, cfg_, *file_, *pool_,
                                                     device::Placement{.experts_per_layer = opt.gpu_experts_per_layer});

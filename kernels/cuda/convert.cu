@@ -92,6 +92,33 @@ double host_to_device_gbs(int index, size_t bytes, std::string* error) {
   return best;
 }
 
+double device_memory_gbs(int index, size_t bytes, std::string* error) {
+  if (!check(cudaSetDevice(index), "cudaSetDevice", error)) return 0;
+  void* a = nullptr;
+  void* b = nullptr;
+  double best = 0;
+  if (check(cudaMalloc(&a, bytes), "cudaMalloc", error) && check(cudaMalloc(&b, bytes), "cudaMalloc", error)) {
+    cudaMemset(a, 1, bytes);
+    cudaEvent_t e0{}, e1{};
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    for (int rep = 0; rep < 5; ++rep) {
+      cudaEventRecord(e0);
+      cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice);
+      cudaEventRecord(e1);
+      if (!check(cudaEventSynchronize(e1), "cudaMemcpyAsync", error)) break;
+      float ms = 0;
+      cudaEventElapsedTime(&ms, e0, e1);
+      if (ms > 0) best = std::max(best, 2.0 * double(bytes) / (double(ms) * 1e6));  // read + write
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+  }
+  cudaFree(a);
+  cudaFree(b);
+  return best;
+}
+
 bool fp16_to_fp32(const uint16_t* x, float* y, size_t n, std::string* error) {
   if (devices().empty()) {
     if (error) *error = "no CUDA device available";

@@ -15,6 +15,10 @@ double host_to_device_gbs(int, size_t, std::string* error) {
   if (error) *error = kNoCuda;
   return 0;
 }
+double device_memory_gbs(int, size_t, std::string* error) {
+  if (error) *error = kNoCuda;
+  return 0;
+}
 bool fp16_to_fp32(const uint16_t*, float*, size_t, std::string* error) {
   if (error) *error = kNoCuda;
   return false;

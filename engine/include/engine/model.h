@@ -229,6 +229,13 @@ class Model {
   // rows follow the batch order (Batch::logit_rows()).
   void forward(const Batch& batch, float* logits, const CancelCheck& cancel = {});
 
+  // Moves the forward pass to a device (LoadOptions::backend, gpu,
+  // gpu_experts_per_layer; Model::load calls it, load_planned() after
+  // planning). Throws ModelError naming what the device path lacks for this
+  // model (device_unsupported) or what failed; the model then stays on the CPU.
+  void attach_device(const LoadOptions& opt);
+  // Why this model cannot run on a device ("" when it can).
+  std::string device_unsupported() const;
   // Where forward() runs, and on a device: what it holds ("" on the CPU).
   ComputeBackend backend() const;
   std::string device_description() const;
@@ -255,8 +262,6 @@ class Model {
   uint64_t fingerprint_ = 0;
 
  private:
-  // Moves the forward pass to a device (Model::load, for LoadOptions::backend).
-  void attach_device(const LoadOptions& opt);
   std::unique_ptr<device::DeviceForward> device_;
   ComputeBackend backend_ = ComputeBackend::Cpu;
 };

@@ -65,10 +65,11 @@ struct PlanOverrides {
 struct PlanRequest {
   int n_ctx = 0;        // 0: min(4096, the training context)
   int concurrency = 4;  // sequences expected at once (completion + chat + a few background)
-  // Whether the engine can run layers on a GPU. False until the CUDA forward
-  // pass lands: load_planned() then plans for the CPU and says why; the
-  // planner's GPU placement is exercised (tests) with true.
+  // Whether the engine can run this model on a GPU; when not, gpu_why says
+  // why (load_planned() sets both from the build and the model:
+  // Model::device_unsupported) and the plan names it as the reason.
   bool gpu_forward = false;
+  std::string gpu_why = {};
   PlanOverrides over;
 };
 
@@ -121,6 +122,10 @@ struct Plan {
   std::string to_text() const;
   std::string to_json() const;
 };
+
+// req with gpu_forward and gpu_why set for this model and build (whether the
+// device forward pass can run it): what load_planned() and `moelsp profile` plan with.
+PlanRequest with_device(PlanRequest req, const Model& m);
 
 // Threads the plan uses (needed before the model is loaded: the thread pool is built at load).
 int plan_threads(const HwProfile& hw, const PlanOverrides& over);

@@ -37,6 +37,11 @@ std::vector<DeviceInfo> devices(std::string* error);
 // (best of a few copies of `bytes`); 0 with *error when it cannot run.
 double host_to_device_gbs(int index, size_t bytes, std::string* error);
 
+// Device `index`'s memory bandwidth in GB/s: a device-to-device copy of
+// `bytes` (read + write counted), best of a few; the decode roofline's
+// denominator on a GPU. 0 with *error when it cannot run.
+double device_memory_gbs(int index, size_t bytes, std::string* error);
+
 // fp16 → fp32 on device 0, host buffers in and out. Returns false with a
 // message in *error when no device is available or a CUDA call fails.
 bool fp16_to_fp32(const uint16_t* x, float* y, size_t n, std::string* error);
