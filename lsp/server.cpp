@@ -226,12 +226,14 @@ json Server::Impl::status_json() {
         const Engine& engine = backend->engine();
         const EngineMetrics m = engine.metrics();
         const ExpertMetrics em = model->expert_metrics();
-        s["experts"] = {{"predictionAccuracy", em.accuracy()}, {"previousTokenAccuracy", em.baseline_accuracy()},
-                        {"prefetchDistance", em.distance},     {"prefetchRequests", em.prefetch_requests},
-                        {"prefetchBytes", em.prefetch_bytes},  {"prefetchReadBytes", em.prefetch_missing_bytes},
-                        {"cacheExperts", em.cache_experts},    {"cachePinned", em.cache_pinned},
-                        {"cacheHitRate", em.cache_hit_rate()}, {"cacheSwaps", em.cache_swaps},
-                        {"majorFaults", em.major_faults},      {"minorFaults", em.minor_faults}};
+        s["experts"] = {{"predictionAccuracy", em.accuracy()},      {"previousTokenAccuracy", em.baseline_accuracy()},
+                        {"prefetchDistance", em.distance},          {"prefetchRequests", em.prefetch_requests},
+                        {"prefetchBytes", em.prefetch_bytes},       {"prefetchReadBytes", em.prefetch_missing_bytes},
+                        {"cacheExperts", em.cache_experts},         {"cachePinned", em.cache_pinned},
+                        {"cacheHitRate", em.cache_hit_rate()},      {"cacheSwaps", em.cache_swaps},
+                        {"majorFaults", em.major_faults},           {"minorFaults", em.minor_faults},
+                        {"deviceBytesMoved", em.device_bytes_moved}};
+        s["device"] = model->device_description();
         s["plan"]["kvCache"]["bytes"] = m.kv.bytes;
         s["plan"]["kvCache"]["prefixCache"] = engine.options().prefix_cache;
         s["kvCache"] = {{"blocksTotal", m.kv.blocks_total},   {"blocksInUse", m.kv.blocks_in_use},

@@ -337,6 +337,12 @@ int bench(const BenchOptions& o) {
         }(),
         double(model->file().file_size()) / (1 << 20), threads, cpu_kernel_isa());
     if (!on_cpu) fmt::print("forward pass on {}\n", model->device_description());
+    if (!on_cpu && c.n_expert > 0 && model->device_experts_per_layer() < c.n_expert) {
+      const ExpertMetrics em = model->expert_metrics();
+      fmt::print(
+          "experts on the device: {:.1f}% of expert uses (the rest computed on the CPU), {} moved in ({:.1f} MiB)\n",
+          100.0 * em.cache_hit_rate(), em.cache_swaps, double(em.device_bytes_moved) / (1 << 20));
+    }
     if (o.n_prompt > 0 || o.n_gen > 0)
       fmt::print("{:<10} {:>14} {:>16} {:>8}\n", "test", "moelsp t/s", "llama.cpp t/s", "ratio");
     const auto row = [&](const std::string& name, double ours, double theirs) {

@@ -186,6 +186,21 @@ TEST_CASE("device forward pass: hybrid placement computes the other experts on t
       CHECK(hybrid->device_experts_per_layer() == resident);
       CHECK_THAT(hybrid->device_description(), Catch::Contains("the rest on the CPU"));
       check_close(name + " hybrid", run(*hybrid, r), run(*all, r));
+      // Residency follows the routing: with half the experts resident, the
+      // most used ones move in between passes (and the logits above stayed
+      // the all-device pass's through those moves).
+      const ExpertMetrics em = hybrid->expert_metrics();
+      CHECK(em.cache_experts == resident * (all->config().n_layer - all->config().n_layer_dense_lead));
+      CHECK(em.layers.back().routed > 0);
+      if (resident > 0) {
+        CHECK(em.cache_swaps > 0);
+        CHECK(em.device_bytes_moved > 0);
+        CHECK(em.cache_hit_rate() > 0.0);
+      } else {
+        CHECK(em.cache_hit_rate() == 0.0);
+      }
+      WARN(name << ": " << resident << " of " << n_exp << " experts resident, hit rate " << em.cache_hit_rate() << ", "
+                << em.cache_swaps << " swaps");
     }
   }
   kernels::set_activations(kernels::Activations::Int8);

@@ -13,6 +13,10 @@
 // repacked copies); types the device kernels do not decode go up as F16,
 // dequantized on the host.
 //
+// Resident experts start as the first experts_per_layer of each layer and
+// follow the routing: after each pass the most used experts on the CPU swap
+// in for the least used resident ones (rebalance(), a few per pass).
+//
 // Per MoE layer the router's choice is copied back to the host (one sync):
 // the host groups tokens by expert and launches one matmul chain per expert
 // used, and computes its own experts meanwhile. Decode therefore issues
@@ -59,8 +63,14 @@ class DeviceForward {
   uint64_t weight_bytes() const;  // resident on the device
   int experts_per_layer() const;  // resident routed experts per MoE layer
   std::string describe() const;   // one line: device, weights, placement
+  // Routed experts' residency since the last reset: per layer uses and those
+  // on the device (cache_hits), resident experts (cache_experts), swaps and
+  // the bytes they copied.
+  ExpertMetrics metrics() const;
+  void reset_metrics();
 
  private:
+  void rebalance();  // after each pass: the most routed experts onto the device (forward.cpp)
   std::shared_ptr<kernels::gpu::Device> dev_;
   const ModelConfig& c_;
   ThreadPool& pool_;

@@ -30,7 +30,16 @@ struct DeviceLayer {
   const float* sel_bias = nullptr;
   Mat shared_gate, shared_up, shared_down;
   std::vector<Mat> e_gate, e_up, e_down;
-  std::vector<kernels::MatView> cpu_gate, cpu_up, cpu_down;
+  std::vector<kernels::MatView> cpu_gate, cpu_up, cpu_down;  // every expert (also the upload source of a swap)
+  // Residency: experts_per_layer slots per matrix kind; which expert each
+  // holds, where each expert is (−1: on the CPU), and decayed routing counts.
+  std::vector<int> slot_of, in_slot;
+  std::vector<double> heat;
+  uint8_t* slot_base[3] = {};  // gate, up, down: slot s at slot_base + s · slot_bytes
+  size_t slot_bytes[3] = {};
+  bool swappable = false;  // the slots hold the file's own blocks (not F16 conversions)
+  // Counts since the last reset: expert uses, those on the device.
+  int64_t routed = 0, hits = 0;
 };
 
 struct DeviceModel {
@@ -42,6 +51,7 @@ struct DeviceModel {
   int experts_per_layer = 0;                    // resident routed experts per MoE layer
   int converted = 0;                            // matrices uploaded as F16 (a type the device does not decode)
   std::vector<kernels::gpu::Buffer> workspace;  // the forward pass's activations (forward.cpp's slots)
+  int64_t swaps = 0, bytes_moved = 0;           // experts moved onto the device since the last reset
 };
 
 }  // namespace moelsp::device

@@ -229,18 +229,27 @@ DeviceForward::DeviceForward(std::shared_ptr<gpu::Device> dev, const ModelConfig
           L.shared_up = up.mat(b + "ffn_up_shexp.weight");
           L.shared_down = up.mat(b + "ffn_down_shexp.weight");
         }
-        // Resident experts: 0 .. n_exp_res − 1 (a static choice; routing-driven
-        // placement is future work), the rest as CPU views of the file.
-        for (const char* which : {"gate", "up", "down"}) {
-          const std::string name = b + "ffn_" + which + "_exps.weight";
+        // Resident at first: experts 0 .. n_exp_res − 1 (slot s holds expert
+        // s); routing then moves the most used ones in (DeviceForward::rebalance).
+        const char* kinds[3] = {"gate", "up", "down"};
+        L.swappable = true;
+        for (int w = 0; w < 3; ++w) {
+          const std::string name = b + "ffn_" + kinds[w] + "_exps.weight";
           std::vector<Mat> v = n_exp_res > 0 ? up.slices(name, 0, n_exp_res) : std::vector<Mat>{};
+          if (!v.empty()) {
+            L.slot_base[w] = static_cast<uint8_t*>(const_cast<void*>(v[0].data));
+            L.slot_bytes[w] = size_t(v[0].rows) * v[0].row_bytes;
+            L.swappable = L.swappable && v[0].type == up.info(name).type;
+          }
           v.resize(size_t(c.n_expert));
           std::vector<kernels::MatView> cpu;
-          for (int e = n_exp_res; e < c.n_expert; ++e) cpu.push_back(up.cpu_slice(name, e));
-          cpu.insert(cpu.begin(), size_t(n_exp_res), kernels::MatView{});
-          (which[0] == 'g' ? L.e_gate : which[0] == 'u' ? L.e_up : L.e_down) = std::move(v);
-          (which[0] == 'g' ? L.cpu_gate : which[0] == 'u' ? L.cpu_up : L.cpu_down) = std::move(cpu);
+          for (int e = 0; e < c.n_expert; ++e) cpu.push_back(up.cpu_slice(name, e));
+          (w == 0 ? L.e_gate : w == 1 ? L.e_up : L.e_down) = std::move(v);
+          (w == 0 ? L.cpu_gate : w == 1 ? L.cpu_up : L.cpu_down) = std::move(cpu);
         }
+        L.slot_of.assign(size_t(c.n_expert), -1);
+        for (int e = 0; e < n_exp_res; ++e) L.slot_of[size_t(e)] = e, L.in_slot.push_back(e);
+        L.heat.assign(size_t(c.n_expert), 0.0);
       } else {
         L.gate = up.mat(b + "ffn_gate.weight");
         L.up = up.mat(b + "ffn_up.weight");

@@ -116,9 +116,13 @@ const ExpertOptions& Model::expert_options() const {
   return experts_ ? experts_->options() : none;
 }
 
-ExpertMetrics Model::expert_metrics() const { return experts_ ? experts_->metrics() : ExpertMetrics{}; }
+ExpertMetrics Model::expert_metrics() const {
+  if (device_) return device_->metrics();
+  return experts_ ? experts_->metrics() : ExpertMetrics{};
+}
 
 void Model::reset_expert_metrics() {
+  if (device_) device_->reset_metrics();
   if (experts_) experts_->reset_metrics();
 }
 

@@ -153,6 +153,9 @@ struct ExpertMetrics {
   bool cache_pinned = false;                   // held by mlock (else copies)
   int64_t major_faults = 0, minor_faults = 0;  // during forward passes (getrusage, whole process)
   int64_t forwards = 0;
+  // On a device (hybrid placement): the cache is the device's resident
+  // experts, cache_swaps the experts moved there, and these their bytes.
+  int64_t device_bytes_moved = 0;
   double accuracy() const;           // predicted hits / (tokens × k), all layers
   double baseline_accuracy() const;  // the previous token's experts as the prediction
   double chosen_accuracy() const;    // what prefetch used: per layer, whichever of the two has been better
