@@ -27,27 +27,34 @@ using kernels::DType;
 namespace {
 
 // The device copy of a pool's rows: the same block ids, one allocation of
-// n_layer × n_blocks blocks laid out as the host pool's.
+// n_layer × n_blocks blocks laid out as the host pool's. It holds the device
+// (a pool may outlive the model that wrote into it).
 class DeviceKv final : public KvMirror {
  public:
-  DeviceKv(gpu::Device& d, const KvLayout& L, int64_t n_blocks)
-      : dev(&d), layout(L), n_blocks(n_blocks), rows(d, size_t(L.n_layer) * size_t(n_blocks) * L.block_bytes()) {}
+  DeviceKv(std::shared_ptr<gpu::Device> d, const KvLayout& L, int64_t n_blocks)
+      : owner(std::move(d)),
+        dev(owner.get()),
+        layout(L),
+        n_blocks(n_blocks),
+        rows(*dev, size_t(L.n_layer) * size_t(n_blocks) * L.block_bytes()) {}
   void copy_block(int32_t from, int32_t to) override {
+    dev->bind();
     for (int il = 0; il < layout.n_layer; ++il) dev->copy(block(il, to), block(il, from), layout.block_bytes());
   }
   uint8_t* block(int il, int32_t b) const {
     return rows.as<uint8_t>() + (size_t(il) * size_t(n_blocks) + size_t(b)) * layout.block_bytes();
   }
+  std::shared_ptr<gpu::Device> owner;
   gpu::Device* dev;
   KvLayout layout;
   int64_t n_blocks;
   gpu::Buffer rows;
 };
 
-DeviceKv& device_kv(gpu::Device& d, KvSequence& seq) {
+DeviceKv& device_kv(const std::shared_ptr<gpu::Device>& d, KvSequence& seq) {
   BlockPool& pool = seq.pool();
   auto* kv = dynamic_cast<DeviceKv*>(pool.mirror());
-  if (!kv || kv->dev != &d) {
+  if (!kv || kv->dev != d.get()) {
     const KvType t = pool.layout().type;
     if (t != KvType::F16 && t != KvType::F32 && t != KvType::BF16)
       throw ModelError("the device KV cache holds f16, bf16 or f32 rows (this cache: q8_0)");
@@ -367,6 +374,7 @@ void DeviceForward::forward(const Batch& batch, float* logits, const CancelCheck
                             std::vector<MoeLayerStats>& stats) {
   try {
     gpu::Device& d = *dev_;
+    d.bind();
     const ModelConfig& c = c_;
     Pass p{.d = d, .c = c, .m = *m_, .pool = pool_, .ws = m_->workspace};
     p.n = int(batch.tokens.size());
@@ -386,7 +394,7 @@ void DeviceForward::forward(const Batch& batch, float* logits, const CancelCheck
       for (int t = 0; t < sp.n; ++t)
         layers::rope_angles(c.rope, sp.pos0 + t, cs + size_t(sp.begin + t) * size_t(p.n_pairs),
                             sn + size_t(sp.begin + t) * size_t(p.n_pairs));
-      p.kv.push_back(&device_kv(d, *sp.seq));
+      p.kv.push_back(&device_kv(dev_, *sp.seq));
       table_at.push_back(tables.size());
       tables.insert(tables.end(), sp.seq->blocks().begin(), sp.seq->blocks().end());
     }

@@ -137,6 +137,8 @@ class CudaDevice final : public gpu::Device {
     return cudaMemGetInfo(&free, &total) == cudaSuccess ? free : 0;
   }
 
+  void bind() override { throw_if(cudaSetDevice(info_.index), "cudaSetDevice"); }
+
   void* alloc(size_t bytes) override {
     void* p = nullptr;
     const cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);

@@ -67,6 +67,7 @@ class Emulated final : public Device {
   std::string name() const override { return "emulated device (host memory)"; }
   bool emulated() const override { return true; }
   uint64_t free_memory() const override { return 0; }
+  void bind() override {}
 
   void* alloc(size_t bytes) override {
     void* p = std::calloc(1, bytes ? bytes : 1);

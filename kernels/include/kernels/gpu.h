@@ -76,6 +76,9 @@ class Device {
   virtual std::string name() const = 0;
   virtual bool emulated() const = 0;
   virtual uint64_t free_memory() const = 0;  // bytes the device can still allocate (0: unknown)
+  // Makes this device the calling thread's current one (CUDA keeps it per
+  // thread: the engine loads on one thread and runs passes on another).
+  virtual void bind() = 0;
 
   // Memory. alloc throws DeviceError when the device has no room.
   virtual void* alloc(size_t bytes) = 0;
