@@ -243,15 +243,22 @@ TEST_CASE("plan: a GPU in a build without CUDA is not used") {
   CHECK(p.warnings[0].find("RTX 4090") != std::string::npos);
 }
 
-TEST_CASE("plan: without a GPU forward pass the plan is for the CPU, and says so") {
+TEST_CASE("plan: a model the GPU forward pass cannot run is planned for the CPU, and the plan says why") {
   const HwProfile hw = with_gpu(cpu_box(8, 64 * GiB), "NVIDIA GeForce RTX 4090", 24 * GiB, 89);
-  const Plan p = make_plan(hw, qwen3_30b_q4km(), {});
+  const std::string why = "glm-dsa's sparse attention (the lightning indexer) is not on the device yet";
+  const Plan p = make_plan(hw, qwen3_30b_q4km(), {.gpu_forward = false, .gpu_why = why, .over = {}});
   CHECK(p.backend == "cpu");
   CHECK(p.weights == WeightPlacement::Ram);  // 19 GB fit 64 GB of RAM
   CHECK(reason(p, "backend")->why.find("RTX 4090") != std::string::npos);
-  CHECK(reason(p, "backend")->why.find("CPU") != std::string::npos);
+  CHECK(reason(p, "backend")->why.find(why) != std::string::npos);
   REQUIRE(p.warnings.size() == 1);
   CHECK(p.warnings[0].find("unused") != std::string::npos);
+  // A q8_0 KV cache set by the user keeps it on the CPU too (the GPU's rows are f16, bf16 or f32).
+  PlanRequest q8 = kGpu;
+  q8.over.kv_type = "q8_0";
+  const Plan p8 = make_plan(hw, qwen3_30b_q4km(), q8);
+  CHECK(p8.backend == "cpu");
+  CHECK(reason(p8, "backend")->why.find("q8_0") != std::string::npos);
 }
 
 TEST_CASE("plan fallbacks are logged as warnings when a model loads") {

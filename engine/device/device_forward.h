@@ -31,6 +31,7 @@
 #include "engine/gguf.h"
 #include "engine/model.h"
 #include "kernels/gpu.h"
+#include "kernels/matmul.h"
 
 namespace moelsp::device {
 
@@ -71,6 +72,7 @@ class DeviceForward {
 
  private:
   void rebalance();  // after each pass: the most routed experts onto the device (forward.cpp)
+  void upload_expert(const kernels::gpu::Mat& to, const kernels::MatView& from);
   std::shared_ptr<kernels::gpu::Device> dev_;
   const ModelConfig& c_;
   ThreadPool& pool_;

@@ -12,12 +12,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "../layers/layers.h"
 #include "device_forward.h"
 #include "device_model.h"
+#include "kernels/convert.h"
 #include "kernels/hd_route.h"
+#include "kernels/matmul.h"
 
 namespace moelsp::device {
 
@@ -86,7 +89,10 @@ struct Pass {
   template <class T = float>
   T* slot(int i, size_t count) {
     if (ws.size() <= size_t(i)) ws.resize(size_t(i) + 1);
-    if (ws[size_t(i)].bytes() < count * sizeof(T)) ws[size_t(i)] = gpu::Buffer(d, count * sizeof(T) * 5 / 4 + 256);
+    if (ws[size_t(i)].bytes() < count * sizeof(T)) {
+      d.sync();  // queued work may still read the buffer being replaced
+      ws[size_t(i)] = gpu::Buffer(d, count * sizeof(T) * 5 / 4 + 256);
+    }
     return ws[size_t(i)].as<T>();
   }
   template <class T>
@@ -135,7 +141,7 @@ struct Pass {
   void gqa(const DeviceLayer& L, int il, const float* h, float* out);
   void mla(const DeviceLayer& L, int il, const float* h, float* out);
   void ffn(DeviceLayer& L, int il, const float* h, float* out, MoeLayerStats* stats);
-  void moe(DeviceLayer& L, const float* h, float* out, MoeLayerStats& stats);
+  void moe(DeviceLayer& L, int il, const float* h, float* out, MoeLayerStats& stats);
 };
 
 // q, k, v = W·h (+ b); per-head q/k norms; RoPE on the first rope.n_dims of
@@ -179,7 +185,9 @@ void Pass::gqa(const DeviceLayer& L, int il, const float* h, float* out) {
                  .hd_v = hdv,
                  .scale = c.kq_scale,
                  .out = attn + sp.begin * ldo,
-                 .ldo = ldo});
+                 .ldo = ldo,
+                 .window = L.window,
+                 .sinks = L.sinks});
   }
   d.matmul(L.wo, attn, ldo, n, out, E);  // [n][n_embd]
   if (L.bo) d.add_bias(out, L.bo, n, E);
@@ -245,7 +253,7 @@ void Pass::mla(const DeviceLayer& L, int il, const float* h, float* out) {
 }
 
 void Pass::ffn(DeviceLayer& L, int il, const float* h, float* out, MoeLayerStats* stats) {
-  if (c.is_moe_layer(il)) return moe(L, h, out, *stats);
+  if (c.is_moe_layer(il)) return moe(L, il, h, out, *stats);
   const int64_t ff = L.gate.rows, E = c.n_embd;
   float* g = slot(G, size_t(n * ff));
   float* u = slot(U, size_t(n * ff));
@@ -259,10 +267,11 @@ void Pass::ffn(DeviceLayer& L, int il, const float* h, float* out, MoeLayerStats
 // grouped by expert: resident experts as matmul chains on the device (gather
 // their rows, gate/up, SwiGLU, down, weighted scatter-add), the others on the
 // CPU from the file's bytes meanwhile, their sum uploaded and added.
-void Pass::moe(DeviceLayer& L, const float* h, float* out, MoeLayerStats& stats) {
+void Pass::moe(DeviceLayer& L, int il, const float* h, float* out, MoeLayerStats& stats) {
   const int E = c.n_embd, NE = c.n_expert, k = c.n_expert_used, ff = c.n_ff_exp;
   float* logits = slot(Route, size_t(n) * size_t(NE));
   d.matmul(L.router, h, E, n, logits, NE);
+  if (L.router_bias) d.add_bias(logits, L.router_bias, n, NE);
   kernels::hd::RouteParams r;
   r.n_expert = NE;
   r.k = k;
@@ -285,6 +294,7 @@ void Pass::moe(DeviceLayer& L, const float* h, float* out, MoeLayerStats& stats)
   std::vector<std::vector<int32_t>> tok(static_cast<size_t>(NE));
   std::vector<std::vector<float>> wt(static_cast<size_t>(NE));
   if (stats.expert_tokens.size() != size_t(NE)) stats.expert_tokens.assign(size_t(NE), 0);
+  int64_t hits = 0;
   for (int t = 0; t < n; ++t)
     for (int j = 0; j < k; ++j) {
       const int e = chosen[size_t(t * k + j)];
@@ -292,9 +302,10 @@ void Pass::moe(DeviceLayer& L, const float* h, float* out, MoeLayerStats& stats)
       wt[size_t(e)].push_back(weight[size_t(t * k + j)]);
       ++stats.expert_tokens[size_t(e)];
       L.heat[size_t(e)] += 1.0;
-      L.hits += L.slot_of[size_t(e)] >= 0;
+      hits += L.slot_of[size_t(e)] >= 0;
     }
-  L.routed += int64_t(n) * k;
+  m.routed[size_t(il)].fetch_add(int64_t(n) * k, std::memory_order_relaxed);
+  m.hits[size_t(il)].fetch_add(hits, std::memory_order_relaxed);
   ++stats.calls;
   std::vector<int32_t> idx;
   std::vector<float> ws;
@@ -314,6 +325,10 @@ void Pass::moe(DeviceLayer& L, const float* h, float* out, MoeLayerStats& stats)
     d.download(hx.data(), h, hx.size() * sizeof(float));
   }
 
+  // The index lists go up first: a blocking copy queued behind the shared
+  // experts could hold the host until they finish, delaying the CPU's experts.
+  const int32_t* idx_d = idx.empty() ? nullptr : put(Idx, idx);
+  const float* ws_d = ws.empty() ? nullptr : put(Ws, ws);
   // Shared experts (or zeros), then the resident experts, queued on the device.
   const size_t wide = size_t(n) * size_t(std::max<int64_t>(ff, L.shared_gate.rows));
   float* g = slot(G, wide);  // sized once for both: a buffer grown here would be freed under queued work
@@ -328,8 +343,6 @@ void Pass::moe(DeviceLayer& L, const float* h, float* out, MoeLayerStats& stats)
     d.zero(out, size_t(n) * size_t(E) * sizeof(float));
   }
   if (!idx.empty()) {
-    const int32_t* idx_d = put(Idx, idx);
-    const float* ws_d = put(Ws, ws);
     float* xg = slot(Xg, size_t(n) * size_t(E));
     float* yd = slot(Yd, size_t(n) * size_t(E));
     size_t at = 0;
@@ -339,8 +352,12 @@ void Pass::moe(DeviceLayer& L, const float* h, float* out, MoeLayerStats& stats)
       d.gather_rows(h, E, idx_d + at, ne, E, xg);
       d.matmul(L.e_gate[size_t(e)], xg, E, ne, g, ff);
       d.matmul(L.e_up[size_t(e)], xg, E, ne, u, ff);
-      d.swiglu(g, u, g, int64_t(ne) * ff);
+      if (L.gate_b) d.add_bias(g, L.gate_b + int64_t(e) * ff, ne, ff);
+      if (L.up_b) d.add_bias(u, L.up_b + int64_t(e) * ff, ne, ff);
+      if (c.swiglu_oai) d.swiglu_oai(g, u, g, int64_t(ne) * ff);
+      else d.swiglu(g, u, g, int64_t(ne) * ff);
       d.matmul(L.e_down[size_t(e)], g, ff, ne, yd, E);
+      if (L.down_b) d.add_bias(yd, L.down_b + int64_t(e) * E, ne, E);
       d.scatter_add_rows(yd, E, idx_d + at, ws_d + at, ne, out, E);
       at += size_t(ne);
     }
@@ -359,8 +376,21 @@ void Pass::moe(DeviceLayer& L, const float* h, float* out, MoeLayerStats& stats)
     yc.resize(size_t(ne) * size_t(E));
     layers::linear(pool, L.cpu_gate[size_t(e)], xc.data(), ne, gc.data());
     layers::linear(pool, L.cpu_up[size_t(e)], xc.data(), ne, uc.data());
-    kernels::silu_mul(gc.data(), uc.data(), gc.data(), int64_t(gc.size()));
+    const auto bias = [&](std::vector<float>& y, const std::vector<float>& b, int64_t rows) {
+      if (b.empty()) return;
+      for (int i = 0; i < ne; ++i)
+        for (int64_t j = 0; j < rows; ++j) y[size_t(i * rows + j)] += b[size_t(e * rows + j)];
+    };
+    bias(gc, L.cpu_gate_b, ff);
+    bias(uc, L.cpu_up_b, ff);
+    if (c.swiglu_oai)
+      for (size_t i = 0; i < gc.size(); ++i) {
+        const float gv = std::min(gc[i], 7.0f), uv = std::clamp(uc[i], -7.0f, 7.0f);
+        gc[i] = gv / (1.0f + std::exp(-1.702f * gv)) * (uv + 1.0f);
+      }
+    else kernels::silu_mul(gc.data(), uc.data(), gc.data(), int64_t(gc.size()));
     layers::linear(pool, L.cpu_down[size_t(e)], gc.data(), ne, yc.data());
+    bias(yc, L.cpu_down_b, E);
     for (int i = 0; i < ne; ++i) {
       const float w = wt[size_t(e)][size_t(i)];
       float* dst = ycpu.data() + size_t(ts[size_t(i)]) * size_t(E);
@@ -453,36 +483,60 @@ void DeviceForward::rebalance() {
   constexpr double kDecay = 0.95, kMargin = 1.25;
   constexpr int kSwapsPerPass = 4;
   int budget = kSwapsPerPass;
-  for (DeviceLayer& L : m_->layers) {
-    if (L.heat.empty()) continue;
+  const size_t n_layers = m_->layers.size();
+  // Each pass starts one layer further on, so the budget reaches every layer.
+  const size_t first = size_t(m_->rebalance_turn++ % std::max<uint64_t>(1, n_layers));
+  for (DeviceLayer& L : m_->layers)
     for (double& h : L.heat) h *= kDecay;
-    if (!L.swappable || L.in_slot.empty() || L.in_slot.size() == L.heat.size()) continue;
-    while (budget > 0) {
-      int hot = -1, cold = -1;
-      for (size_t e = 0; e < L.heat.size(); ++e) {
-        if (L.slot_of[e] < 0 && (hot < 0 || L.heat[e] > L.heat[size_t(hot)])) hot = int(e);
-        if (L.slot_of[e] >= 0 && (cold < 0 || L.heat[e] < L.heat[size_t(cold)])) cold = int(e);
-      }
-      if (hot < 0 || cold < 0 || L.heat[size_t(hot)] <= kMargin * L.heat[size_t(cold)] + 0.5) break;
-      const int s = L.slot_of[size_t(cold)];
-      const kernels::MatView* src[3] = {&L.cpu_gate[size_t(hot)], &L.cpu_up[size_t(hot)], &L.cpu_down[size_t(hot)]};
-      std::vector<Mat>* mats[3] = {&L.e_gate, &L.e_up, &L.e_down};
-      for (int w = 0; w < 3; ++w) {
-        uint8_t* at = L.slot_base[w] + size_t(s) * L.slot_bytes[w];
-        dev_->upload(at, src[w]->data, L.slot_bytes[w]);
-        Mat mat = (*mats[w])[size_t(cold)];
-        mat.data = at;
-        (*mats[w])[size_t(hot)] = mat;
-        (*mats[w])[size_t(cold)] = Mat{};
-        m_->bytes_moved += int64_t(L.slot_bytes[w]);
-      }
-      L.slot_of[size_t(hot)] = s;
-      L.slot_of[size_t(cold)] = -1;
-      L.in_slot[size_t(s)] = hot;
-      ++m_->swaps;
-      --budget;
+  for (size_t i = 0; i < n_layers && budget > 0; ++i) {
+    DeviceLayer& L = m_->layers[(first + i) % n_layers];
+    if (L.heat.empty() || L.in_slot.empty() || L.in_slot.size() == L.heat.size()) continue;
+    int hot = -1, cold = -1;
+    for (size_t e = 0; e < L.heat.size(); ++e) {
+      if (L.slot_of[e] < 0 && (hot < 0 || L.heat[e] > L.heat[size_t(hot)])) hot = int(e);
+      if (L.slot_of[e] >= 0 && (cold < 0 || L.heat[e] < L.heat[size_t(cold)])) cold = int(e);
     }
+    if (hot < 0 || cold < 0 || L.heat[size_t(hot)] <= kMargin * L.heat[size_t(cold)] + 0.5) continue;
+    const int s = L.slot_of[size_t(cold)];
+    const kernels::MatView* src[3] = {&L.cpu_gate[size_t(hot)], &L.cpu_up[size_t(hot)], &L.cpu_down[size_t(hot)]};
+    std::vector<Mat>* mats[3] = {&L.e_gate, &L.e_up, &L.e_down};
+    // The cold expert leaves the slot before its bytes are overwritten: if a
+    // copy fails, both experts are left on the CPU and the bookkeeping agrees.
+    Mat moved[3];
+    for (int w = 0; w < 3; ++w) {
+      moved[w] = (*mats[w])[size_t(cold)];
+      moved[w].data = L.slot_base[w] + size_t(s) * L.slot_bytes[w];
+      (*mats[w])[size_t(cold)] = Mat{};
+    }
+    L.slot_of[size_t(cold)] = -1;
+    L.in_slot[size_t(s)] = -1;
+    for (int w = 0; w < 3; ++w) upload_expert(moved[w], *src[w]);
+    for (int w = 0; w < 3; ++w) (*mats[w])[size_t(hot)] = moved[w];
+    L.slot_of[size_t(hot)] = s;
+    L.in_slot[size_t(s)] = hot;
+    m_->swaps.fetch_add(1, std::memory_order_relaxed);
+    for (int w = 0; w < 3; ++w) m_->bytes_moved.fetch_add(int64_t(L.slot_bytes[w]), std::memory_order_relaxed);
+    --budget;
   }
+}
+
+// One expert matrix from the file into its slot (`to` says where, in which
+// type and row size): the file's blocks as they are, or converted as at load
+// (F16, or F32 rows padded to 32 values).
+void DeviceForward::upload_expert(const Mat& to, const kernels::MatView& from) {
+  void* at = const_cast<void*>(to.data);
+  const size_t bytes = size_t(to.rows) * to.row_bytes;
+  if (to.type == from.type && to.row_bytes == from.row_bytes) return dev_->upload(at, from.data, bytes);
+  std::vector<uint8_t> rows(bytes, 0);
+  const size_t el = to.type == DType::F32 ? 4 : 2;
+  std::vector<float> f(to.row_bytes / el, 0.0f);
+  for (int64_t r = 0; r < to.rows; ++r) {
+    uint8_t* dst = rows.data() + size_t(r) * to.row_bytes;
+    kernels::dequantize_row(from.type, from.row(r), f.data(), to.cols);
+    if (el == 4) std::memcpy(dst, f.data(), to.row_bytes);
+    else kernels::fp32_to_fp16_row(f.data(), reinterpret_cast<uint16_t*>(dst), f.size());
+  }
+  dev_->upload(at, rows.data(), rows.size());
 }
 
 ExpertMetrics DeviceForward::metrics() const {
@@ -490,19 +544,19 @@ ExpertMetrics DeviceForward::metrics() const {
   x.layers.resize(m_->layers.size());
   for (size_t il = 0; il < m_->layers.size(); ++il) {
     const DeviceLayer& L = m_->layers[il];
-    x.layers[il].routed = L.routed;
-    x.layers[il].cache_hits = L.hits;
+    x.layers[il].routed = m_->routed[il].load(std::memory_order_relaxed);
+    x.layers[il].cache_hits = m_->hits[il].load(std::memory_order_relaxed);
     x.cache_experts += int64_t(L.in_slot.size());
   }
   x.k = c_.n_expert_used;
-  x.cache_swaps = m_->swaps;
-  x.device_bytes_moved = m_->bytes_moved;
+  x.cache_swaps = m_->swaps.load(std::memory_order_relaxed);
+  x.device_bytes_moved = m_->bytes_moved.load(std::memory_order_relaxed);
   return x;
 }
 
 void DeviceForward::reset_metrics() {
-  for (DeviceLayer& L : m_->layers) L.routed = L.hits = 0;
-  m_->swaps = m_->bytes_moved = 0;
+  for (size_t il = 0; il < m_->layers.size(); ++il) m_->routed[il] = 0, m_->hits[il] = 0;
+  m_->swaps = 0, m_->bytes_moved = 0;
 }
 
 }  // namespace moelsp::device

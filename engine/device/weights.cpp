@@ -35,6 +35,7 @@ class Uploader {
     return *t;
   }
   bool has(const std::string& name) const { return f_.tensor(name) != nullptr; }
+  const gguf::File& file() const { return f_; }
 
   // Slices [s0, s1) of a 2-D/3-D tensor (a 2-D one has one slice) as one
   // device buffer; returns one Mat per slice. Rows of a type the device does
@@ -162,15 +163,33 @@ void upload_mla_heads(Uploader& up, const ModelConfig& c, const gguf::File& f, c
   }
 }
 
+// Per-expert biases {rows, n_expert} as [n_expert][rows] f32 (empty when absent).
+std::vector<float> expert_bias(const Uploader& up, const std::string& name, int64_t rows, int n_expert) {
+  if (!up.has(name)) return {};
+  const gguf::TensorInfo& t = up.info(name);
+  const size_t rb = size_t(*kernels::row_bytes(t.type, uint64_t(rows)));
+  const auto bytes = up.file().tensor_data(t);
+  std::vector<float> v(size_t(rows) * size_t(n_expert));
+  for (int e = 0; e < n_expert; ++e)
+    kernels::dequantize_row(t.type, bytes.data() + size_t(e) * rb, v.data() + e * rows, rows);
+  return v;
+}
+
+// gpt-oss's sliding window for layer il (engine/arch/gpt_oss.cpp's rule:
+// every `pattern`-th layer full, the others windowed), 0 elsewhere.
+int sliding_window(const ModelConfig& c, const gguf::File& f, int il) {
+  if (c.arch != "gpt-oss") return 0;  // the CPU engine windows only gpt-oss
+  const int window = int(f.get_or<uint32_t>(c.arch + ".attention.sliding_window", 0));
+  const int pattern = int(f.get_or<uint32_t>(c.arch + ".attention.sliding_window_pattern", 2));
+  if (window <= 0 || pattern <= 0) return 0;
+  return il % pattern < pattern - 1 ? window : 0;
+}
+
 }  // namespace
 
 std::string unsupported(const ModelConfig& c, const gguf::File&) {
-  if (c.arch == "gpt-oss")
-    return "gpt-oss needs attention sinks, sliding windows, expert biases and its clamped SwiGLU, which the device "
-           "forward pass does not have yet";
   if (c.arch == "glm-dsa") return "glm-dsa's sparse attention (the lightning indexer) is not on the device yet";
   if (c.n_expert > 512) return fmt::format("{} experts per layer (the device router takes at most 512)", c.n_expert);
-  if (c.swiglu_oai) return "the clamped SwiGLU is not on the device yet";
   const int hk = c.kv_lora_rank > 0 ? c.kv_lora_rank + c.qk_rope : c.head_dim_k;
   const int hv = c.kv_lora_rank > 0 ? c.kv_lora_rank : c.head_dim_v;
   if (hk + 4 * hv + 8 > 12 * 1024) return "attention heads too large for the device kernel";
@@ -183,6 +202,8 @@ DeviceForward::DeviceForward(std::shared_ptr<gpu::Device> dev, const ModelConfig
   if (const std::string why = unsupported(c, f); !why.empty()) throw ModelError(f.path() + ": " + why);
   DeviceModel& m = *m_;
   Uploader up(*dev_, f, m);
+  m.routed = std::make_unique<std::atomic<int64_t>[]>(size_t(c.n_layer));
+  m.hits = std::make_unique<std::atomic<int64_t>[]>(size_t(c.n_layer));
   const int n_exp_res =
       c.n_expert > 0 ? (p.experts_per_layer < 0 ? c.n_expert : std::min(p.experts_per_layer, c.n_expert)) : 0;
   m.experts_per_layer = n_exp_res;
@@ -220,10 +241,19 @@ DeviceForward::DeviceForward(std::shared_ptr<gpu::Device> dev, const ModelConfig
         L.bo = up.maybe_vec(b + "attn_output.bias", c.n_embd);
         L.q_norm = up.maybe_vec(b + "attn_q_norm.weight", c.head_dim_k);
         L.k_norm = up.maybe_vec(b + "attn_k_norm.weight", c.head_dim_k);
+        L.sinks = up.maybe_vec(b + "attn_sinks.weight", c.n_head);
+        L.window = sliding_window(c, f, il);
       }
       if (c.is_moe_layer(il)) {
         L.router = up.mat(b + "ffn_gate_inp.weight");
+        L.router_bias = up.maybe_vec(b + "ffn_gate_inp.bias", c.n_expert);
         L.sel_bias = up.maybe_vec(b + "exp_probs_b.bias", c.n_expert);
+        L.cpu_gate_b = expert_bias(up, b + "ffn_gate_exps.bias", c.n_ff_exp, c.n_expert);
+        L.cpu_up_b = expert_bias(up, b + "ffn_up_exps.bias", c.n_ff_exp, c.n_expert);
+        L.cpu_down_b = expert_bias(up, b + "ffn_down_exps.bias", c.n_embd, c.n_expert);
+        L.gate_b = L.cpu_gate_b.empty() ? nullptr : up.floats(L.cpu_gate_b);
+        L.up_b = L.cpu_up_b.empty() ? nullptr : up.floats(L.cpu_up_b);
+        L.down_b = L.cpu_down_b.empty() ? nullptr : up.floats(L.cpu_down_b);
         if (c.n_expert_shared > 0) {
           L.shared_gate = up.mat(b + "ffn_gate_shexp.weight");
           L.shared_up = up.mat(b + "ffn_up_shexp.weight");
@@ -232,14 +262,12 @@ DeviceForward::DeviceForward(std::shared_ptr<gpu::Device> dev, const ModelConfig
         // Resident at first: experts 0 .. n_exp_res − 1 (slot s holds expert
         // s); routing then moves the most used ones in (DeviceForward::rebalance).
         const char* kinds[3] = {"gate", "up", "down"};
-        L.swappable = true;
         for (int w = 0; w < 3; ++w) {
           const std::string name = b + "ffn_" + kinds[w] + "_exps.weight";
           std::vector<Mat> v = n_exp_res > 0 ? up.slices(name, 0, n_exp_res) : std::vector<Mat>{};
           if (!v.empty()) {
             L.slot_base[w] = static_cast<uint8_t*>(const_cast<void*>(v[0].data));
             L.slot_bytes[w] = size_t(v[0].rows) * v[0].row_bytes;
-            L.swappable = L.swappable && v[0].type == up.info(name).type;
           }
           v.resize(size_t(c.n_expert));
           std::vector<kernels::MatView> cpu;

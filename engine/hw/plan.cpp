@@ -47,16 +47,25 @@ ModelFootprint footprint(const Model& m) {
   s.n_expert_used = c.n_expert_used;
   s.n_ctx_train = c.n_ctx_train;
   for (int il = 0; il < c.n_layer; ++il) s.n_moe_layers += c.is_moe_layer(il) ? 1 : 0;
-  uint64_t experts = 0;
+  uint64_t experts = 0, device_experts = 0;
   for (const auto& t : m.file().tensors()) {
+    // On a device: the file's blocks where its kernels decode them, else F16 rows padded to 32 values.
+    const uint64_t cols = t.shape.empty() ? 1 : t.shape[0];
+    const bool native = kernels::cuda::device_supports(t.type) && cols % 32 == 0;
+    const uint64_t on_device = native || t.shape.size() < 2 ? t.n_bytes : t.n_elements / cols * ((cols + 31) / 32 * 64);
     if (t.name.find("_exps.") != std::string::npos) {
       experts += t.n_bytes;
+      device_experts += on_device;
     } else {
       s.dense_bytes += t.n_bytes;
+      s.device_dense_bytes += on_device;
       if (t.name == "token_embd.weight") s.embd_bytes = t.n_bytes;
     }
   }
-  if (s.n_moe_layers > 0 && s.n_expert > 0) s.expert_bytes = experts / uint64_t(s.n_moe_layers * s.n_expert);
+  if (s.n_moe_layers > 0 && s.n_expert > 0) {
+    s.expert_bytes = experts / uint64_t(s.n_moe_layers * s.n_expert);
+    s.device_expert_bytes = device_experts / uint64_t(s.n_moe_layers * s.n_expert);
+  }
   s.kv_bytes_per_token_f16 = m.kv_layout(KvType::F16).bytes_per_token();
   try {
     (void)m.kv_layout(KvType::Q8_0);
@@ -116,14 +125,25 @@ PlannedModel load_planned(const std::string& path, const PlanRequest& req, Profi
   r.hw = hardware_profile(po);
   r.model = std::shared_ptr<Model>(Model::load(path, {.threads = plan_threads(r.hw, req.over)}));
   r.footprint = footprint(*r.model);
-  r.plan = make_plan(r.hw, r.footprint, with_device(req, *r.model));
+  PlanRequest rq = with_device(req, *r.model);
+  r.plan = make_plan(r.hw, r.footprint, rq);
+  if (r.plan.ok && r.plan.backend == "cuda") {
+    try {
+      r.model->attach_device({.threads = 0,
+                              .backend = ComputeBackend::Cuda,
+                              .gpu = r.plan.gpu,
+                              .gpu_experts_per_layer = r.plan.gpu_experts_per_layer});
+    } catch (const ModelError& e) {
+      // Uploading failed (out of device memory, a CUDA error): plan again for
+      // the CPU, with the failure as the reason, rather than not loading.
+      rq.gpu_forward = false;
+      rq.gpu_why = std::string("moving the model there failed: ") + e.what();
+      r.plan = make_plan(r.hw, r.footprint, rq);
+    }
+  }
   if (!r.plan.ok) throw ModelError(path + ": " + r.plan.error);
   for (const std::string& w : r.plan.warnings) spdlog::warn("plan for {}: {}", path, w);
   if (r.plan.backend == "cuda") {
-    r.model->attach_device({.threads = 0,
-                            .backend = ComputeBackend::Cuda,
-                            .gpu = r.plan.gpu,
-                            .gpu_experts_per_layer = r.plan.gpu_experts_per_layer});
     spdlog::info("{}: forward pass on {}", path, r.model->device_description());
     return r;  // the CPU engine's expert settings do not apply to the device pass
   }

@@ -160,9 +160,13 @@ void plan_gpu(PlanState& s) {
     const uint64_t reserve = std::max<uint64_t>(512 * kMiB, gpu->vram_total / 20);
     p.vram_budget = vram > reserve ? vram - reserve : 0;
     const uint64_t gpu_work = kGiB;  // cuBLAS workspace, activations of a 512-token chunk
-    const uint64_t gpu_dense = m.dense_bytes - m.embd_bytes + gpu_work;
+    // The device pass holds every dense weight, the embedding table included,
+    // at its size there (types its kernels do not decode go up as F16).
+    const uint64_t dev_dense = m.device_dense_bytes ? m.device_dense_bytes : m.dense_bytes;
+    const uint64_t dev_expert = m.device_expert_bytes ? m.device_expert_bytes : m.expert_bytes;
+    const uint64_t gpu_dense = dev_dense + gpu_work;
     // One context of KV comes before experts, experts before KV for more streams.
-    const uint64_t per_expert_all_layers = std::max<uint64_t>(1, uint64_t(m.n_moe_layers) * m.expert_bytes);
+    const uint64_t per_expert_all_layers = std::max<uint64_t>(1, uint64_t(m.n_moe_layers) * dev_expert);
     const uint64_t bpt = std::max<uint64_t>(1, kv_bytes_per_token(m, p.kv_type));
     int64_t kv = s.kv_want;
     if (gpu_dense + uint64_t(kv) * bpt + uint64_t(m.n_expert) * per_expert_all_layers > p.vram_budget) kv = s.kv_min;
@@ -191,7 +195,7 @@ void plan_gpu(PlanState& s) {
                               p.gpu_experts_per_layer, size_text(p.vram_bytes), size_text(p.vram_budget));
       }
       s.why("backend", fmt::format("cuda (GPU {}: {})", gpu->index, gpu->name),
-            fmt::format("dense weights {} and KV {} fit its {} budget", size_text(m.dense_bytes - m.embd_bytes),
+            fmt::format("dense weights {} and KV {} fit its {} budget", size_text(dev_dense),
                         size_text(uint64_t(kv) * bpt), size_text(p.vram_budget)));
       s.why("gpu.expertsPerLayer", fmt::format("{} of {}", p.gpu_experts_per_layer, m.n_expert),
             s.ov.gpu_experts_per_layer ? kUser
@@ -200,7 +204,8 @@ void plan_gpu(PlanState& s) {
                 : fmt::format("as many as fit in the {} left ({} per expert across {} layers); the most routed ones "
                               "go there, the rest compute on the CPU",
                               size_text(left), size_text(per_expert_all_layers), m.n_moe_layers));
-      s.cpu_weights = m.embd_bytes + uint64_t(m.n_expert - p.gpu_experts_per_layer) * per_expert_all_layers;
+      s.cpu_weights = m.embd_bytes + uint64_t(m.n_expert - p.gpu_experts_per_layer) * uint64_t(m.n_moe_layers) *
+                                         m.expert_bytes;  // the CPU's experts at their size in the file
       s.cpu_dense = m.embd_bytes;
       p.max_batch = 32;
       p.prefill_chunk = 512;

@@ -85,12 +85,13 @@ __global__ void attention_kernel(gpu::AttentionArgs a) {
   float* wsum = wmax + kAttnWarps;
   const int t = blockIdx.x, h = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = h / (a.n_head / a.n_head_kv), n_kv = a.pos0 + t + 1;
+  const int j0 = a.window > 0 && n_kv > a.window ? n_kv - a.window : 0;
   for (int e = threadIdx.x; e < a.hd_k; e += blockDim.x) q[e] = a.q[int64_t(t) * a.ldq + int64_t(h) * a.hd_k + e];
   float* my = acc + warp * a.hd_v;
   for (int e = lane; e < a.hd_v; e += 32) my[e] = 0.0f;
   __syncthreads();
   float m = -INFINITY, l = 0.0f;
-  for (int j = warp; j < n_kv; j += kAttnWarps) {
+  for (int j = j0 + warp; j < n_kv; j += kAttnWarps) {
     const uint8_t* kr = kv_row(a.k, j);
     float d = 0.0f;
     for (int e = lane; e < a.hd_k; e += 32) d += q[e] * kv_load(a.k.type, kr, int64_t(g) * a.hd_k + e);
@@ -106,13 +107,20 @@ __global__ void attention_kernel(gpu::AttentionArgs a) {
   __syncthreads();
   float mx = wmax[0];
   for (int w = 1; w < kAttnWarps; ++w) mx = fmaxf(mx, wmax[w]);
-  float total = 0.0f;
+  float total = a.sinks ? expf(a.sinks[h] - mx) : 0.0f;
   for (int w = 0; w < kAttnWarps; ++w) total += wsum[w] * expf(wmax[w] - mx);
   float* out = a.out + int64_t(t) * a.ldo + int64_t(h) * a.hd_v;
   for (int e = threadIdx.x; e < a.hd_v; e += blockDim.x) {
     float s = 0.0f;
     for (int w = 0; w < kAttnWarps; ++w) s += acc[w * a.hd_v + e] * expf(wmax[w] - mx);
     out[e] = s / total;
+  }
+}
+
+__global__ void swiglu_oai_kernel(const float* g, const float* u, float* y, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float gv = fminf(g[i], 7.0f), uv = fminf(fmaxf(u[i], -7.0f), 7.0f);
+    y[i] = gv / (1.0f + expf(-1.702f * gv)) * (uv + 1.0f);
   }
 }
 
@@ -187,6 +195,10 @@ class CudaDevice final : public gpu::Device {
     throw_if(cudaGetLastError(), "add_bias_kernel");
   }
   void swiglu(const float* g, const float* u, float* y, int64_t n) override { detail::swiglu(g, u, y, n); }
+  void swiglu_oai(const float* g, const float* u, float* y, int64_t n) override {
+    swiglu_oai_kernel<<<grid_for(n, 256), 256>>>(g, u, y, n);
+    throw_if(cudaGetLastError(), "swiglu_oai_kernel");
+  }
   void route(const hd::RouteParams& r, float* logits, int64_t m, const float* bias, int* chosen,
              float* weight) override {
     detail::route(r, logits, m, bias, chosen, weight);

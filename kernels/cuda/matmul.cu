@@ -62,8 +62,11 @@ __global__ void gemv_kernel(const uint8_t* w, int64_t row_bytes, int64_t groups,
       if (full) {
 #pragma unroll
         for (int j = 0; j < 32; ++j) s += v[j] * __ldg(xi + j);
-      } else {
-        for (int j = 0; j < cols - 32 * g; ++j) s += v[j] * __ldg(xi + j);
+      } else {  // compile-time indices keep v in registers
+        const int64_t rem = cols - 32 * g;
+#pragma unroll
+        for (int j = 0; j < 32; ++j)
+          if (j < rem) s += v[j] * __ldg(xi + j);
       }
       acc[i] += s;
     }
@@ -174,7 +177,12 @@ bool matmul(DType t, const void* w, int64_t rows, int64_t cols, const float* x, 
   bool ok = true;
   try {
     detail::HalfScratch scratch;
-    const gpu::Mat mat{.data = dw.p, .type = t, .rows = rows, .cols = cols, .row_bytes = size_t(*row_bytes)};
+    gpu::Mat mat;  // (no designated initializers: this file is C++17)
+    mat.data = dw.p;
+    mat.type = t;
+    mat.rows = rows;
+    mat.cols = cols;
+    mat.row_bytes = size_t(*row_bytes);
     detail::matmul(mat, dx.as<const float>(), cols, m, dy.as<float>(), rows, handle, scratch);
   } catch (const gpu::DeviceError& e) {
     if (error) *error = e.what();
@@ -193,17 +201,22 @@ namespace {
 // each its own GEMM, which costs nothing measurable at these sizes.
 constexpr size_t kHalfScratchCap = size_t(32) << 20;
 
-// x [m][cols] (ldx apart) → y [m][padded], zeros past cols.
+// x [m][cols] (ldx apart) → y [m][padded], zeros past cols; values beyond
+// F16's range clamp to ±65504 (an outlier would otherwise become inf, then
+// NaN in the product), as F16 activations are what cuBLAS's tensor cores take
+// here (llama.cpp converts them to F16 the same way).
 __global__ void to_half_strided_kernel(const float* x, int64_t ldx, int64_t cols, int64_t padded, __half* y,
                                        int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t c = i % padded;
-    y[i] = c < cols ? __float2half_rn(x[(i / padded) * ldx + c]) : __float2half_rn(0.0f);
+    y[i] = c < cols ? __float2half_rn(fminf(fmaxf(x[(i / padded) * ldx + c], -65504.0f), 65504.0f))
+                    : __float2half_rn(0.0f);
   }
 }
 
 void grow(void*& p, size_t& have, size_t want) {
   if (have >= want) return;
+  throw_if(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // queued GEMMs may still read the old scratch
   cudaFree(p);
   p = nullptr;
   have = 0;

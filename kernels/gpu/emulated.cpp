@@ -141,6 +141,12 @@ class Emulated final : public Device {
   void swiglu(const float* g, const float* u, float* y, int64_t n) override {
     for (int64_t i = 0; i < n; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
   }
+  void swiglu_oai(const float* g, const float* u, float* y, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) {
+      const float gv = std::min(g[i], 7.0f), uv = std::clamp(u[i], -7.0f, 7.0f);
+      y[i] = gv / (1.0f + std::exp(-1.702f * gv)) * (uv + 1.0f);
+    }
+  }
 
   void route(const hd::RouteParams& r, float* logits, int64_t m, const float* bias, int* chosen,
              float* weight) override {
@@ -161,18 +167,19 @@ class Emulated final : public Device {
       for (int h = 0; h < a.n_head; ++h) {
         const float* q = a.q + t * a.ldq + int64_t(h) * a.hd_k;
         const int g = h / group, n_kv = a.pos0 + t + 1;
+        const int j0 = a.window > 0 ? std::max(0, n_kv - a.window) : 0;
         float mx = -INFINITY;
-        for (int j = 0; j < n_kv; ++j) {
+        for (int j = j0; j < n_kv; ++j) {
           const uint8_t* k = kv_row(a.k, j);
           float d = 0;
           for (int e = 0; e < a.hd_k; ++e) d += q[e] * kv_value(a.k.type, k, int64_t(g) * a.hd_k + e);
           s[size_t(j)] = d * a.scale;
           mx = std::max(mx, s[size_t(j)]);
         }
-        float sum = 0;
-        for (int j = 0; j < n_kv; ++j) sum += s[size_t(j)] = std::exp(s[size_t(j)] - mx);
+        float sum = a.sinks ? std::exp(a.sinks[h] - mx) : 0.0f;
+        for (int j = j0; j < n_kv; ++j) sum += s[size_t(j)] = std::exp(s[size_t(j)] - mx);
         std::fill(o.begin(), o.end(), 0.0f);
-        for (int j = 0; j < n_kv; ++j) {
+        for (int j = j0; j < n_kv; ++j) {
           const uint8_t* v = kv_row(a.v, j);
           for (int e = 0; e < a.hd_v; ++e)
             o[size_t(e)] += s[size_t(j)] * kv_value(a.v.type, v, int64_t(g) * a.hd_v + e);

@@ -37,6 +37,9 @@ struct ModelFootprint {
   int n_ctx_train = 0;
   uint64_t kv_bytes_per_token_f16 = 0;  // all layers, F16 rows
   bool kv_q8_ok = false;                // head sizes allow Q8_0 rows
+  // As uploaded to a GPU (types its kernels do not decode go up as F16): the
+  // dense weights (embedding table included) and one expert. 0: as above.
+  uint64_t device_dense_bytes = 0, device_expert_bytes = 0;
   uint64_t experts_total() const { return uint64_t(n_moe_layers) * uint64_t(n_expert) * expert_bytes; }
   // Bytes one decoded token reads: dense weights (one embedding row) + k experts per MoE layer.
   uint64_t active_bytes() const;

@@ -57,8 +57,10 @@ struct KvRows {
 };
 
 // Causal attention of n_tokens queries at positions pos0.. over the keys and
-// values at positions [0, pos0 + t] for query t; head h reads kv head
-// h / (n_head / n_head_kv). q and out are f32 in device memory.
+// values at positions [0, pos0 + t] for query t (with a window w > 0: only
+// [pos0 + t − w + 1, pos0 + t]); head h reads kv head h / (n_head /
+// n_head_kv); sinks (gpt-oss) add exp(sink_h − max) to each softmax's
+// denominator only. q, out and sinks are f32 in device memory.
 struct AttentionArgs {
   const float* q = nullptr;  // [n_tokens][ldq], head h at h·hd_k
   int64_t ldq = 0;
@@ -68,6 +70,8 @@ struct AttentionArgs {
   float scale = 1.0f;
   float* out = nullptr;  // [n_tokens][ldo], head h at h·hd_v
   int64_t ldo = 0;
+  int window = 0;
+  const float* sinks = nullptr;  // [n_head] or null
 };
 
 class Device {
@@ -105,6 +109,8 @@ class Device {
   virtual void add(float* x, const float* y, int64_t n) = 0;                     // x += y
   virtual void add_bias(float* y, const float* b, int64_t m, int64_t n) = 0;     // y[i][·] += b, m rows of n
   virtual void swiglu(const float* g, const float* u, float* y, int64_t n) = 0;  // y = silu(g) · u
+  // gpt-oss's clamped form: g' = min(g, 7), y = g'·σ(1.702·g')·(clamp(u, −7, 7) + 1).
+  virtual void swiglu_oai(const float* g, const float* u, float* y, int64_t n) = 0;
   // The router's choice (hd::route_token) per token: logits [m][n_expert]
   // (replaced by the probabilities) → chosen [m][k], weight [m][k]; bias
   // [n_expert] or null.
