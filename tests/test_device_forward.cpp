@@ -144,6 +144,15 @@ void check_reference(const std::string& name, bool quantized) {
     auto m = Model::load(test::data_path("reference/" + name + ".gguf"), on(b));
     REQUIRE(m->backend() == b);
     const auto rows = run(*m, r);
+    // Routing statistics count every token, whether its experts were grouped
+    // on the host (the prompt) or picked on the device (decode).
+    const ModelConfig& c = m->config();
+    for (int il = 0; il < c.n_layer; ++il) {
+      if (!c.is_moe_layer(il)) continue;
+      const auto& tokens = m->moe_stats()[size_t(il)].expert_tokens;
+      INFO("layer " << il);
+      CHECK(std::accumulate(tokens.begin(), tokens.end(), int64_t(0)) == int64_t(rows.size()) * c.n_expert_used);
+    }
     if (quantized) check_dequantized_rows(name, r, rows);
     else check_f32_rows(name, r, rows);
     // f16 KV rows, as the server runs: the same top-1 on every decode row.

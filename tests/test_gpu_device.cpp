@@ -156,9 +156,10 @@ TEST_CASE("device element-wise steps, router, gather/scatter and paged attention
     }
   // Everything each device computes from the same inputs.
   struct Out {
-    std::vector<float> attn, attn16, norm, roped, glu, biased, gathered, scattered, copied;
+    std::vector<float> attn, attn16, norm, roped, glu, biased, gathered, scattered, copied, experts, combined;
     std::vector<int> chosen;
     std::vector<float> weight;
+    std::vector<int64_t> counts;
   };
   const auto run = [&](gpu::Device& d) {
     On on{d, {}};
@@ -235,6 +236,34 @@ TEST_CASE("device element-wise steps, router, gather/scatter and paged attention
     d.route(rp, on.put(logits), 7, on.put(bias), ch, wt);
     o.chosen = on.get(ch, 7 * 6);
     o.weight = on.get(wt, 7 * 6);
+    // The chosen experts' products, picked on the device: 64 Q4_K experts of
+    // 40 × 256, the router's 7 × 6 choices; per-slot inputs, then the combine.
+    std::vector<uint8_t> experts(64 * 40 * (*row_bytes(DType::Q4_K, 256)));
+    const size_t erb = *row_bytes(DType::Q4_K, 256), stride = 40 * erb;
+    const auto ew = randn(64 * 40 * 256, 29, 0.3f);
+    for (int i = 0; i < 64 * 40; ++i) quantize_row(DType::Q4_K, ew.data() + i * 256, experts.data() + i * erb, 256);
+    const auto xs = randn(7 * 6 * 256, 30), eb = randn(64 * 40, 31);
+    float* ey = on.room<float>(7 * 6 * 40);
+    d.matmul_experts(
+        {.first = {.data = on.put(experts), .type = DType::Q4_K, .rows = 40, .cols = 256, .row_bytes = erb},
+         .stride = stride,
+         .ids = ch,
+         .n_slots = 7 * 6,
+         .k = 6,
+         .x = on.put(xs),
+         .ldx = 256,
+         .x_per_slot = true,
+         .bias = on.put(eb),
+         .y = ey,
+         .ldy = 40});
+    o.experts = on.get(ey, 7 * 6 * 40);
+    float* comb = on.put(std::vector<float>(7 * 40, 1.0f));
+    d.moe_combine(ey, 40, wt, 7, 6, 40, comb, 40);
+    o.combined = on.get(comb, 7 * 40);
+    int64_t* counts = on.room<int64_t>(64);
+    d.zero(counts, 64 * sizeof(int64_t));
+    d.count_ids(ch, 7 * 6, counts);
+    o.counts = on.get(counts, 64);
     return o;
   };
   const Out e = run(*emu);
@@ -249,6 +278,35 @@ TEST_CASE("device element-wise steps, router, gather/scatter and paged attention
     for (int c = 0; c < 70; ++c)
       CHECK(e.copied[size_t(r * 70 + c)] ==
             (c >= 3 && c < 20 ? g_in[size_t(r * 60 + c - 3)] : x_in[size_t(r * 70 + c)]));
+  // The experts' products and their combination against plain loops over the emulation's own choice.
+  {
+    const size_t erb = *row_bytes(DType::Q4_K, 256);
+    std::vector<uint8_t> experts(64 * 40 * erb);
+    const auto ew = randn(64 * 40 * 256, 29, 0.3f);
+    for (int r = 0; r < 64 * 40; ++r) quantize_row(DType::Q4_K, ew.data() + r * 256, experts.data() + r * erb, 256);
+    const auto xs = randn(7 * 6 * 256, 30), eb = randn(64 * 40, 31);
+    std::vector<float> row(256);
+    std::vector<int64_t> counts(64, 0);
+    for (int s = 0; s < 42; ++s) {
+      const int ex = e.chosen[size_t(s)];
+      ++counts[size_t(ex)];
+      for (int r = 0; r < 40; ++r) {
+        ref::dequantize_row(DType::Q4_K, experts.data() + size_t(ex * 40 + r) * erb, row.data(), 256);
+        double acc = eb[size_t(ex * 40 + r)];
+        for (int c = 0; c < 256; ++c) acc += double(row[size_t(c)]) * xs[size_t(s * 256 + c)];
+        INFO("slot " << s << " row " << r);
+        CHECK(e.experts[size_t(s * 40 + r)] == Approx(acc).epsilon(1e-4).margin(1e-4));
+      }
+    }
+    for (int t = 0; t < 7; ++t)
+      for (int c = 0; c < 40; ++c) {
+        double acc = 1.0;
+        for (int j = 0; j < 6; ++j)
+          acc += double(e.weight[size_t(t * 6 + j)]) * e.experts[size_t((t * 6 + j) * 40 + c)];
+        CHECK(e.combined[size_t(t * 40 + c)] == Approx(acc).epsilon(1e-5).margin(1e-5));
+      }
+    CHECK(e.counts == counts);
+  }
   const auto close = [](const std::vector<float>& a, const std::vector<float>& b, double tol) {
     REQUIRE(a.size() == b.size());
     int bad = 0;
@@ -269,5 +327,8 @@ TEST_CASE("device element-wise steps, router, gather/scatter and paged attention
     CHECK(close(c.copied, e.copied, 0) == 0);
     CHECK(c.chosen == e.chosen);
     CHECK(close(c.weight, e.weight, 1e-5) == 0);
+    CHECK(close(c.experts, e.experts, 1e-4) == 0);
+    CHECK(close(c.combined, e.combined, 1e-4) == 0);
+    CHECK(c.counts == e.counts);
   }
 }

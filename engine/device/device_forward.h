@@ -17,10 +17,13 @@
 // follow the routing: after each pass the most used experts on the CPU swap
 // in for the least used resident ones (rebalance(), a few per pass).
 //
-// Per MoE layer the router's choice is copied back to the host (one sync):
-// the host groups tokens by expert and launches one matmul chain per expert
-// used, and computes its own experts meanwhile. Decode therefore issues
-// k + a few launches per layer and is not captured in a CUDA graph yet.
+// With every expert resident, decode (up to 8 tokens) picks the experts on
+// the device: the router's choice never leaves it, and one launch per
+// matrix kind covers all tokens × k experts. Otherwise (prompts, hybrid
+// placement) the choice is copied back to the host (one sync per MoE layer):
+// the host groups tokens by expert, launches one matmul chain per expert
+// used, and computes its own experts meanwhile. Decode steps are not
+// captured in a CUDA graph yet.
 #pragma once
 
 #include <memory>
@@ -73,6 +76,7 @@ class DeviceForward {
  private:
   void rebalance();  // after each pass: the most routed experts onto the device (forward.cpp)
   void upload_expert(const kernels::gpu::Mat& to, const kernels::MatView& from);
+  void take_counts(std::vector<MoeLayerStats>& stats);
   std::shared_ptr<kernels::gpu::Device> dev_;
   const ModelConfig& c_;
   ThreadPool& pool_;

@@ -60,7 +60,11 @@ struct DeviceModel {
   // layer expert uses and those served on the device; experts moved there.
   std::unique_ptr<std::atomic<int64_t>[]> routed, hits;
   std::atomic<int64_t> swaps{0}, bytes_moved{0};
-  uint64_t rebalance_turn = 0;  // the layer DeviceForward::rebalance starts at, in turn
+  uint64_t rebalance_turn = 0;
+  // Routing counts of passes whose experts were picked on the device
+  // ([n_layer][n_expert] int64 there), and what the host has taken of them.
+  kernels::gpu::Buffer counts;
+  std::vector<int64_t> counts_seen;  // the layer DeviceForward::rebalance starts at, in turn
 };
 
 }  // namespace moelsp::device

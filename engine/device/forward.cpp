@@ -29,6 +29,11 @@ using kernels::DType;
 
 namespace {
 
+// Tokens up to which a pass with every expert resident picks them on the
+// device (decode and small batches; a prompt's tokens group by expert on the
+// host, where each expert's matmul has many inputs).
+constexpr int kExpertsOnDevice = 8;
+
 // The device copy of a pool's rows: the same block ids, one allocation of
 // n_layer × n_blocks blocks laid out as the host pool's. It holds the device
 // (a pool may outlive the model that wrote into it).
@@ -142,6 +147,9 @@ struct Pass {
   void mla(const DeviceLayer& L, int il, const float* h, float* out);
   void ffn(DeviceLayer& L, int il, const float* h, float* out, MoeLayerStats* stats);
   void moe(DeviceLayer& L, int il, const float* h, float* out, MoeLayerStats& stats);
+  void moe_on_device(DeviceLayer& L, int il, const float* h, float* out, const int* chosen_d, const float* weight_d,
+                     MoeLayerStats& stats);
+  void shared_experts(const DeviceLayer& L, const float* h, float* out, float* g, float* u);
 };
 
 // q, k, v = W·h (+ b); per-head q/k norms; RoPE on the first rope.n_dims of
@@ -263,6 +271,57 @@ void Pass::ffn(DeviceLayer& L, int il, const float* h, float* out, MoeLayerStats
   d.matmul(L.down, g, ff, n, out, E);
 }
 
+// Decode with every expert resident: the router's choice stays on the device
+// and picks the experts there (matmul_experts: one launch per matrix kind
+// for all tokens × k), so a MoE layer neither waits for the host nor
+// launches per expert: ~7 launches, where the grouped path below takes a sync
+// and 6 per expert used.
+void Pass::moe_on_device(DeviceLayer& L, int il, const float* h, float* out, const int* chosen_d, const float* weight_d,
+                         MoeLayerStats& stats) {
+  const int E = c.n_embd, NE = c.n_expert, k = c.n_expert_used, ff = c.n_ff_exp;
+  const int64_t slots = int64_t(n) * k;
+  d.count_ids(chosen_d, slots, m.counts.as<int64_t>() + int64_t(il) * NE);
+  const size_t wide = size_t(std::max<int64_t>(slots * ff, int64_t(n) * L.shared_gate.rows));
+  float* g = slot(G, wide);
+  float* u = slot(U, wide);
+  float* yd = slot(Yd, size_t(slots) * size_t(E));
+  shared_experts(L, h, out, g, u);
+  const auto experts = [&](const std::vector<Mat>& mats, int w, const float* x, int64_t ldx, bool per_slot,
+                           const float* bias, float* y, int64_t ldy) {
+    d.matmul_experts({.first = mats[0],
+                      .stride = L.slot_bytes[w],
+                      .ids = chosen_d,
+                      .n_slots = slots,
+                      .k = k,
+                      .x = x,
+                      .ldx = ldx,
+                      .x_per_slot = per_slot,
+                      .bias = bias,
+                      .y = y,
+                      .ldy = ldy});
+  };
+  experts(L.e_gate, 0, h, E, false, L.gate_b, g, ff);  // [n·k][ff]
+  experts(L.e_up, 1, h, E, false, L.up_b, u, ff);
+  if (c.swiglu_oai) d.swiglu_oai(g, u, g, slots * ff);
+  else d.swiglu(g, u, g, slots * ff);
+  experts(L.e_down, 2, g, ff, true, L.down_b, yd, E);  // [n·k][n_embd]
+  d.moe_combine(yd, E, weight_d, n, k, E, out, E);
+  m.routed[size_t(il)].fetch_add(slots, std::memory_order_relaxed);
+  m.hits[size_t(il)].fetch_add(slots, std::memory_order_relaxed);
+  ++stats.calls;
+}
+
+// The shared experts' SwiGLU into out (zeros without them); g, u: scratch.
+void Pass::shared_experts(const DeviceLayer& L, const float* h, float* out, float* g, float* u) {
+  const int E = c.n_embd;
+  if (!L.shared_gate.data) return d.zero(out, size_t(n) * size_t(E) * sizeof(float));
+  const int64_t sh = L.shared_gate.rows;
+  d.matmul(L.shared_gate, h, E, n, g, sh);
+  d.matmul(L.shared_up, h, E, n, u, sh);
+  d.swiglu(g, u, g, n * sh);
+  d.matmul(L.shared_down, g, sh, n, out, E);
+}
+
 // Router on the device → the choice back on the host (one sync) → tokens
 // grouped by expert: resident experts as matmul chains on the device (gather
 // their rows, gate/up, SwiGLU, down, weighted scatter-add), the others on the
@@ -285,6 +344,7 @@ void Pass::moe(DeviceLayer& L, int il, const float* h, float* out, MoeLayerStats
   int* chosen_d = slot<int>(Chosen, size_t(n * k));
   float* weight_d = slot(Weight, size_t(n * k));
   d.route(r, logits, n, L.sel_bias, chosen_d, weight_d);
+  if (m.counts.bytes() && n <= kExpertsOnDevice) return moe_on_device(L, il, h, out, chosen_d, weight_d, stats);
   std::vector<int> chosen(static_cast<size_t>(n * k));
   std::vector<float> weight(static_cast<size_t>(n * k));
   d.download(chosen.data(), chosen_d, chosen.size() * sizeof(int));
@@ -331,17 +391,9 @@ void Pass::moe(DeviceLayer& L, int il, const float* h, float* out, MoeLayerStats
   const float* ws_d = ws.empty() ? nullptr : put(Ws, ws);
   // Shared experts (or zeros), then the resident experts, queued on the device.
   const size_t wide = size_t(n) * size_t(std::max<int64_t>(ff, L.shared_gate.rows));
-  float* g = slot(G, wide);  // sized once for both: a buffer grown here would be freed under queued work
+  float* g = slot(G, wide);
   float* u = slot(U, wide);
-  if (L.shared_gate.data) {
-    const int64_t sh = L.shared_gate.rows;
-    d.matmul(L.shared_gate, h, E, n, g, sh);
-    d.matmul(L.shared_up, h, E, n, u, sh);
-    d.swiglu(g, u, g, n * sh);
-    d.matmul(L.shared_down, g, sh, n, out, E);
-  } else {
-    d.zero(out, size_t(n) * size_t(E) * sizeof(float));
-  }
+  shared_experts(L, h, out, g, u);
   if (!idx.empty()) {
     float* xg = slot(Xg, size_t(n) * size_t(E));
     float* yd = slot(Yd, size_t(n) * size_t(E));
@@ -466,6 +518,7 @@ void DeviceForward::forward(const Batch& batch, float* logits, const CancelCheck
     float* lo = p.slot(Pass::Q, size_t(nr) * size_t(c.n_vocab));
     d.matmul(m_->output, h, E, nr, lo, c.n_vocab);
     d.download(logits, lo, size_t(nr) * size_t(c.n_vocab) * sizeof(float));
+    take_counts(stats);
     rebalance();
   } catch (const gpu::DeviceError& e) {
     throw ModelError(fmt::format("{}: {}", dev_->name(), e.what()));
@@ -517,6 +570,23 @@ void DeviceForward::rebalance() {
     m_->swaps.fetch_add(1, std::memory_order_relaxed);
     for (int w = 0; w < 3; ++w) m_->bytes_moved.fetch_add(int64_t(L.slot_bytes[w]), std::memory_order_relaxed);
     --budget;
+  }
+}
+
+// The routing counts the device kept this pass (moe_on_device) into stats:
+// one small copy per pass, after the logits' (the pass is over by then).
+void DeviceForward::take_counts(std::vector<MoeLayerStats>& stats) {
+  if (!m_->counts.bytes()) return;
+  std::vector<int64_t> now(m_->counts_seen.size());
+  dev_->download(now.data(), m_->counts.as(), now.size() * sizeof(int64_t));
+  const size_t NE = size_t(c_.n_expert);
+  for (size_t il = 0; il < stats.size() && il < size_t(c_.n_layer); ++il) {
+    if (!c_.is_moe_layer(int(il))) continue;
+    if (stats[il].expert_tokens.size() != NE) stats[il].expert_tokens.assign(NE, 0);
+    for (size_t e = 0; e < NE; ++e) {
+      stats[il].expert_tokens[e] += now[il * NE + e] - m_->counts_seen[il * NE + e];
+      m_->counts_seen[il * NE + e] = now[il * NE + e];
+    }
   }
 }
 

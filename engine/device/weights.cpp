@@ -285,6 +285,12 @@ DeviceForward::DeviceForward(std::shared_ptr<gpu::Device> dev, const ModelConfig
       }
       m.layers.push_back(std::move(L));
     }
+    if (c.n_expert > 0 && n_exp_res == c.n_expert) {
+      const size_t n = size_t(c.n_layer) * size_t(c.n_expert);
+      m.counts = gpu::Buffer(*dev_, n * sizeof(int64_t));
+      dev_->zero(m.counts.as(), n * sizeof(int64_t));
+      m.counts_seen.assign(n, 0);
+    }
   } catch (const gpu::DeviceError& e) {
     throw ModelError(fmt::format("{}: uploading the weights to {}: {}", f.path(), dev_->name(), e.what()));
   }

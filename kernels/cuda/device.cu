@@ -117,6 +117,22 @@ __global__ void attention_kernel(gpu::AttentionArgs a) {
   }
 }
 
+// out[t][c] += Σ_j w[t·k + j] · y[t·k + j][c], item (t, c).
+__global__ void moe_combine_kernel(const float* y, int64_t ldy, const float* w, int64_t total, int k, int64_t cols,
+                                   float* out, int64_t ldo) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = i / cols, c = i % cols;
+    float s = 0;
+    for (int j = 0; j < k; ++j) s += w[t * k + j] * y[(t * k + j) * ldy + c];
+    out[t * ldo + c] += s;
+  }
+}
+
+__global__ void count_ids_kernel(const int* ids, int64_t n, unsigned long long* counts) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    atomicAdd(counts + ids[i], 1ull);
+}
+
 __global__ void swiglu_oai_kernel(const float* g, const float* u, float* y, int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const float gv = fminf(g[i], 7.0f), uv = fminf(fmaxf(u[i], -7.0f), 7.0f);
@@ -214,6 +230,16 @@ class CudaDevice final : public gpu::Device {
     if (shared > 48 * 1024) throw gpu::DeviceError("attention: head sizes too large for the device kernel");
     attention_kernel<<<dim3(unsigned(a.n_tokens), unsigned(a.n_head)), kAttnWarps * 32, shared>>>(a);
     throw_if(cudaGetLastError(), "attention_kernel");
+  }
+  void matmul_experts(const gpu::ExpertsArgs& a) override { detail::matmul_experts(a); }
+  void moe_combine(const float* y, int64_t ldy, const float* w, int64_t n, int k, int64_t cols, float* out,
+                   int64_t ldo) override {
+    moe_combine_kernel<<<grid_for(n * cols, 256), 256>>>(y, ldy, w, n * cols, k, cols, out, ldo);
+    throw_if(cudaGetLastError(), "moe_combine_kernel");
+  }
+  void count_ids(const int* ids, int64_t n, int64_t* counts) override {
+    count_ids_kernel<<<grid_for(n, 256), 256>>>(ids, n, reinterpret_cast<unsigned long long*>(counts));
+    throw_if(cudaGetLastError(), "count_ids_kernel");
   }
   void gather_rows(const float* x, int64_t ld, const int32_t* idx, int64_t n, int64_t cols, float* out) override {
     gather_kernel<<<grid_for(n * cols, 256), 256>>>(x, ld, idx, n * cols, cols, out);

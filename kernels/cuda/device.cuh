@@ -71,6 +71,8 @@ struct HalfScratch {
 // chunks that fit the scratch cap and cublasGemmEx. Throws gpu::DeviceError.
 void matmul(const gpu::Mat& w, const float* x, int64_t ldx, int64_t m, float* y, int64_t ldy, cublasHandle_t handle,
             HalfScratch& scratch);
+// The chosen experts' products (gpu::Device::matmul_experts).
+void matmul_experts(const gpu::ExpertsArgs& a);
 // Rows ids[i] of `table` → x [n][cols] as f32.
 void embed(const gpu::Mat& table, const int32_t* ids, int64_t n, float* x);
 void rms_norm(const float* x, int64_t ld, const float* w, int64_t n, float eps, float* y, int64_t m);

@@ -79,6 +79,41 @@ __global__ void gemv_kernel(const uint8_t* w, int64_t row_bytes, int64_t groups,
   }
 }
 
+// The experts a router chose, one launch for all slots: block (b, s) runs
+// warps over rows of expert ids[s], reading x row s / k (or s), the decode
+// kernel's arithmetic with one input.
+template <Type T>
+__global__ void gemv_experts_kernel(gpu::ExpertsArgs a, int64_t groups) {
+  const int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t s = blockIdx.y, rows = a.first.rows, cols = a.first.cols;
+  if (r >= rows) return;
+  const int e = a.ids[s];
+  const uint8_t* row = static_cast<const uint8_t*>(a.first.data) + size_t(e) * a.stride + r * a.first.row_bytes;
+  const float* x = a.x + (a.x_per_slot ? s : s / a.k) * a.ldx;
+  constexpr int gpb = hd::block_elems(T) / 32;
+  float acc = 0;
+  for (int64_t g = lane; g < groups; g += 32) {
+    float v[32];
+    hd::decode_group<T>(row + (g / gpb) * hd::block_bytes(T), int(g % gpb), v);
+    const float* xg = x + 32 * g;
+    const int64_t rem = cols - 32 * g;
+#pragma unroll
+    for (int j = 0; j < 32; ++j)
+      if (j < rem) acc += v[j] * __ldg(xg + j);
+  }
+  for (int o = 16; o > 0; o /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  if (lane == 0) a.y[s * a.ldy + r] = acc + (a.bias ? a.bias[int64_t(e) * rows + r] : 0.0f);
+}
+
+template <Type T>
+struct GemvExperts {
+  static void run(const gpu::ExpertsArgs& a, int64_t groups) {
+    const dim3 grid(unsigned((a.first.rows + kWarpsPerBlock - 1) / kWarpsPerBlock), unsigned(a.n_slots));
+    gemv_experts_kernel<T><<<grid, kWarpsPerBlock * 32>>>(a, groups);
+  }
+};
+
 // Group k of the matrix (row k / groups, group k % groups) → 32 values of out.
 template <Type T, class Out>
 __global__ void dequant_kernel(const uint8_t* w, int64_t row_bytes, int64_t groups, int64_t total, Out* out) {
@@ -282,6 +317,15 @@ void matmul(const gpu::Mat& w, const float* x, int64_t ldx, int64_t m, float* y,
                                           y + r0, CUDA_R_32F, int(ldy), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS) throw gpu::DeviceError(std::string("cublasGemmEx: ") + cublasGetStatusString(s));
   }
+}
+
+void matmul_experts(const gpu::ExpertsArgs& a) {
+  const auto ht = device_type(a.first.type);
+  if (!ht) throw gpu::DeviceError("matmul_experts: the device does not decode these experts");
+  if (a.n_slots <= 0) return;
+  if (a.n_slots > 65535) throw gpu::DeviceError("matmul_experts: more than 65535 slots");
+  with_type<GemvExperts>(*ht, a, (a.first.cols + 31) / 32);
+  throw_if(cudaGetLastError(), "gemv_experts_kernel");
 }
 
 void embed(const gpu::Mat& table, const int32_t* ids, int64_t n, float* x) {

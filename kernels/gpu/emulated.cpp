@@ -189,6 +189,29 @@ class Emulated final : public Device {
       }
   }
 
+  void matmul_experts(const ExpertsArgs& a) override {
+    for (int64_t s = 0; s < a.n_slots; ++s) {
+      Mat w = a.first;
+      w.data = static_cast<const uint8_t*>(a.first.data) + size_t(a.ids[s]) * a.stride;
+      float* y = a.y + s * a.ldy;
+      matmul(w, a.x + (a.x_per_slot ? s : s / a.k) * a.ldx, a.ldx, 1, y, a.ldy);
+      if (a.bias)
+        for (int64_t r = 0; r < w.rows; ++r) y[r] += a.bias[int64_t(a.ids[s]) * w.rows + r];
+    }
+  }
+  void moe_combine(const float* y, int64_t ldy, const float* w, int64_t n, int k, int64_t cols, float* out,
+                   int64_t ldo) override {
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t c = 0; c < cols; ++c) {
+        float s = 0;
+        for (int j = 0; j < k; ++j) s += w[t * k + j] * y[(t * k + j) * ldy + c];
+        out[t * ldo + c] += s;
+      }
+  }
+  void count_ids(const int* ids, int64_t n, int64_t* counts) override {
+    for (int64_t i = 0; i < n; ++i) ++counts[ids[i]];
+  }
+
   void gather_rows(const float* x, int64_t ld, const int32_t* idx, int64_t n, int64_t cols, float* out) override {
     for (int64_t i = 0; i < n; ++i) std::copy_n(x + idx[i] * ld, cols, out + i * cols);
   }

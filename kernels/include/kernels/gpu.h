@@ -74,6 +74,23 @@ struct AttentionArgs {
   const float* sinks = nullptr;  // [n_head] or null
 };
 
+// One MoE layer's routed experts as one tensor on the device (expert e's
+// matrix at first.data + e·stride), for the operations that pick experts on
+// the device from the router's choice without a trip to the host.
+struct ExpertsArgs {
+  Mat first;  // expert 0 (every expert has its shape, type and row size)
+  size_t stride = 0;
+  const int* ids = nullptr;  // [n_slots] the expert of each slot (device)
+  int64_t n_slots = 0;       // tokens × k
+  int k = 1;
+  const float* x = nullptr;  // slot s reads row s / k of x (x_per_slot: row s)
+  int64_t ldx = 0;
+  bool x_per_slot = false;
+  const float* bias = nullptr;  // [n_expert][rows] added to each slot's output, or null
+  float* y = nullptr;           // [n_slots][ldy]
+  int64_t ldy = 0;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -119,6 +136,14 @@ class Device {
   // Row t of src (n values, lds apart) → the cache row of position pos0 + t.
   virtual void kv_store(const float* src, int64_t lds, int64_t n, int n_tokens, int pos0, const KvRows& dst) = 0;
   virtual void attention(const AttentionArgs& a) = 0;
+  // y[s] = W_{ids[s]} · x_s (+ bias[ids[s]]) for every slot: the experts a
+  // router chose, read where they are, at decode widths.
+  virtual void matmul_experts(const ExpertsArgs& a) = 0;
+  // out[t][c] += Σ_j w[t·k + j] · y[t·k + j][c] for t < n, c < cols.
+  virtual void moe_combine(const float* y, int64_t ldy, const float* w, int64_t n, int k, int64_t cols, float* out,
+                           int64_t ldo) = 0;
+  // counts[ids[i]] += 1 for i < n (int64 counters in device memory).
+  virtual void count_ids(const int* ids, int64_t n, int64_t* counts) = 0;
   // out[i][·] = x[idx[i]][·] (cols values, rows ld apart); idx in device memory.
   virtual void gather_rows(const float* x, int64_t ld, const int32_t* idx, int64_t n, int64_t cols, float* out) = 0;
   // out[idx[i]][·] += w[i] · y[i][·] (rows of out ldo apart); idx distinct.
