@@ -8,7 +8,8 @@
 # Environment: BUILD_DIR (default build-device), JOBS (default: number of
 # cores), WORK (default /tmp/moelsp-device-check: the synthetic models),
 # PEER (optional: a llama-bench built with CUDA, compared with -ngl 99),
-# SKIP_BENCH=1 (tests only).
+# SKIP_BENCH=1 (tests only), BUDGET_S (default 420: no model is made and no
+# benchmark starts after this many seconds, so the summary always prints).
 # It needs the packages of `tools/setup.sh deps` and the CUDA toolkit; it
 # installs nothing (device machines may have no network) and says what is
 # missing instead.
@@ -92,14 +93,20 @@ done
 mkdir -p "$work"
 mk() {  # shape, type → path of the model (made once)
   local f16="$work/$1.f16.gguf" q="$work/$1.$2.gguf"
+  [ "$(($(date +%s) - t0))" -gt "${BUDGET_S:-420}" ] && return 1
   [ -f "$f16" ] || "$build/bench/moelsp_make_synthetic_model" --shape "$1" -o "$f16" >/dev/null || return 1
   [ "$2" = f16 ] && { echo "$f16"; return; }
   [ -f "$q" ] || "$build/server/moelsp" quantize -q "$f16" "$q" "$2" >/dev/null || return 1
   echo "$q"
 }
+budget=${BUDGET_S:-420}  # no new benchmark starts after this many seconds (the summary must print)
 bench() {  # label, model, extra flags...
   local label=$1 model=$2
   shift 2
+  if [ "$(($(date +%s) - t0))" -gt "$budget" ]; then
+    say "bench $label: skipped (past the ${budget} s budget; BUDGET_S raises it)"
+    return
+  fi
   local peer=()
   [ -n "${PEER:-}" ] && peer=(--peer "$PEER")
   local out
