@@ -257,6 +257,55 @@ TEST_CASE("device forward pass: sequences sharing cached blocks read the device'
   CHECK(max_abs(lb, lf.data()) <= 1e-4 * std::max(1.0, rms(lf)));
 }
 
+TEST_CASE("device forward pass: several sequences in one batch give each the logits it gets alone") {
+  // Prompt chunks and decode steps of three sequences riding in one pass
+  // (continuous batching): per-sequence offsets into q/k/v and the output,
+  // each its own block table, MoE over the tokens of all three.
+  for (const std::string name : {"qwen3moe-ref", "deepseek2-v3-ref", "gpt-oss-ref"}) {
+    INFO(name);
+    const Ref r = load_ref(name);
+    auto m = Model::load(test::data_path("reference/" + name + ".gguf"), on(ComputeBackend::Emulated));
+    const auto prompt = r.doc["prompt_ids"].get<std::vector<TokenId>>();
+    const size_t nv = size_t(r.n_vocab);
+    BlockPool pool(m->kv_layout(KvType::F16, 4), 64, m->fingerprint(), false);
+    const std::vector<std::vector<TokenId>> toks = {{prompt.begin(), prompt.begin() + 9},
+                                                    {prompt.begin() + 3, prompt.begin() + 8},
+                                                    {prompt.begin() + 1, prompt.end()}};
+    // Alone, each in a cache of its own.
+    std::vector<std::vector<float>> alone;
+    for (const auto& t : toks) {
+      auto cache = m->new_cache(64, KvType::F16);
+      alone.emplace_back(nv * t.size());
+      m->forward(t, *cache, alone.back().data(), true);
+    }
+    // Together: the first two tokens of each, then the rest of each, all logits.
+    KvSequence s0(pool), s1(pool), s2(pool);
+    KvSequence* seqs[] = {&s0, &s1, &s2};
+    std::vector<std::vector<float>> got(3);
+    for (size_t from : {size_t(0), size_t(2)}) {
+      Batch b;
+      for (size_t i = 0; i < 3; ++i) {
+        const size_t to = from == 0 ? 2 : toks[i].size();
+        REQUIRE(seqs[i]->reserve(int(to - from)));
+        b.add(*seqs[i], std::span(toks[i]).subspan(from, to - from), true);
+      }
+      std::vector<float> rows(nv * size_t(b.logit_rows()));
+      m->forward(b, rows.data());
+      size_t at = 0;
+      for (size_t i = 0; i < 3; ++i) {
+        const size_t cnt = size_t(b.seqs[i].n_tokens);
+        got[i].insert(got[i].end(), rows.begin() + at * nv, rows.begin() + (at + cnt) * nv);
+        at += cnt;
+      }
+    }
+    for (size_t i = 0; i < 3; ++i) {
+      INFO("sequence " << i);
+      REQUIRE(got[i].size() == alone[i].size());
+      CHECK(max_abs(got[i], alone[i].data()) <= 1e-4 * std::max(1.0, rms(alone[i])));
+    }
+  }
+}
+
 TEST_CASE("device forward pass: what it cannot run is refused by name") {
   CHECK_THROWS_WITH(Model::load(test::data_path("reference/glm-dsa-ref.gguf"), on(ComputeBackend::Emulated)),
                     Catch::Contains("sparse attention"));
