@@ -332,3 +332,95 @@ TEST_CASE("device element-wise steps, router, gather/scatter and paged attention
     CHECK(c.counts == e.counts);
   }
 }
+
+// Long contexts (the CUDA kernel splits the keys across blocks and merges
+// them), a sliding window and sinks, GQA groups of 4: the emulation against a
+// plain two-pass softmax, the CUDA device against the emulation (1e-4).
+TEST_CASE("device attention over long contexts, windows and sinks") {
+  auto emu = gpu::make_emulated_device();
+  auto gpus = devices_to_check();
+  struct Case {
+    int n_tok, pos0, window;
+    bool sinks;
+  };
+  const Case cases[] = {{1, 900, 0, false}, {2, 700, 0, true}, {3, 650, 100, true}, {1, 1200, 300, false}};
+  const int n_head = 8, n_kv_head = 2, hd = 64, hdv = 64, bs = 16;
+  for (const Case& cs : cases) {
+    INFO("tokens " << cs.n_tok << " after " << cs.pos0 << ", window " << cs.window << ", sinks " << cs.sinks);
+    const int n_pos = cs.pos0 + cs.n_tok, n_blocks = (n_pos + bs - 1) / bs, row = n_kv_head * (hd + hdv);
+    const auto q = randn(size_t(cs.n_tok * n_head * hd), 41);
+    const auto kv = randn(size_t(n_pos * row), 42);
+    const auto sinks = randn(size_t(n_head), 43, 2.0f);
+    std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+    for (int b = 0; b < n_blocks; ++b) table[size_t(b)] = (b * 7) % n_blocks;  // a permutation (7 ∤ n_blocks below)
+    REQUIRE(n_blocks % 7 != 0);
+    std::vector<float> want(size_t(cs.n_tok * n_head * hdv));
+    for (int t = 0; t < cs.n_tok; ++t)
+      for (int h = 0; h < n_head; ++h) {
+        const int g = h / (n_head / n_kv_head), n = cs.pos0 + t + 1,
+                  j0 = cs.window > 0 ? std::max(0, n - cs.window) : 0;
+        std::vector<double> sc(static_cast<size_t>(n), 0.0);
+        double mx = -1e300;
+        for (int j = j0; j < n; ++j) {
+          double dot = 0;
+          for (int e = 0; e < hd; ++e)
+            dot += double(q[size_t((t * n_head + h) * hd + e)]) * kv[size_t(j * row + g * hd + e)];
+          sc[size_t(j)] = dot / 8.0;
+          mx = std::max(mx, sc[size_t(j)]);
+        }
+        double sum = cs.sinks ? std::exp(double(sinks[size_t(h)]) - mx) : 0.0;
+        for (int j = j0; j < n; ++j) sum += sc[size_t(j)] = std::exp(sc[size_t(j)] - mx);
+        for (int e = 0; e < hdv; ++e) {
+          double o = 0;
+          for (int j = j0; j < n; ++j) o += sc[size_t(j)] * kv[size_t(j * row + n_kv_head * hd + g * hdv + e)];
+          want[size_t((t * n_head + h) * hdv + e)] = float(o / sum);
+        }
+      }
+    const auto run = [&](gpu::Device& d) {
+      On on{d, {}};
+      const size_t rb = size_t(row) * 2;  // F16 rows
+      uint8_t* base = on.room<uint8_t>(size_t(n_blocks) * rb * bs);
+      const gpu::KvRows kr{.base = base,
+                           .block_bytes = rb * bs,
+                           .row_bytes = rb,
+                           .offset = 0,
+                           .blocks = on.put(table),
+                           .block_size = bs,
+                           .type = DType::F16};
+      gpu::KvRows vr = kr;
+      vr.offset = size_t(n_kv_head * hd) * 2;
+      const float* src = on.put(kv);
+      d.kv_store(src, row, n_kv_head * hd, n_pos, 0, kr);
+      d.kv_store(src + n_kv_head * hd, row, n_kv_head * hdv, n_pos, 0, vr);
+      float* out = on.room<float>(want.size());
+      d.attention({.q = on.put(q),
+                   .ldq = n_head * hd,
+                   .k = kr,
+                   .v = vr,
+                   .n_tokens = cs.n_tok,
+                   .pos0 = cs.pos0,
+                   .n_head = n_head,
+                   .n_head_kv = n_kv_head,
+                   .hd_k = hd,
+                   .hd_v = hdv,
+                   .scale = 0.125f,
+                   .out = out,
+                   .ldo = n_head * hdv,
+                   .window = cs.window,
+                   .sinks = cs.sinks ? on.put(sinks) : nullptr});
+      return on.get(out, want.size());
+    };
+    const auto e = run(*emu);
+    int bad = 0;
+    for (size_t i = 0; i < want.size(); ++i)
+      bad += std::fabs(e[i] - want[i]) > 2e-2 * (1 + std::fabs(want[i]));  // f16 rows
+    CHECK(bad == 0);
+    for (auto& g : gpus) {
+      INFO(g->name());
+      const auto c = run(*g);
+      int off = 0;
+      for (size_t i = 0; i < e.size(); ++i) off += std::fabs(c[i] - e[i]) > 1e-4 * (1 + std::fabs(e[i]));
+      CHECK(off == 0);
+    }
+  }
+}

@@ -5,19 +5,21 @@
 // (residual adds, biases, row gather/scatter for the experts, the paged KV
 // store) and attention.
 //
-// Attention: a block of 4 warps per (query token, head). Each warp walks every
-// 4th cached position: a warp-wide dot for the score, then an online softmax
-// (running max and sum, the accumulator rescaled when the max moves) over its
-// positions; the 4 partial results merge at the end. The query and the
-// accumulators live in shared memory, so any head size works (MLA's absorbed
-// 576/512 included) — a first kernel, correct for every shape the engine
-// runs; decode over long contexts will want a split-KV (flash-decoding) form
-// once a device measures where the time goes.
+// Attention: a block of 4 warps per (query token, head, key split). Each warp
+// walks every 4th cached position: a warp-wide dot for the score, then an
+// online softmax (running max and sum, the accumulator rescaled when the max
+// moves) over its positions; the 4 partial results merge at the end. The
+// query and the accumulators live in shared memory, so any head size works
+// (MLA's absorbed 576/512 included). Decode over a long context splits the
+// keys across blocks (flash-decoding) and merges the splits in a second
+// kernel. Not yet done: the heads sharing a kv head (GQA groups, all of
+// MLA's heads) each read the cached rows again rather than once per group.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "device.cuh"
@@ -76,22 +78,36 @@ __global__ void kv_store_kernel(const float* src, int64_t lds, int64_t n, int64_
   }
 }
 
-// grid (n_tokens, n_head), kAttnWarps warps; shared: q [hd_k], acc [warps][hd_v], max and sum per warp.
-__global__ void attention_kernel(gpu::AttentionArgs a) {
+// Where a split's partial result goes: per (token, head, split), the running
+// max, the sum and the unnormalized output [hd_v].
+struct Partials {
+  float* data = nullptr;      // [n_tokens][n_head][splits][2 + hd_v]
+  int splits = 1, chunk = 0;  // keys per split (splits > 1)
+};
+
+// grid (n_tokens, n_head, splits), kAttnWarps warps; shared: q [hd_k], acc
+// [warps][hd_v], max and sum per warp. With one split the block writes the
+// output; with more, split z covers keys [j0 + z·chunk, j0 + (z + 1)·chunk)
+// and writes its partial (flash-decoding), merged by attention_merge_kernel:
+// decode has one query per sequence, so only splitting the keys gives the
+// GPU enough blocks (n_head alone is 16-64).
+__global__ void attention_kernel(gpu::AttentionArgs a, Partials part) {
   extern __shared__ float sh[];
   float* q = sh;
   float* acc = q + a.hd_k;
   float* wmax = acc + kAttnWarps * a.hd_v;
   float* wsum = wmax + kAttnWarps;
-  const int t = blockIdx.x, h = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int t = blockIdx.x, h = blockIdx.y, z = blockIdx.z, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = h / (a.n_head / a.n_head_kv), n_kv = a.pos0 + t + 1;
   const int j0 = a.window > 0 && n_kv > a.window ? n_kv - a.window : 0;
+  const int jb = part.splits > 1 ? j0 + z * part.chunk : j0;
+  const int je = part.splits > 1 ? min(n_kv, jb + part.chunk) : n_kv;
   for (int e = threadIdx.x; e < a.hd_k; e += blockDim.x) q[e] = a.q[int64_t(t) * a.ldq + int64_t(h) * a.hd_k + e];
   float* my = acc + warp * a.hd_v;
   for (int e = lane; e < a.hd_v; e += 32) my[e] = 0.0f;
   __syncthreads();
   float m = -INFINITY, l = 0.0f;
-  for (int j = j0 + warp; j < n_kv; j += kAttnWarps) {
+  for (int j = jb + warp; j < je; j += kAttnWarps) {
     const uint8_t* kr = kv_row(a.k, j);
     float d = 0.0f;
     for (int e = lane; e < a.hd_k; e += 32) d += q[e] * kv_load(a.k.type, kr, int64_t(g) * a.hd_k + e);
@@ -107,12 +123,47 @@ __global__ void attention_kernel(gpu::AttentionArgs a) {
   __syncthreads();
   float mx = wmax[0];
   for (int w = 1; w < kAttnWarps; ++w) mx = fmaxf(mx, wmax[w]);
-  float total = a.sinks ? expf(a.sinks[h] - mx) : 0.0f;
-  for (int w = 0; w < kAttnWarps; ++w) total += wsum[w] * expf(wmax[w] - mx);
+  // A split past this token's keys saw nothing: (−inf, 0, zeros), which the merge weighs as 0.
+  const bool empty = mx == -INFINITY;
+  float total = 0.0f;
+  for (int w = 0; w < kAttnWarps && !empty; ++w) total += wsum[w] * expf(wmax[w] - mx);
+  if (part.splits > 1) {
+    float* p = part.data + ((int64_t(t) * a.n_head + h) * part.splits + z) * (2 + a.hd_v);
+    if (threadIdx.x == 0) p[0] = mx, p[1] = total;
+    for (int e = threadIdx.x; e < a.hd_v; e += blockDim.x) {
+      float s = 0.0f;
+      for (int w = 0; w < kAttnWarps && !empty; ++w) s += acc[w * a.hd_v + e] * expf(wmax[w] - mx);
+      p[2 + e] = s;
+    }
+    return;
+  }
+  if (a.sinks) total += expf(a.sinks[h] - mx);
   float* out = a.out + int64_t(t) * a.ldo + int64_t(h) * a.hd_v;
   for (int e = threadIdx.x; e < a.hd_v; e += blockDim.x) {
     float s = 0.0f;
     for (int w = 0; w < kAttnWarps; ++w) s += acc[w * a.hd_v + e] * expf(wmax[w] - mx);
+    out[e] = s / total;
+  }
+}
+
+// grid (n_tokens, n_head): the splits' partials → the output (and the sink).
+__global__ void attention_merge_kernel(gpu::AttentionArgs a, Partials part) {
+  const int t = blockIdx.x, h = blockIdx.y;
+  const float* p = part.data + (int64_t(t) * a.n_head + h) * part.splits * (2 + a.hd_v);
+  float mx = -INFINITY;
+  for (int z = 0; z < part.splits; ++z) mx = fmaxf(mx, p[z * (2 + a.hd_v)]);  // split 0 always has keys
+  float total = a.sinks ? expf(a.sinks[h] - mx) : 0.0f;
+  for (int z = 0; z < part.splits; ++z) {
+    const float mz = p[z * (2 + a.hd_v)];
+    if (mz != -INFINITY) total += p[z * (2 + a.hd_v) + 1] * expf(mz - mx);
+  }
+  float* out = a.out + int64_t(t) * a.ldo + int64_t(h) * a.hd_v;
+  for (int e = threadIdx.x; e < a.hd_v; e += blockDim.x) {
+    float s = 0.0f;
+    for (int z = 0; z < part.splits; ++z) {
+      const float mz = p[z * (2 + a.hd_v)];
+      if (mz != -INFINITY) s += p[z * (2 + a.hd_v) + 2 + e] * expf(mz - mx);
+    }
     out[e] = s / total;
   }
 }
@@ -148,6 +199,7 @@ class CudaDevice final : public gpu::Device {
   }
   ~CudaDevice() override {
     cudaDeviceSynchronize();
+    cudaFree(attn_part_);
     cublasDestroy(handle_);
   }
 
@@ -228,8 +280,36 @@ class CudaDevice final : public gpu::Device {
   void attention(const gpu::AttentionArgs& a) override {
     const size_t shared = size_t(a.hd_k + kAttnWarps * a.hd_v + 2 * kAttnWarps) * sizeof(float);
     if (shared > 48 * 1024) throw gpu::DeviceError("attention: head sizes too large for the device kernel");
-    attention_kernel<<<dim3(unsigned(a.n_tokens), unsigned(a.n_head)), kAttnWarps * 32, shared>>>(a);
+    // Split the keys when the (token, head) blocks alone would leave most
+    // SMs idle and each block would walk many keys: aim at ~4 blocks per SM,
+    // at least kMinChunk keys per split.
+    constexpr int kMinChunk = 128;
+    const int n_kv = a.pos0 + a.n_tokens, keys = a.window > 0 ? std::min(a.window, n_kv) : n_kv;
+    const int64_t blocks = int64_t(a.n_tokens) * a.n_head, want = 4LL * std::max(1, info_.multiprocessors);
+    Partials part;
+    if (blocks < want && keys > 2 * kMinChunk) {
+      part.splits = int(std::min<int64_t>({(want + blocks - 1) / blocks, (keys + kMinChunk - 1) / kMinChunk, 64}));
+      part.chunk = (keys + part.splits - 1) / part.splits;
+    }
+    const dim3 grid(unsigned(a.n_tokens), unsigned(a.n_head), unsigned(part.splits));
+    if (part.splits > 1) {
+      const size_t need = size_t(blocks) * size_t(part.splits) * size_t(2 + a.hd_v);
+      if (attn_partials_ < need) {  // grown only: the device is synchronized before the old one goes
+        throw_if(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+        cudaFree(attn_part_);
+        attn_part_ = nullptr;
+        attn_partials_ = 0;
+        throw_if(cudaMalloc(&attn_part_, need * sizeof(float)), "cudaMalloc (attention partials)");
+        attn_partials_ = need;
+      }
+      part.data = attn_part_;
+    }
+    attention_kernel<<<grid, kAttnWarps * 32, shared>>>(a, part);
     throw_if(cudaGetLastError(), "attention_kernel");
+    if (part.splits > 1) {
+      attention_merge_kernel<<<dim3(unsigned(a.n_tokens), unsigned(a.n_head)), 128>>>(a, part);
+      throw_if(cudaGetLastError(), "attention_merge_kernel");
+    }
   }
   void matmul_experts(const gpu::ExpertsArgs& a) override { detail::matmul_experts(a); }
   void moe_combine(const float* y, int64_t ldy, const float* w, int64_t n, int k, int64_t cols, float* out,
@@ -254,6 +334,8 @@ class CudaDevice final : public gpu::Device {
  private:
   DeviceInfo info_;
   cublasHandle_t handle_{};
+  float* attn_part_ = nullptr;  // split attention's partials, grown on demand
+  size_t attn_partials_ = 0;
   detail::HalfScratch scratch_;
 };
 
