@@ -17,6 +17,7 @@
 #include "engine/model.h"
 #include "kernels/cuda.h"
 #include "kernels/matmul.h"
+#include "reference_data.h"
 #include "test_data.h"
 
 using namespace moelsp;
@@ -24,28 +25,9 @@ using nlohmann::json;
 
 namespace {
 
-struct Ref {
-  json doc;
-  std::vector<float> prefill, decode;
-  int n_vocab = 0, n_prompt = 0;
-};
-
-std::vector<float> read_f32(const std::string& path) {
-  const std::string s = test::read_file(path);
-  std::vector<float> v(s.size() / sizeof(float));
-  std::memcpy(v.data(), s.data(), v.size() * sizeof(float));
-  return v;
-}
-
-Ref load_ref(const std::string& name) {
-  Ref r;
-  r.doc = json::parse(test::read_file(test::data_path("reference/" + name + ".json")));
-  r.n_vocab = r.doc["n_vocab"];
-  r.n_prompt = r.doc["n_prompt"];
-  r.prefill = read_f32(test::data_path("reference/" + r.doc["prefill_logits"].get<std::string>()));
-  r.decode = read_f32(test::data_path("reference/" + r.doc["decode_logits"].get<std::string>()));
-  return r;
-}
+using test::load_ref;
+using test::read_f32;
+using test::Ref;
 
 // Prompt in one batch, then the 16 teacher-forced decode steps: n_prompt + 16 rows.
 std::vector<std::vector<float>> run(Model& m, const Ref& r, KvType kv = KvType::F32) {
@@ -83,7 +65,7 @@ void check_f32_rows(const std::string& name, const Ref& r, const std::vector<std
     const bool pre = int(i) < r.n_prompt;
     const int k = pre ? int(i) : int(i) - r.n_prompt;
     const char* part = pre ? "prefill" : "decode";
-    const float* ref = (pre ? r.prefill.data() : r.decode.data()) + size_t(k) * size_t(r.n_vocab);
+    const float* ref = pre ? r.prefill_row(k) : r.decode_row(k);
     const double d = max_abs(rows[i], ref);
     const double limit = tol["max_abs_diff"][part][size_t(k)];
     INFO(name << " " << part << " row " << k << ": max |Δ| " << d << " (limit " << limit << ")");

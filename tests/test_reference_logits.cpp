@@ -10,6 +10,7 @@
 
 #include "engine/model.h"
 #include "kernels/matmul.h"
+#include "reference_data.h"
 #include "test_data.h"
 
 using namespace moelsp;
@@ -17,33 +18,9 @@ using nlohmann::json;
 
 namespace {
 
-struct Ref {
-  json doc;
-  std::vector<float> prefill, decode;
-  int n_vocab = 0, n_prompt = 0;
-  const float* prefill_row(int r) const { return prefill.data() + size_t(r) * size_t(n_vocab); }
-  const float* decode_row(int r) const { return decode.data() + size_t(r) * size_t(n_vocab); }
-};
-
-std::vector<float> read_f32(const std::string& path, size_t n) {
-  const std::string s = test::read_file(path);
-  REQUIRE(s.size() == n * sizeof(float));
-  std::vector<float> v(n);
-  std::memcpy(v.data(), s.data(), s.size());
-  return v;
-}
-
-Ref load_ref(const std::string& name) {
-  Ref r;
-  r.doc = json::parse(test::read_file(test::data_path("reference/" + name + ".json")));
-  r.n_vocab = r.doc["n_vocab"];
-  r.n_prompt = r.doc["n_prompt"];
-  r.prefill = read_f32(test::data_path("reference/" + r.doc["prefill_logits"].get<std::string>()),
-                       size_t(r.n_prompt) * size_t(r.n_vocab));
-  r.decode =
-      read_f32(test::data_path("reference/" + r.doc["decode_logits"].get<std::string>()), 16 * size_t(r.n_vocab));
-  return r;
-}
+using test::load_ref;
+using test::read_f32;
+using test::Ref;
 
 struct RowStats {
   double max_abs = 0, cosine = 1;
