@@ -42,6 +42,7 @@ struct Generation {
   std::string text;
   FinishReason reason = FinishReason::Length;
   std::string error;  // FinishReason::Error
+  ErrorKind error_kind = ErrorKind::Server;
   Timings timings;
   std::vector<TokenLogprob> logprobs;  // when asked for (logprobs ≥ 0; the embedded engine only)
 };

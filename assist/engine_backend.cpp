@@ -31,7 +31,7 @@ std::optional<Handle> Ticket::submit(Engine& e, Request req, Callbacks cb) {
 }
 
 namespace {
-Generation from_result(const Result& r) { return {r.text, r.reason, r.error, r.timings, r.logprobs}; }
+Generation from_result(const Result& r) { return {r.text, r.reason, r.error, r.error_kind, r.timings, r.logprobs}; }
 Generation cancelled() {
   Generation g;
   g.reason = FinishReason::Cancelled;
@@ -123,6 +123,7 @@ Generation EngineBackend::chat(const ChatInput& in, const std::function<void(con
   } catch (const std::exception& e) {
     g.reason = FinishReason::Error;
     g.error = std::string(e.what()) + " (setting: chat.template)";
+    g.error_kind = ErrorKind::Request;  // the conversation as sent cannot be rendered
     return g;
   }
   req.max_tokens = in.max_tokens;
@@ -140,6 +141,7 @@ Generation EngineBackend::text(const TextInput& in, const std::function<void(con
     if (id < 0 || size_t(id) >= n_vocab) {
       Generation g;
       g.reason = FinishReason::Error;
+      g.error_kind = ErrorKind::Request;
       g.error =
           "token id " + std::to_string(id) + " is outside the vocabulary (0.." + std::to_string(n_vocab - 1) + ")";
       return g;

@@ -9,10 +9,21 @@
 #include <spdlog/spdlog.h>
 
 #include "assist/http_client.h"
+#include "engine/json_limits.h"
 
 namespace moelsp::assist {
 
 using json = nlohmann::json;
+
+namespace {
+// The remote server's JSON, or a discarded value when it is malformed or
+// nests beyond the limits every JSON this process reads keeps to.
+json parse_answer(const std::string& text) {
+  if (!json_limit_problem(text).empty()) return json(json::value_t::discarded);
+  return json::parse(text, nullptr, false);
+}
+}  // namespace
+
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -114,7 +125,7 @@ struct RemoteBackend::Impl {
         ticket);
     if (ticket.cancelled()) return "";
     if (status != 0 && status != 200) {
-      const json e = json::parse(whole, nullptr, false);
+      const json e = parse_answer(whole);
       std::string msg = whole.substr(0, 300);
       if (e.is_object() && e.contains("error")) {
         const json& er = e["error"];
@@ -207,7 +218,7 @@ struct Collector {
 // /v1/completions' stream events into the collector.
 std::function<bool(const std::string&)> completion_events(Collector& c) {
   return [&c](const std::string& data) {
-    const json e = json::parse(data, nullptr, false);
+    const json e = parse_answer(data);
     if (!e.is_object() || !e.contains("choices") || e["choices"].empty()) return true;
     const json& ch = e["choices"][0];
     return c.add(ch.value("text", std::string()), ch.value("finish_reason", json()));
@@ -236,7 +247,7 @@ Generation RemoteBackend::fim(const FimInput& in, Ticket& ticket) {
     err = impl_->post(
         "/infill", body,
         [&](const std::string& data) {
-          const json e = json::parse(data, nullptr, false);
+          const json e = parse_answer(data);
           if (!e.is_object()) return true;
           const bool stop = e.value("stop", false);
           return c.add(e.value("content", std::string()), stop ? json("stop") : json()) && !stop;
@@ -278,7 +289,7 @@ Generation RemoteBackend::chat(const ChatInput& in, const std::function<void(con
   const std::string err = impl_->post(
       "/v1/chat/completions", body,
       [&](const std::string& data) {
-        const json e = json::parse(data, nullptr, false);
+        const json e = parse_answer(data);
         if (!e.is_object() || !e.contains("choices") || e["choices"].empty()) return true;
         const json& ch = e["choices"][0];
         std::string piece;

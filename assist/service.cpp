@@ -244,6 +244,7 @@ ChatAnswer Service::chat(const ChatQuery& q, const std::function<void(const std:
   out.reasoning = whole.reasoning();
   out.reason = ticket.cancelled() ? FinishReason::Cancelled : g.reason;
   out.error = g.error;
+  out.error_kind = g.error_kind;
   out.tokens_per_second = g.timings.generate_tps();
   out.timings = g.timings;
   out.logprobs = g.logprobs;

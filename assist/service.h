@@ -82,6 +82,7 @@ struct ChatAnswer {
   FinishReason reason = FinishReason::Length;
   double tokens_per_second = 0;
   std::string error;  // reason == Error
+  ErrorKind error_kind = ErrorKind::Server;
   Timings timings;
   std::vector<TokenLogprob> logprobs;  // ChatQuery::logprobs.top ≥ 0
 };

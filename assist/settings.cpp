@@ -15,6 +15,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/json_limits.h"
+
 namespace moelsp::assist {
 
 using json = nlohmann::json;
@@ -281,6 +283,7 @@ SettingValue parse_setting_text(const SettingSpec& spec, const std::string& text
 }
 
 Settings settings_from_json_text(const std::string& text, std::vector<std::string>* errors) {
+  check_json_limits(text, "settings");
   const json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) throw std::runtime_error("settings must be a JSON object");
   Settings s;

@@ -83,7 +83,8 @@ void Server::Impl::chat(const std::string& command, const ChatParams& args, Repl
     untrack(reply.id(), ticket);
     if (ticket->cancelled() || a.reason == FinishReason::Cancelled)
       return reply.error(kRequestCancelled, "request cancelled");
-    if (a.reason == FinishReason::Error) return reply.error(kInternalError, a.error);
+    if (a.reason == FinishReason::Error)  // the conversation's own fault (a template refusal) or ours
+      return reply.error(a.error_kind == ErrorKind::Server ? kInternalError : kInvalidParams, a.error);
     json result{{"text", a.text}, {"finishReason", to_string(a.reason)}, {"tokensPerSecond", a.tokens_per_second}};
     if (!a.reasoning.empty()) result["reasoning"] = a.reasoning;
     reply(result);

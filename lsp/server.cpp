@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/default_model.h"
+#include "engine/json_limits.h"
 #include "server_impl.h"
 
 namespace moelsp::lsp {
@@ -454,11 +455,17 @@ void Server::Impl::start_remote(const Settings& s) {
 }
 
 void Server::Impl::handle(const std::string& body) {
-  json msg = json::parse(body, nullptr, false);
-  if (msg.is_discarded()) msg = json::parse(repair_json_text(body), nullptr, false);  // bad UTF-8, lone surrogates
   const auto error_to = [this](const json& id, int code, const std::string& message) {
     send({{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", code}, {"message", message}}}});
   };
+  // Before parsing: a value nested 300,000 deep would overflow the stack
+  // wherever it is later copied or dumped.
+  if (const std::string problem =
+          json_limit_problem(body, {.max_depth = kJsonLimits.max_depth, .max_bytes = Transport::kMaxBodyBytes});
+      !problem.empty())
+    return error_to(nullptr, kParseError, "parse error: " + problem);
+  json msg = json::parse(body, nullptr, false);
+  if (msg.is_discarded()) msg = json::parse(repair_json_text(body), nullptr, false);  // bad UTF-8, lone surrogates
   if (msg.is_discarded()) return error_to(nullptr, kParseError, "parse error: the body is not valid JSON");
   if (!msg.is_object()) return error_to(nullptr, kInvalidRequest, "invalid request: not a JSON object");
   const bool has_id = msg.contains("id");

@@ -1,9 +1,12 @@
 // `moelsp serve`: the assistant service over HTTP (server/http/). The model
 // loads in the background so /health answers 503 with progress meanwhile;
-// SIGINT/SIGTERM stop accepting, cancel what is generating and exit 0.
+// SIGINT/SIGTERM stop accepting, end what is generating (streams with an
+// error event and [DONE], waiting requests with 503) and exit 0; SIGHUP is
+// ignored.
 #include <pthread.h>
 #include <signal.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
@@ -73,6 +76,7 @@ int serve(const ServeOptions& o) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);  // ignored (logged): closing the terminal does not stop a server
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   // The settings: the user's config file, --config FILE, then the flags.
@@ -91,6 +95,7 @@ int serve(const ServeOptions& o) {
     spdlog::warn("serving on {} without --api-key: anyone who can reach this address can use the model", o.host);
   assist::Service service;
   http::Api api(service, {.api_key = o.api_key,
+                          .loopback_hosts_only = loopback && o.api_key.empty(),
                           .chat_template = settings.chat_template.value_or(""),
                           .max_queue = size_t(o.max_queue),
                           .served_names = o.served_names});
@@ -168,13 +173,16 @@ int serve(const ServeOptions& o) {
                      .metrics_text = nullptr});
     }
   });
+  std::atomic<bool> stopped{false};
   std::thread waiter([&] {
     int sig = 0;
-    sigwait(&signals, &sig);
-    if (sig == SIGINT || sig == SIGTERM) spdlog::info("signal {}: stopping", sig);
+    while (sigwait(&signals, &sig) == 0 && sig == SIGHUP && !stopped)
+      spdlog::info("SIGHUP ignored: moelsp serve stops on SIGINT or SIGTERM");
+    if (!stopped) spdlog::info("signal {}: stopping", sig);
     server->stop();
   });
   server->run();
+  stopped = true;
   loader.join();
   // The waiter is blocked in sigwait unless a signal stopped us: wake it.
   pthread_kill(waiter.native_handle(), SIGTERM);

@@ -325,7 +325,7 @@ def main():
         check(status == 404 and e["error"]["code"] == "model_not_found" and model in e["error"]["message"],
               f"an unknown model: {status} {e}")
         with socket.create_connection((s.host, s.port), timeout=10) as raw:  # refused on its Content-Length
-            raw.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {9 << 20}\r\n\r\n".encode()
+            raw.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {9 << 20}\r\n\r\n".encode()
                         + b"x" * 65536)
             answer = raw.recv(4096).decode(errors="replace")
             check(answer.startswith("HTTP/1.1 413"), f"a 9 MiB body: {answer[:60]!r}")
@@ -336,7 +336,7 @@ def main():
         # A client that leaves mid-stream: its generation ends, nothing stays in flight.
         with socket.create_connection((s.host, s.port), timeout=30) as raw:
             body = json.dumps({"prompt": "def f():", "max_tokens": 4000, "stream": True, "temperature": 0.8})
-            raw.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            raw.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                         f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
             got, deadline = b"", time.time() + 20
             while b"data: " not in got and time.time() < deadline:
@@ -351,7 +351,7 @@ def main():
         check("moelsp_requests_in_flight 0" in m, "a generation kept running after its client left")
         # Invalid UTF-8 in the path, a token id outside the vocabulary, HEAD.
         with socket.create_connection((s.host, s.port), timeout=10) as raw:
-            raw.sendall(b"GET /\xff\xfe HTTP/1.1\r\nHost: x\r\n\r\n")
+            raw.sendall(b"GET /\xff\xfe HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             answer = raw.recv(4096).decode(errors="replace")
             check(answer.startswith("HTTP/1.1 404"), f"a non-UTF-8 path: {answer[:60]!r}")
         status, e, _ = s.request("POST", "/v1/completions", {"prompt": [99999999], "max_tokens": 2})
@@ -383,7 +383,7 @@ def main():
     try:
         t.wait_ready()
         with socket.create_connection((t.host, t.port), timeout=15) as raw:
-            raw.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"pro")
+            raw.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"pro")
             t0 = time.time()
             closed = raw.recv(4096) == b""
             check(closed and time.time() - t0 < 10, "a stalled client was not dropped")
@@ -398,7 +398,7 @@ def main():
         q.wait_ready()
         body = json.dumps({"prompt": "def f(x):", "max_tokens": 3000, "stream": True, "temperature": 0.8, "seed": 1})
         with socket.create_connection((q.host, q.port), timeout=30) as raw:
-            raw.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            raw.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                         f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
             got = b""
             while b"data: " not in got:

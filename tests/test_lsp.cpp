@@ -203,6 +203,20 @@ TEST_CASE("framing and JSON errors: the server keeps reading") {
   CHECK(r["result"].contains("state"));
 }
 
+TEST_CASE("a message nested 300,000 deep is a parse error naming the limit, and the server keeps serving") {
+  Client c;
+  c.initialize();
+  const std::string deep =
+      "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"moelsp/status\",\"params\":" + std::string(300000, '[') +
+      std::string(300000, ']') + "}";
+  c.raw("Content-Length: " + std::to_string(deep.size()) + "\r\n\r\n" + deep);
+  const json r = c.response();
+  CHECK(r["error"]["code"] == -32700);
+  CHECK(r["error"]["message"].get<std::string>().find("deeper than 128 levels") != std::string::npos);
+  c.request(6, "moelsp/status");
+  CHECK(c.response()["id"] == 6);
+}
+
 TEST_CASE("UTF-16 positions, CRLF and incremental edits") {
   const std::string text =
       "a\xf0\x9f\xa6\x99"

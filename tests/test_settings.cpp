@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "assist/settings.h"
+#include "engine/json_limits.h"
 
 using namespace moelsp;
 using namespace moelsp::assist;
@@ -189,4 +190,20 @@ TEST_CASE("settings: the VS Code extension contributes every setting with the ta
     quoted += "'";
     CHECK_THAT(list, Catch::Contains(quoted));
   }
+}
+
+TEST_CASE("JSON nested beyond the limit is refused before parsing; brackets in strings do not count") {
+  using moelsp::json_limit_problem;
+  const std::string at_limit = std::string(128, '[') + std::string(128, ']');
+  CHECK(json_limit_problem(at_limit).empty());
+  const std::string over = std::string(129, '[') + std::string(129, ']');
+  CHECK(json_limit_problem(over).find("deeper than 128 levels (at byte 128)") != std::string::npos);
+  CHECK(json_limit_problem("{\"a\": \"" + std::string(1000, '[') + "\"}").empty());
+  CHECK(json_limit_problem("{\"a\": \"\\\"" + std::string(1000, '{') + "\"}").empty());  // an escaped quote
+  CHECK(json_limit_problem(std::string(1000000, '[')).find("128") != std::string::npos);
+  CHECK(json_limit_problem("[1, 2]", {.max_depth = 128, .max_bytes = 4}).find("more than the limit of 4") !=
+        std::string::npos);
+  // Settings (LSP initializationOptions, config files) go through it too.
+  CHECK_THROWS_WITH(moelsp::assist::settings_from_json_text("{\"a\":" + over + "}"),
+                    Catch::Contains("deeper than 128 levels"));
 }

@@ -26,6 +26,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/hw.h"
+#include "engine/json_limits.h"
 #include "kernels/cuda.h"
 #include "kernels/isa.h"
 
@@ -243,7 +244,8 @@ HwProfile hardware_profile(const ProfileOptions& opt) {
   json cached;
   if (!opt.recalibrate && !cache.empty()) {
     std::ifstream in(cache);
-    if (in) cached = json::parse(in, nullptr, false);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in && json_limit_problem(text).empty()) cached = json::parse(text, nullptr, false);
     if (cached.is_discarded() || !cached.is_object() || cached.value("key", "") != p.key()) cached = json();
   }
   bool changed = false;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/json_limits.h"
 #include "pystr.h"
 
 namespace moelsp::jinja {
@@ -581,6 +582,11 @@ std::string to_json(const Value& v, const JsonOptions& opt) {
 }
 
 Value from_json(std::string_view text) {
+  // Nesting beyond the interpreter's own limit is refused before parsing.
+  if (const std::string problem =
+          json_limit_problem(text, {.max_depth = kMaxNesting, .max_bytes = kJsonLimits.max_bytes});
+      !problem.empty())
+    throw Error("invalid JSON: " + problem);
   nlohmann::ordered_json j;
   try {
     j = nlohmann::ordered_json::parse(text);

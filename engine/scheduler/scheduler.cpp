@@ -150,14 +150,15 @@ void Scheduler::prepare(Live& l) {
   const Model& m = *model_;
   std::vector<TokenId> prompt = req.prompt_tokens;
   if (prompt.empty()) prompt = m.tokenizer().encode(req.prompt, {.add_special = true, .parse_special = true});
-  if (prompt.empty()) throw ModelError("empty prompt");
+  if (prompt.empty()) throw RequestError(ErrorKind::Request, "empty prompt: nothing to continue from");
   // Fit: leave room to generate min(max_tokens, n_ctx / 4) tokens.
   const int room = std::max(1, std::min(std::max(req.max_tokens, 1), opt_.n_ctx / 4));
   const int limit = opt_.n_ctx - room;
   if (int(prompt.size()) > limit) {
     if (req.fit == Request::Fit::Error)
-      throw ModelError(fmt::format("prompt of {} tokens does not fit the context of {} (with room for {} new tokens)",
-                                   prompt.size(), opt_.n_ctx, room));
+      throw RequestError(ErrorKind::ContextLength,
+                         fmt::format("prompt of {} tokens does not fit the context of {} (with room for {} new tokens)",
+                                     prompt.size(), opt_.n_ctx, room));
     const int keep = std::clamp(req.keep_start, 0, limit / 2);
     const int cut = int(prompt.size()) - limit;
     prompt.erase(prompt.begin() + keep, prompt.begin() + keep + cut);
@@ -175,6 +176,11 @@ Admission Scheduler::admit(Live& l, const Lives& running) {
   if (l.phase == Phase::New) {
     try {
       prepare(l);
+    } catch (const RequestError& e) {
+      l.res.error = e.what();
+      l.res.error_kind = e.kind;
+      end(l, FinishReason::Error);
+      return Admission::Failed;
     } catch (const std::exception& e) {
       l.res.error = e.what();
       end(l, FinishReason::Error);

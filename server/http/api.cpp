@@ -1,35 +1,20 @@
+// The API's core (routing, keys, the queue, health and metrics) and
+// OpenAI's endpoints; llama.cpp's are in api_llama.cpp.
 #include "api.h"
 
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
-#include <deque>
-#include <thread>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
+
+#include "api_internal.h"
+#include "engine/json_limits.h"
 
 namespace moelsp::http {
 
-using json = nlohmann::json;
-
 namespace {
-
-HttpResponse error(int status, const std::string& message, const std::string& type = "invalid_request_error",
-                   const std::string& code = "") {
-  HttpResponse r;
-  r.status = status;
-  r.body = error_json(message, type, code);
-  return r;
-}
-
-HttpResponse ok(const json& j) {
-  HttpResponse r;
-  r.body = j.dump(-1, ' ', false, json::error_handler_t::replace);
-  return r;
-}
 
 // A "model" this server does not serve.
 struct UnknownModel {
@@ -42,77 +27,24 @@ struct Busy {
   size_t queued;
 };
 
-struct BadField : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// A request field of the expected type, or a 400 that names it.
-template <class T>
-T field(const json& j, const char* name, T fallback) {
-  if (!j.contains(name) || j[name].is_null()) return fallback;
-  try {
-    return j[name].get<T>();
-  } catch (const json::exception&) {
-    throw BadField(std::string("field '") + name + "' has the wrong type");
-  }
-}
-
-std::vector<std::string> stops(const json& j) {
-  if (!j.contains("stop") || j["stop"].is_null()) return {};
-  if (j["stop"].is_string()) return {j["stop"].get<std::string>()};
-  if (j["stop"].is_array()) {
-    std::vector<std::string> v;
-    for (const auto& s : j["stop"]) {
-      if (!s.is_string()) throw BadField("field 'stop' must be a string or an array of strings");
-      v.push_back(s);
-    }
-    return v;
-  }
-  throw BadField("field 'stop' must be a string or an array of strings");
-}
-
-SamplingParams sampling(const json& j, float default_temperature) {
-  SamplingParams p;
-  p.temperature = field<float>(j, "temperature", default_temperature);
-  p.top_p = field<float>(j, "top_p", 1.0f);
-  p.top_k = field<int>(j, "top_k", 0);
-  p.min_p = field<float>(j, "min_p", 0.0f);
-  p.presence_penalty = field<float>(j, "presence_penalty", 0.0f);
-  p.frequency_penalty = field<float>(j, "frequency_penalty", 0.0f);
-  p.repeat_penalty = field<float>(j, "repeat_penalty", 1.0f);
-  p.seed = field<uint64_t>(j, "seed", 0);
-  if (!(p.temperature >= 0 && p.temperature <= 10)) throw BadField("field 'temperature' must be within [0, 10]");
-  if (!(p.top_p > 0 && p.top_p <= 1)) throw BadField("field 'top_p' must be within (0, 1]");
-  if (!(p.min_p >= 0 && p.min_p <= 1)) throw BadField("field 'min_p' must be within [0, 1]");
-  return p;
-}
-
-int max_tokens(const json& j, const char* name, int fallback) {
-  const int n = field<int>(j, name, fallback);
-  if (n < 1 || n > 1 << 20) throw BadField(std::string("field '") + name + "' must be within [1, 1048576]");
-  return n;
-}
+// max_tokens and its aliases: at least one token, at most 2^20.
+int max_tokens(const json& j, const char* name, int fallback) { return int(int_field(j, name, fallback, 1, 1 << 20)); }
 
 // `logprobs` of /v1/completions: an integer 0..20 (OpenAI allows 5, vLLM 20),
 // the alternatives per token; absent or null: none.
 int completion_logprobs_field(const json& j) {
-  if (!j.contains("logprobs") || j["logprobs"].is_null()) return -1;
+  if (!has(j, "logprobs")) return -1;
   if (j["logprobs"].is_boolean()) return j["logprobs"].get<bool>() ? 0 : -1;
-  const int n = field<int>(j, "logprobs", -1);
-  if (n < 0 || n > kMaxTopLogprobs) throw BadField("field 'logprobs' must be within [0, 20]");
-  return n;
+  return int(int_field(j, "logprobs", -1, 0, kMaxTopLogprobs));
 }
 
 // `logprobs: true` and `top_logprobs` of /v1/chat/completions.
 int chat_logprobs_field(const json& j) {
-  if (!field<bool>(j, "logprobs", false)) {
-    if (j.contains("top_logprobs") && !j["top_logprobs"].is_null())
-      throw BadField("field 'top_logprobs' needs 'logprobs': true");
+  if (!bool_field(j, "logprobs", false)) {
+    if (has(j, "top_logprobs")) throw BadField("field 'top_logprobs' needs 'logprobs': true", "top_logprobs");
     return -1;
   }
-  const int n = field<int>(j, "top_logprobs", 0);
-  if (n < 0 || n > kMaxTopLogprobs) throw BadField("field 'top_logprobs' must be within [0, 20]");
-  return n;
+  return int(int_field(j, "top_logprobs", 0, 0, kMaxTopLogprobs));
 }
 
 // The legacy completions shape: parallel arrays; text_offset counts bytes
@@ -151,67 +83,6 @@ const char* openai_reason(FinishReason r) {
   return r == FinishReason::Length || r == FinishReason::Timeout ? "length" : "stop";
 }
 
-// Streams without making the engine wait on a client: `generate` runs on a
-// thread of its own and hands its text over through a queue; this thread
-// (the connection's) writes it, and a failed write cancels the request. So a
-// client that stops reading holds only its own connection, never the
-// engine's scheduler thread that every other request shares.
-using OnText = std::function<void(const std::string&)>;
-template <class Result>
-Result pump(EventStream* es, assist::Ticket& t, const std::function<std::string(const std::string&)>& event,
-            const std::function<Result(const OnText&)>& generate) {
-  if (!es) return generate(nullptr);
-  std::mutex m;
-  std::condition_variable cv;
-  std::deque<std::string> queue;
-  bool finished = false;
-  Result result;
-  std::thread worker([&] {
-    Result out;
-    try {
-      out = generate([&](const std::string& s) {
-        {
-          std::lock_guard lock(m);
-          queue.push_back(s);
-        }
-        cv.notify_one();
-      });
-    } catch (const std::exception& e) {
-      out.reason = FinishReason::Error;
-      out.error = e.what();
-    }
-    {
-      std::lock_guard lock(m);
-      result = std::move(out);
-      finished = true;
-    }
-    cv.notify_one();
-  });
-  bool open = true;
-  for (;;) {
-    std::unique_lock lock(m);
-    cv.wait(lock, [&] { return finished || !queue.empty(); });
-    if (queue.empty() && finished) break;
-    std::deque<std::string> batch;
-    batch.swap(queue);
-    lock.unlock();
-    for (const auto& s : batch)
-      if (open && !es->send(event(s))) {
-        open = false;
-        t.cancel();  // the client left: stop generating
-      }
-  }
-  worker.join();
-  return result;
-}
-
-// What handle() returns once a response went out as a stream.
-HttpResponse streamed() {
-  HttpResponse r;
-  r.status = 0;
-  return r;
-}
-
 int64_t now_s() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -231,9 +102,14 @@ bool same_secret(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-std::string error_json(const std::string& message, const std::string& type, const std::string& code) {
-  return json{{"error", {{"message", message}, {"type", type}, {"code", code.empty() ? json() : json(code)}}}}.dump(
-      -1, ' ', false, json::error_handler_t::replace);
+std::string error_json(const std::string& message, const std::string& type, const std::string& code,
+                       const std::string& param) {
+  return json{{"error",
+               {{"message", message},
+                {"type", type},
+                {"param", param.empty() ? json() : json(param)},
+                {"code", code.empty() ? json() : json(code)}}}}
+      .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 Api::Api(assist::Service& service, ApiOptions opt) : service_(service), opt_(std::move(opt)) {}
@@ -285,6 +161,46 @@ void Api::cancel_all() {
   for (auto& f : in_flight_) f.ticket->cancel();
 }
 
+bool Api::stopping() const {
+  std::lock_guard lock(mu_);
+  return stopping_;
+}
+
+namespace {
+// The Host header's name without its port: "[::1]:8080" → "[::1]".
+std::string host_name(const std::string& host) {
+  if (!host.empty() && host.front() == '[') return host.substr(0, host.find(']') + 1);
+  return host.substr(0, host.find(':'));
+}
+
+bool is_json_type(const std::string& content_type) {
+  std::string t = content_type.substr(0, content_type.find(';'));
+  while (!t.empty() && t.back() == ' ') t.pop_back();
+  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return t == "application/json";
+}
+}  // namespace
+
+std::optional<HttpResponse> Api::refused(const HttpRequest& req) const {
+  if (opt_.loopback_hosts_only && !req.host.empty()) {
+    std::string name = host_name(req.host);
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    if (name != "127.0.0.1" && name != "localhost" && name != "[::1]")
+      return error(403,
+                   "Host '" + req.host +
+                       "' is not a loopback name: without --api-key this server answers only requests for "
+                       "127.0.0.1, localhost or [::1], so that web pages cannot reach it (DNS rebinding)",
+                   "invalid_request_error", "host_not_allowed");
+  }
+  if (opt_.api_key.empty() && req.method == "POST" && !is_json_type(req.content_type))
+    return error(415,
+                 "POST bodies must be sent with 'Content-Type: application/json' (curl: -H 'Content-Type: "
+                 "application/json'), not '" +
+                     req.content_type + "': without --api-key this keeps web pages from reaching the model",
+                 "invalid_request_error", "unsupported_media_type");
+  return std::nullopt;
+}
+
 void Api::count(const std::string& endpoint, const Timings& t) {
   std::lock_guard lock(mu_);
   auto& c = counts_[endpoint];
@@ -317,6 +233,7 @@ std::string Api::Histogram::render(const std::string& name, const std::string& h
 
 HttpResponse Api::handle(const HttpRequest& req, const std::function<EventStream*()>& open_stream) {
   try {
+    if (auto no = refused(req)) return *no;
     return route(req, open_stream);
   } catch (const std::exception& e) {  // a bug must cost one request, not the server
     return error(500, std::string("internal error: ") + e.what(), "server_error");
@@ -326,6 +243,7 @@ HttpResponse Api::handle(const HttpRequest& req, const std::function<EventStream
 HttpResponse Api::route(const HttpRequest& req, const std::function<EventStream*()>& open_stream) {
   const std::string path = req.target.substr(0, req.target.find('?'));
   if (path == "/health" || path == "/v1/health") return health();
+  if (stopping()) return error(503, "the server is shutting down", "server_error", "shutting_down");
   if (!opt_.api_key.empty()) {
     const std::string want = "Bearer " + opt_.api_key;
     if (!same_secret(req.authorization, want))
@@ -377,13 +295,13 @@ HttpResponse Api::route(const HttpRequest& req, const std::function<EventStream*
     return r;
   }
   try {
-    if (path == "/v1/completions") return completions(req.body, open_stream);
-    if (path == "/v1/chat/completions") return chat_completions(req.body, open_stream);
-    if (path == "/infill") return infill(req.body, open_stream);
+    if (path == "/v1/completions") return completions(req, open_stream);
+    if (path == "/v1/chat/completions") return chat_completions(req, open_stream);
+    if (path == "/infill") return infill(req, open_stream);
     if (path == "/apply-template") return apply_template(req.body);
-    return llama_completion(req.body, open_stream);
+    return llama_completion(req, open_stream);
   } catch (const BadField& e) {
-    return error(400, e.what());
+    return error(400, e.what(), "invalid_request_error", "", e.param);
   } catch (const json::exception& e) {
     return error(400, std::string("invalid JSON: ") + e.what());
   } catch (const UnknownModel& u) {
@@ -463,27 +381,28 @@ HttpResponse Api::metrics() {
 
 // POST /v1/completions: prompt (text or token ids), `suffix` for fill in the
 // middle, sampling, stop, stream.
-HttpResponse Api::completions(const std::string& body, const std::function<EventStream*()>& open_stream) {
-  const json j = json::parse(body);
-  if (!j.is_object()) throw BadField("the body must be a JSON object");
-  check_model(field<std::string>(j, "model", ""));
+HttpResponse Api::completions(const HttpRequest& req, const std::function<EventStream*()>& open_stream) {
+  const json j = parse_body(req.body);
+  check_model(string_field(j, "model"));
+  refuse_unsupported(j);
   assist::TextInput in;
-  const json prompt = j.value("prompt", json(""));
+  if (!has(j, "prompt")) throw BadField("field 'prompt' is required", "prompt");
+  const json& prompt = j["prompt"];
   if (prompt.is_string()) in.prompt = prompt;
-  else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number_integer())
-    in.prompt_tokens = prompt.get<std::vector<TokenId>>();
+  else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number())
+    in.prompt_tokens = token_ids(prompt, "prompt");
   else if (prompt.is_array() && prompt.size() == 1 && prompt[0].is_string()) in.prompt = prompt[0];
-  else throw BadField("field 'prompt' must be a string, one string in an array, or an array of token ids");
-  if (j.contains("suffix") && !j["suffix"].is_null()) in.suffix = field<std::string>(j, "suffix", "");
+  else throw BadField("field 'prompt' must be a string, one string in an array, or an array of token ids", "prompt");
+  if (has(j, "suffix")) in.suffix = string_field(j, "suffix");
   in.max_tokens = max_tokens(j, "max_tokens", 16);
   in.sampling = sampling(j, 1.0f);
   in.stop = stops(j);
   in.logprobs.top = completion_logprobs_field(j);
-  in.ignore_eos = field<bool>(j, "ignore_eos", false);  // llama.cpp's extension
-  const bool stream = field<bool>(j, "stream", false);
+  in.ignore_eos = bool_field(j, "ignore_eos", false);  // llama.cpp's extension
+  const bool stream = bool_field(j, "stream", false);
   const std::string id = "cmpl-" + std::to_string(next_id_++);
   const std::string model_id = this->model_id();
-  auto t = ticket();
+  const Slot s = slot();
   EventStream* es = stream ? open_stream() : nullptr;
   const auto chunk = [&](const std::string& text, const json& reason, const json& logprobs = nullptr) {
     return json{{"id", id},
@@ -500,25 +419,20 @@ HttpResponse Api::completions(const std::string& body, const std::function<Event
   size_t offset = 0;
   if (stream_lp) in.logprobs.on_logprob = [&](const TokenLogprob& lp) { pending.push_back(lp); };
   const assist::Generation g = pump<assist::Generation>(
-      es, *t, [&](const std::string& s) { return stream_lp ? s : chunk(s, nullptr); },
+      es, *s.ticket, req.client_gone, [&](const std::string& text) { return stream_lp ? text : chunk(text, nullptr); },
       [&](const OnText& on_text) {
-        if (!stream_lp) return service_.text(in, on_text, *t);
+        if (!stream_lp) return service_.text(in, on_text, *s.ticket);
         return service_.text(
             in,
-            [&](const std::string& s) {
+            [&](const std::string& text) {
               const json lp = completion_logprobs(pending, offset);
               pending.clear();
-              on_text(chunk(s, nullptr, lp));
+              on_text(chunk(text, nullptr, lp));
             },
-            *t);
+            *s.ticket);
       });
-  done(t);
   count("/v1/completions", g.timings);
-  if (g.reason == FinishReason::Error) {
-    if (es) return es->send(error_json(g.error, "server_error")), streamed();
-    const bool client = g.error.find("outside the vocabulary") != std::string::npos;
-    return error(client ? 400 : 500, g.error, client ? "invalid_request_error" : "server_error");
-  }
+  if (auto f = failure(es, stopping(), g.reason, g.error, g.error_kind, true)) return *f;
   if (es) {
     es->send(chunk("", openai_reason(g.reason)));
     es->send("[DONE]");
@@ -535,6 +449,30 @@ HttpResponse Api::completions(const std::string& body, const std::function<Event
              {"usage", usage(g.timings)}});
 }
 
+namespace {
+// A message's text: a string, null (an assistant's tool-call turn: ""), or
+// OpenAI's parts [{type: "text", text}]. Anything else — an object, a
+// number, an image part this text-only model cannot see — is refused.
+std::string message_text(const json& m, const std::string& at) {
+  if (!m.contains("content") || m["content"].is_null()) return "";
+  const json& c = m["content"];
+  if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array())
+    throw BadField(at + ".content must be a string, null or an array of text parts, not " + c.type_name(), "messages");
+  std::string text;
+  for (const auto& part : c) {
+    std::string type;
+    if (part.is_object() && part.contains("type") && part["type"].is_string()) type = part["type"];
+    if (type == "text" && part.contains("text") && part["text"].is_string()) text += part["text"].get<std::string>();
+    else if (type == "text") throw BadField(at + ".content: a text part needs a string 'text'", "messages");
+    else
+      throw BadField(at + ".content: parts of type '" + type + "' are not supported (this model reads text only)",
+                     "messages");
+  }
+  return text;
+}
+}  // namespace
+
 // POST /v1/chat/completions: the conversation through the model's chat template.
 // The conversation of an OpenAI chat request as the chat template sees it:
 // `messages` with every field the client sent (tool_calls, tool_call_id,
@@ -546,25 +484,23 @@ HttpResponse Api::completions(const std::string& body, const std::function<Event
 // (gpt-oss's templates read it).
 assist::ChatQuery Api::chat_query(const json& j) const {
   if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty())
-    throw BadField("field 'messages' must be a non-empty array of {role, content}");
+    throw BadField("field 'messages' must be a non-empty array of {role, content}", "messages");
   assist::ChatQuery q;
   q.as_given = true;
   json messages = json::array();
-  for (const auto& m : j["messages"]) {
+  for (size_t i = 0; i < j["messages"].size(); ++i) {
+    const json& m = j["messages"][i];
+    const std::string at = "messages[" + std::to_string(i) + "]";
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-      throw BadField("each message needs a string 'role'");
+      throw BadField(at + " needs a string 'role'", "messages");
     json msg = m;
-    std::string content;
-    if (m.contains("content") && m["content"].is_string()) content = m["content"];
-    else if (m.contains("content") && m["content"].is_array())  // [{type: text, text}]
-      for (const auto& part : m["content"])
-        if (part.is_object() && part.value("type", "") == "text") content += part.value("text", "");
+    std::string content = message_text(m, at);
     msg["content"] = content;  // null (an assistant's tool-call turn) as "", which every template can concatenate
     if (msg.contains("tool_calls") && msg["tool_calls"].is_array())
       for (auto& call : msg["tool_calls"])
         if (call.is_object() && call.contains("function") && call["function"].is_object()) {
           json& args = call["function"]["arguments"];
-          if (args.is_string()) {
+          if (args.is_string() && json_limit_problem(args.get_ref<const std::string&>()).empty()) {
             json parsed = json::parse(args.get<std::string>(), nullptr, false);
             if (parsed.is_object()) args = std::move(parsed);
           }
@@ -574,16 +510,18 @@ assist::ChatQuery Api::chat_query(const json& j) const {
   }
   q.messages_json = messages.dump(-1, ' ', false, json::error_handler_t::replace);
   if (j.contains("tools") && !j["tools"].is_null()) {
-    if (!j["tools"].is_array()) throw BadField("field 'tools' must be an array of tool schemas");
+    if (!j["tools"].is_array()) throw BadField("field 'tools' must be an array of tool schemas", "tools");
     if (!j["tools"].empty())
       q.template_options.tools_json = j["tools"].dump(-1, ' ', false, json::error_handler_t::replace);
   }
   json extra = json::object();
   if (j.contains("chat_template_kwargs") && !j["chat_template_kwargs"].is_null()) {
-    if (!j["chat_template_kwargs"].is_object()) throw BadField("field 'chat_template_kwargs' must be an object");
+    if (!j["chat_template_kwargs"].is_object())
+      throw BadField("field 'chat_template_kwargs' must be an object", "chat_template_kwargs");
     for (const auto& [k, v] : j["chat_template_kwargs"].items()) {
       if (k == "enable_thinking") {
-        if (!v.is_boolean()) throw BadField("chat_template_kwargs.enable_thinking must be true or false");
+        if (!v.is_boolean())
+          throw BadField("chat_template_kwargs.enable_thinking must be true or false", "chat_template_kwargs");
         q.template_options.enable_thinking = v.get<bool>();
       } else {
         extra[k] = v;
@@ -600,8 +538,7 @@ assist::ChatQuery Api::chat_query(const json& j) const {
 // POST /apply-template (llama.cpp's): the prompt a chat request would
 // generate from, without generating: {"prompt": "..."}.
 HttpResponse Api::apply_template(const std::string& body) {
-  const json j = json::parse(body);
-  if (!j.is_object()) throw BadField("the body must be a JSON object");
+  const json j = parse_body(body);
   const assist::ChatQuery q = chat_query(j);
   try {
     const auto prompt = service_.chat_prompt(q);
@@ -612,16 +549,16 @@ HttpResponse Api::apply_template(const std::string& body) {
   }
 }
 
-HttpResponse Api::chat_completions(const std::string& body, const std::function<EventStream*()>& open_stream) {
-  const json j = json::parse(body);
-  if (!j.is_object()) throw BadField("the body must be a JSON object");
-  check_model(field<std::string>(j, "model", ""));
+HttpResponse Api::chat_completions(const HttpRequest& req, const std::function<EventStream*()>& open_stream) {
+  const json j = parse_body(req.body);
+  check_model(string_field(j, "model"));
+  refuse_unsupported(j);
   assist::ChatQuery q = chat_query(j);
-  q.max_tokens = max_tokens(j, j.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens", 1024);
+  q.max_tokens = max_tokens(j, has(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens", 1024);
   q.sampling = sampling(j, 1.0f);
   q.stop = stops(j);
   q.logprobs.top = chat_logprobs_field(j);
-  const bool stream = field<bool>(j, "stream", false);
+  const bool stream = bool_field(j, "stream", false);
   const std::string id = "chatcmpl-" + std::to_string(next_id_++);
   const std::string model_id = this->model_id();
   const auto chunk = [&](const json& delta, const json& reason, const json& logprobs = nullptr) {
@@ -634,7 +571,8 @@ HttpResponse Api::chat_completions(const std::string& body, const std::function<
                 {"choices", {choice}}}
         .dump(-1, ' ', false, json::error_handler_t::replace);
   };
-  auto t = ticket();
+  const Slot place = slot();
+  assist::Ticket& t = *place.ticket;
   EventStream* es = nullptr;
   if (stream) {
     es = open_stream();
@@ -644,12 +582,12 @@ HttpResponse Api::chat_completions(const std::string& body, const std::function<
   std::vector<TokenLogprob> pending;
   if (stream_lp) q.logprobs.on_logprob = [&](const TokenLogprob& lp) { pending.push_back(lp); };
   const assist::ChatAnswer a = pump<assist::ChatAnswer>(
-      es, *t,
+      es, t, req.client_gone,
       [&](const std::string& s) {
         return stream_lp ? s : chunk({{"content", s}}, nullptr);
       },
       [&](const OnText& on_text) {
-        if (!stream_lp) return service_.chat(q, on_text, *t);
+        if (!stream_lp) return service_.chat(q, on_text, t);
         return service_.chat(
             q,
             [&](const std::string& s) {
@@ -657,14 +595,10 @@ HttpResponse Api::chat_completions(const std::string& body, const std::function<
               pending.clear();
               on_text(chunk({{"content", s}}, nullptr, lp));
             },
-            *t);
+            t);
       });
-  done(t);
   count("/v1/chat/completions", a.timings);
-  if (a.reason == FinishReason::Error) {
-    if (es) return es->send(error_json(a.error, "server_error")), streamed();
-    return error(a.error.find("chat.template") != std::string::npos ? 400 : 500, a.error, "server_error");
-  }
+  if (auto f = failure(es, stopping(), a.reason, a.error, a.error_kind, true)) return *f;
   if (es) {
     es->send(chunk(json::object(), openai_reason(a.reason)));
     es->send("[DONE]");
@@ -683,157 +617,6 @@ HttpResponse Api::chat_completions(const std::string& body, const std::function<
                 {"logprobs", q.logprobs.top >= 0 ? chat_logprobs(a.logprobs) : json()},
                 {"finish_reason", openai_reason(a.reason)}}}},
              {"usage", usage(a.timings)}});
-}
-
-// POST /infill (llama.cpp's, as llama.vim and llama.vscode send it): the
-// editor pipeline — FIM prompt with input_extra ahead of the prefix, the
-// cache and type-through, post-processing.
-HttpResponse Api::infill(const std::string& body, const std::function<EventStream*()>& open_stream) {
-  const json j = json::parse(body);
-  if (!j.is_object()) throw BadField("the body must be a JSON object");
-  // Fields llama.vim and llama.vscode send that change nothing here: model
-  // (llama.vscode sends its chat model's name), id_slot, samplers, n_indent,
-  // cache_prompt (the prefix cache is always on), time of input_extra chunks.
-  const std::string prefix = field<std::string>(j, "input_prefix", ""),
-                    suffix = field<std::string>(j, "input_suffix", "");
-  const std::string typed = field<std::string>(j, "prompt", "");  // the cursor line's text before the cursor
-  assist::CompletionQuery q;
-  q.text = prefix + typed + suffix;
-  q.cursor = prefix.size() + typed.size();
-  if (j.contains("input_extra") && j["input_extra"].is_array())
-    for (const auto& chunk : j["input_extra"]) {
-      if (!chunk.is_object()) throw BadField("field 'input_extra' must be an array of {filename, text}");
-      q.extra += "// " + chunk.value("filename", std::string("(unnamed)")) + "\n" + chunk.value("text", std::string());
-      if (!q.extra.empty() && q.extra.back() != '\n') q.extra += '\n';
-    }
-  // n_predict 0 is the plugins' warm-up: the context is processed (its KV
-  // stays in the prefix cache for the next keystroke) and nothing is returned.
-  const int n_predict = field<int>(j, "n_predict", 64);
-  if (n_predict < 0 || n_predict > 1 << 20) throw BadField("field 'n_predict' must be within [0, 1048576]");
-  const bool warm_up = n_predict == 0;
-  q.settings.max_tokens = warm_up ? 1 : n_predict;
-  q.settings.time_budget_ms = field<int>(j, "t_max_predict_ms", 1500);
-  if (q.settings.time_budget_ms <= 0) q.settings.time_budget_ms = 1500;
-  // n_cmpl (llama.vscode): that many suggestions, the first greedy; an array is returned when > 1.
-  const int n_cmpl = field<int>(j, "n_cmpl", 1);
-  if (n_cmpl < 1 || n_cmpl > 8) throw BadField("Field 'n_cmpl': Value must be between 1 and 8");
-  q.alternatives = n_cmpl;
-  auto t = ticket();
-  const auto t0 = std::chrono::steady_clock::now();
-  const assist::CompletionAnswer a = service_.complete(q, *t);
-  done(t);
-  const Timings& tm = a.timings;
-  count("/infill", tm);
-  if (!a.error.empty()) return error(500, a.error, "server_error");
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  int n_ctx = 0;
-  {
-    std::lock_guard lock(mu_);
-    n_ctx = model_.n_ctx;
-  }
-  // What llama.cpp's server answers and the plugins read: content, the
-  // cache, and timings (llama.vscode's status bar reads them as numbers).
-  const int prompt_n = tm.n_prompt - tm.n_prompt_cached;
-  const double predict_ms = a.from_cache ? ms : tm.generate_ms;
-  const auto result = [&](const std::string& content) {
-    return json{{"content", warm_up ? "" : content},
-                {"stop", true},
-                {"truncated", tm.n_prompt_cut > 0},
-                {"tokens_cached", tm.n_prompt_cached},
-                {"tokens_evaluated", tm.n_prompt},
-                {"model", model_id()},
-                {"cached", a.from_cache},
-                {"generation_settings", {{"n_ctx", n_ctx}, {"n_predict", n_predict}}},
-                {"timings",
-                 {{"prompt_n", prompt_n},
-                  {"prompt_ms", tm.prompt_ms},
-                  {"prompt_per_token_ms", prompt_n > 0 ? tm.prompt_ms / prompt_n : 0.0},
-                  {"prompt_per_second", tm.prompt_tps()},
-                  {"predicted_n", tm.n_generated},
-                  {"predicted_ms", predict_ms},
-                  {"predicted_per_token_ms", tm.n_generated > 0 ? predict_ms / tm.n_generated : 0.0},
-                  {"predicted_per_second", tm.generate_tps()}}}};
-  };
-  // response_fields (llama.vim): a flat object of the paths asked for, "timings/prompt_n" → value.
-  const auto shaped = [&](const json& r) {
-    if (!j.contains("response_fields") || !j["response_fields"].is_array()) return r;
-    json flat = json::object();
-    for (const auto& f : j["response_fields"]) {
-      if (!f.is_string() || f.get<std::string>().empty()) continue;
-      const std::string path = f;
-      const json* cur = &r;
-      for (size_t at = 0; cur && at <= path.size();) {
-        const size_t slash = std::min(path.find('/', at), path.size());
-        const std::string key = path.substr(at, slash - at);
-        cur = cur->is_object() && cur->contains(key) ? &(*cur)[key] : nullptr;
-        at = slash + 1;
-      }
-      if (cur) flat[path] = *cur;
-    }
-    return flat;
-  };
-  std::vector<std::string> texts = a.texts;
-  if (texts.empty()) texts.push_back("");
-  if (field<bool>(j, "stream", false)) {
-    EventStream* es = open_stream();
-    es->send(json{{"content", warm_up ? "" : texts.front()}, {"stop", false}}.dump(-1, ' ', false,
-                                                                                   json::error_handler_t::replace));
-    json last = result("");  // as llama.cpp ends a stream
-    es->send(shaped(last).dump(-1, ' ', false, json::error_handler_t::replace));
-    return streamed();
-  }
-  if (n_cmpl == 1) return ok(shaped(result(texts.front())));
-  json all = json::array();
-  for (int k = 0; k < n_cmpl && k < int(texts.size()); ++k) all.push_back(shaped(result(texts[size_t(k)])));
-  return ok(all);
-}
-
-// POST /completion (llama.cpp's): prompt, n_predict, samplers, stream.
-HttpResponse Api::llama_completion(const std::string& body, const std::function<EventStream*()>& open_stream) {
-  const json j = json::parse(body);
-  if (!j.is_object()) throw BadField("the body must be a JSON object");
-  assist::TextInput in;
-  const json prompt = j.value("prompt", json(""));
-  if (prompt.is_string()) in.prompt = prompt;
-  else if (prompt.is_array() && (prompt.empty() || prompt[0].is_number_integer()))
-    in.prompt_tokens = prompt.get<std::vector<TokenId>>();
-  else throw BadField("field 'prompt' must be a string or an array of token ids");
-  in.max_tokens = max_tokens(j, "n_predict", 128);
-  in.sampling = sampling(j, 0.8f);
-  in.stop = stops(j);
-  in.t_max_predict_ms = field<int64_t>(j, "t_max_predict_ms", 0);
-  const bool stream = field<bool>(j, "stream", false);
-  auto t = ticket();
-  EventStream* es = stream ? open_stream() : nullptr;
-  const assist::Generation g = pump<assist::Generation>(
-      es, *t,
-      [&](const std::string& s) {
-        return json{{"content", s}, {"stop", false}}.dump(-1, ' ', false, json::error_handler_t::replace);
-      },
-      [&](const OnText& on_text) { return service_.text(in, on_text, *t); });
-  done(t);
-  count("/completion", g.timings);
-  if (g.reason == FinishReason::Error) {
-    if (es) return es->send(error_json(g.error, "server_error")), streamed();
-    return error(500, g.error, "server_error");
-  }
-  const json timings = {{"prompt_n", g.timings.n_prompt},
-                        {"prompt_ms", g.timings.prompt_ms},
-                        {"predicted_n", g.timings.n_generated},
-                        {"predicted_ms", g.timings.generate_ms},
-                        {"predicted_per_second", g.timings.generate_tps()}};
-  const json final = {{"content", es ? "" : g.text},
-                      {"stop", true},
-                      {"stop_type", to_string(g.reason)},
-                      {"tokens_predicted", g.timings.n_generated},
-                      {"tokens_evaluated", g.timings.n_prompt},
-                      {"tokens_cached", g.timings.n_prompt_cached},
-                      {"timings", timings}};
-  if (es) {
-    es->send(final.dump());
-    return streamed();
-  }
-  return ok(final);
 }
 
 }  // namespace moelsp::http

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +28,11 @@ struct HttpRequest {
   std::string target;  // path (and query)
   std::string body;
   std::string authorization;  // the Authorization header, as sent
+  std::string host;           // the Host header, as sent
+  std::string content_type;   // the Content-Type header, as sent
+  // True once the client has closed or reset its connection: a generation
+  // it asked for is then cancelled (checked while the request runs).
+  std::function<bool()> client_gone;
 };
 
 struct HttpResponse {
@@ -44,13 +50,19 @@ class EventStream {
   virtual bool send(const std::string& data) = 0;
 };
 
-// OpenAI's error body, {"error": {"message", "type", "code"}}; safe for any
+// OpenAI's error body, {"error": {"message", "type", "param", "code"}}; safe for any
 // bytes in `message` (a client's path or a parse error may quote them).
 std::string error_json(const std::string& message, const std::string& type = "invalid_request_error",
-                       const std::string& code = "");
+                       const std::string& code = "", const std::string& param = "");
 
 struct ApiOptions {
-  std::string api_key;        // empty: no key needed (loopback by default)
+  std::string api_key;  // empty: no key needed (loopback by default)
+  // Closed to web pages (set when no key is needed on a loopback address):
+  // a Host that is not 127.0.0.1, localhost or [::1] is refused (a page
+  // that rebinds its own name to 127.0.0.1 cannot read answers), and
+  // without a key every POST must say Content-Type: application/json (a
+  // cross-site "simple" request cannot, without a CORS preflight).
+  bool loopback_hosts_only = false;
   std::string chat_template;  // when the model's own is missing or unknown
   // Generations running or waiting for the engine at most; beyond, 429 with
   // Retry-After (the mean duration of recent requests, in whole seconds).
@@ -84,7 +96,8 @@ class Api {
   // the events through it and returns {status 0}: the response has been sent.
   HttpResponse handle(const HttpRequest& req, const std::function<EventStream*()>& open_stream);
 
-  // Ends every generation in flight (shutdown).
+  // Ends every generation in flight and refuses new ones (shutdown): a
+  // stream ends with an error event and [DONE], a waiting request gets 503.
   void cancel_all();
 
  private:
@@ -93,16 +106,27 @@ class Api {
   void check_model(const std::string& requested) const;
   HttpResponse route(const HttpRequest& req, const std::function<EventStream*()>& open_stream);
   HttpResponse models();
-  HttpResponse completions(const std::string& body, const std::function<EventStream*()>& open_stream);
-  HttpResponse chat_completions(const std::string& body, const std::function<EventStream*()>& open_stream);
+  HttpResponse completions(const HttpRequest& req, const std::function<EventStream*()>& open_stream);
+  HttpResponse chat_completions(const HttpRequest& req, const std::function<EventStream*()>& open_stream);
   HttpResponse apply_template(const std::string& body);
   assist::ChatQuery chat_query(const nlohmann::json& body) const;
-  HttpResponse infill(const std::string& body, const std::function<EventStream*()>& open_stream);
-  HttpResponse llama_completion(const std::string& body, const std::function<EventStream*()>& open_stream);
+  HttpResponse infill(const HttpRequest& req, const std::function<EventStream*()>& open_stream);
+  HttpResponse llama_completion(const HttpRequest& req, const std::function<EventStream*()>& open_stream);
   HttpResponse health();
   HttpResponse metrics();
+  // A request's place in the queue (429 Busy beyond --max-queue), given
+  // back when the Slot is destroyed, whatever ended the request.
+  struct Slot {
+    Api& api;
+    std::shared_ptr<assist::Ticket> ticket;
+    ~Slot() { api.done(ticket); }
+  };
+  Slot slot() { return {*this, ticket()}; }
   std::shared_ptr<assist::Ticket> ticket();
   void done(const std::shared_ptr<assist::Ticket>& t);
+  bool stopping() const;
+  // A refusal by the transport rules (Host, Content-Type), or nullopt.
+  std::optional<HttpResponse> refused(const HttpRequest& req) const;
   void count(const std::string& endpoint, const Timings& t);
 
   assist::Service& service_;

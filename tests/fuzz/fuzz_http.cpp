@@ -48,7 +48,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   m.n_ctx = 64;
   m.file = path;
   world->api->set_model(m);
-  world->opt.max_body = 1 << 16;
+  world->opt.max_body = 4 << 20;  // room for the seeds nested 10^6 deep (tools/fuzz.sh)
   world->opt.io_timeout_s = 2;
   return 0;
 }

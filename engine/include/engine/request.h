@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,20 @@ struct Priority {
 enum class FinishReason { Length, Stop, Eos, Cancelled, Timeout, Error };
 const char* to_string(FinishReason r);
 
+// Whose fault a FinishReason::Error is, so front ends answer a client's
+// mistake as one (HTTP 400, JSON-RPC InvalidParams) and keep 5xx for the
+// server's own: an empty prompt or a token outside the vocabulary is the
+// request's; a prompt longer than the context is too, with a kind of its
+// own (OpenAI's `context_length_exceeded`).
+enum class ErrorKind { Server, Request, ContextLength };
+
+// What the scheduler throws for a request it cannot serve as sent.
+class RequestError : public std::runtime_error {
+ public:
+  RequestError(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind(kind) {}
+  ErrorKind kind;
+};
+
 struct Timings {
   int n_prompt = 0;         // prompt tokens in the request (after fitting to the context)
   int n_prompt_cached = 0;  // of which reused from the prefix cache
@@ -100,6 +115,7 @@ struct Result {
   std::vector<TokenLogprob> logprobs;  // Request::logprobs ≥ 0
   FinishReason reason = FinishReason::Length;
   std::string error;
+  ErrorKind error_kind = ErrorKind::Server;  // reason == Error
   Timings timings;
 };
 

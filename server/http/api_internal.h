@@ -1,0 +1,194 @@
+// What the API's endpoint files share (api.cpp: the core and OpenAI's
+// endpoints; api_llama.cpp: llama.cpp's): response builders, the error a
+// failed generation maps to, and running a generation while watching its
+// client. Internal to server/http.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "api.h"
+#include "fields.h"
+
+namespace moelsp::http {
+
+inline HttpResponse error(int status, const std::string& message, const std::string& type = "invalid_request_error",
+                          const std::string& code = "", const std::string& param = "") {
+  HttpResponse r;
+  r.status = status;
+  r.body = error_json(message, type, code, param);
+  return r;
+}
+
+inline HttpResponse ok(const json& j) {
+  HttpResponse r;
+  r.body = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return r;
+}
+
+// What handle() returns once a response went out as a stream.
+inline HttpResponse streamed() {
+  HttpResponse r;
+  r.status = 0;
+  return r;
+}
+
+// A failed generation as the client sees it: its own mistakes are 400
+// invalid_request_error (an over-long prompt with OpenAI's code
+// context_length_exceeded), the server's faults 500 server_error.
+struct GenerationError {
+  int status;
+  const char* type;
+  const char* code;
+};
+inline GenerationError generation_error(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::Request: return {400, "invalid_request_error", ""};
+    case ErrorKind::ContextLength: return {400, "invalid_request_error", "context_length_exceeded"};
+    case ErrorKind::Server: break;
+  }
+  return {500, "server_error", ""};
+}
+inline HttpResponse error_for(const std::string& message, ErrorKind kind) {
+  const GenerationError e = generation_error(kind);
+  return error(e.status, message, e.type, e.code);
+}
+inline std::string error_event(const std::string& message, ErrorKind kind) {
+  const GenerationError e = generation_error(kind);
+  return error_json(message, e.type, e.code);
+}
+
+// How often a generation's client is checked for having gone: the bound on
+// how long a request runs for nobody (its KV blocks and slot held).
+constexpr auto kClientCheck = std::chrono::milliseconds(100);
+
+// Runs `work` on a thread of its own while this (the connection's) thread
+// checks the client every kClientCheck and cancels the ticket once it has
+// gone: a request nobody waits for frees its slot and KV blocks within a
+// step of the check, streamed or not. Exceptions of `work` are rethrown here.
+template <class Result>
+Result watched(assist::Ticket& t, const std::function<bool()>& client_gone, const std::function<Result()>& work) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool finished = false;
+  Result result;
+  std::exception_ptr failure;
+  std::thread worker([&] {
+    Result out;
+    std::exception_ptr e;
+    try {
+      out = work();
+    } catch (...) {
+      e = std::current_exception();
+    }
+    std::lock_guard lock(m);
+    result = std::move(out);
+    failure = e;
+    finished = true;
+    cv.notify_one();
+  });
+  bool cancelled = false;
+  std::unique_lock lock(m);
+  while (!cv.wait_for(lock, kClientCheck, [&] { return finished; }))
+    if (!cancelled && client_gone && client_gone()) {
+      cancelled = true;
+      t.cancel();
+    }
+  lock.unlock();
+  worker.join();
+  if (failure) std::rethrow_exception(failure);
+  return result;
+}
+
+// Streams without making the engine wait on a client: `generate` runs on a
+// thread of its own and hands its text over through a queue; this thread
+// (the connection's) writes it, and a failed write — or a client seen gone
+// between tokens, e.g. during a long prompt — cancels the request. So a
+// client that stops reading holds only its own connection, never the
+// engine's scheduler thread that every other request shares. Without a
+// stream (`es` null) the generation is only watched.
+using OnText = std::function<void(const std::string&)>;
+template <class Result>
+Result pump(EventStream* es, assist::Ticket& t, const std::function<bool()>& client_gone,
+            const std::function<std::string(const std::string&)>& event,
+            const std::function<Result(const OnText&)>& generate) {
+  if (!es) return watched<Result>(t, client_gone, [&] { return generate(nullptr); });
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<std::string> queue;
+  bool finished = false;
+  Result result;
+  std::thread worker([&] {
+    Result out;
+    try {
+      out = generate([&](const std::string& s) {
+        {
+          std::lock_guard lock(m);
+          queue.push_back(s);
+        }
+        cv.notify_one();
+      });
+    } catch (const std::exception& e) {
+      out.reason = FinishReason::Error;
+      out.error = e.what();
+    }
+    {
+      std::lock_guard lock(m);
+      result = std::move(out);
+      finished = true;
+    }
+    cv.notify_one();
+  });
+  bool open = true;
+  const auto leave = [&] {
+    open = false;
+    t.cancel();  // the client left: stop generating
+  };
+  for (;;) {
+    std::unique_lock lock(m);
+    if (!cv.wait_for(lock, kClientCheck, [&] { return finished || !queue.empty(); })) {
+      lock.unlock();
+      if (open && client_gone && client_gone()) leave();
+      continue;
+    }
+    if (queue.empty() && finished) break;
+    std::deque<std::string> batch;
+    batch.swap(queue);
+    lock.unlock();
+    for (const auto& s : batch)
+      if (open && !es->send(event(s))) leave();
+  }
+  worker.join();
+  return result;
+}
+
+// The answer of a generation that did not succeed, alike for every
+// endpoint; nullopt when it did. Shutdown cancels generations in flight:
+// their clients get 503 shutting_down (as a final error event when
+// streamed). With `done_marker` (OpenAI's endpoints) a stream's error event
+// is followed by [DONE], so clients that read to it end cleanly.
+inline std::optional<HttpResponse> failure(EventStream* es, bool stopping, FinishReason reason,
+                                           const std::string& message, ErrorKind kind, bool done_marker) {
+  std::string body;
+  HttpResponse r;
+  if (stopping && (reason == FinishReason::Cancelled || reason == FinishReason::Error)) {
+    r = error(503, "the server is shutting down", "server_error", "shutting_down");
+  } else if (reason == FinishReason::Error) {
+    r = error_for(message, kind);
+  } else {
+    return std::nullopt;
+  }
+  if (!es) return r;
+  es->send(r.body);
+  if (done_marker) es->send("[DONE]");
+  return streamed();
+}
+
+}  // namespace moelsp::http
