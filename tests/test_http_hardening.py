@@ -188,6 +188,17 @@ def run_default_model_checks(s):
             check(status == 200, f"{ok} is what is done anyway: {status} {e}")
 
     @behaviour
+    def stream_options_include_usage_is_implemented_not_ignored():
+        for path, body in (("/v1/completions", {"prompt": "hi", "max_tokens": 3}),
+                           ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3})):
+            events = test_http.sse(s.url + path, {**body, "stream": True, "stream_options": {"include_usage": True}})
+            check(events[-1] == "[DONE]", f"{path}: {events[-2:]}")
+            last = json.loads(events[-2])
+            check(last["choices"] == [] and last["usage"]["completion_tokens"] >= 1, f"{path}: no usage chunk: {last}")
+            status, e, _ = post(s, path, {**body, "stream_options": {"include_usage": True}})
+            check(status == 400 and e["error"]["param"] == "stream_options", f"{path} without stream: {status} {e}")
+
+    @behaviour
     def without_a_key_only_loopback_hosts_are_answered():
         for host in ("attacker.example", "attacker.example:8080", "192.168.1.5", "127.0.0.1.nip.io"):
             status, body, _ = raw_request(s, f"GET /v1/models HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")

@@ -47,6 +47,17 @@ int chat_logprobs_field(const json& j) {
   return int(int_field(j, "top_logprobs", 0, 0, kMaxTopLogprobs));
 }
 
+// stream_options {"include_usage": true}: a last chunk with empty choices
+// and the usage, before [DONE] (OpenAI's; agents read their token counts
+// from it).
+bool usage_chunk_asked(const json& j, bool stream) {
+  if (!has(j, "stream_options")) return false;
+  const json& o = j["stream_options"];
+  if (!o.is_object()) throw BadField("field 'stream_options' must be an object", "stream_options");
+  if (!stream) throw BadField("field 'stream_options' needs 'stream': true", "stream_options");
+  return bool_field(o, "include_usage", false);
+}
+
 // The legacy completions shape: parallel arrays; text_offset counts bytes
 // from the start of the generated text, continuing across stream chunks.
 json completion_logprobs(const std::vector<TokenLogprob>& lps, size_t& offset) {
@@ -400,6 +411,7 @@ HttpResponse Api::completions(const HttpRequest& req, const std::function<EventS
   in.logprobs.top = completion_logprobs_field(j);
   in.ignore_eos = bool_field(j, "ignore_eos", false);  // llama.cpp's extension
   const bool stream = bool_field(j, "stream", false);
+  const bool include_usage = usage_chunk_asked(j, stream);
   const std::string id = "cmpl-" + std::to_string(next_id_++);
   const std::string model_id = this->model_id();
   const Slot s = slot();
@@ -435,6 +447,14 @@ HttpResponse Api::completions(const HttpRequest& req, const std::function<EventS
   if (auto f = failure(es, stopping(), g.reason, g.error, g.error_kind, true)) return *f;
   if (es) {
     es->send(chunk("", openai_reason(g.reason)));
+    if (include_usage)
+      es->send(json{{"id", id},
+                    {"object", "text_completion"},
+                    {"created", now_s()},
+                    {"model", model_id},
+                    {"choices", json::array()},
+                    {"usage", usage(g.timings)}}
+                   .dump());
     es->send("[DONE]");
     return streamed();
   }
@@ -559,6 +579,7 @@ HttpResponse Api::chat_completions(const HttpRequest& req, const std::function<E
   q.stop = stops(j);
   q.logprobs.top = chat_logprobs_field(j);
   const bool stream = bool_field(j, "stream", false);
+  const bool include_usage = usage_chunk_asked(j, stream);
   const std::string id = "chatcmpl-" + std::to_string(next_id_++);
   const std::string model_id = this->model_id();
   const auto chunk = [&](const json& delta, const json& reason, const json& logprobs = nullptr) {
@@ -601,6 +622,14 @@ HttpResponse Api::chat_completions(const HttpRequest& req, const std::function<E
   if (auto f = failure(es, stopping(), a.reason, a.error, a.error_kind, true)) return *f;
   if (es) {
     es->send(chunk(json::object(), openai_reason(a.reason)));
+    if (include_usage)
+      es->send(json{{"id", id},
+                    {"object", "chat.completion.chunk"},
+                    {"created", now_s()},
+                    {"model", model_id},
+                    {"choices", json::array()},
+                    {"usage", usage(a.timings)}}
+                   .dump());
     es->send("[DONE]");
     return streamed();
   }
