@@ -120,10 +120,14 @@ Generation EngineBackend::chat(const ChatInput& in, const std::function<void(con
     const ChatTemplate tmpl =
         ChatTemplate::for_model(eng.model().file(), eng.model().tokenizer(), in.template_override);
     req.prompt = fitted_prompt(eng, tmpl, in);
-  } catch (const std::exception& e) {
+  } catch (const ChatTemplateError& e) {
     g.reason = FinishReason::Error;
     g.error = std::string(e.what()) + " (setting: chat.template)";
     g.error_kind = ErrorKind::Request;  // the conversation as sent cannot be rendered
+    return g;
+  } catch (const std::exception& e) {
+    g.reason = FinishReason::Error;
+    g.error = e.what();
     return g;
   }
   req.max_tokens = in.max_tokens;

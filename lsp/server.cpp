@@ -1,15 +1,12 @@
 // Transport loop, dispatch table, lifecycle, documents, settings and status.
 #include "server.h"
 
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
-
 #include <algorithm>
 
 #include <spdlog/spdlog.h>
 
 #include "engine/default_model.h"
+#include "engine/hw.h"
 #include "engine/json_limits.h"
 #include "server_impl.h"
 
@@ -24,11 +21,7 @@ constexpr size_t kLargeMessageBytes = size_t(1) << 20;
 // the transient copies — the body, the parsed JSON, the params — or the text
 // would then stay in RSS. An explicit trim gives them back (a few ms, only
 // after such messages).
-void release_free_memory() {
-#if defined(__GLIBC__)
-  malloc_trim(0);
-#endif
-}
+void release_free_memory() { release_freed_memory(); }
 }  // namespace
 
 // ---- replies ------------------------------------------------------------------------

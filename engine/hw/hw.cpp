@@ -55,6 +55,16 @@ void keep_freed_memory() {
   mallopt(M_TRIM_THRESHOLD, INT_MAX);
 }
 
+void release_freed_memory() {
+  mallopt(M_TRIM_THRESHOLD, 0);
+  // A block from this thread's arena, freed: it merges into the arena's top,
+  // which is trimmed now that the threshold allows it.
+  void* volatile p = malloc(256 << 10);
+  free(p);
+  mallopt(M_TRIM_THRESHOLD, INT_MAX);
+  malloc_trim(0);
+}
+
 std::string_view cpu_kernel_isa() { return kernels::isa_name(kernels::isa_level()); }
 
 }  // namespace moelsp

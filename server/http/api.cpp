@@ -313,8 +313,10 @@ HttpResponse Api::route(const HttpRequest& req, const std::function<EventStream*
     return llama_completion(req, open_stream);
   } catch (const BadField& e) {
     return error(400, e.what(), "invalid_request_error", "", e.param);
-  } catch (const json::exception& e) {
+  } catch (const json::parse_error& e) {
     return error(400, std::string("invalid JSON: ") + e.what());
+  } catch (const json::exception& e) {  // our own handling of a valid body: a fault of ours
+    return error(500, std::string("internal error: ") + e.what(), "server_error");
   } catch (const UnknownModel& u) {
     return error(404,
                  "the model '" + u.requested + "' is not served here; this server serves '" + u.served +
@@ -415,7 +417,8 @@ HttpResponse Api::completions(const HttpRequest& req, const std::function<EventS
   const std::string id = "cmpl-" + std::to_string(next_id_++);
   const std::string model_id = this->model_id();
   const Slot s = slot();
-  EventStream* es = stream ? open_stream() : nullptr;
+  LazyStream lazy{open_stream};
+  LazyStream* const es = stream ? &lazy : nullptr;
   const auto chunk = [&](const std::string& text, const json& reason, const json& logprobs = nullptr) {
     return json{{"id", id},
                 {"object", "text_completion"},
@@ -446,16 +449,16 @@ HttpResponse Api::completions(const HttpRequest& req, const std::function<EventS
   count("/v1/completions", g.timings);
   if (auto f = failure(es, stopping(), g.reason, g.error, g.error_kind, true)) return *f;
   if (es) {
-    es->send(chunk("", openai_reason(g.reason)));
+    es->get()->send(chunk("", openai_reason(g.reason)));
     if (include_usage)
-      es->send(json{{"id", id},
-                    {"object", "text_completion"},
-                    {"created", now_s()},
-                    {"model", model_id},
-                    {"choices", json::array()},
-                    {"usage", usage(g.timings)}}
-                   .dump());
-    es->send("[DONE]");
+      es->get()->send(json{{"id", id},
+                           {"object", "text_completion"},
+                           {"created", now_s()},
+                           {"model", model_id},
+                           {"choices", json::array()},
+                           {"usage", usage(g.timings)}}
+                          .dump(-1, ' ', false, json::error_handler_t::replace));
+    es->get()->send("[DONE]");
     return streamed();
   }
   size_t offset0 = 0;
@@ -548,8 +551,8 @@ assist::ChatQuery Api::chat_query(const json& j) const {
       }
     }
   }
-  if (j.contains("reasoning_effort") && j["reasoning_effort"].is_string() && !extra.contains("reasoning_effort"))
-    extra["reasoning_effort"] = j["reasoning_effort"];
+  if (has(j, "reasoning_effort") && !extra.contains("reasoning_effort"))
+    extra["reasoning_effort"] = string_field(j, "reasoning_effort");
   if (!extra.empty()) q.template_options.extra_json = extra.dump(-1, ' ', false, json::error_handler_t::replace);
   q.template_override = opt_.chat_template;
   return q;
@@ -594,11 +597,12 @@ HttpResponse Api::chat_completions(const HttpRequest& req, const std::function<E
   };
   const Slot place = slot();
   assist::Ticket& t = *place.ticket;
-  EventStream* es = nullptr;
-  if (stream) {
-    es = open_stream();
-    es->send(chunk({{"role", "assistant"}, {"content", ""}}, nullptr));
-  }
+  LazyStream lazy{[&] {
+    EventStream* opened = open_stream();
+    opened->send(chunk({{"role", "assistant"}, {"content", ""}}, nullptr));
+    return opened;
+  }};
+  LazyStream* const es = stream ? &lazy : nullptr;
   const bool stream_lp = es && q.logprobs.top >= 0;  // as in completions()
   std::vector<TokenLogprob> pending;
   if (stream_lp) q.logprobs.on_logprob = [&](const TokenLogprob& lp) { pending.push_back(lp); };
@@ -621,16 +625,16 @@ HttpResponse Api::chat_completions(const HttpRequest& req, const std::function<E
   count("/v1/chat/completions", a.timings);
   if (auto f = failure(es, stopping(), a.reason, a.error, a.error_kind, true)) return *f;
   if (es) {
-    es->send(chunk(json::object(), openai_reason(a.reason)));
+    es->get()->send(chunk(json::object(), openai_reason(a.reason)));
     if (include_usage)
-      es->send(json{{"id", id},
-                    {"object", "chat.completion.chunk"},
-                    {"created", now_s()},
-                    {"model", model_id},
-                    {"choices", json::array()},
-                    {"usage", usage(a.timings)}}
-                   .dump());
-    es->send("[DONE]");
+      es->get()->send(json{{"id", id},
+                           {"object", "chat.completion.chunk"},
+                           {"created", now_s()},
+                           {"model", model_id},
+                           {"choices", json::array()},
+                           {"usage", usage(a.timings)}}
+                          .dump(-1, ' ', false, json::error_handler_t::replace));
+    es->get()->send("[DONE]");
     return streamed();
   }
   // gpt-oss's analysis channel, where llama.cpp's server puts reasoning.

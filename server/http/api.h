@@ -48,6 +48,8 @@ class EventStream {
  public:
   virtual ~EventStream() = default;
   virtual bool send(const std::string& data) = 0;
+  // False once the client has gone (the headers could not be written).
+  virtual bool ok() const { return true; }
 };
 
 // OpenAI's error body, {"error": {"message", "type", "param", "code"}}; safe for any
@@ -57,11 +59,11 @@ std::string error_json(const std::string& message, const std::string& type = "in
 
 struct ApiOptions {
   std::string api_key;  // empty: no key needed (loopback by default)
-  // Closed to web pages (set when no key is needed on a loopback address):
-  // a Host that is not 127.0.0.1, localhost or [::1] is refused (a page
-  // that rebinds its own name to 127.0.0.1 cannot read answers), and
-  // without a key every POST must say Content-Type: application/json (a
-  // cross-site "simple" request cannot, without a CORS preflight).
+  // Closed to web pages: without a key every POST must say Content-Type:
+  // application/json (a cross-site "simple" request cannot, without a CORS
+  // preflight), and with this set (no key, a loopback address) a Host that
+  // is not 127.0.0.1, localhost or [::1] is refused (a page that rebinds
+  // its own name to 127.0.0.1 cannot read answers).
   bool loopback_hosts_only = false;
   std::string chat_template;  // when the model's own is missing or unknown
   // Generations running or waiting for the engine at most; beyond, 429 with

@@ -107,19 +107,36 @@ Result watched(assist::Ticket& t, const std::function<bool()>& client_gone, cons
   return result;
 }
 
+// A response that will be streamed, opened (status 200 and the headers
+// sent) only once the request has got past admission: on its first text,
+// after kStreamGrace without a failure, or when it ends well. A request
+// refused at admission — an empty prompt, one longer than the context, a
+// token outside the vocabulary, a template that refuses the conversation —
+// so gets its 4xx as a plain response, as OpenAI answers, not a 200 with an
+// error event; a long prompt still gets its headers at once.
+constexpr auto kStreamGrace = std::chrono::milliseconds(300);
+struct LazyStream {
+  std::function<EventStream*()> open;  // e.g. the transport's, then a first chunk
+  EventStream* es = nullptr;
+  EventStream* get() {
+    if (!es) es = open();
+    return es;
+  }
+};
+
 // Streams without making the engine wait on a client: `generate` runs on a
 // thread of its own and hands its text over through a queue; this thread
 // (the connection's) writes it, and a failed write — or a client seen gone
 // between tokens, e.g. during a long prompt — cancels the request. So a
 // client that stops reading holds only its own connection, never the
 // engine's scheduler thread that every other request shares. Without a
-// stream (`es` null) the generation is only watched.
+// stream (null) the generation is only watched.
 using OnText = std::function<void(const std::string&)>;
 template <class Result>
-Result pump(EventStream* es, assist::Ticket& t, const std::function<bool()>& client_gone,
+Result pump(LazyStream* stream, assist::Ticket& t, const std::function<bool()>& client_gone,
             const std::function<std::string(const std::string&)>& event,
             const std::function<Result(const OnText&)>& generate) {
-  if (!es) return watched<Result>(t, client_gone, [&] { return generate(nullptr); });
+  if (!stream) return watched<Result>(t, client_gone, [&] { return generate(nullptr); });
   std::mutex m;
   std::condition_variable cv;
   std::deque<std::string> queue;
@@ -138,6 +155,9 @@ Result pump(EventStream* es, assist::Ticket& t, const std::function<bool()>& cli
     } catch (const std::exception& e) {
       out.reason = FinishReason::Error;
       out.error = e.what();
+    } catch (...) {
+      out.reason = FinishReason::Error;
+      out.error = "unknown error";
     }
     {
       std::lock_guard lock(m);
@@ -151,11 +171,14 @@ Result pump(EventStream* es, assist::Ticket& t, const std::function<bool()>& cli
     open = false;
     t.cancel();  // the client left: stop generating
   };
+  const auto started = std::chrono::steady_clock::now();
   for (;;) {
     std::unique_lock lock(m);
     if (!cv.wait_for(lock, kClientCheck, [&] { return finished || !queue.empty(); })) {
       lock.unlock();
       if (open && client_gone && client_gone()) leave();
+      if (open && !stream->es && std::chrono::steady_clock::now() - started >= kStreamGrace && !stream->get()->ok())
+        leave();
       continue;
     }
     if (queue.empty() && finished) break;
@@ -163,7 +186,7 @@ Result pump(EventStream* es, assist::Ticket& t, const std::function<bool()>& cli
     batch.swap(queue);
     lock.unlock();
     for (const auto& s : batch)
-      if (open && !es->send(event(s))) leave();
+      if (open && !stream->get()->send(event(s))) leave();
   }
   worker.join();
   return result;
@@ -171,11 +194,12 @@ Result pump(EventStream* es, assist::Ticket& t, const std::function<bool()>& cli
 
 // The answer of a generation that did not succeed, alike for every
 // endpoint; nullopt when it did. Shutdown cancels generations in flight:
-// their clients get 503 shutting_down (as a final error event when
-// streamed). With `done_marker` (OpenAI's endpoints) a stream's error event
+// their clients get 503 shutting_down (as a final error event when the
+// stream is open). With `done_marker` (OpenAI's endpoints) a stream's error event
 // is followed by [DONE], so clients that read to it end cleanly.
-inline std::optional<HttpResponse> failure(EventStream* es, bool stopping, FinishReason reason,
+inline std::optional<HttpResponse> failure(LazyStream* stream, bool stopping, FinishReason reason,
                                            const std::string& message, ErrorKind kind, bool done_marker) {
+  EventStream* es = stream ? stream->es : nullptr;  // not yet open: a plain response
   std::string body;
   HttpResponse r;
   if (stopping && (reason == FinishReason::Cancelled || reason == FinishReason::Error)) {

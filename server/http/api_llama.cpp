@@ -18,6 +18,8 @@ HttpResponse Api::infill(const HttpRequest& req, const std::function<EventStream
   // cache_prompt (the prefix cache is always on), time of input_extra chunks.
   const std::string prefix = string_field(j, "input_prefix"), suffix = string_field(j, "input_suffix");
   const std::string typed = string_field(j, "prompt");  // the cursor line's text before the cursor
+  if (has(j, "response_fields") && !j["response_fields"].is_array())
+    throw BadField("field 'response_fields' must be an array of strings", "response_fields");
   assist::CompletionQuery q;
   q.text = prefix + typed + suffix;
   q.cursor = prefix.size() + typed.size();
@@ -82,8 +84,6 @@ HttpResponse Api::infill(const HttpRequest& req, const std::function<EventStream
   // response_fields (llama.vim): a flat object of the paths asked for, "timings/prompt_n" → value.
   const auto shaped = [&](const json& r) {
     if (!has(j, "response_fields")) return r;
-    if (!j["response_fields"].is_array())
-      throw BadField("field 'response_fields' must be an array of strings", "response_fields");
     json flat = json::object();
     for (const auto& f : j["response_fields"]) {
       if (!f.is_string() || f.get<std::string>().empty()) continue;
@@ -132,8 +132,16 @@ HttpResponse Api::llama_completion(const HttpRequest& req, const std::function<E
   in.stop = stops(j);
   in.t_max_predict_ms = int_field(j, "t_max_predict_ms", 0, 0, int64_t(24) * 3'600'000);
   const bool stream = bool_field(j, "stream", false);
+  // llama.cpp's output constraints: not implemented here yet, so refused.
+  for (const char* name : {"grammar", "json_schema"})
+    if (has(j, name)) throw BadField(std::string("field '") + name + "' is not supported", name);
+  if (has(j, "logit_bias") && !(j["logit_bias"].is_array() || j["logit_bias"].is_object()))
+    throw BadField("field 'logit_bias' must be an array or an object", "logit_bias");
+  if (has(j, "logit_bias") && !j["logit_bias"].empty())
+    throw BadField("field 'logit_bias' is not supported", "logit_bias");
   const Slot place = slot();
-  EventStream* es = stream ? open_stream() : nullptr;
+  LazyStream lazy{open_stream};
+  LazyStream* const es = stream ? &lazy : nullptr;
   const assist::Generation g = pump<assist::Generation>(
       es, *place.ticket, req.client_gone,
       [&](const std::string& s) {
@@ -155,7 +163,7 @@ HttpResponse Api::llama_completion(const HttpRequest& req, const std::function<E
                       {"tokens_cached", g.timings.n_prompt_cached},
                       {"timings", timings}};
   if (es) {
-    es->send(final.dump());
+    es->get()->send(final.dump(-1, ' ', false, json::error_handler_t::replace));
     return streamed();
   }
   return ok(final);

@@ -1,6 +1,8 @@
 #include "fields.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <random>
 
 #include <fmt/format.h>
@@ -10,7 +12,9 @@
 namespace moelsp::http {
 
 json parse_body(const std::string& body) {
-  if (const std::string problem = json_limit_problem(body); !problem.empty())
+  // No size limit here: the transport's --max-body-mb already bounds it (413).
+  if (const std::string problem = json_limit_problem(body, {.max_depth = kJsonLimits.max_depth, .max_bytes = SIZE_MAX});
+      !problem.empty())
     throw BadField("invalid JSON: " + problem);
   json j = json::parse(body);  // a syntax error throws json::parse_error: 400 "invalid JSON"
   if (!j.is_object()) throw BadField("the body must be a JSON object");
@@ -103,7 +107,7 @@ SamplingParams sampling(const json& j, float default_temperature) {
   p.temperature = float(number_field(j, "temperature", default_temperature, 0, 10));
   p.top_p = float(number_field(j, "top_p", 1.0, 0, 1));
   if (!(p.top_p > 0)) throw BadField("field 'top_p' must be within (0, 1]", "top_p");
-  p.top_k = int(int_field(j, "top_k", 0, 0, 1 << 20));
+  p.top_k = int(std::max<int64_t>(0, int_field(j, "top_k", 0, -1, 1 << 20)));  // -1 (vLLM's "off") as 0
   p.min_p = float(number_field(j, "min_p", 0.0, 0, 1));
   p.presence_penalty = float(number_field(j, "presence_penalty", 0.0, -2, 2));
   p.frequency_penalty = float(number_field(j, "frequency_penalty", 0.0, -2, 2));

@@ -17,9 +17,9 @@
 // inside the library, which -Werror would turn into a failed build.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-#include <malloc.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -33,6 +33,7 @@
 #include <spdlog/spdlog.h>
 
 #include "api.h"
+#include "engine/hw.h"
 
 namespace moelsp::http {
 
@@ -62,6 +63,10 @@ struct Conn {
     start([&result](beast::error_code ec, std::size_t) { result = ec; });
     ioc.restart();
     ioc.run();
+    if (result == beast::error::timeout) {  // Beast has closed the socket: its number may be reused
+      std::lock_guard lock(mu_);
+      fd = -1;
+    }
     return result;
   }
   template <class Start>
@@ -71,7 +76,9 @@ struct Conn {
 
   // Whether the client has closed or reset the connection, without reading
   // anything: a pipelined next request stays in the socket for serve().
-  bool client_gone() const {
+  bool client_gone() {
+    std::lock_guard lock(mu_);
+    if (fd < 0) return true;
     pollfd p{fd, POLLIN | POLLRDHUP, 0};
     if (::poll(&p, 1, 0) <= 0) return false;
     if (p.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)) return true;
@@ -104,7 +111,7 @@ struct Conn {
  private:
   void abort_locked() {
     aborted_ = true;
-    ::shutdown(fd, SHUT_RDWR);
+    if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
   }
   std::mutex mu_;
   bool busy_ = false, aborted_ = false;
@@ -137,6 +144,7 @@ class SseStream final : public EventStream {
     else ok_ = !c_.run(kEventWriteTimeoutS, [&](auto h) { net::async_write(c_.stream, net::buffer(event), h); });
     return ok_;
   }
+  bool ok() const override { return ok_; }
   void finish() {
     if (ok_ && chunked_)
       c_.run(kEventWriteTimeoutS, [&](auto h) { net::async_write(c_.stream, bhttp::make_chunk_last(), h); });
@@ -169,8 +177,13 @@ struct HttpServer::Impl {
   void accept() {
     acceptor.async_accept([this](beast::error_code ec, tcp::socket s) {
       if (stopping) return;
-      if (!ec) start(std::move(s));
-      else std::this_thread::sleep_for(std::chrono::milliseconds(50));  // e.g. out of file descriptors: no busy loop
+      if (!ec) {
+        try {
+          start(std::move(s));
+        } catch (const std::exception& e) {  // e.g. out of file descriptors for its io_context
+          spdlog::warn("http: cannot serve a connection: {}", e.what());
+        }
+      } else std::this_thread::sleep_for(std::chrono::milliseconds(50));  // e.g. out of file descriptors: no busy loop
       accept();
     });
   }
@@ -192,7 +205,14 @@ struct HttpServer::Impl {
     }
     beast::error_code ec;
     const auto proto = s.local_endpoint(ec).protocol();
-    auto conn = std::make_shared<Conn>(proto, s.release());
+    const auto handle = s.release();
+    std::shared_ptr<Conn> conn;
+    try {
+      conn = std::make_shared<Conn>(proto, handle);
+    } catch (...) {
+      ::close(handle);
+      throw;
+    }
     ++live;
     conns.emplace_back();
     auto slot = std::prev(conns.end());
@@ -308,13 +328,14 @@ struct HttpServer::Impl {
           ec == beast::error::timeout || ec == net::error::operation_aborted || ec == net::error::broken_pipe)
         return;
       if (!c.begin_request()) return;  // shutting down: this connection was closed meanwhile
+      const size_t body_bytes = parser.get().body().size();
       const bool keep_going = answer(c, parser, ec);
       c.end_request();
-      if (parser.get().body().capacity() >= kTrimBytes || buf.capacity() >= kTrimBytes) {
+      if (body_bytes >= kTrimBytes || buf.capacity() >= kTrimBytes) {
         // A large body leaves its copies behind (the buffer, the string,
         // the parsed JSON): give the memory back, as the LSP path does.
         buf.shrink_to_fit();
-        malloc_trim(0);
+        release_freed_memory();
       }
       if (!keep_going || stopping) return;
     }

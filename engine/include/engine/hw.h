@@ -25,6 +25,16 @@ int physical_core_count();
 // 653-693 tokens/s). Call once at start-up, before threads allocate.
 void keep_freed_memory();
 
+// Gives what keep_freed_memory() keeps back to the OS, once: after a front
+// end has handled a large message (its body, the parsed JSON and their
+// copies). malloc_trim alone returns free chunks inside the arenas and the
+// main heap's top, but not the top of the calling thread's own arena (glibc
+// trims that only on a free() while M_TRIM_THRESHOLD allows it), where a
+// connection thread's large body ends up: so the threshold is lowered for
+// one small free on this thread, then set back. A few ms; call it only
+// after large messages.
+void release_freed_memory();
+
 // The instruction-set level the CPU kernels run at ("avx512-vnni", "avx2",
 // "generic"): the best this CPU has, or lower when MOELSP_ISA says so.
 std::string_view cpu_kernel_isa();
