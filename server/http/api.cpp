@@ -104,6 +104,13 @@ json usage(const Timings& t) {
           {"total_tokens", t.n_prompt + t.n_generated}};
 }
 
+// The chunk stream_options.include_usage asks for.
+std::string usage_chunk(const std::string& id, const char* object, const std::string& model, const Timings& t) {
+  return json{{"id", id},       {"object", object},         {"created", now_s()},
+              {"model", model}, {"choices", json::array()}, {"usage", usage(t)}}
+      .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 // Constant-time comparison: the time taken does not say how much of the key matched.
 bool same_secret(const std::string& a, const std::string& b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;
@@ -450,14 +457,7 @@ HttpResponse Api::completions(const HttpRequest& req, const std::function<EventS
   if (auto f = failure(es, stopping(), g.reason, g.error, g.error_kind, true)) return *f;
   if (es) {
     es->get()->send(chunk("", openai_reason(g.reason)));
-    if (include_usage)
-      es->get()->send(json{{"id", id},
-                           {"object", "text_completion"},
-                           {"created", now_s()},
-                           {"model", model_id},
-                           {"choices", json::array()},
-                           {"usage", usage(g.timings)}}
-                          .dump(-1, ' ', false, json::error_handler_t::replace));
+    if (include_usage) es->get()->send(usage_chunk(id, "text_completion", model_id, g.timings));
     es->get()->send("[DONE]");
     return streamed();
   }
@@ -626,14 +626,7 @@ HttpResponse Api::chat_completions(const HttpRequest& req, const std::function<E
   if (auto f = failure(es, stopping(), a.reason, a.error, a.error_kind, true)) return *f;
   if (es) {
     es->get()->send(chunk(json::object(), openai_reason(a.reason)));
-    if (include_usage)
-      es->get()->send(json{{"id", id},
-                           {"object", "chat.completion.chunk"},
-                           {"created", now_s()},
-                           {"model", model_id},
-                           {"choices", json::array()},
-                           {"usage", usage(a.timings)}}
-                          .dump(-1, ' ', false, json::error_handler_t::replace));
+    if (include_usage) es->get()->send(usage_chunk(id, "chat.completion.chunk", model_id, a.timings));
     es->get()->send("[DONE]");
     return streamed();
   }
