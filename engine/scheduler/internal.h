@@ -128,8 +128,9 @@ class Scheduler {
   void admit_waiting(Lives& running, Lives& waiting);
   Admission admit(Live& l, const Lives& running);  // prepares (once), checks blocks, starts it
   void prepare(Live& l);                           // New → Waiting: tokenized and fitted; throws when it cannot be
-  void start(Live& l);                             // Waiting → Prefill: a KV sequence with the cached prefix
-  void preempt(Live& l);                           // Prefill/Decode → Waiting, releasing its blocks
+  std::string context_advice(size_t prompt_tokens, int room) const;  // a prompt too long: why and what to do
+  void start(Live& l);    // Waiting → Prefill: a KV sequence with the cached prefix
+  void preempt(Live& l);  // Prefill/Decode → Waiting, releasing its blocks
   Step build_step(Lives& running);
   StepAdd add_to_step(Step& step, int64_t& budget, int floor, Lives& running, size_t i);
   void run_step(Step& step, Lives& running);

@@ -144,6 +144,25 @@ void Scheduler::admit_waiting(Lives& running, Lives& waiting) {
   }
 }
 
+// Why a prompt is refused and what to do: a larger context where the model
+// was trained for one, else a model with a longer context (an agent's
+// prompt alone is 8-30k tokens; the embedded default model holds 512).
+std::string Scheduler::context_advice(size_t prompt_tokens, int room) const {
+  const int trained = model_->config().n_ctx_train;
+  const std::string what =
+      fmt::format("prompt of {} tokens does not fit the context of {} (with room for {} new tokens)", prompt_tokens,
+                  opt_.n_ctx, room);
+  if (trained > opt_.n_ctx)
+    return what + fmt::format(
+                      ": start the server with a larger context (--context-size, setting contextSize; this "
+                      "model was trained for {} tokens)",
+                      trained);
+  return what + fmt::format(
+                    ": this model was trained for {} tokens; use a model with a longer context (-m FILE.gguf, "
+                    "setting model; README: Supported models)",
+                    trained > 0 ? trained : opt_.n_ctx);
+}
+
 // Tokenizes the prompt and fits it to the context; throws what makes it unservable.
 void Scheduler::prepare(Live& l) {
   const Request& req = l.job->req;
@@ -156,9 +175,7 @@ void Scheduler::prepare(Live& l) {
   const int limit = opt_.n_ctx - room;
   if (int(prompt.size()) > limit) {
     if (req.fit == Request::Fit::Error)
-      throw RequestError(ErrorKind::ContextLength,
-                         fmt::format("prompt of {} tokens does not fit the context of {} (with room for {} new tokens)",
-                                     prompt.size(), opt_.n_ctx, room));
+      throw RequestError(ErrorKind::ContextLength, context_advice(prompt.size(), room));
     const int keep = std::clamp(req.keep_start, 0, limit / 2);
     const int cut = int(prompt.size()) - limit;
     prompt.erase(prompt.begin() + keep, prompt.begin() + keep + cut);
