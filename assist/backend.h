@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "assist/completion.h"
+#include "assist/tool_calls.h"
 #include "engine/chat.h"
 #include "engine/engine.h"
 
@@ -121,6 +122,9 @@ class Backend {
                           Ticket& ticket) = 0;
   virtual Generation text(const TextInput& in, const std::function<void(const std::string&)>& on_text,
                           Ticket& ticket) = 0;
+  // How the model writes tool calls, read off its chat template (None where
+  // another server parses them, or with a built-in template override).
+  virtual ToolSyntax tool_syntax(const std::string& /*template_override*/) const { return ToolSyntax::None; }
 };
 
 // The embedded engine: FIM prompts from the model's FIM tokens, chat through
@@ -132,6 +136,7 @@ class EngineBackend final : public Backend {
   Generation fim(const FimInput& in, Ticket& ticket) override;
   Generation chat(const ChatInput& in, const std::function<void(const std::string&)>& on_text, Ticket& ticket) override;
   Generation text(const TextInput& in, const std::function<void(const std::string&)>& on_text, Ticket& ticket) override;
+  ToolSyntax tool_syntax(const std::string& template_override) const override;
   Engine& engine() { return *engine_; }
 
  private:

@@ -137,6 +137,11 @@ Generation EngineBackend::chat(const ChatInput& in, const std::function<void(con
   return run(eng, std::move(req), on_text, nullptr, ticket, in.logprobs);
 }
 
+ToolSyntax EngineBackend::tool_syntax(const std::string& template_override) const {
+  if (!template_override.empty()) return ToolSyntax::None;
+  return tool_syntax_for_template(engine_->model().file().get_or<std::string>("tokenizer.chat_template", ""));
+}
+
 Generation EngineBackend::text(const TextInput& in, const std::function<void(const std::string&)>& on_text,
                                Ticket& ticket) {
   // Token ids from a client: one out of range would fail the whole batch it runs in.

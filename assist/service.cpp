@@ -216,6 +216,11 @@ std::optional<std::string> Service::chat_prompt(const ChatQuery& q) {
   return backend->chat_prompt(chat_input(q));
 }
 
+ToolSyntax Service::tool_syntax(const std::string& template_override) const {
+  const auto backend = this->backend();
+  return backend ? backend->tool_syntax(template_override) : ToolSyntax::None;
+}
+
 ChatAnswer Service::chat(const ChatQuery& q, const std::function<void(const std::string&)>& on_text, Ticket& ticket) {
   ChatAnswer out;
   const auto backend = this->backend();

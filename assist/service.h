@@ -119,6 +119,8 @@ class Service {
   // a remote backend (its server applies the template). Throws
   // ChatTemplateError when the template fails.
   std::optional<std::string> chat_prompt(const ChatQuery& q);
+  // How the backend's model writes tool calls (None without a model).
+  ToolSyntax tool_syntax(const std::string& template_override) const;
   // Plain text continuation (no FIM, no template); error when no backend.
   Generation text(const TextInput& in, const std::function<void(const std::string& text)>& on_text, Ticket& ticket);
 

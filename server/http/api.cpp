@@ -572,6 +572,40 @@ HttpResponse Api::apply_template(const std::string& body) {
   }
 }
 
+namespace {
+// tool_choice: "auto" (or absent) and "none" are honoured; forcing a call
+// ("required", a named function) needs constrained decoding, not here yet.
+bool tools_allowed(const json& j) {
+  bool_field(j, "parallel_tool_calls", true);  // every call the model writes is returned
+  if (!has(j, "tool_choice")) return true;
+  const json& c = j["tool_choice"];
+  if (c == "auto") return true;
+  if (c == "none") return false;
+  throw BadField("field 'tool_choice': only \"auto\" and \"none\" are supported (forcing a call is not yet)",
+                 "tool_choice");
+}
+
+// What the parser found in a piece of output, as a chat delta's fields
+// (empty when nothing); calls are numbered across the answer by `n_calls`.
+json delta_fields(const assist::OutputDelta& d, int& n_calls, const std::string& id) {
+  json delta = json::object();
+  if (!d.content.empty()) delta["content"] = d.content;
+  if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+  if (!d.calls.empty()) {
+    json calls = json::array();
+    for (const auto& c : d.calls) {
+      calls.push_back({{"index", n_calls},
+                       {"id", "call_" + id.substr(id.find('-') + 1) + "_" + std::to_string(n_calls)},
+                       {"type", "function"},
+                       {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+      ++n_calls;
+    }
+    delta["tool_calls"] = calls;
+  }
+  return delta;
+}
+}  // namespace
+
 HttpResponse Api::chat_completions(const HttpRequest& req, const std::function<EventStream*()>& open_stream) {
   const json j = parse_body(req.body);
   check_model(string_field(j, "model"));
@@ -585,6 +619,12 @@ HttpResponse Api::chat_completions(const HttpRequest& req, const std::function<E
   const bool include_usage = usage_chunk_asked(j, stream);
   const std::string id = "chatcmpl-" + std::to_string(next_id_++);
   const std::string model_id = this->model_id();
+  // Tool calls in the model's own syntax and <think> reasoning, parsed out
+  // of the text as it streams (assist/tool_calls.h).
+  const bool with_tools = !q.template_options.tools_json.empty() && tools_allowed(j);
+  const assist::ToolSyntax syntax = with_tools ? service_.tool_syntax(q.template_override) : assist::ToolSyntax::None;
+  assist::OutputParser parser(syntax, q.template_options.tools_json);
+  int n_calls = 0;
   const auto chunk = [&](const json& delta, const json& reason, const json& logprobs = nullptr) {
     json choice = {{"index", 0}, {"delta", delta}, {"finish_reason", reason}};
     if (!logprobs.is_null()) choice["logprobs"] = logprobs;
@@ -609,30 +649,43 @@ HttpResponse Api::chat_completions(const HttpRequest& req, const std::function<E
   const assist::ChatAnswer a = pump<assist::ChatAnswer>(
       es, t, req.client_gone,
       [&](const std::string& s) {
-        return stream_lp ? s : chunk({{"content", s}}, nullptr);
+        if (stream_lp) return s;
+        const json delta = delta_fields(parser.push(s), n_calls, id);
+        return delta.empty() ? std::string() : chunk(delta, nullptr);
       },
       [&](const OnText& on_text) {
         if (!stream_lp) return service_.chat(q, on_text, t);
         return service_.chat(
             q,
             [&](const std::string& s) {
+              const json delta = delta_fields(parser.push(s), n_calls, id);
+              if (delta.empty()) return;  // held back: its logprobs go with the next chunk
               const json lp = chat_logprobs(pending);
               pending.clear();
-              on_text(chunk({{"content", s}}, nullptr, lp));
+              on_text(chunk(delta, nullptr, lp));
             },
             t);
       });
   count("/v1/chat/completions", a.timings);
   if (auto f = failure(es, stopping(), a.reason, a.error, a.error_kind, true)) return *f;
   if (es) {
-    es->get()->send(chunk(json::object(), openai_reason(a.reason)));
+    if (const json rest = delta_fields(parser.finish(), n_calls, id); !rest.empty())
+      es->get()->send(chunk(rest, nullptr));
+    es->get()->send(chunk(json::object(), n_calls > 0 ? "tool_calls" : openai_reason(a.reason)));
     if (include_usage) es->get()->send(usage_chunk(id, "chat.completion.chunk", model_id, a.timings));
     es->get()->send("[DONE]");
     return streamed();
   }
-  // gpt-oss's analysis channel, where llama.cpp's server puts reasoning.
-  json message{{"role", "assistant"}, {"content", a.text}};
-  if (!a.reasoning.empty()) message["reasoning_content"] = a.reasoning;
+  assist::OutputDelta whole = parser.push(a.text);
+  const assist::OutputDelta tail = parser.finish();
+  whole.content += tail.content;
+  whole.reasoning += tail.reasoning;
+  whole.calls.insert(whole.calls.end(), tail.calls.begin(), tail.calls.end());
+  json fields = delta_fields(whole, n_calls, id);
+  // gpt-oss's analysis channel, or <think>, where llama.cpp's server puts reasoning.
+  json message{{"role", "assistant"}, {"content", fields.value("content", n_calls > 0 ? json() : json(""))}};
+  if (const std::string r = a.reasoning + whole.reasoning; !r.empty()) message["reasoning_content"] = r;
+  if (fields.contains("tool_calls")) message["tool_calls"] = fields["tool_calls"];
   return ok({{"id", id},
              {"object", "chat.completion"},
              {"created", now_s()},
@@ -641,7 +694,7 @@ HttpResponse Api::chat_completions(const HttpRequest& req, const std::function<E
               {{{"index", 0},
                 {"message", message},
                 {"logprobs", q.logprobs.top >= 0 ? chat_logprobs(a.logprobs) : json()},
-                {"finish_reason", openai_reason(a.reason)}}}},
+                {"finish_reason", n_calls > 0 ? "tool_calls" : openai_reason(a.reason)}}}},
              {"usage", usage(a.timings)}});
 }
 

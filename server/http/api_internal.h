@@ -185,8 +185,10 @@ Result pump(LazyStream* stream, assist::Ticket& t, const std::function<bool()>& 
     std::deque<std::string> batch;
     batch.swap(queue);
     lock.unlock();
-    for (const auto& s : batch)
-      if (open && !stream->get()->send(event(s))) leave();
+    for (const auto& s : batch) {
+      const std::string e = event(s);  // "" when there is nothing to send yet
+      if (open && !e.empty() && !stream->get()->send(e)) leave();
+    }
   }
   worker.join();
   return result;
