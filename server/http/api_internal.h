@@ -60,10 +60,6 @@ inline HttpResponse error_for(const std::string& message, ErrorKind kind) {
   const GenerationError e = generation_error(kind);
   return error(e.status, message, e.type, e.code);
 }
-inline std::string error_event(const std::string& message, ErrorKind kind) {
-  const GenerationError e = generation_error(kind);
-  return error_json(message, e.type, e.code);
-}
 
 // How often a generation's client is checked for having gone: the bound on
 // how long a request runs for nobody (its KV blocks and slot held).
