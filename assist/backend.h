@@ -81,6 +81,10 @@ struct ChatInput {
   // chat completions); `messages` stays the role/content view of it.
   std::string messages_json;
   ChatOptions template_options;  // tools, enable_thinking, further template variables
+  // Text the answer starts with, appended to the rendered prompt: the
+  // opening of a tool call when the client forces one (tool_choice). The
+  // generated text does not repeat it.
+  std::string assistant_prefix;
   int max_tokens = 1024;
   std::string template_override;  // a built-in template the user chose instead of the model's own
   SamplingParams sampling = chat_sampling();
@@ -117,6 +121,9 @@ class Backend {
   // template, fitted to the context); nullopt where another server applies
   // the template (a remote backend).
   virtual std::optional<std::string> chat_prompt(const ChatInput&) { return std::nullopt; }
+  // Tokens in `prompt` as chat() would count them (special tokens parsed);
+  // nullopt where another server tokenizes (a remote backend).
+  virtual std::optional<int> count_tokens(const std::string& /*prompt*/) const { return std::nullopt; }
   virtual Generation fim(const FimInput& in, Ticket& ticket) = 0;
   virtual Generation chat(const ChatInput& in, const std::function<void(const std::string&)>& on_text,
                           Ticket& ticket) = 0;
@@ -133,6 +140,7 @@ class EngineBackend final : public Backend {
  public:
   explicit EngineBackend(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {}
   std::optional<std::string> chat_prompt(const ChatInput& in) override;  // throws ChatTemplateError
+  std::optional<int> count_tokens(const std::string& prompt) const override;
   Generation fim(const FimInput& in, Ticket& ticket) override;
   Generation chat(const ChatInput& in, const std::function<void(const std::string&)>& on_text, Ticket& ticket) override;
   Generation text(const TextInput& in, const std::function<void(const std::string&)>& on_text, Ticket& ticket) override;

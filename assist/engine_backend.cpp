@@ -106,7 +106,12 @@ std::string fitted_prompt(Engine& eng, const ChatTemplate& tmpl, const ChatInput
 std::optional<std::string> EngineBackend::chat_prompt(const ChatInput& in) {
   Engine& eng = *engine_;
   return fitted_prompt(eng, ChatTemplate::for_model(eng.model().file(), eng.model().tokenizer(), in.template_override),
-                       in);
+                       in) +
+         in.assistant_prefix;
+}
+
+std::optional<int> EngineBackend::count_tokens(const std::string& prompt) const {
+  return int(engine_->model().tokenizer().encode(prompt, {.add_special = true, .parse_special = true}).size());
 }
 
 Generation EngineBackend::chat(const ChatInput& in, const std::function<void(const std::string&)>& on_text,
@@ -119,7 +124,7 @@ Generation EngineBackend::chat(const ChatInput& in, const std::function<void(con
     // refuse the conversation (raise_exception), which ends the chat here.
     const ChatTemplate tmpl =
         ChatTemplate::for_model(eng.model().file(), eng.model().tokenizer(), in.template_override);
-    req.prompt = fitted_prompt(eng, tmpl, in);
+    req.prompt = fitted_prompt(eng, tmpl, in) + in.assistant_prefix;
   } catch (const ChatTemplateError& e) {
     g.reason = FinishReason::Error;
     g.error = std::string(e.what()) + " (setting: chat.template)";

@@ -190,6 +190,7 @@ ChatInput Service::chat_input(const ChatQuery& q) {
   in.messages.insert(in.messages.end(), asked.begin(), asked.end());
   if (q.kind == ChatKind::Chat) in.messages_json = q.messages_json;
   in.template_options = q.template_options;
+  in.assistant_prefix = q.assistant_prefix;
   in.sampling = q.sampling;
   in.stop = q.stop;
   in.code = q.code;
@@ -214,6 +215,11 @@ std::optional<std::string> Service::chat_prompt(const ChatQuery& q) {
   const auto backend = this->backend();
   if (!backend) return std::nullopt;
   return backend->chat_prompt(chat_input(q));
+}
+
+std::optional<int> Service::count_tokens(const std::string& prompt) const {
+  const auto backend = this->backend();
+  return backend ? backend->count_tokens(prompt) : std::nullopt;
 }
 
 ToolSyntax Service::tool_syntax(const std::string& template_override) const {

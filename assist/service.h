@@ -71,6 +71,7 @@ struct ChatQuery {
   bool as_given = false;
   std::string messages_json;     // ChatInput::messages_json: the conversation with all its fields (HTTP)
   ChatOptions template_options;  // tools, enable_thinking, further template variables
+  std::string assistant_prefix;  // ChatInput::assistant_prefix
   SamplingParams sampling = ChatInput::chat_sampling();
   std::vector<std::string> stop;
   LogprobRequest logprobs;
@@ -119,6 +120,9 @@ class Service {
   // a remote backend (its server applies the template). Throws
   // ChatTemplateError when the template fails.
   std::optional<std::string> chat_prompt(const ChatQuery& q);
+  // Tokens in a prompt (chat_prompt's); nullopt without a model or with a
+  // remote backend.
+  std::optional<int> count_tokens(const std::string& prompt) const;
   // How the backend's model writes tool calls (None without a model).
   ToolSyntax tool_syntax(const std::string& template_override) const;
   // Plain text continuation (no FIM, no template); error when no backend.

@@ -117,6 +117,19 @@ const char* to_string(ToolSyntax s) {
   return "none";
 }
 
+std::string call_opening(ToolSyntax syntax, std::string_view name) {
+  const std::string n(name);
+  switch (syntax) {
+    case ToolSyntax::Hermes:
+      return n.empty() ? "<tool_call>\n{\"name\": \""
+                       : "<tool_call>\n{\"name\": " + ojson(n).dump() + ", \"arguments\": ";
+    case ToolSyntax::Qwen3Coder: return n.empty() ? "<tool_call>\n<function=" : "<tool_call>\n<function=" + n + ">\n";
+    case ToolSyntax::Glm: return n.empty() ? "<tool_call>" : "<tool_call>" + n + "\n";
+    case ToolSyntax::None: break;
+  }
+  return "";
+}
+
 ToolSyntax tool_syntax_for_template(std::string_view t) {
   if (t.find("<function=") != std::string_view::npos && t.find("<parameter=") != std::string_view::npos)
     return ToolSyntax::Qwen3Coder;

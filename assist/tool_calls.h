@@ -26,6 +26,12 @@ const char* to_string(ToolSyntax s);
 // The syntax a chat template teaches its model (None when it shows none).
 ToolSyntax tool_syntax_for_template(std::string_view chat_template);
 
+// The text that opens a call in `syntax` — of the tool `name`, or of any
+// tool when `name` is empty — for an answer made to start with a call
+// (tool_choice required or named); "" for None. Fed to the OutputParser
+// ahead of the model's text, it puts the parser inside the call.
+std::string call_opening(ToolSyntax syntax, std::string_view name);
+
 struct ToolCall {
   std::string name;
   std::string arguments;  // a JSON object, compact (OpenAI's `arguments` string)

@@ -98,8 +98,8 @@ case "$mode" in
     if [ ! -d editor-clients/tests/node_modules/vscode-jsonrpc ]; then
       (cd editor-clients/tests && npm ci --no-audit --no-fund)
     fi
-    # The HTTP test through the openai npm package (pinned by its package-lock.json).
-    if [ ! -d tests/http-clients/node_modules/openai ]; then
+    # The HTTP tests through the openai and @anthropic-ai/sdk npm packages (pinned by its package-lock.json).
+    if [ ! -d tests/http-clients/node_modules/openai ] || [ ! -d tests/http-clients/node_modules/@anthropic-ai/sdk ]; then
       (cd tests/http-clients && npm ci --no-audit --no-fund)
     fi
     targets=()

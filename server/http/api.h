@@ -1,8 +1,13 @@
 // The HTTP API of `moelsp serve`, without the transport: a request in, a
-// response (or a stream of server-sent events) out. OpenAI-compatible
-// (/v1/models, /v1/completions, /v1/chat/completions), llama.cpp-compatible
-// (/infill, /completion: llama.vim and llama.vscode work unchanged), and
-// /health, /metrics, /v1/status. http_server.cpp carries it over Boost.Beast.
+// response (or a stream of server-sent events) out. One file per protocol
+// family over one conversation model (conversation.h) and one place that
+// shapes answers (answer.h):
+//   api.cpp            routing, keys, the queue, /health, /metrics, /v1/status, /v1/models
+//   api_openai.cpp     /v1/completions, /v1/chat/completions, /apply-template
+//   api_responses.cpp  /v1/responses (OpenAI Responses: Codex CLI)
+//   api_anthropic.cpp  /v1/messages, /v1/messages/count_tokens (Claude Code)
+//   api_llama.cpp      /infill, /completion (llama.vim, llama.vscode)
+// http_server.cpp carries it over Boost.Beast.
 #pragma once
 
 #include <array>
@@ -23,11 +28,15 @@
 
 namespace moelsp::http {
 
+class AnswerShape;
+struct Conversation;
+
 struct HttpRequest {
   std::string method;  // GET, POST, ...
   std::string target;  // path (and query)
   std::string body;
   std::string authorization;  // the Authorization header, as sent
+  std::string x_api_key;      // the x-api-key header (Anthropic's clients), as sent
   std::string host;           // the Host header, as sent
   std::string content_type;   // the Content-Type header, as sent
   // True once the client has closed or reset its connection: a generation
@@ -42,12 +51,14 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
-// A response sent as server-sent events. send() writes one `data: …` event
-// and returns false once the client has gone (the generation then stops).
+// A response sent as server-sent events. send_event() writes one event —
+// `event: NAME` (when not empty) and `data: …` — and returns false once the
+// client has gone (the generation then stops).
 class EventStream {
  public:
   virtual ~EventStream() = default;
-  virtual bool send(const std::string& data) = 0;
+  virtual bool send_event(const std::string& name, const std::string& data) = 0;
+  bool send(const std::string& data) { return send_event("", data); }
   // False once the client has gone (the headers could not be written).
   virtual bool ok() const { return true; }
 };
@@ -69,9 +80,11 @@ struct ApiOptions {
   // Generations running or waiting for the engine at most; beyond, 429 with
   // Retry-After (the mean duration of recent requests, in whole seconds).
   size_t max_queue = 64;
-  // Other names the model answers to in the OpenAI endpoints' "model" field
-  // (besides its id, the file name and "", which always work); any other
-  // name is a 404 there. llama.cpp's endpoints ignore the field, as it does.
+  // The names the model answers to in requests' "model" field besides its
+  // id, the file name and "". Empty: any name is answered by the loaded
+  // model and echoed (as llama-server does: coding agents ask for their own
+  // vendor's names, Claude Code for claude-… models), with a log line. Not
+  // empty: any other name is a 404. llama.cpp's endpoints ignore the field.
   std::vector<std::string> served_names;
 };
 
@@ -103,17 +116,38 @@ class Api {
   void cancel_all();
 
  private:
+  using OpenStream = std::function<EventStream*()>;
   std::string model_id() const;
-  // Throws (404 model_not_found) when a request names a model not served here.
-  void check_model(const std::string& requested) const;
-  HttpResponse route(const HttpRequest& req, const std::function<EventStream*()>& open_stream);
+  // The name a response gives the model: `requested` when the server
+  // answers to it (logged when only because no names were listed), the
+  // model's id when empty. Throws (404 model_not_found) when names are
+  // listed and `requested` is not among them.
+  std::string served_as(const std::string& requested) const;
+  HttpResponse route(const HttpRequest& req, const OpenStream& open_stream);
+  HttpResponse generate(const std::string& path, const HttpRequest& req, const OpenStream& open_stream);
   HttpResponse models();
-  HttpResponse completions(const HttpRequest& req, const std::function<EventStream*()>& open_stream);
-  HttpResponse chat_completions(const HttpRequest& req, const std::function<EventStream*()>& open_stream);
+  HttpResponse completions(const HttpRequest& req, const OpenStream& open_stream);
+  HttpResponse chat_completions(const HttpRequest& req, const OpenStream& open_stream);
+  HttpResponse responses(const HttpRequest& req, const OpenStream& open_stream);
+  HttpResponse messages(const HttpRequest& req, const OpenStream& open_stream);
+  HttpResponse count_tokens(const HttpRequest& req);
   HttpResponse apply_template(const std::string& body);
-  assist::ChatQuery chat_query(const nlohmann::json& body) const;
-  HttpResponse infill(const HttpRequest& req, const std::function<EventStream*()>& open_stream);
-  HttpResponse llama_completion(const HttpRequest& req, const std::function<EventStream*()>& open_stream);
+  HttpResponse infill(const HttpRequest& req, const OpenStream& open_stream);
+  HttpResponse llama_completion(const HttpRequest& req, const OpenStream& open_stream);
+  // A chat through the conversation model, whatever the protocol: the
+  // template's query built from `c`, the model's tool calls and reasoning
+  // parsed out of its text and handed to `shape` (answer.h), streamed or
+  // as one body. `endpoint` names it in /metrics.
+  struct ChatRun {
+    const HttpRequest& req;
+    const OpenStream& open_stream;
+    const Conversation& conversation;
+    assist::ChatQuery query;  // sampling, limits and stops set; the rest from `conversation`
+    bool stream = false;
+    AnswerShape& shape;
+    const char* endpoint;
+  };
+  HttpResponse run_chat(ChatRun run);
   HttpResponse health();
   HttpResponse metrics();
   // A request's place in the queue (429 Busy beyond --max-queue), given

@@ -1,5 +1,4 @@
-// What the API's endpoint files share (api.cpp: the core and OpenAI's
-// endpoints; api_llama.cpp: llama.cpp's): response builders, the error a
+// What the API's endpoint files share: response builders, the error a
 // failed generation maps to, and running a generation while watching its
 // client. Internal to server/http.
 #pragma once
@@ -13,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "api.h"
 #include "fields.h"
@@ -25,6 +25,22 @@ inline HttpResponse error(int status, const std::string& message, const std::str
   r.status = status;
   r.body = error_json(message, type, code, param);
   return r;
+}
+
+// One server-sent event: `event: NAME` (when not empty) and its data.
+struct Sse {
+  std::string event, data;
+};
+using Sses = std::vector<Sse>;
+inline Sses data_event(const json& j) { return {{"", j.dump(-1, ' ', false, json::error_handler_t::replace)}}; }
+inline Sses named_event(const std::string& name, const json& j) {
+  return {{name, j.dump(-1, ' ', false, json::error_handler_t::replace)}};
+}
+inline void append(Sses& to, Sses more) {
+  for (auto& e : more) to.push_back(std::move(e));
+}
+inline int64_t now_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 inline HttpResponse ok(const json& j) {
@@ -128,9 +144,10 @@ struct LazyStream {
 // engine's scheduler thread that every other request shares. Without a
 // stream (null) the generation is only watched.
 using OnText = std::function<void(const std::string&)>;
+// `events` turns a piece the generation handed over into the events to send.
 template <class Result>
 Result pump(LazyStream* stream, assist::Ticket& t, const std::function<bool()>& client_gone,
-            const std::function<std::string(const std::string&)>& event,
+            const std::function<Sses(const std::string&)>& events,
             const std::function<Result(const OnText&)>& generate) {
   if (!stream) return watched<Result>(t, client_gone, [&] { return generate(nullptr); });
   std::mutex m;
@@ -181,10 +198,9 @@ Result pump(LazyStream* stream, assist::Ticket& t, const std::function<bool()>& 
     std::deque<std::string> batch;
     batch.swap(queue);
     lock.unlock();
-    for (const auto& s : batch) {
-      const std::string e = event(s);  // "" when there is nothing to send yet
-      if (open && !e.empty() && !stream->get()->send(e)) leave();
-    }
+    for (const auto& s : batch)
+      for (const Sse& e : events(s))  // none when there is nothing to send yet
+        if (open && !stream->get()->send_event(e.event, e.data)) leave();
   }
   worker.join();
   return result;
@@ -195,18 +211,19 @@ Result pump(LazyStream* stream, assist::Ticket& t, const std::function<bool()>& 
 // their clients get 503 shutting_down (as a final error event when the
 // stream is open). With `done_marker` (OpenAI's endpoints) a stream's error event
 // is followed by [DONE], so clients that read to it end cleanly.
+inline std::optional<HttpResponse> failed_generation(bool stopping, FinishReason reason, const std::string& message,
+                                                     ErrorKind kind) {
+  if (stopping && (reason == FinishReason::Cancelled || reason == FinishReason::Error))
+    return error(503, "the server is shutting down", "server_error", "shutting_down");
+  if (reason == FinishReason::Error) return error_for(message, kind);
+  return std::nullopt;
+}
 inline std::optional<HttpResponse> failure(LazyStream* stream, bool stopping, FinishReason reason,
                                            const std::string& message, ErrorKind kind, bool done_marker) {
   EventStream* es = stream ? stream->es : nullptr;  // not yet open: a plain response
-  std::string body;
-  HttpResponse r;
-  if (stopping && (reason == FinishReason::Cancelled || reason == FinishReason::Error)) {
-    r = error(503, "the server is shutting down", "server_error", "shutting_down");
-  } else if (reason == FinishReason::Error) {
-    r = error_for(message, kind);
-  } else {
-    return std::nullopt;
-  }
+  const auto f = failed_generation(stopping, reason, message, kind);
+  if (!f) return std::nullopt;
+  const HttpResponse& r = *f;
   if (!es) return r;
   es->send(r.body);
   if (done_marker) es->send("[DONE]");

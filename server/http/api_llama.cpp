@@ -11,7 +11,7 @@ namespace moelsp::http {
 // POST /infill (llama.cpp's, as llama.vim and llama.vscode send it): the
 // editor pipeline — FIM prompt with input_extra ahead of the prefix, the
 // cache and type-through, post-processing.
-HttpResponse Api::infill(const HttpRequest& req, const std::function<EventStream*()>& open_stream) {
+HttpResponse Api::infill(const HttpRequest& req, const OpenStream& open_stream) {
   const json j = parse_body(req.body);
   // Fields llama.vim and llama.vscode send that change nothing here: model
   // (llama.vscode sends its chat model's name), id_slot, samplers, n_indent,
@@ -116,7 +116,7 @@ HttpResponse Api::infill(const HttpRequest& req, const std::function<EventStream
 }
 
 // POST /completion (llama.cpp's): prompt, n_predict, samplers, stream.
-HttpResponse Api::llama_completion(const HttpRequest& req, const std::function<EventStream*()>& open_stream) {
+HttpResponse Api::llama_completion(const HttpRequest& req, const OpenStream& open_stream) {
   const json j = parse_body(req.body);
   assist::TextInput in;
   if (!has(j, "prompt")) throw BadField("field 'prompt' is required", "prompt");
@@ -145,7 +145,7 @@ HttpResponse Api::llama_completion(const HttpRequest& req, const std::function<E
   const assist::Generation g = pump<assist::Generation>(
       es, *place.ticket, req.client_gone,
       [&](const std::string& s) {
-        return json{{"content", s}, {"stop", false}}.dump(-1, ' ', false, json::error_handler_t::replace);
+        return data_event({{"content", s}, {"stop", false}});
       },
       [&](const OnText& on_text) { return service_.text(in, on_text, *place.ticket); });
   count("/completion", g.timings);

@@ -135,9 +135,9 @@ class SseStream final : public EventStream {
     bhttp::response_serializer<bhttp::empty_body> sr{res};
     ok_ = !c_.run(kEventWriteTimeoutS, [&](auto h) { bhttp::async_write_header(c_.stream, sr, h); });
   }
-  bool send(const std::string& data) override {
+  bool send_event(const std::string& name, const std::string& data) override {
     if (!ok_) return false;
-    const std::string event = "data: " + data + "\n\n";
+    const std::string event = (name.empty() ? "" : "event: " + name + "\n") + "data: " + data + "\n\n";
     if (chunked_)
       ok_ = !c_.run(kEventWriteTimeoutS,
                     [&](auto h) { net::async_write(c_.stream, bhttp::make_chunk(net::buffer(event)), h); });
@@ -366,6 +366,7 @@ struct HttpServer::Impl {
     r.target = std::string(req.target());
     r.body = std::move(req.body());
     r.authorization = std::string(req[bhttp::field::authorization]);
+    r.x_api_key = std::string(req["x-api-key"]);
     r.host = std::string(req[bhttp::field::host]);
     r.content_type = std::string(req[bhttp::field::content_type]);
     r.client_gone = [&c] { return c.client_gone(); };
@@ -377,7 +378,8 @@ struct HttpServer::Impl {
       const std::string asked(req[bhttp::field::access_control_request_headers]);
       bhttp::response<bhttp::string_body> res{bhttp::status::no_content, req.version()};
       res.set(bhttp::field::access_control_allow_origin, opt.cors_origin);
-      res.set(bhttp::field::access_control_allow_headers, asked.empty() ? "Authorization, Content-Type" : asked);
+      res.set(bhttp::field::access_control_allow_headers,
+              asked.empty() ? "Authorization, Content-Type, x-api-key, anthropic-version" : asked);
       res.set(bhttp::field::access_control_allow_methods, "GET, POST, OPTIONS");
       res.set(bhttp::field::access_control_max_age, "600");
       res.keep_alive(keep);

@@ -1,0 +1,124 @@
+// Api::run_chat: one chat generation for any protocol (answer.h). The
+// model's text goes through assist::OutputParser — reasoning, text, tool
+// calls in the model's own syntax — and each piece to the protocol's shape.
+#include "answer.h"
+
+#include <deque>
+#include <mutex>
+
+#include "conversation.h"
+
+namespace moelsp::http {
+
+namespace {
+// What the parser found in a piece of output, as the shape's events, in the
+// order a model writes them (reasoning, then text, then calls); recorded
+// into the whole answer.
+Sses shape_delta(const assist::OutputDelta& d, Answer& a, AnswerShape& shape) {
+  Sses out;
+  if (!d.reasoning.empty()) {
+    a.reasoning += d.reasoning;
+    append(out, shape.reasoning(d.reasoning));
+  }
+  if (!d.content.empty()) {
+    a.content += d.content;
+    append(out, shape.text(d.content));
+  }
+  for (const auto& c : d.calls) {
+    a.calls.push_back({int(a.calls.size()), c.name, c.arguments});
+    append(out, shape.call(a.calls.back()));
+  }
+  shape.pending_logprobs.clear();
+  return out;
+}
+
+// Only the first call when the client asked for one at a time
+// (parallel_tool_calls false; Anthropic's disable_parallel_tool_use).
+assist::OutputDelta keep_calls(assist::OutputDelta d, const Answer& a, bool parallel) {
+  if (parallel) return d;
+  if (!a.calls.empty()) d.calls.clear();
+  else if (d.calls.size() > 1) d.calls.resize(1);
+  return d;
+}
+}  // namespace
+
+HttpResponse Api::run_chat(ChatRun run) {
+  assist::ChatQuery& q = run.query;
+  const ToolPlan plan = plan_tools(run.conversation, service_.tool_syntax(q.template_override));
+  q.assistant_prefix = plan.prefix;
+  assist::OutputParser parser(plan.syntax, q.template_options.tools_json);
+  parser.push(plan.prefix);  // inside the forced call: nothing comes out
+  const bool parallel = run.conversation.parallel_calls;
+  AnswerShape& shape = run.shape;
+  Answer answer;
+  const Slot place = slot();
+  assist::Ticket& t = *place.ticket;
+  // Made now, sent when the stream opens: a shape numbers its events.
+  const Sses opening = run.stream ? shape.open() : Sses{};
+  LazyStream lazy{[&] {
+    EventStream* opened = run.open_stream();
+    for (const Sse& e : opening) opened->send_event(e.event, e.data);
+    return opened;
+  }};
+  LazyStream* const es = run.stream ? &lazy : nullptr;
+  // Streamed with logprobs: a piece's events carry its tokens' logprobs,
+  // so they are made where both are known (the generating thread), in order.
+  const bool stream_lp = es && q.logprobs.top >= 0;
+  std::vector<TokenLogprob> lps;
+  if (stream_lp) q.logprobs.on_logprob = [&](const TokenLogprob& lp) { lps.push_back(lp); };
+  const auto events = [&](const std::string& piece) {
+    shape.pending_logprobs = lps;
+    const assist::OutputDelta d = keep_calls(parser.push(piece), answer, parallel);
+    if (!d.empty()) lps.clear();  // held back: its logprobs go with the next piece
+    return shape_delta(d, answer, shape);
+  };
+  std::mutex made_mu;
+  std::deque<Sses> made;  // stream_lp: events made on the generating thread, in order
+  const assist::ChatAnswer a = pump<assist::ChatAnswer>(
+      es, t, run.req.client_gone,
+      [&](const std::string& s) {
+        if (!stream_lp) return events(s);
+        std::lock_guard lock(made_mu);  // one piece handed over: one entry made
+        Sses out = std::move(made.front());
+        made.pop_front();
+        return out;
+      },
+      [&](const OnText& on_text) {
+        if (!stream_lp) return service_.chat(q, on_text, t);
+        return service_.chat(
+            q,
+            [&](const std::string& s) {
+              Sses e = events(s);
+              {
+                std::lock_guard lock(made_mu);
+                made.push_back(std::move(e));
+              }
+              on_text(s);
+            },
+            t);
+      });
+  count(run.endpoint, a.timings);
+  if (const auto f = failed_generation(stopping(), a.reason, a.error, a.error_kind)) {
+    if (!es || !es->es) return *f;
+    for (const Sse& e : shape.failed(*f)) es->es->send_event(e.event, e.data);
+    return streamed();
+  }
+  answer.reason = a.reason;
+  answer.timings = a.timings;
+  answer.logprobs = a.logprobs;
+  if (!a.reasoning.empty()) answer.reasoning = a.reasoning + answer.reasoning;  // gpt-oss's analysis channel
+  // Not streamed: the whole text parsed at once. Streamed: what the parser held back.
+  assist::OutputDelta rest = es ? assist::OutputDelta{} : parser.push(a.text);
+  const assist::OutputDelta end = parser.finish();
+  rest.content += end.content;
+  rest.reasoning += end.reasoning;
+  rest.calls.insert(rest.calls.end(), end.calls.begin(), end.calls.end());
+  Sses tail = shape_delta(keep_calls(rest, answer, parallel), answer, shape);
+  if (!es) return ok(shape.whole(answer));
+  append(tail, shape.finish(answer));
+  EventStream* out = es->get();
+  for (const Sse& e : tail) out->send_event(e.event, e.data);
+  return streamed();
+}
+
+}  // namespace moelsp::http
