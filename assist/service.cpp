@@ -241,18 +241,18 @@ ChatAnswer Service::chat(const ChatQuery& q, const std::function<void(const std:
   // Other models' text passes through unchanged.
   HarmonyStream streamed;
   const auto relay = [&](const std::string& t) {
-    const std::string shown = streamed.push(t);
+    const std::string shown = q.raw_channels ? t : streamed.push(t);
     if (!shown.empty() && on_text) on_text(shown);
   };
   begin_busy();
   const Generation g = backend->chat(in, relay, ticket);
   end_busy(g.timings.generate_tps());
-  if (const std::string tail = streamed.finish(); !tail.empty() && on_text) on_text(tail);
+  if (const std::string tail = q.raw_channels ? "" : streamed.finish(); !tail.empty() && on_text) on_text(tail);
   HarmonyStream whole;  // the result from the whole text, whatever the backend streamed
   whole.push(g.text);
   whole.finish();
-  out.text = whole.answer();
-  out.reasoning = whole.reasoning();
+  out.text = q.raw_channels ? g.text : whole.answer();
+  out.reasoning = q.raw_channels ? "" : whole.reasoning();
   out.reason = ticket.cancelled() ? FinishReason::Cancelled : g.reason;
   out.error = g.error;
   out.error_kind = g.error_kind;

@@ -72,6 +72,10 @@ struct ChatQuery {
   std::string messages_json;     // ChatInput::messages_json: the conversation with all its fields (HTTP)
   ChatOptions template_options;  // tools, enable_thinking, further template variables
   std::string assistant_prefix;  // ChatInput::assistant_prefix
+  // gpt-oss: the harmony channels as generated, for a caller that parses
+  // them itself (OutputParser with ToolSyntax::Harmony); else the answer is
+  // the final channel and the rest `reasoning`.
+  bool raw_channels = false;
   SamplingParams sampling = ChatInput::chat_sampling();
   std::vector<std::string> stop;
   LogprobRequest logprobs;

@@ -19,7 +19,28 @@ using ojson = nlohmann::ordered_json;
 namespace {
 
 constexpr std::string_view kThinkOpen = "<think>", kThinkClose = "</think>";
-constexpr std::string_view kCallOpen = "<tool_call>", kCallClose = "</tool_call>";
+
+// Where a family's call starts and ends in the text, and markers around a
+// group of calls that are only dropped. An empty `close`: the call ends
+// where its JSON does (Mistral and Llama 3 write no closing tag).
+struct Markers {
+  std::string_view open, close;
+  std::vector<std::string_view> dropped;
+};
+Markers markers(ToolSyntax s) {
+  switch (s) {
+    case ToolSyntax::DeepSeek:
+      return {"<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"}};
+    case ToolSyntax::Mistral: return {"[TOOL_CALLS]", "", {}};
+    case ToolSyntax::Llama3: return {"<|python_tag|>", "", {}};
+    case ToolSyntax::None: return {"", "", {}};
+    default: return {"<tool_call>", "</tool_call>", {}};
+  }
+}
+
+// gpt-oss's message markers (engine/harmony.h).
+constexpr std::string_view kChannel = "<|channel|>", kMessage = "<|message|>";
+constexpr std::string_view kEnds[] = {"<|end|>", "<|call|>", "<|return|>"};
 
 // The length of the longest end of `text` that is the start of `tag` (a tag
 // that may be arriving): that much is held back.
@@ -105,6 +126,92 @@ bool parse_glm(std::string_view block, std::string& name, const AddArg& add) {
   }
   return trim(block.substr(std::min(at, block.size()))).empty();
 }
+
+// A JSON text in a code fence, or bare: the fence dropped.
+std::string_view unfenced(std::string_view s) {
+  s = trim(s);
+  if (s.starts_with("```")) {
+    s.remove_prefix(std::min(s.size(), s.find('\n') == std::string_view::npos ? s.size() : s.find('\n') + 1));
+    if (s.ends_with("```")) s.remove_suffix(3);
+  }
+  return trim(s);
+}
+
+// N<｜tool▁sep｜>{args} (V3.1) or function<｜tool▁sep｜>N\n```json\n{args}\n``` (V3, R1).
+bool parse_deepseek(std::string_view block, std::string& name, ojson& args) {
+  constexpr std::string_view kSep = "<｜tool▁sep｜>";
+  const size_t sep = block.find(kSep);
+  if (sep == std::string_view::npos) return false;
+  std::string_view left = trim(block.substr(0, sep)), right = block.substr(sep + kSep.size());
+  if (left == "function") {
+    const size_t nl = right.find('\n');
+    left = trim(right.substr(0, nl));
+    right = nl == std::string_view::npos ? std::string_view() : right.substr(nl + 1);
+  }
+  name = std::string(left);
+  args = parse_limited(unfenced(right));
+  if (args.is_string()) args = parse_limited(args.get<std::string>());
+  return !name.empty() && args.is_object();
+}
+
+// Where the JSON value in `s` ends (one past it), or npos while it is not
+// complete: an array when `s` opens with one, else the first object.
+size_t json_end(std::string_view s) {
+  const size_t first = s.find_first_not_of(" \n\r\t");
+  const size_t start = first != std::string_view::npos && s[first] == '[' ? first : s.find('{');
+  if (start == std::string_view::npos) return std::string_view::npos;
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = start; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// {"name": N, "arguments" | "parameters": {...}}: one call of a JSON family.
+bool json_call(const ojson& j, std::string& name, ojson& args);
+
+// N[ARGS]{...} (Devstral), N[CALL_ID]ID[ARGS]{...} (Mistral Small 3.2), or [{"name", "arguments"}, …]
+// (Mistral Nemo): one call or several.
+bool parse_mistral(std::string_view block, std::vector<std::pair<std::string, ojson>>& calls) {
+  block = trim(block);
+  if (block.starts_with('[')) {
+    const ojson list = parse_limited(block);
+    if (!list.is_array() || list.empty()) return false;
+    calls.clear();
+    for (const auto& j : list) {
+      calls.emplace_back("", ojson::object());
+      if (!json_call(j, calls.back().first, calls.back().second)) return false;
+    }
+    return true;
+  }
+  const size_t brace = block.find('{');
+  const size_t name_end = std::min(block.find('['), brace);  // [ARGS], or [CALL_ID]ID[ARGS] (Mistral Small 3.2)
+  if (name_end == std::string_view::npos) return false;
+  calls[0].first = std::string(trim(block.substr(0, name_end)));
+  calls[0].second = parse_limited(block.substr(brace == std::string_view::npos ? block.size() : brace));
+  return !calls[0].first.empty() && calls[0].second.is_object();
+}
+
+bool json_call(const ojson& j, std::string& name, ojson& args) {
+  if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
+  name = j["name"];
+  const char* key = j.contains("arguments") ? "arguments" : "parameters";
+  args = j.contains(key) ? j[key] : ojson::object();
+  if (args.is_string()) args = parse_limited(args.get<std::string>());
+  return args.is_object();
+}
 }  // namespace
 
 const char* to_string(ToolSyntax s) {
@@ -112,6 +219,10 @@ const char* to_string(ToolSyntax s) {
     case ToolSyntax::Hermes: return "hermes";
     case ToolSyntax::Qwen3Coder: return "qwen3-coder";
     case ToolSyntax::Glm: return "glm";
+    case ToolSyntax::DeepSeek: return "deepseek";
+    case ToolSyntax::Harmony: return "harmony";
+    case ToolSyntax::Mistral: return "mistral";
+    case ToolSyntax::Llama3: return "llama3";
     case ToolSyntax::None: break;
   }
   return "none";
@@ -125,12 +236,24 @@ std::string call_opening(ToolSyntax syntax, std::string_view name) {
                        : "<tool_call>\n{\"name\": " + ojson(n).dump() + ", \"arguments\": ";
     case ToolSyntax::Qwen3Coder: return n.empty() ? "<tool_call>\n<function=" : "<tool_call>\n<function=" + n + ">\n";
     case ToolSyntax::Glm: return n.empty() ? "<tool_call>" : "<tool_call>" + n + "\n";
+    case ToolSyntax::DeepSeek:
+      return "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>" + (n.empty() ? "" : n + "<｜tool▁sep｜>");
+    case ToolSyntax::Harmony:
+      return "<|channel|>commentary to=functions." + (n.empty() ? "" : n + " <|constrain|>json<|message|>");
+    case ToolSyntax::Mistral: return "[TOOL_CALLS]" + (n.empty() ? "" : n + "[ARGS]");
+    case ToolSyntax::Llama3:
+      return n.empty() ? "{\"name\": \"" : "{\"name\": " + ojson(n).dump() + ", \"parameters\": ";
     case ToolSyntax::None: break;
   }
   return "";
 }
 
 ToolSyntax tool_syntax_for_template(std::string_view t) {
+  const auto has = [&](std::string_view s) { return t.find(s) != std::string_view::npos; };
+  if (has("<｜tool▁call▁begin｜>")) return ToolSyntax::DeepSeek;
+  if (has("<|channel|>") && has("functions.")) return ToolSyntax::Harmony;
+  if (has("[TOOL_CALLS]")) return ToolSyntax::Mistral;
+  if (has("<|python_tag|>") || (has("<|start_header_id|>") && has("\"parameters\""))) return ToolSyntax::Llama3;
   if (t.find("<function=") != std::string_view::npos && t.find("<parameter=") != std::string_view::npos)
     return ToolSyntax::Qwen3Coder;
   if (t.find("<arg_key>") != std::string_view::npos) return ToolSyntax::Glm;
@@ -139,7 +262,10 @@ ToolSyntax tool_syntax_for_template(std::string_view t) {
 }
 
 OutputParser::OutputParser(ToolSyntax syntax, const std::string& tools_json, bool in_reasoning)
-    : syntax_(syntax), state_(in_reasoning ? State::Reasoning : State::Text) {
+    : syntax_(syntax),
+      state_(syntax == ToolSyntax::Harmony ? State::Header
+             : in_reasoning                ? State::Reasoning
+                                           : State::Text) {
   if (tools_json.empty()) return;
   const ojson tools = parse_limited(tools_json);
   if (!tools.is_array()) return;
@@ -177,78 +303,185 @@ OutputDelta OutputParser::finish() {
 
 void OutputParser::step(OutputDelta& out, bool at_end) {
   for (;;) {
-    const std::string_view p = pending_;
-    if (state_ == State::Text) {
-      const size_t think = p.find(kThinkOpen);
-      const size_t call = syntax_ == ToolSyntax::None ? std::string_view::npos : p.find(kCallOpen);
-      const size_t at = std::min(think, call);
-      if (at != std::string_view::npos) {
-        out.content.append(p.substr(0, at));
-        state_ = at == think ? State::Reasoning : State::Call;
-        pending_.erase(0, at + (at == think ? kThinkOpen.size() : kCallOpen.size()));
-        continue;
-      }
-      size_t hold = at_end ? 0 : partial_tag(p, kThinkOpen);
-      if (!at_end && syntax_ != ToolSyntax::None) hold = std::max(hold, partial_tag(p, kCallOpen));
-      out.content.append(p.substr(0, p.size() - hold));
-      pending_.erase(0, p.size() - hold);
-      return;
-    }
-    if (state_ == State::Reasoning) {
-      const size_t end = p.find(kThinkClose);
-      if (end != std::string_view::npos) {
-        out.reasoning.append(p.substr(0, end));
-        pending_.erase(0, end + kThinkClose.size());
-        state_ = State::Text;
-        continue;
-      }
-      const size_t hold = at_end ? 0 : partial_tag(p, kThinkClose);
-      out.reasoning.append(p.substr(0, p.size() - hold));
-      pending_.erase(0, p.size() - hold);
-      return;
-    }
-    // A call: all of it is needed before it can be parsed.
-    const size_t end = p.find(kCallClose);
-    if (end != std::string_view::npos) {
-      close_call(out, p.substr(0, end));
-      pending_.erase(0, end + kCallClose.size());
-      state_ = State::Text;
-      continue;
-    }
-    if (at_end) {
-      spdlog::warn("tool call ({}): the output ended inside a call; it is returned as text", to_string(syntax_));
-      out.content.append(kCallOpen).append(p);
-      pending_.clear();
-    }
-    return;
+    const bool more = syntax_ == ToolSyntax::Harmony ? step_harmony(out, at_end)
+                      : state_ == State::Call        ? step_call(out, at_end)
+                                                     : step_text(out, at_end);
+    if (!more) return;
   }
 }
 
-void OutputParser::close_call(OutputDelta& out, std::string_view block) {
-  ToolCall call;
-  ojson args = ojson::object();
+// Text and reasoning: each looks for the tag that ends it (and text for a
+// call's opening); only a tag's possible beginning is held back. True when
+// the state changed and there is more to look at.
+bool OutputParser::step_text(OutputDelta& out, bool at_end) {
+  const std::string_view p = pending_;
+  const auto give = [&](std::string& to, size_t n) {
+    to.append(p.substr(0, n));
+    if (p.substr(0, n).find_first_not_of(" \n\r\t") != std::string_view::npos) at_start_ = false;
+  };
+  if (state_ == State::Reasoning) {
+    const size_t end = p.find(kThinkClose);
+    if (end != std::string_view::npos) {
+      out.reasoning.append(p.substr(0, end));
+      pending_.erase(0, end + kThinkClose.size());
+      state_ = State::Text;
+      return true;
+    }
+    const size_t n = p.size() - (at_end ? 0 : partial_tag(p, kThinkClose));
+    out.reasoning.append(p.substr(0, n));
+    pending_.erase(0, n);
+    return false;
+  }
+  if (syntax_ == ToolSyntax::Llama3 && at_start_) {  // a JSON object first in the answer is a call
+    const size_t first = p.find_first_not_of(" \n\r\t;");
+    if (first == std::string_view::npos && !at_end) return false;  // only whitespace yet
+    if (first != std::string_view::npos && p[first] == '{') {
+      pending_.erase(0, first);
+      state_ = State::Call;
+      opener_.clear();
+      return true;
+    }
+  }
+  const Markers m = markers(syntax_);
+  std::vector<std::string_view> tags = {kThinkOpen};
+  if (!m.open.empty()) tags.push_back(m.open);
+  tags.insert(tags.end(), m.dropped.begin(), m.dropped.end());
+  size_t at = std::string_view::npos, hold = 0;
+  std::string_view tag;
+  for (const auto t : tags) {
+    if (const size_t i = p.find(t); i < at) at = i, tag = t;
+    hold = std::max(hold, partial_tag(p, t));
+  }
+  if (at == std::string_view::npos) {
+    give(out.content, p.size() - (at_end ? 0 : hold));
+    pending_.erase(0, p.size() - (at_end ? 0 : hold));
+    return false;
+  }
+  give(out.content, at);
+  pending_.erase(0, at + tag.size());
+  if (tag == kThinkOpen) state_ = State::Reasoning;
+  else if (tag == m.open) state_ = State::Call, opener_ = std::string(tag);
+  return true;  // a dropped marker: text goes on
+}
+
+// A call: all of it is needed before it can be parsed (its closing tag, or
+// the end of its JSON where the family writes none).
+bool OutputParser::step_call(OutputDelta& out, bool at_end) {
+  const std::string_view p = pending_;
+  const Markers m = markers(syntax_);
+  const size_t end = m.close.empty() ? json_end(p) : p.find(m.close);
+  if (end != std::string_view::npos) {
+    const std::string block(p.substr(0, end));
+    pending_.erase(0, end + m.close.size());
+    state_ = State::Text;
+    at_start_ = true;  // llama3: calls may follow one another
+    if (!close_call(out, block)) {
+      if (syntax_ != ToolSyntax::Llama3)  // a JSON answer of Llama's is just an answer
+        spdlog::warn("tool call ({}): cannot parse '{}'; it is returned as text", to_string(syntax_),
+                     block.substr(0, 200));
+      out.content.append(opener_).append(block).append(m.close);
+      at_start_ = false;
+    }
+    return true;
+  }
+  if (at_end) {
+    if (!(m.close.empty() && close_call(out, p))) {
+      spdlog::warn("tool call ({}): the output ended inside a call; it is returned as text", to_string(syntax_));
+      out.content.append(opener_).append(p);
+    }
+    pending_.clear();
+  }
+  return false;
+}
+
+// gpt-oss: headers (`<|channel|>NAME[ to=functions.TOOL]…<|message|>`) and
+// bodies ended by <|end|>, <|call|> or <|return|>; the analysis channel is
+// reasoning, a body addressed to a function a call, the rest the answer.
+// Text that does not open with a header is the answer as it is (plain text).
+bool OutputParser::step_harmony(OutputDelta& out, bool at_end) {
+  const std::string_view p = pending_;
+  if (state_ == State::Header) {
+    const size_t msg = p.find(kMessage);
+    if (msg == std::string_view::npos) {
+      const auto opens = [&](std::string_view tag) { return p.starts_with(tag) || tag.starts_with(p); };
+      if (!opens(kChannel) && !opens("<|start|>") && !opens(" to=")) state_ = State::Body, channel_ = Channel::Final;
+      else if (at_end) pending_.clear();  // ended in a header: nothing to show
+      return state_ == State::Body;
+    }
+    const std::string_view header = p.substr(0, msg);
+    const size_t to = header.find("to=functions.");
+    channel_ = to != std::string_view::npos                        ? Channel::Call
+               : header.find("analysis") != std::string_view::npos ? Channel::Analysis
+                                                                   : Channel::Final;
+    if (channel_ == Channel::Call) {
+      const std::string_view rest = header.substr(to + 13);
+      call_name_ = std::string(rest.substr(0, rest.find_first_of(" <")));
+    }
+    pending_.erase(0, msg + kMessage.size());
+    state_ = State::Body;
+    return true;
+  }
+  size_t end = std::string_view::npos, hold = 0, len = 0;
+  for (const auto e : kEnds) {
+    if (const size_t i = p.find(e); i < end) end = i, len = e.size();
+    hold = std::max(hold, partial_tag(p, e));
+  }
+  if (channel_ == Channel::Call) {
+    if (end == std::string_view::npos && !at_end) return false;
+    const std::string block(p.substr(0, std::min(end, p.size())));
+    pending_.erase(0, end == std::string_view::npos ? p.size() : end + len);
+    state_ = State::Header;
+    if (!close_call(out, block)) {
+      spdlog::warn("tool call (harmony): cannot parse '{}'; it is returned as text", block.substr(0, 200));
+      out.content.append(block);
+    }
+    return !pending_.empty();
+  }
+  std::string& to = channel_ == Channel::Analysis ? out.reasoning : out.content;
+  if (end == std::string_view::npos) {
+    const size_t n = p.size() - (at_end ? 0 : hold);
+    to.append(p.substr(0, n));
+    pending_.erase(0, n);
+    return false;
+  }
+  to.append(p.substr(0, end));
+  pending_.erase(0, end + len);
+  state_ = State::Header;
+  return true;
+}
+
+bool OutputParser::close_call(OutputDelta& out, std::string_view block) {
+  std::vector<std::pair<std::string, ojson>> calls(1, {"", ojson::object()});
+  std::string& name = calls[0].first;
+  ojson& args = calls[0].second;
   // An XML family's value: a string on the wire, typed by the tool's schema.
   const AddArg add = [&](std::string_view key, std::string_view value) {
-    const std::string k = call.name + "\n" + std::string(key);
+    const std::string k = name + "\n" + std::string(key);
     std::string type;
-    for (const auto& [name, t] : param_types_)
-      if (name == k) type = t;
+    for (const auto& [n, t] : param_types_)
+      if (n == k) type = t;
     ojson parsed;
     if (!type.empty() && type != "string") parsed = parse_limited(trim(value));
     args[std::string(key)] = parsed.is_discarded() || parsed.is_null() ? ojson(std::string(value)) : parsed;
   };
-  const bool ok = syntax_ == ToolSyntax::Hermes       ? parse_hermes(block, call.name, args)
-                  : syntax_ == ToolSyntax::Qwen3Coder ? parse_qwen3_coder(block, call.name, add)
-                  : syntax_ == ToolSyntax::Glm        ? parse_glm(block, call.name, add)
-                                                      : false;
-  if (!ok) {
-    spdlog::warn("tool call ({}): cannot parse '{}'; it is returned as text", to_string(syntax_),
-                 std::string(block.substr(0, 200)));
-    out.content.append(kCallOpen).append(block).append(kCallClose);
-    return;
+  bool ok = false;
+  switch (syntax_) {
+    case ToolSyntax::Hermes: ok = parse_hermes(block, name, args); break;
+    case ToolSyntax::Qwen3Coder: ok = parse_qwen3_coder(block, name, add); break;
+    case ToolSyntax::Glm: ok = parse_glm(block, name, add); break;
+    case ToolSyntax::DeepSeek: ok = parse_deepseek(block, name, args); break;
+    case ToolSyntax::Llama3: ok = json_call(parse_limited(trim(block)), name, args); break;
+    case ToolSyntax::Harmony:
+      name = call_name_;
+      args = parse_limited(unfenced(block));
+      ok = !name.empty() && args.is_object();
+      break;
+    case ToolSyntax::Mistral: ok = parse_mistral(block, calls); break;
+    case ToolSyntax::None: break;
   }
-  call.arguments = args.dump(-1, ' ', false, ojson::error_handler_t::replace);
-  out.calls.push_back(std::move(call));
+  if (!ok) return false;
+  for (const auto& [n, a] : calls) out.calls.push_back({n, a.dump(-1, ' ', false, ojson::error_handler_t::replace)});
+  return true;
 }
 
 }  // namespace moelsp::assist

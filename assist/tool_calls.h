@@ -4,6 +4,12 @@
 //   hermes       <tool_call>{"name": N, "arguments": {...}}</tool_call>         Qwen2.5, Qwen3
 //   qwen3-coder  <tool_call><function=N><parameter=K>V</parameter>…</function></tool_call>
 //   glm          <tool_call>N<arg_key>K</arg_key><arg_value>V</arg_value>…</tool_call>   GLM-4.5…5
+//   deepseek     <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>N<｜tool▁sep｜>{...}<｜tool▁call▁end｜>…
+//                (V3.1; V3/R1 write function<｜tool▁sep｜>N\n```json\n{...}\n```)
+//   harmony      <|channel|>commentary to=functions.N <|constrain|>json<|message|>{...}<|call|>   gpt-oss
+//                (analysis is reasoning, final the answer)
+//   mistral      [TOOL_CALLS]N[ARGS]{...}  (Devstral, Mistral Small 3.2) or [TOOL_CALLS][{"name", "arguments"}]
+//   llama3       {"name": N, "parameters": {...}} as the whole answer, or after <|python_tag|>
 //
 // and <think>…</think> split out as reasoning. Streaming-safe: push() gives
 // back the text that can be shown now — text before a call is never held
@@ -20,7 +26,7 @@
 
 namespace moelsp::assist {
 
-enum class ToolSyntax { None, Hermes, Qwen3Coder, Glm };
+enum class ToolSyntax { None, Hermes, Qwen3Coder, Glm, DeepSeek, Harmony, Mistral, Llama3 };
 const char* to_string(ToolSyntax s);
 
 // The syntax a chat template teaches its model (None when it shows none).
@@ -57,14 +63,24 @@ class OutputParser {
   OutputDelta finish();
 
  private:
-  enum class State { Text, Reasoning, Call };
+  enum class State { Text, Reasoning, Call, Header, Body };
+  enum class Channel { Final, Analysis, Call };  // harmony: what the open message's body is
   void step(OutputDelta& out, bool at_end);
-  void close_call(OutputDelta& out, std::string_view block);
+  bool step_text(OutputDelta& out, bool at_end);
+  bool step_call(OutputDelta& out, bool at_end);
+  bool step_harmony(OutputDelta& out, bool at_end);
+  // Parses a call block (between the call's opening and its end); false
+  // when it is not a call (then it is returned as text).
+  bool close_call(OutputDelta& out, std::string_view block);
 
   ToolSyntax syntax_;
   std::vector<std::pair<std::string, std::string>> param_types_;  // "tool\nparam" → JSON schema type
   State state_;
-  std::string pending_;  // text not yet given out
+  std::string pending_;   // text not yet given out
+  bool at_start_ = true;  // llama3: nothing but whitespace shown yet (a JSON object here is a call)
+  Channel channel_ = Channel::Final;
+  std::string call_name_;  // harmony: the open message's recipient
+  std::string opener_;     // the text that opened the call (returned with it when it does not parse)
 };
 
 }  // namespace moelsp::assist

@@ -440,3 +440,24 @@ TEST_CASE("messages: errors in Anthropic's shape; x-api-key; count_tokens") {
                        {{"role", "user"}, {"content", "hi"}}};
   CHECK(json::parse(r.body)["input_tokens"] == prompt.dump().size());
 }
+
+TEST_CASE("chat with gpt-oss: the channels as reasoning, answer and calls, streamed and not") {
+  const std::string harmony =
+      "<|channel|>analysis<|message|>Need the file.<|end|><|start|>assistant<|channel|>commentary "
+      "to=functions.read_file <|constrain|>json<|message|>{\"path\": \"notes.txt\", \"line\": 1}<|call|>";
+  World w(assist::ToolSyntax::Harmony, harmony);
+  json j = json::parse(w.post(chat(false)).body);
+  CHECK(j["choices"][0]["finish_reason"] == "tool_calls");
+  CHECK(j["choices"][0]["message"]["reasoning_content"] == "Need the file.");
+  CHECK(j["choices"][0]["message"]["content"].is_null());
+  CHECK(j["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "read_file");
+  Events ev;
+  REQUIRE(w.post(chat(true), &ev).status == 0);
+  std::string reasoning;
+  for (size_t i = 0; i + 1 < ev.data.size(); ++i)
+    reasoning += json::parse(ev.data[i])["choices"][0]["delta"].value("reasoning_content", "");
+  CHECK(reasoning == "Need the file.");  // streamed, not only in the whole answer
+  World plain(assist::ToolSyntax::Harmony, "<|channel|>final<|message|>Hello.<|return|>");
+  j = json::parse(plain.post(chat(false, nullptr)).body);  // no tools: the channels are still parsed
+  CHECK(j["choices"][0]["message"]["content"] == "Hello.");
+}

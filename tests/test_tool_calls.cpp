@@ -5,6 +5,8 @@
 // cut at every byte as a stream would deliver them.
 #include <catch2/catch.hpp>
 
+#include <cstring>
+
 #include "assist/tool_calls.h"
 #include "engine/chat.h"
 #include "test_data.h"
@@ -14,7 +16,8 @@ using namespace moelsp::assist;
 
 namespace {
 
-const std::string kTools = R"([{"type": "function", "function": {"name": "get_weather", "parameters": {
+const std::string kTools =
+    R"([{"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": {
   "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
   "units": {"type": ["string", "null"]}, "detail": {"type": "object"}}}}}])";
 
@@ -64,31 +67,65 @@ TEST_CASE("the tool-call syntax is read off each family's real chat template") {
   CHECK(tool_syntax_for_template(read_template("GLM-4.7-Flash.jinja")) == ToolSyntax::Glm);
   CHECK(tool_syntax_for_template(read_template("Qwen-Qwen2.5-7B-Instruct.jinja")) == ToolSyntax::Hermes);
   CHECK(tool_syntax_for_template(read_template("Qwen-Qwen3-0.6B.jinja")) == ToolSyntax::Hermes);
+  CHECK(tool_syntax_for_template(read_template("deepseek-ai-DeepSeek-V3.1.jinja")) == ToolSyntax::DeepSeek);
+  CHECK(tool_syntax_for_template(read_template("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja")) ==
+        ToolSyntax::DeepSeek);
+  CHECK(tool_syntax_for_template(read_template("openai-gpt-oss-120b.jinja")) == ToolSyntax::Harmony);
+  CHECK(tool_syntax_for_template(read_template("unsloth-mistral-Devstral-Small-2507.jinja")) == ToolSyntax::Mistral);
+  CHECK(tool_syntax_for_template(read_template("Mistral-Small-3.2-24B-Instruct-2506.jinja")) == ToolSyntax::Mistral);
+  CHECK(tool_syntax_for_template(read_template("mistralai-Mistral-Nemo-Instruct-2407.jinja")) == ToolSyntax::Mistral);
+  CHECK(tool_syntax_for_template(read_template("meta-llama-Llama-3.1-8B-Instruct.jinja")) == ToolSyntax::Llama3);
+  CHECK(tool_syntax_for_template(read_template("meta-llama-Llama-3.2-3B-Instruct.jinja")) == ToolSyntax::Llama3);
   CHECK(tool_syntax_for_template(read_template("google-gemma-2-2b-it.jinja")) == ToolSyntax::None);
 }
 
 TEST_CASE("a tool call rendered by each family's template parses back into the same call") {
   const std::string messages = R"([{"role": "user", "content": "Weather in Paris?"},
-    {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
+    {"role": "assistant", "content": "", "tool_calls": [{"id": "call00001", "type": "function",
       "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}}]},
-    {"role": "tool", "tool_call_id": "c1", "content": "sunny"}])";
-  for (const char* name : {"Qwen3-Coder.jinja", "GLM-4.6.jinja", "GLM-4.7-Flash.jinja",
-                           "Qwen-Qwen2.5-7B-Instruct.jinja", "Qwen-Qwen3-0.6B.jinja"}) {
-    INFO(name);
-    const std::string text = read_template(name);
-    const ChatTemplate tmpl(text, "");
+    {"role": "tool", "tool_call_id": "call00001", "content": "sunny"}])";
+  // Each template's assistant turn, from where the model's output starts to the call's end.
+  struct Family {
+    const char* name;
+    const char* from;  // the first text of the call as the model writes it
+    const char* to;    // just past the call
+  };
+  const Family families[] = {
+      {"Qwen3-Coder.jinja", "<tool_call>", "</tool_call>"},
+      {"GLM-4.6.jinja", "<tool_call>", "</tool_call>"},
+      {"GLM-4.7-Flash.jinja", "<tool_call>", "</tool_call>"},
+      {"Qwen-Qwen2.5-7B-Instruct.jinja", "<tool_call>", "</tool_call>"},
+      {"Qwen-Qwen3-0.6B.jinja", "<tool_call>", "</tool_call>"},
+      {"deepseek-ai-DeepSeek-V3.1.jinja", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"},
+      {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"},
+      {"openai-gpt-oss-120b.jinja", " to=functions.", "<|call|>"},
+      {"unsloth-mistral-Devstral-Small-2507.jinja", "[TOOL_CALLS]", "}"},
+      {"Mistral-Small-3.2-24B-Instruct-2506.jinja", "[TOOL_CALLS]", "}"},
+      {"mistralai-Mistral-Nemo-Instruct-2407.jinja", "[TOOL_CALLS]", "]"},
+      {"meta-llama-Llama-3.1-8B-Instruct.jinja", "{\"name\"", "}}"},
+      {"meta-llama-Llama-3.2-3B-Instruct.jinja", "{\"name\"", "}}"},
+  };
+  for (const Family& f : families) {
+    INFO(f.name);
+    const std::string text = read_template(f.name);
+    ChatTokens tokens;
+    tokens.eos = "</s>";  // Mistral Nemo's template ends turns with it
+    const ChatTemplate tmpl(text, "", tokens);
     ChatOptions opt;
     opt.tools_json = kTools;
     const std::string prompt = tmpl.apply_json(messages, opt);
-    // The assistant's turn as the template wrote it: from its call to the call's end.
-    const size_t from = prompt.find("<tool_call>", prompt.find("Weather in Paris?"));
+    const size_t from = prompt.find(f.from, prompt.find("Weather in Paris?"));
     REQUIRE(from != std::string::npos);
-    const size_t to = prompt.find("</tool_call>", from);
+    const size_t to = prompt.find(f.to, prompt.find("Paris", from));
     REQUIRE(to != std::string::npos);
-    const OutputDelta d = parse(tool_syntax_for_template(text), {prompt.substr(from, to + 12 - from)});
+    const std::string out = prompt.substr(from, to + std::strlen(f.to) - from);
+    INFO(out);
+    const ToolSyntax syntax = tool_syntax_for_template(text);
+    const OutputDelta d = parse(syntax, {out});
     REQUIRE(d.calls.size() == 1);
     CHECK(d.calls[0] == kCall);
     CHECK(d.content.empty());
+    check_every_cut(syntax, out, {"", "", {kCall}});
   }
 }
 
@@ -138,4 +175,66 @@ TEST_CASE("text never waits longer than a possible opening tag, and a malformed 
   CHECK(deep.calls.empty());  // beyond the nesting limit: text, not a crash
   // Without a tool syntax, <tool_call> is just text.
   CHECK(parse(ToolSyntax::None, {"<tool_call>{}</tool_call>"}).content == "<tool_call>{}</tool_call>");
+}
+
+TEST_CASE("gpt-oss harmony: analysis is reasoning, a commentary message to a function a call, final the answer") {
+  const std::string out =
+      "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary "
+      "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\", \"days\": 3}<|call|>";
+  check_every_cut(ToolSyntax::Harmony, out, {"", "Need weather.", {kCall}});
+  check_every_cut(ToolSyntax::Harmony,
+                  "<|channel|>analysis<|message|>Hm.<|end|><|start|>assistant<|channel|>final<|message|>It is sunny.",
+                  {"It is sunny.", "Hm.", {}});
+  // The call's end token is the end of generation: a body that ends with the output is complete.
+  check_every_cut(ToolSyntax::Harmony,
+                  "<|channel|>commentary to=functions.get_weather json<|message|>{\"city\": \"Paris\", \"days\": 3}",
+                  {"", "", {kCall}});
+  check_every_cut(ToolSyntax::Harmony, "Plain text, no channels.", {"Plain text, no channels.", "", {}});
+}
+
+TEST_CASE("Mistral: several calls in one [TOOL_CALLS] list; Llama 3: a JSON answer that is no call stays text") {
+  check_every_cut(ToolSyntax::Mistral,
+                  "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}, "
+                  "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]",
+                  {"", "", {kCall, {"get_weather", R"({"city":"Oslo"})"}}});
+  check_every_cut(ToolSyntax::Mistral, "Sure. [TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\", \"days\": 3}",
+                  {"Sure. ", "", {kCall}});
+  check_every_cut(ToolSyntax::Llama3,
+                  "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"days\": 3}}",
+                  {"", "", {kCall}});
+  check_every_cut(ToolSyntax::Llama3, "{\"answer\": 42} is the JSON.", {"{\"answer\": 42} is the JSON.", "", {}});
+  check_every_cut(ToolSyntax::Llama3, "It is {sunny}.", {"It is {sunny}.", "", {}});
+  OutputParser p(ToolSyntax::Llama3, kTools);
+  CHECK(p.push("The weather").content == "The weather");  // text that opens with no '{' is never held
+}
+
+TEST_CASE("DeepSeek: text before the calls streams, the group markers are dropped, two calls") {
+  const std::string out =
+      "Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\", \"days\": 3}"
+      "<｜tool▁call▁end｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Oslo\"}<｜tool▁call▁end｜>"
+      "<｜tool▁calls▁end｜>";
+  check_every_cut(ToolSyntax::DeepSeek, out, {"Checking.", "", {kCall, {"get_weather", R"({"city":"Oslo"})"}}});
+}
+
+TEST_CASE("a forced call's opening puts the parser inside the call, for every family") {
+  const std::pair<ToolSyntax, std::string> rest[] = {
+      {ToolSyntax::Hermes, "{\"city\": \"Paris\", \"days\": 3}}\n</tool_call>"},
+      {ToolSyntax::Qwen3Coder,
+       "<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>"},
+      {ToolSyntax::Glm,
+       "<arg_key>city</arg_key><arg_value>Paris</arg_value><arg_key>days</arg_key><arg_value>3</arg_value></"
+       "tool_call>"},
+      {ToolSyntax::DeepSeek, "{\"city\": \"Paris\", \"days\": 3}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
+      {ToolSyntax::Harmony, "{\"city\": \"Paris\", \"days\": 3}<|call|>"},
+      {ToolSyntax::Mistral, "{\"city\": \"Paris\", \"days\": 3}"},
+      {ToolSyntax::Llama3, "{\"city\": \"Paris\", \"days\": 3}}"},
+  };
+  for (const auto& [syntax, tail] : rest) {
+    INFO(to_string(syntax));
+    const std::string opening = call_opening(syntax, "get_weather");
+    const OutputDelta d = parse(syntax, {opening, tail});
+    REQUIRE(d.calls.size() == 1);
+    CHECK(d.calls[0] == kCall);
+    CHECK(d.content.empty());
+  }
 }

@@ -46,6 +46,7 @@ HttpResponse Api::run_chat(ChatRun run) {
   assist::ChatQuery& q = run.query;
   const ToolPlan plan = plan_tools(run.conversation, service_.tool_syntax(q.template_override));
   q.assistant_prefix = plan.prefix;
+  q.raw_channels = plan.syntax == assist::ToolSyntax::Harmony;
   assist::OutputParser parser(plan.syntax, q.template_options.tools_json);
   parser.push(plan.prefix);  // inside the forced call: nothing comes out
   const bool parallel = run.conversation.parallel_calls;

@@ -91,7 +91,16 @@ assist::ChatQuery to_query(const Conversation& c, const std::string& template_ov
   q.messages_json = dump(messages);
   // Tools the client forbade (tool_choice none) are still shown: the
   // conversation may hold calls of them; their calls are just not parsed.
-  if (!c.tools.empty()) q.template_options.tools_json = dump(c.tools);
+  if (!c.tools.empty()) {
+    // Templates print a tool's description as a string (gpt-oss's and
+    // others fail on a missing one): absent is empty.
+    json tools = c.tools;
+    for (auto& t : tools)
+      if (t.is_object() && t.contains("function") && t["function"].is_object() &&
+          !t["function"].contains("description"))
+        t["function"]["description"] = "";
+    q.template_options.tools_json = dump(tools);
+  }
   q.template_options.enable_thinking = c.thinking;
   if (!c.template_vars.empty()) q.template_options.extra_json = dump(c.template_vars);
   q.template_override = template_override;
@@ -174,6 +183,8 @@ Conversation openai_conversation(const json& j) {
 
 ToolPlan plan_tools(const Conversation& c, assist::ToolSyntax model_syntax) {
   ToolPlan p;
+  // gpt-oss's channels are parsed here whether or not tools were given.
+  if (model_syntax == assist::ToolSyntax::Harmony) p.syntax = model_syntax;
   if (c.tools.empty() || c.choice == ToolChoice::None) return p;
   if (c.choice == ToolChoice::Named) {
     const bool known = std::any_of(c.tools.begin(), c.tools.end(), [&](const json& t) {
