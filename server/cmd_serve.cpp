@@ -127,6 +127,7 @@ int serve(const ServeOptions& o) {
     try {
       PlanRequest req;
       req.over = over;
+      req.full_context = true;  // agents' prompts: the model's whole context when memory allows
       PlannedModel pm = load_planned(o.model, req);
       auto b = std::make_shared<assist::EngineBackend>(std::make_unique<Engine>(pm.model, pm.plan.engine_options()));
       backend = b;

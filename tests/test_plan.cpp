@@ -370,3 +370,28 @@ TEST_CASE("threads beyond the machine's logical CPUs are refused, naming the set
   over.threads.reset();
   CHECK(plan_threads(hw, over) == 2);  // automatic: the physical cores
 }
+
+TEST_CASE("plan: the server's full context is the training context while it fits, halved (not streamed) when not") {
+  ModelFootprint m = qwen3_30b_q4km();
+  m.n_ctx_train = 262144;
+  PlanRequest req;
+  req.full_context = true;
+  // 64 GiB: the weights and a whole 262,144-token context of KV fit.
+  Plan p = make_plan(cpu_box(8, 64 * GiB), m, req);
+  CHECK(p.ok);
+  CHECK(p.n_ctx == 262144);
+  CHECK(reason(p, "context")->why.find("whole training context") != std::string::npos);
+  // 24 GiB: halved until one context of KV fits beside the weights in RAM.
+  const HwProfile small = cpu_box(2, 24 * GiB);
+  p = make_plan(small, m, req);
+  check_within_budget(small, p);
+  CHECK(p.ok);
+  CHECK(p.weights == WeightPlacement::Ram);
+  CHECK(p.n_ctx < 262144);
+  CHECK(p.n_ctx >= 4096);
+  CHECK(reason(p, "context")->why.find("halved") != std::string::npos);
+  // Asked for: as asked; and without full_context the editor's 4,096.
+  req.n_ctx = 8192;
+  CHECK(make_plan(small, m, req).n_ctx == 8192);
+  CHECK(make_plan(small, m, {}).n_ctx == 4096);
+}

@@ -77,9 +77,11 @@ void plan_threads_and_context(PlanState& s) {
                           hw.cpu.numa_nodes > 1 ? fmt::format("; {} NUMA nodes share them", hw.cpu.numa_nodes) : ""));
   const int n_train = s.m.n_ctx_train > 0 ? s.m.n_ctx_train : 1 << 20;
   const int asked = s.ov.n_ctx ? *s.ov.n_ctx : s.req.n_ctx;
-  p.n_ctx = std::min(n_train, asked > 0 ? asked : std::min(4096, n_train));
+  const bool full = asked <= 0 && s.req.full_context;
+  p.n_ctx = std::min(n_train, asked > 0 ? asked : full ? n_train : std::min(4096, n_train));
   s.why("context", std::to_string(p.n_ctx),
-        asked > 0        ? fmt::format("as requested, at most the training context {}", s.m.n_ctx_train)
+        asked > 0 ? fmt::format("as requested, at most the training context {}", s.m.n_ctx_train)
+        : full    ? "the model's whole training context: coding agents send prompts of tens of thousands of tokens"
         : p.n_ctx < 4096 ? "the model's training context (beyond it a model degrades)"
                          : "4,096 tokens: an editor's prompt of prefix + suffix + context from other files");
   if (asked > p.n_ctx)
@@ -121,6 +123,29 @@ void plan_budgets(PlanState& s) {
   s.kv_min = s.ov.kv_tokens ? *s.ov.kv_tokens : p.n_ctx;
   s.cpu_weights = s.m.file_bytes;
   s.cpu_dense = s.m.dense_bytes;
+}
+
+// The whole training context (PlanRequest::full_context) only while the
+// weights and one context of KV fit in RAM: halved until they do (down to
+// 4,096), so a long context never pushes the weights out to streaming.
+void plan_full_context(PlanState& s) {
+  Plan& p = s.p;
+  if (!s.req.full_context || s.ov.n_ctx || s.req.n_ctx > 0 || s.ov.kv_tokens) return;
+  const uint64_t bpt = kv_bytes_per_token(s.m, p.kv_type);
+  const auto fits = [&](int n) { return s.work + s.cpu_weights + uint64_t(n) * bpt <= p.ram_budget; };
+  const int before = p.n_ctx;
+  while (p.n_ctx > 4096 && !fits(p.n_ctx)) p.n_ctx /= 2;
+  if (p.n_ctx < before) {
+    s.rewhy("context", std::to_string(p.n_ctx),
+            fmt::format("the training context {} halved until the weights ({}) and one context of KV ({}) fit the {} "
+                        "this process may use",
+                        before, size_text(s.cpu_weights), size_text(uint64_t(p.n_ctx) * bpt), size_text(p.ram_budget)));
+    s.warn(fmt::format("context {} instead of the model's {}: more does not fit in memory beside the weights", p.n_ctx,
+                       before));
+  }
+  if (!p.paged) p.block_size = p.n_ctx;  // one block per sequence
+  s.kv_want = int64_t(p.n_ctx) * s.conc;
+  s.kv_min = p.n_ctx;
 }
 
 // Which device, if any: the user's, or the one with the most memory.
@@ -373,8 +398,8 @@ void check_memory(PlanState& s) {
 
 Plan make_plan(const HwProfile& hw, const ModelFootprint& m, const PlanRequest& req) {
   PlanState s(hw, m, req);
-  for (const auto step : {plan_threads_and_context, plan_kv_layout, plan_budgets, plan_gpu, plan_weights, plan_kv_size,
-                          plan_experts, plan_batch, check_memory})
+  for (const auto step : {plan_threads_and_context, plan_kv_layout, plan_budgets, plan_full_context, plan_gpu,
+                          plan_weights, plan_kv_size, plan_experts, plan_batch, check_memory})
     step(s);
   return std::move(s.p);
 }

@@ -66,7 +66,7 @@ struct PlanOverrides {
 };
 
 struct PlanRequest {
-  int n_ctx = 0;        // 0: min(4096, the training context)
+  int n_ctx = 0;        // 0: min(4096, the training context), or the whole of it with full_context
   int concurrency = 4;  // sequences expected at once (completion + chat + a few background)
   // Whether the engine can run this model on a GPU; when not, gpu_why says
   // why (load_planned() sets both from the build and the model:
@@ -74,6 +74,10 @@ struct PlanRequest {
   bool gpu_forward = false;
   std::string gpu_why = {};
   PlanOverrides over;
+  // The HTTP server: coding agents send prompts of tens of thousands of
+  // tokens, so without a context asked for, the model's whole training
+  // context — halved until the weights and one context of KV fit in memory.
+  bool full_context = false;
 };
 
 enum class WeightPlacement { Ram, Stream };
