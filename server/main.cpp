@@ -300,8 +300,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
   c_sv->add_option("--served-model-name", sv.served_names,
-                   "Another name the model answers to in OpenAI requests' \"model\" (repeatable; its id, file name "
-                   "and \"\" always work; other names get 404)");
+                   "A name the model answers to in requests' \"model\" (repeatable). Without any, every name is "
+                   "answered by the loaded model and echoed (agents ask for their vendor's models); with some, only "
+                   "they, the model's id, file name and \"\" are, and other names get 404");
   c_sv->add_option("--config", sv.config,
                    "Config file (JSON, or TOML when it ends in .toml) with the setting names of "
                    "`moelsp settings`; read after ~/.config/moelsp/config.toml or config.json");
