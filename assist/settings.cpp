@@ -87,7 +87,7 @@ const std::vector<SettingSpec> kSpecs = {
      .default_text = "physical cores", .help = "engine threads (0: automatic)", .set = &set_threads,
      .merge = &merge_plan<&PlanOverrides::threads>, .is_set = &set_in_plan<&PlanOverrides::threads>},
     {.key = "contextSize", .kind = K::Int, .flag = "-c,--context-size", .commands = kLspFlag | kServeFlag, .min = 32,
-     .max = 1 << 22, .default_text = "min(4096, the model's training context)",
+     .max = 1 << 22, .default_text = "min(4096, the model's training context); serve: the whole training context while it fits in memory",
      .help = "tokens per sequence (never more than the training context); completion prompts are fitted to it",
      PLAN(n_ctx)},
     {.key = "kvCache.type", .kind = K::String, .flag = "--kv-type", .commands = kLspFlag | kServeFlag | kProfileFlag,

@@ -26,6 +26,13 @@ class ScriptedBackend final : public assist::Backend {
   assist::Generation chat(const assist::ChatInput& in, const std::function<void(const std::string&)>& on_text,
                           assist::Ticket&) override {
     last = in;
+    if (!context_error.empty()) {
+      assist::Generation g;
+      g.reason = FinishReason::Error;
+      g.error = context_error;
+      g.error_kind = ErrorKind::ContextLength;
+      return g;
+    }
     const std::string out =
         output_.starts_with(in.assistant_prefix) ? output_.substr(in.assistant_prefix.size()) : output_;
     for (size_t i = 0; i < out.size(); i += 3)
@@ -42,6 +49,7 @@ class ScriptedBackend final : public assist::Backend {
   }
   std::optional<int> count_tokens(const std::string& prompt) const override { return int(prompt.size()); }
   assist::ChatInput last;
+  std::string context_error;  // set: every chat fails with it (ErrorKind::ContextLength)
   assist::Generation text(const assist::TextInput&, const std::function<void(const std::string&)>&,
                           assist::Ticket&) override {
     return {};
@@ -159,7 +167,7 @@ TEST_CASE("chat: without tools, or with tool_choice none, the output is text") {
 const std::string kCallOnly =
     "<tool_call>\n<function=read_file>\n<parameter=path>\nnotes.txt\n</parameter>\n</function>\n</tool_call>";
 
-TEST_CASE("chat: tool_choice required or named makes the answer open with a call; unknown names are refused") {
+TEST_CASE("chat: tool_choice required or named makes the answer open with a call, unknown names are refused") {
   World w(assist::ToolSyntax::Qwen3Coder, kCallOnly);
   json body = chat(false);
   body["tool_choice"] = "required";
@@ -317,6 +325,17 @@ TEST_CASE("responses: input items become the template's conversation") {
   body["previous_response_id"] = "resp_1";
   CHECK(w.post(body, nullptr, "/v1/responses").status == 400);
   body.erase("previous_response_id");
+  // Codex's freeform tool calls and items of other servers' tools.
+  body["input"] = json::parse(R"([{"role": "user", "content": "patch it"},
+    {"type": "custom_tool_call", "call_id": "c2", "name": "apply_patch", "input": "*** Begin Patch"},
+    {"type": "custom_tool_call_output", "call_id": "c2", "output": "Done"},
+    {"type": "web_search_call", "id": "ws", "status": "completed"}])");
+  REQUIRE(w.post(body, nullptr, "/v1/responses").status == 200);
+  const json m2 = w.template_messages();
+  CHECK(m2[2]["tool_calls"][0]["function"] ==
+        json{{"name", "apply_patch"}, {"arguments", {{"input", "*** Begin Patch"}}}});
+  CHECK(m2[3]["name"] == "apply_patch");
+  CHECK(m2.size() == 4);
   body["input"] = json::parse(R"([{"type": "item_reference", "id": "x"}])");
   const http::HttpResponse bad = w.post(body, nullptr, "/v1/responses");
   CHECK(bad.status == 400);
@@ -396,7 +415,8 @@ TEST_CASE("messages: tool_use and tool_result blocks become the template's calls
     {"role": "assistant", "content": [{"type": "thinking", "thinking": "Need it.", "signature": "x"},
                                       {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "notes.txt"}}]},
     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "hello"}]},
-                                 {"type": "text", "text": "and?"}]}])");
+                                 {"type": "text", "text": "and?"}]},
+    {"role": "system", "content": "Be brief."}])");
   body["tool_choice"] = {{"type", "auto"}};
   body["thinking"] = {{"type", "enabled"}, {"budget_tokens", 1024}};
   const http::HttpResponse r = w.post(body, nullptr, "/v1/messages");
@@ -404,6 +424,8 @@ TEST_CASE("messages: tool_use and tool_result blocks become the template's calls
   CHECK(json::parse(r.body)["stop_reason"] == "end_turn");
   const json m = w.template_messages();
   REQUIRE(m.size() == 5);
+  CHECK(m[0]["content"] ==
+        "You are Claude Code.\n\nBe brief.");  // a system message in `messages` joins the system prompt
   CHECK(m[2]["tool_calls"][0]["function"] == json{{"name", "read_file"}, {"arguments", {{"path", "notes.txt"}}}});
   CHECK(m[2]["reasoning_content"] == "Need it.");
   CHECK(m[3] == json{{"role", "tool"}, {"content", "hello"}, {"tool_call_id", "toolu_1"}, {"name", "read_file"}});
@@ -414,7 +436,7 @@ TEST_CASE("messages: tool_use and tool_result blocks become the template's calls
   CHECK(w.backend->last.assistant_prefix == "<tool_call>\n<function=read_file>\n");
 }
 
-TEST_CASE("messages: errors in Anthropic's shape; x-api-key; count_tokens") {
+TEST_CASE("messages: errors in Anthropic's shape, x-api-key, count_tokens") {
   http::ApiOptions opt;
   opt.api_key = "k";
   World w(assist::ToolSyntax::Qwen3Coder, kOutput, opt);
@@ -460,4 +482,21 @@ TEST_CASE("chat with gpt-oss: the channels as reasoning, answer and calls, strea
   World plain(assist::ToolSyntax::Harmony, "<|channel|>final<|message|>Hello.<|return|>");
   j = json::parse(plain.post(chat(false, nullptr)).body);  // no tools: the channels are still parsed
   CHECK(j["choices"][0]["message"]["content"] == "Hello.");
+}
+
+TEST_CASE(
+    "an over-long prompt: OpenAI's context_length_exceeded, Anthropic's 'prompt is too long' (Claude Code compacts)") {
+  World w(assist::ToolSyntax::Qwen3Coder, kOutput);
+  w.backend->context_error =
+      "prompt of 52768 tokens does not fit the context of 40960 (with room for 1024 new tokens): use a model with a "
+      "longer context";
+  http::HttpResponse r = w.post(chat(false));
+  CHECK(r.status == 400);
+  CHECK(json::parse(r.body)["error"]["code"] == "context_length_exceeded");
+  r = w.post(messages_body(false), nullptr, "/v1/messages");
+  CHECK(r.status == 400);
+  const std::string message = json::parse(r.body)["error"]["message"];
+  CHECK(message.rfind("prompt is too long: 52768 tokens > 40960 maximum (prompt of 52768", 0) == 0);
+  r = w.post(responses_body(false), nullptr, "/v1/responses");
+  CHECK(json::parse(r.body)["error"]["code"] == "context_length_exceeded");
 }

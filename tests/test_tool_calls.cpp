@@ -192,7 +192,7 @@ TEST_CASE("gpt-oss harmony: analysis is reasoning, a commentary message to a fun
   check_every_cut(ToolSyntax::Harmony, "Plain text, no channels.", {"Plain text, no channels.", "", {}});
 }
 
-TEST_CASE("Mistral: several calls in one [TOOL_CALLS] list; Llama 3: a JSON answer that is no call stays text") {
+TEST_CASE("Mistral: several calls in one TOOL_CALLS list, Llama 3: a JSON answer that is no call stays text") {
   check_every_cut(ToolSyntax::Mistral,
                   "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}, "
                   "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]",

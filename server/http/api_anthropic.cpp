@@ -100,7 +100,12 @@ Conversation anthropic_conversation(const json& j) {
     const json content = m.is_object() && m.contains("content") ? m["content"] : json();
     if (role == "user") add_user(c, content, at);
     else if (role == "assistant") add_assistant(c, content, at);
-    else throw BadField("messages[" + std::to_string(i) + "]: role must be 'user' or 'assistant'", "messages");
+    else if (role == "system")  // Claude Code's mid-conversation system messages: gathered into the system prompt
+      c.add(said("system", parts_text(content, at, {"text"}, "messages")));
+    else
+      throw BadField(
+          "messages[" + std::to_string(i) + "]: role '" + role + "' is not supported (user, assistant and system are)",
+          "messages");
   }
   read_tools(j, c);
   // A budget is not enforced: the model reasons until it closes its

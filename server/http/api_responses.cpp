@@ -36,6 +36,20 @@ void add_item(Conversation& c, const json& item, size_t i) {
     c.add(tool_result(parts_text(item.contains("output") ? item["output"] : json(), at + ".output",
                                  {"input_text", "output_text", "text"}, "input"),
                       id, c.tool_name(id)));
+  } else if (type == "custom_tool_call" || type == "local_shell_call") {
+    // Codex's freeform tools (apply_patch's patch text) and its local
+    // shell: calls with their input as the arguments.
+    const bool custom = type == "custom_tool_call";
+    c.add(assistant_call({string_field(item, "call_id"), custom ? string_field(item, "name") : "local_shell",
+                          custom ? json{{"input", string_field(item, "input")}}
+                                 : (item.contains("action") ? item["action"] : json::object())}));
+  } else if (type == "custom_tool_call_output" || type == "local_shell_call_output") {
+    const std::string id = string_field(item, "call_id");
+    c.add(tool_result(parts_text(item.contains("output") ? item["output"] : json(), at + ".output",
+                                 {"input_text", "output_text", "text"}, "input"),
+                      id, c.tool_name(id)));
+  } else if (type == "web_search_call" || type == "compaction" || type == "image_generation_call") {
+    spdlog::info("/v1/responses: an item of type '{}' (another server's) is left out", type);
   } else if (type == "reasoning") {
     // Its text where the client kept it; an encrypted_content alone is
     // another server's and says nothing to this model.
@@ -47,7 +61,8 @@ void add_item(Conversation& c, const json& item, size_t i) {
     c.add(assistant_reasoning(text));
   } else {
     throw BadField(at + ": items of type '" + type +
-                       "' are not supported (message, function_call, function_call_output and reasoning are)",
+                       "' are not supported (message, function_call, custom_tool_call, local_shell_call, their "
+                       "outputs and reasoning are)",
                    "input");
   }
 }
@@ -152,9 +167,10 @@ class ResponsesShape final : public AnswerShape {
   json whole(const Answer& a) override {
     json out = json::array();
     if (!a.reasoning.empty()) out.push_back(reasoning_item(id_ + "_rs", a.reasoning));
-    if (!a.content.empty()) out.push_back(message_item(id_ + "_msg", a.content));
-    for (const auto& c : a.calls) out.push_back(call_item(c));
     const bool cut = a.reason == FinishReason::Length || a.reason == FinishReason::Timeout;
+    if (!a.content.empty()) out.push_back(message_item(id_ + "_msg", a.content));
+    if (cut && !a.content.empty()) out.back()["status"] = "incomplete";
+    for (const auto& c : a.calls) out.push_back(call_item(c));
     return object(cut ? "incomplete" : "completed", out, a.timings);
   }
 
