@@ -74,10 +74,6 @@ bool between(std::string_view s, size_t& at, std::string_view open, std::string_
   return true;
 }
 
-// Each family's call block (between <tool_call> and </tool_call>): the
-// name, and the arguments through `add` (XML families) or as JSON.
-using AddArg = std::function<void(std::string_view key, std::string_view value)>;
-
 // {"name": N, "arguments": {...}} (arguments may come as a JSON string).
 bool parse_hermes(std::string_view block, std::string& name, ojson& args) {
   const ojson j = parse_limited(trim(block));
@@ -90,41 +86,57 @@ bool parse_hermes(std::string_view block, std::string& name, ojson& args) {
   return true;
 }
 
+// An XML family's call as far as it has arrived: its name once that is
+// complete, and its complete parameters (values as written: strings).
+struct XmlCall {
+  std::string name;  // empty until complete
+  std::vector<std::pair<std::string, std::string>> params;
+  bool complete = false;  // its closing tag seen, nothing malformed
+};
+
 // <function=N>\n<parameter=K>\nV\n</parameter>…</function>
-bool parse_qwen3_coder(std::string_view block, std::string& name, const AddArg& add) {
-  size_t at = 0;
-  std::string_view fn;
-  if (!between(block, at, "<function=", "</function>", fn)) return false;
-  const size_t gt = fn.find('>');
-  if (gt == std::string_view::npos) return false;
-  name = std::string(trim(fn.substr(0, gt)));
-  const std::string_view body = fn.substr(gt + 1);
-  for (size_t pos = 0;;) {
+XmlCall read_qwen3_coder(std::string_view block) {
+  XmlCall x;
+  const size_t fn = block.find("<function=");
+  const size_t gt = fn == std::string_view::npos ? fn : block.find('>', fn);
+  if (gt == std::string_view::npos) return x;
+  x.name = std::string(trim(block.substr(fn + 10, gt - fn - 10)));
+  const size_t fn_end = block.find("</function>", gt);
+  const std::string_view body = block.substr(gt + 1, fn_end == std::string_view::npos ? fn_end : fn_end - gt - 1);
+  size_t pos = 0;
+  for (;;) {
     const size_t open = body.find("<parameter=", pos);
     if (open == std::string_view::npos) break;
     const size_t name_end = body.find('>', open), close = body.find("</parameter>", open);
-    if (name_end == std::string_view::npos || close == std::string_view::npos || close < name_end) return false;
+    if (name_end == std::string_view::npos || close == std::string_view::npos || close < name_end) return x;
     std::string_view value = body.substr(name_end + 1, close - name_end - 1);
     if (value.starts_with('\n')) value.remove_prefix(1);  // the template's own line breaks
     if (value.ends_with('\n')) value.remove_suffix(1);
-    add(trim(body.substr(open + 11, name_end - open - 11)), value);
+    x.params.emplace_back(trim(body.substr(open + 11, name_end - open - 11)), value);
     pos = close + 12;
   }
-  return !name.empty();
+  x.complete = fn_end != std::string_view::npos && trim(body.substr(pos)).empty();
+  return x;
 }
 
-// N<arg_key>K</arg_key><arg_value>V</arg_value>…
-bool parse_glm(std::string_view block, std::string& name, const AddArg& add) {
+// N<arg_key>K</arg_key><arg_value>V</arg_value>… (the name is complete at
+// its first <arg_key>, or with the block).
+XmlCall read_glm(std::string_view block, bool whole) {
+  XmlCall x;
   const size_t first = block.find("<arg_key>");
-  name = std::string(trim(block.substr(0, first)));
-  if (name.empty()) return false;
+  if (first == std::string_view::npos && !whole) return x;
+  x.name = std::string(trim(block.substr(0, first)));
   size_t at = first == std::string_view::npos ? block.size() : first;
   std::string_view key, value;
-  while (at < block.size() && between(block, at, "<arg_key>", "</arg_key>", key)) {
-    if (!between(block, at, "<arg_value>", "</arg_value>", value)) return false;
-    add(trim(key), value);
+  while (at < block.size()) {
+    size_t next = at;
+    if (!between(block, next, "<arg_key>", "</arg_key>", key)) break;
+    if (!between(block, next, "<arg_value>", "</arg_value>", value)) break;
+    x.params.emplace_back(trim(key), value);
+    at = next;
   }
-  return trim(block.substr(std::min(at, block.size()))).empty();
+  x.complete = whole && trim(block.substr(std::min(at, block.size()))).empty();
+  return x;
 }
 
 // A JSON text in a code fence, or bare: the fence dropped.
@@ -370,7 +382,15 @@ bool OutputParser::step_call(OutputDelta& out, bool at_end) {
   const std::string_view p = pending_;
   const Markers m = markers(syntax_);
   const size_t end = m.close.empty() ? json_end(p) : p.find(m.close);
-  if (end != std::string_view::npos) {
+  const bool closed = end != std::string_view::npos;
+  if ((syntax_ == ToolSyntax::Qwen3Coder || syntax_ == ToolSyntax::Glm) &&
+      stream_xml(out, closed ? p.substr(0, end) : p, closed || at_end)) {
+    if (!closed && !at_end) return false;  // more parameters to come
+    pending_.erase(0, closed ? end + m.close.size() : p.size());
+    state_ = State::Text;
+    return closed;
+  }
+  if (closed) {
     const std::string block(p.substr(0, end));
     pending_.erase(0, end + m.close.size());
     state_ = State::Text;
@@ -454,21 +474,11 @@ bool OutputParser::close_call(OutputDelta& out, std::string_view block) {
   std::vector<std::pair<std::string, ojson>> calls(1, {"", ojson::object()});
   std::string& name = calls[0].first;
   ojson& args = calls[0].second;
-  // An XML family's value: a string on the wire, typed by the tool's schema.
-  const AddArg add = [&](std::string_view key, std::string_view value) {
-    const std::string k = name + "\n" + std::string(key);
-    std::string type;
-    for (const auto& [n, t] : param_types_)
-      if (n == k) type = t;
-    ojson parsed;
-    if (!type.empty() && type != "string") parsed = parse_limited(trim(value));
-    args[std::string(key)] = parsed.is_discarded() || parsed.is_null() ? ojson(std::string(value)) : parsed;
-  };
   bool ok = false;
   switch (syntax_) {
     case ToolSyntax::Hermes: ok = parse_hermes(block, name, args); break;
-    case ToolSyntax::Qwen3Coder: ok = parse_qwen3_coder(block, name, add); break;
-    case ToolSyntax::Glm: ok = parse_glm(block, name, add); break;
+    case ToolSyntax::Qwen3Coder:
+    case ToolSyntax::Glm: break;  // stream_xml's
     case ToolSyntax::DeepSeek: ok = parse_deepseek(block, name, args); break;
     case ToolSyntax::Llama3: ok = json_call(parse_limited(trim(block)), name, args); break;
     case ToolSyntax::Harmony:
@@ -480,7 +490,55 @@ bool OutputParser::close_call(OutputDelta& out, std::string_view block) {
     case ToolSyntax::None: break;
   }
   if (!ok) return false;
-  for (const auto& [n, a] : calls) out.calls.push_back({n, a.dump(-1, ' ', false, ojson::error_handler_t::replace)});
+  for (const auto& [n, a] : calls) {
+    out.calls.push_back({n, a.dump(-1, ' ', false, ojson::error_handler_t::replace)});
+    out.pieces.push_back({CallPiece::Kind::Begin, n});
+    out.pieces.push_back({CallPiece::Kind::Args, out.calls.back().arguments});
+    out.pieces.push_back({CallPiece::Kind::End, ""});
+  }
+  return true;
+}
+
+// A value of an XML family: a string on the wire, typed by the tool's
+// schema (a string where it says string, else the JSON it spells, else the
+// string).
+std::string OutputParser::typed(const std::string& tool, const std::string& key, std::string_view value) const {
+  const std::string k = tool + "\n" + key;
+  std::string type;
+  for (const auto& [n, t] : param_types_)
+    if (n == k) type = t;
+  ojson parsed;
+  if (!type.empty() && type != "string") parsed = parse_limited(trim(value));
+  const ojson v = parsed.is_discarded() || parsed.is_null() ? ojson(std::string(value)) : parsed;
+  return v.dump(-1, ' ', false, ojson::error_handler_t::replace);
+}
+
+bool OutputParser::stream_xml(OutputDelta& out, std::string_view block, bool final) {
+  const XmlCall x = syntax_ == ToolSyntax::Qwen3Coder ? read_qwen3_coder(block) : read_glm(block, final);
+  if (x.name.empty()) return false;
+  if (!call_open_) {
+    out.pieces.push_back({CallPiece::Kind::Begin, x.name});
+    call_open_ = true;
+    args_sent_ = 0;
+    args_text_.clear();
+  }
+  for (size_t i = args_sent_; i < x.params.size(); ++i) {
+    const auto& [key, value] = x.params[i];
+    std::string piece(i == 0 ? "{" : ",");
+    piece.append(ojson(key).dump()).append(":").append(typed(x.name, key, value));
+    out.pieces.push_back({CallPiece::Kind::Args, piece});
+    args_text_ += piece;
+  }
+  args_sent_ = x.params.size();
+  if (!final) return true;
+  if (!x.complete)
+    spdlog::warn("tool call ({}): the call of '{}' is cut off or malformed; it ends with the {} parameter(s) it has",
+                 to_string(syntax_), x.name, args_sent_);
+  const std::string close = args_sent_ == 0 ? "{}" : "}";
+  out.pieces.push_back({CallPiece::Kind::Args, close});
+  out.pieces.push_back({CallPiece::Kind::End, ""});
+  out.calls.push_back({x.name, args_text_ + close});
+  call_open_ = false;
   return true;
 }
 

@@ -44,11 +44,24 @@ struct ToolCall {
   bool operator==(const ToolCall&) const = default;
 };
 
-// What a piece of output adds: text to show, reasoning, finished calls.
+// A call as it streams: its start (the tool's name), pieces of its
+// arguments' JSON text, its end; joined, a call's Args pieces are its
+// `arguments`. The XML families' arguments come a parameter at a time (a
+// call whose name has arrived is a call: cut off, it ends with the
+// parameters it has, and a warning); the JSON families' at once.
+struct CallPiece {
+  enum class Kind { Begin, Args, End } kind;
+  std::string text;  // Begin: the tool's name; Args: a piece of the arguments
+  bool operator==(const CallPiece&) const = default;
+};
+
+// What a piece of output adds: text to show, reasoning, the pieces of calls
+// and the calls they finished.
 struct OutputDelta {
   std::string content, reasoning;
+  std::vector<CallPiece> pieces;
   std::vector<ToolCall> calls;
-  bool empty() const { return content.empty() && reasoning.empty() && calls.empty(); }
+  bool empty() const { return content.empty() && reasoning.empty() && pieces.empty() && calls.empty(); }
 };
 
 class OutputParser {
@@ -72,6 +85,10 @@ class OutputParser {
   // Parses a call block (between the call's opening and its end); false
   // when it is not a call (then it is returned as text).
   bool close_call(OutputDelta& out, std::string_view block);
+  // The XML families: the call's pieces so far from its block; `final`
+  // when the block is all there will be. False while it has no name.
+  bool stream_xml(OutputDelta& out, std::string_view block, bool final);
+  std::string typed(const std::string& tool, const std::string& key, std::string_view value) const;
 
   ToolSyntax syntax_;
   std::vector<std::pair<std::string, std::string>> param_types_;  // "tool\nparam" → JSON schema type
@@ -79,8 +96,11 @@ class OutputParser {
   std::string pending_;   // text not yet given out
   bool at_start_ = true;  // llama3: nothing but whitespace shown yet (a JSON object here is a call)
   Channel channel_ = Channel::Final;
-  std::string call_name_;  // harmony: the open message's recipient
-  std::string opener_;     // the text that opened the call (returned with it when it does not parse)
+  std::string call_name_;   // harmony: the open message's recipient
+  std::string opener_;      // the text that opened the call (returned with it when it does not parse)
+  bool call_open_ = false;  // XML families: the open call's Begin was given
+  size_t args_sent_ = 0;    // and this many of its parameters
+  std::string args_text_;   // their JSON, as given
 };
 
 }  // namespace moelsp::assist

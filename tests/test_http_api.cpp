@@ -127,7 +127,7 @@ TEST_CASE("chat: a tool call in the model's syntax is returned as tool_calls wit
   CHECK(call["id"].get<std::string>().rfind("call_", 0) == 0);
 }
 
-TEST_CASE("chat streamed: text and reasoning as deltas, the call as a tool_calls delta, then finish_reason") {
+TEST_CASE("chat streamed: text and reasoning as deltas, the call as tool_calls deltas, then finish_reason") {
   World w(assist::ToolSyntax::Qwen3Coder, kOutput);
   Events ev;
   REQUIRE(w.post(chat(true), &ev).status == 0);
@@ -147,9 +147,19 @@ TEST_CASE("chat streamed: text and reasoning as deltas, the call as a tool_calls
   }
   CHECK(content == "Reading it.\n");
   CHECK(reasoning == "Need the file.");
-  REQUIRE(calls.size() == 1);
+  // The first delta names the call; its arguments follow a parameter at a
+  // time, joined by index as clients do.
+  REQUIRE(calls.size() == 4);
   CHECK(calls[0]["index"] == 0);
   CHECK(calls[0]["function"]["name"] == "read_file");
+  CHECK(calls[0]["id"].get<std::string>().rfind("call_", 0) == 0);
+  std::string args;
+  for (const auto& c : calls) {
+    CHECK(c["index"] == 0);
+    args += c["function"]["arguments"].get<std::string>();
+  }
+  CHECK(calls[1]["function"]["arguments"] == "{\"path\":\"notes.txt\"");
+  CHECK(json::parse(args) == json{{"path", "notes.txt"}, {"line", 1}});
   CHECK(finish == "tool_calls");
 }
 

@@ -30,6 +30,7 @@ OutputDelta parse(ToolSyntax s, const std::vector<std::string>& pieces, bool in_
   const auto add = [&](const OutputDelta& d) {
     all.content += d.content;
     all.reasoning += d.reasoning;
+    all.pieces.insert(all.pieces.end(), d.pieces.begin(), d.pieces.end());
     all.calls.insert(all.calls.end(), d.calls.begin(), d.calls.end());
   };
   for (const auto& piece : pieces) add(p.push(piece));
@@ -37,24 +38,54 @@ OutputDelta parse(ToolSyntax s, const std::vector<std::string>& pieces, bool in_
   return all;
 }
 
-// Whole, cut at every byte into two pieces, and one byte at a time: the same.
-void check_every_cut(ToolSyntax s, const std::string& out, const OutputDelta& want, bool in_reasoning = false) {
+// The calls the streamed pieces make: each Begin's name with its Args joined.
+std::vector<ToolCall> calls_of(const std::vector<CallPiece>& pieces) {
+  std::vector<ToolCall> calls;
+  bool open = false;
+  for (const auto& p : pieces) {
+    if (p.kind == CallPiece::Kind::Begin) {
+      REQUIRE(!open);
+      calls.push_back({p.text, ""});
+      open = true;
+    } else if (p.kind == CallPiece::Kind::Args) {
+      REQUIRE(open);
+      calls.back().arguments += p.text;
+    } else {
+      REQUIRE(open);
+      open = false;
+    }
+  }
+  CHECK(!open);
+  return calls;
+}
+
+struct Want {
+  std::string content, reasoning;
+  std::vector<ToolCall> calls;
+};
+
+// Whole, cut at every byte into two pieces, and one byte at a time: the same,
+// and the streamed pieces of the calls make the same calls.
+void check_every_cut(ToolSyntax s, const std::string& out, const Want& want, bool in_reasoning = false) {
   const OutputDelta whole = parse(s, {out}, in_reasoning);
   CHECK(whole.content == want.content);
   CHECK(whole.reasoning == want.reasoning);
   CHECK(whole.calls == want.calls);
+  CHECK(calls_of(whole.pieces) == want.calls);
   for (size_t i = 0; i <= out.size(); ++i) {
     const OutputDelta cut = parse(s, {out.substr(0, i), out.substr(i)}, in_reasoning);
     INFO("cut at byte " << i);
     REQUIRE(cut.content == want.content);
     REQUIRE(cut.reasoning == want.reasoning);
     REQUIRE(cut.calls == want.calls);
+    REQUIRE(calls_of(cut.pieces) == want.calls);
   }
   std::vector<std::string> bytes;
   for (char c : out) bytes.emplace_back(1, c);
   const OutputDelta trickle = parse(s, bytes, in_reasoning);
   CHECK(trickle.content == want.content);
   CHECK(trickle.calls == want.calls);
+  CHECK(calls_of(trickle.pieces) == want.calls);
 }
 
 const ToolCall kCall{"get_weather", R"({"city":"Paris","days":3})"};
@@ -237,4 +268,28 @@ TEST_CASE("a forced call's opening puts the parser inside the call, for every fa
     CHECK(d.calls[0] == kCall);
     CHECK(d.content.empty());
   }
+}
+
+TEST_CASE("Qwen3-Coder and GLM: a call's arguments stream a parameter at a time, as the parameters close") {
+  OutputParser p(ToolSyntax::Qwen3Coder, kTools);
+  OutputDelta d = p.push("<tool_call>\n<function=get_weather>\n<parameter=city>\nPar");
+  REQUIRE(d.pieces.size() == 1);
+  CHECK(d.pieces[0] == CallPiece{CallPiece::Kind::Begin, "get_weather"});  // the name, before any argument
+  d = p.push("is\n</parameter>\n<parameter=days>\n3");
+  REQUIRE(d.pieces.size() == 1);
+  CHECK(d.pieces[0] == CallPiece{CallPiece::Kind::Args, "{\"city\":\"Paris\""});
+  d = p.push("\n</parameter>\n</function>\n</tool_call>");
+  REQUIRE(d.pieces.size() == 3);
+  CHECK(d.pieces[0].text == ",\"days\":3");
+  CHECK(d.pieces[1].text == "}");
+  CHECK(d.pieces[2].kind == CallPiece::Kind::End);
+  REQUIRE(d.calls.size() == 1);
+  CHECK(d.calls[0] == kCall);
+  // Cut off inside the call (the token limit): a call with what it has, not text.
+  OutputParser cut(ToolSyntax::Glm, kTools);
+  cut.push("<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value><arg_key>da");
+  const OutputDelta end = cut.finish();
+  REQUIRE(end.calls.size() == 1);
+  CHECK(end.calls[0] == ToolCall{"get_weather", R"({"city":"Paris"})"});
+  CHECK(end.content.empty());
 }

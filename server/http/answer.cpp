@@ -11,10 +11,18 @@
 namespace moelsp::http {
 
 namespace {
+// Where the answer's calls stand: begun so far, and whether the open one is
+// passed on (parallel_tool_calls false keeps only the first).
+struct Calls {
+  bool parallel = true;
+  int begun = 0;
+  bool kept(int index) const { return parallel || index == 0; }
+};
+
 // What the parser found in a piece of output, as the shape's events, in the
 // order a model writes them (reasoning, then text, then calls); recorded
 // into the whole answer.
-Sses shape_delta(const assist::OutputDelta& d, Answer& a, AnswerShape& shape) {
+Sses shape_delta(const assist::OutputDelta& d, Answer& a, AnswerShape& shape, Calls& calls) {
   Sses out;
   if (!d.reasoning.empty()) {
     a.reasoning += d.reasoning;
@@ -24,21 +32,23 @@ Sses shape_delta(const assist::OutputDelta& d, Answer& a, AnswerShape& shape) {
     a.content += d.content;
     append(out, shape.text(d.content));
   }
-  for (const auto& c : d.calls) {
-    a.calls.push_back({int(a.calls.size()), c.name, c.arguments});
-    append(out, shape.call(a.calls.back()));
+  size_t done = 0;  // d.calls holds the calls these pieces end, in order
+  for (const auto& p : d.pieces) {
+    const int index = p.kind == assist::CallPiece::Kind::Begin ? calls.begun++ : calls.begun - 1;
+    if (!calls.kept(index)) {
+      done += p.kind == assist::CallPiece::Kind::End;
+      continue;
+    }
+    if (p.kind == assist::CallPiece::Kind::Begin) append(out, shape.call_begin(index, p.text));
+    else if (p.kind == assist::CallPiece::Kind::Args) append(out, shape.call_args(index, p.text));
+    else if (done < d.calls.size()) {
+      a.calls.push_back({index, d.calls[done].name, d.calls[done].arguments});
+      ++done;
+      append(out, shape.call_end(a.calls.back()));
+    }
   }
   shape.pending_logprobs.clear();
   return out;
-}
-
-// Only the first call when the client asked for one at a time
-// (parallel_tool_calls false; Anthropic's disable_parallel_tool_use).
-assist::OutputDelta keep_calls(assist::OutputDelta d, const Answer& a, bool parallel) {
-  if (parallel) return d;
-  if (!a.calls.empty()) d.calls.clear();
-  else if (d.calls.size() > 1) d.calls.resize(1);
-  return d;
 }
 }  // namespace
 
@@ -49,7 +59,7 @@ HttpResponse Api::run_chat(ChatRun run) {
   q.raw_channels = plan.syntax == assist::ToolSyntax::Harmony;
   assist::OutputParser parser(plan.syntax, q.template_options.tools_json);
   parser.push(plan.prefix);  // inside the forced call: nothing comes out
-  const bool parallel = run.conversation.parallel_calls;
+  Calls calls{run.conversation.parallel_calls};
   AnswerShape& shape = run.shape;
   Answer answer;
   const Slot place = slot();
@@ -69,9 +79,9 @@ HttpResponse Api::run_chat(ChatRun run) {
   if (stream_lp) q.logprobs.on_logprob = [&](const TokenLogprob& lp) { lps.push_back(lp); };
   const auto events = [&](const std::string& piece) {
     shape.pending_logprobs = lps;
-    const assist::OutputDelta d = keep_calls(parser.push(piece), answer, parallel);
+    const assist::OutputDelta d = parser.push(piece);
     if (!d.empty()) lps.clear();  // held back: its logprobs go with the next piece
-    return shape_delta(d, answer, shape);
+    return shape_delta(d, answer, shape, calls);
   };
   std::mutex made_mu;
   std::deque<Sses> made;  // stream_lp: events made on the generating thread, in order
@@ -113,8 +123,9 @@ HttpResponse Api::run_chat(ChatRun run) {
   const assist::OutputDelta end = parser.finish();
   rest.content += end.content;
   rest.reasoning += end.reasoning;
+  rest.pieces.insert(rest.pieces.end(), end.pieces.begin(), end.pieces.end());
   rest.calls.insert(rest.calls.end(), end.calls.begin(), end.calls.end());
-  Sses tail = shape_delta(keep_calls(rest, answer, parallel), answer, shape);
+  Sses tail = shape_delta(rest, answer, shape, calls);
   if (!es) return ok(shape.whole(answer));
   append(tail, shape.finish(answer));
   EventStream* out = es->get();

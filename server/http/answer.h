@@ -37,7 +37,11 @@ class AnswerShape {
   virtual Sses open() = 0;
   virtual Sses reasoning(const std::string& text) = 0;
   virtual Sses text(const std::string& text) = 0;
-  virtual Sses call(const CallOut& c) = 0;
+  // A call as it streams: begun (its name known), a piece of its
+  // arguments' JSON text, ended (`c` whole: the pieces joined).
+  virtual Sses call_begin(int index, const std::string& name) = 0;
+  virtual Sses call_args(int index, const std::string& piece) = 0;
+  virtual Sses call_end(const CallOut& c) = 0;
   // The last events, once the model has stopped.
   virtual Sses finish(const Answer& a) = 0;
   // The error a stream ends with once open (a plain response before).

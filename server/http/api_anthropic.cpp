@@ -136,16 +136,16 @@ class MessagesShape final : public AnswerShape {
     append(out, event("content_block_delta", {{"index", index_}, {"delta", {{"type", "text_delta"}, {"text", s}}}}));
     return out;
   }
-  Sses call(const CallOut& c) override {
+  Sses call_begin(int index, const std::string& name) override {
     Sses out = switch_to(Block::None);
-    json block = tool_use(c);
-    block["input"] = json::object();
-    append(out, event("content_block_start", {{"index", ++index_}, {"content_block", block}}));
-    append(out, event("content_block_delta",
-                      {{"index", index_}, {"delta", {{"type", "input_json_delta"}, {"partial_json", c.arguments}}}}));
-    append(out, event("content_block_stop", {{"index", index_}}));
+    append(out, event("content_block_start", {{"index", ++index_}, {"content_block", tool_use({index, name, "{}"})}}));
     return out;
   }
+  Sses call_args(int, const std::string& piece) override {
+    return event("content_block_delta",
+                 {{"index", index_}, {"delta", {{"type", "input_json_delta"}, {"partial_json", piece}}}});
+  }
+  Sses call_end(const CallOut&) override { return event("content_block_stop", {{"index", index_}}); }
   Sses finish(const Answer& a) override {
     Sses out = switch_to(Block::None);
     append(out, event("message_delta", {{"delta", {{"stop_reason", reason(a)}, {"stop_sequence", stop_sequence(a)}}},

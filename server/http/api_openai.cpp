@@ -180,7 +180,17 @@ class ChatShape final : public AnswerShape {
   Sses open() override { return chunk({{"role", "assistant"}, {"content", ""}}, nullptr); }
   Sses reasoning(const std::string& s) override { return chunk({{"reasoning_content", s}}, nullptr); }
   Sses text(const std::string& s) override { return chunk({{"content", s}}, nullptr); }
-  Sses call(const CallOut& c) override { return chunk({{"tool_calls", {call_json(c, true)}}}, nullptr); }
+  // A call's first delta has its index, id, type and name; then its
+  // arguments come in pieces (OpenAI's shape; clients join them by index).
+  Sses call_begin(int index, const std::string& name) override {
+    json call = call_json({index, name, ""});
+    call["index"] = index;
+    return chunk({{"tool_calls", {call}}}, nullptr);
+  }
+  Sses call_args(int index, const std::string& piece) override {
+    return chunk({{"tool_calls", {{{"index", index}, {"function", {{"arguments", piece}}}}}}}, nullptr);
+  }
+  Sses call_end(const CallOut&) override { return {}; }
   Sses finish(const Answer& a) override {
     Sses out = chunk(json::object(), reason(a));
     if (usage_) append(out, data_event(json::parse(usage_chunk(id_, "chat.completion.chunk", model_, a.timings))));
@@ -193,7 +203,7 @@ class ChatShape final : public AnswerShape {
     if (!a.reasoning.empty()) message["reasoning_content"] = a.reasoning;  // where llama.cpp's server puts it
     if (!a.calls.empty()) {
       message["tool_calls"] = json::array();
-      for (const auto& c : a.calls) message["tool_calls"].push_back(call_json(c, false));
+      for (const auto& c : a.calls) message["tool_calls"].push_back(call_json(c));
     }
     return {{"id", id_},
             {"object", "chat.completion"},
@@ -209,12 +219,10 @@ class ChatShape final : public AnswerShape {
 
  private:
   static const char* reason(const Answer& a) { return a.calls.empty() ? openai_reason(a.reason) : "tool_calls"; }
-  json call_json(const CallOut& c, bool delta) const {
-    json j = {{"id", "call_" + id_.substr(id_.find('-') + 1) + "_" + std::to_string(c.index)},
-              {"type", "function"},
-              {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
-    if (delta) j["index"] = c.index;
-    return j;
+  json call_json(const CallOut& c) const {
+    return {{"id", "call_" + id_.substr(id_.find('-') + 1) + "_" + std::to_string(c.index)},
+            {"type", "function"},
+            {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
   }
   Sses chunk(const json& delta, const json& finish) {
     json choice = {{"index", 0}, {"delta", delta}, {"finish_reason", finish}};

@@ -139,15 +139,18 @@ class ResponsesShape final : public AnswerShape {
     append(out, event("response.output_text.delta", place(0, {{"delta", s}, {"logprobs", json::array()}})));
     return out;
   }
-  Sses call(const CallOut& c) override {
+  Sses call_begin(int index, const std::string& name) override {
     Sses out = switch_to(Item::None);
-    json item = call_item(c);
+    json item = call_item({index, name, ""});
     item["status"] = "in_progress";
-    item["arguments"] = "";
     append(out, event("response.output_item.added", {{"output_index", output_.size()}, {"item", item}}));
-    const json at = {{"item_id", item["id"]}, {"output_index", output_.size()}};
-    append(out, event("response.function_call_arguments.delta", merged(at, {{"delta", c.arguments}})));
-    append(out, event("response.function_call_arguments.done", merged(at, {{"arguments", c.arguments}})));
+    return out;
+  }
+  Sses call_args(int index, const std::string& piece) override {
+    return event("response.function_call_arguments.delta", merged(call_at(index), {{"delta", piece}}));
+  }
+  Sses call_end(const CallOut& c) override {
+    Sses out = event("response.function_call_arguments.done", merged(call_at(c.index), {{"arguments", c.arguments}}));
     return done(out, call_item(c));
   }
   Sses finish(const Answer& a) override {
@@ -202,6 +205,9 @@ class ResponsesShape final : public AnswerShape {
             {"status", "completed"},
             {"role", "assistant"},
             {"content", {{{"type", "output_text"}, {"text", text}, {"annotations", json::array()}}}}};
+  }
+  json call_at(int index) const {
+    return {{"item_id", id_ + "_fc" + std::to_string(index)}, {"output_index", output_.size()}};
   }
   json call_item(const CallOut& c) const {
     const std::string n = std::to_string(c.index);
