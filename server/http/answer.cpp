@@ -72,42 +72,11 @@ HttpResponse Api::run_chat(ChatRun run) {
     return opened;
   }};
   LazyStream* const es = run.stream ? &lazy : nullptr;
-  // Streamed with logprobs: a piece's events carry its tokens' logprobs,
-  // so they are made where both are known (the generating thread), in order.
-  const bool stream_lp = es && q.logprobs.top >= 0;
-  std::vector<TokenLogprob> lps;
-  if (stream_lp) q.logprobs.on_logprob = [&](const TokenLogprob& lp) { lps.push_back(lp); };
   const auto events = [&](const std::string& piece) {
-    shape.pending_logprobs = lps;
     const assist::OutputDelta d = parser.push(piece);
-    if (!d.empty()) lps.clear();  // held back: its logprobs go with the next piece
-    return shape_delta(d, answer, shape, calls);
+    return d.empty() ? Sses{} : shape_delta(d, answer, shape, calls);
   };
-  std::mutex made_mu;
-  std::deque<Sses> made;  // stream_lp: events made on the generating thread, in order
-  const assist::ChatAnswer a = pump<assist::ChatAnswer>(
-      es, t, run.req.client_gone,
-      [&](const std::string& s) {
-        if (!stream_lp) return events(s);
-        std::lock_guard lock(made_mu);  // one piece handed over: one entry made
-        Sses out = std::move(made.front());
-        made.pop_front();
-        return out;
-      },
-      [&](const OnText& on_text) {
-        if (!stream_lp) return service_.chat(q, on_text, t);
-        return service_.chat(
-            q,
-            [&](const std::string& s) {
-              Sses e = events(s);
-              {
-                std::lock_guard lock(made_mu);
-                made.push_back(std::move(e));
-              }
-              on_text(s);
-            },
-            t);
-      });
+  const assist::ChatAnswer a = pump_chat(q, t, es, run.req.client_gone, events, shape);
   count(run.endpoint, a.timings);
   if (const auto f = failed_generation(stopping(), a.reason, a.error, a.error_kind)) {
     if (!es || !es->es) return *f;
@@ -131,6 +100,45 @@ HttpResponse Api::run_chat(ChatRun run) {
   EventStream* out = es->get();
   for (const Sse& e : tail) out->send_event(e.event, e.data);
   return streamed();
+}
+
+// Streamed with logprobs, a piece's events carry its tokens' logprobs, so
+// they are made where both are known (the generating thread), in order, and
+// handed to the connection's thread with the piece.
+assist::ChatAnswer Api::pump_chat(assist::ChatQuery& q, assist::Ticket& t, LazyStream* es,
+                                  const std::function<bool()>& client_gone,
+                                  const std::function<Sses(const std::string&)>& events, AnswerShape& shape) {
+  const bool stream_lp = es && q.logprobs.top >= 0;
+  if (!stream_lp)
+    return pump<assist::ChatAnswer>(es, t, client_gone, events,
+                                    [&](const OnText& on_text) { return service_.chat(q, on_text, t); });
+  std::vector<TokenLogprob> lps;
+  q.logprobs.on_logprob = [&](const TokenLogprob& lp) { lps.push_back(lp); };
+  std::mutex made_mu;
+  std::deque<Sses> made;
+  return pump<assist::ChatAnswer>(
+      es, t, client_gone,
+      [&](const std::string&) {
+        std::lock_guard lock(made_mu);  // one piece handed over: one entry made
+        Sses out = std::move(made.front());
+        made.pop_front();
+        return out;
+      },
+      [&](const OnText& on_text) {
+        return service_.chat(
+            q,
+            [&](const std::string& s) {
+              shape.pending_logprobs = lps;
+              Sses e = events(s);
+              if (!e.empty()) lps.clear();  // held back: its logprobs go with the next piece
+              {
+                std::lock_guard lock(made_mu);
+                made.push_back(std::move(e));
+              }
+              on_text(s);
+            },
+            t);
+      });
 }
 
 }  // namespace moelsp::http

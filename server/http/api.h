@@ -30,6 +30,8 @@ namespace moelsp::http {
 
 class AnswerShape;
 struct Conversation;
+struct LazyStream;
+struct Sse;
 
 struct HttpRequest {
   std::string method;  // GET, POST, ...
@@ -148,6 +150,9 @@ class Api {
     const char* endpoint;
   };
   HttpResponse run_chat(ChatRun run);
+  assist::ChatAnswer pump_chat(assist::ChatQuery& q, assist::Ticket& t, LazyStream* es,
+                               const std::function<bool()>& client_gone,
+                               const std::function<std::vector<Sse>(const std::string&)>& events, AnswerShape& shape);
   HttpResponse health();
   HttpResponse metrics();
   // A request's place in the queue (429 Busy beyond --max-queue), given

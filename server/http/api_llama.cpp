@@ -8,14 +8,14 @@
 
 namespace moelsp::http {
 
-// POST /infill (llama.cpp's, as llama.vim and llama.vscode send it): the
-// editor pipeline — FIM prompt with input_extra ahead of the prefix, the
-// cache and type-through, post-processing.
-HttpResponse Api::infill(const HttpRequest& req, const OpenStream& open_stream) {
-  const json j = parse_body(req.body);
-  // Fields llama.vim and llama.vscode send that change nothing here: model
-  // (llama.vscode sends its chat model's name), id_slot, samplers, n_indent,
-  // cache_prompt (the prefix cache is always on), time of input_extra chunks.
+namespace {
+// The completion /infill asks for. Fields llama.vim and llama.vscode send
+// that change nothing here: model (llama.vscode sends its chat model's
+// name), id_slot, samplers, n_indent, cache_prompt (the prefix cache is
+// always on), time of input_extra chunks. n_predict 0 is the plugins'
+// warm-up: the context is processed (its KV stays in the prefix cache for
+// the next keystroke) and nothing is returned.
+assist::CompletionQuery infill_query(const json& j, int n_predict) {
   const std::string prefix = string_field(j, "input_prefix"), suffix = string_field(j, "input_suffix");
   const std::string typed = string_field(j, "prompt");  // the cursor line's text before the cursor
   if (has(j, "response_fields") && !j["response_fields"].is_array())
@@ -33,16 +33,43 @@ HttpResponse Api::infill(const HttpRequest& req, const OpenStream& open_stream) 
       if (!q.extra.empty() && q.extra.back() != '\n') q.extra += '\n';
     }
   }
-  // n_predict 0 is the plugins' warm-up: the context is processed (its KV
-  // stays in the prefix cache for the next keystroke) and nothing is returned.
-  const int n_predict = int(int_field(j, "n_predict", 64, 0, 1 << 20));
-  const bool warm_up = n_predict == 0;
-  q.settings.max_tokens = warm_up ? 1 : n_predict;
+  q.settings.max_tokens = n_predict == 0 ? 1 : n_predict;
   q.settings.time_budget_ms = int(int_field(j, "t_max_predict_ms", 1500, INT32_MIN, 3'600'000));
   if (q.settings.time_budget_ms <= 0) q.settings.time_budget_ms = 1500;
   // n_cmpl (llama.vscode): that many suggestions, the first greedy; an array is returned when > 1.
-  const int n_cmpl = int(int_field(j, "n_cmpl", 1, 1, 8));
-  q.alternatives = n_cmpl;
+  q.alternatives = int(int_field(j, "n_cmpl", 1, 1, 8));
+  return q;
+}
+
+// response_fields (llama.vim): a flat object of the paths asked for,
+// "timings/prompt_n" → value; the whole answer when not asked.
+json only_fields(const json& j, const json& r) {
+  if (!has(j, "response_fields")) return r;
+  json flat = json::object();
+  for (const auto& f : j["response_fields"]) {
+    if (!f.is_string() || f.get<std::string>().empty()) continue;
+    const std::string path = f;
+    const json* cur = &r;
+    for (size_t at = 0; cur && at <= path.size();) {
+      const size_t slash = std::min(path.find('/', at), path.size());
+      const std::string key = path.substr(at, slash - at);
+      cur = cur->is_object() && cur->contains(key) ? &(*cur)[key] : nullptr;
+      at = slash + 1;
+    }
+    if (cur) flat[path] = *cur;
+  }
+  return flat;
+}
+}  // namespace
+
+// POST /infill (llama.cpp's, as llama.vim and llama.vscode send it): the
+// editor pipeline — FIM prompt with input_extra ahead of the prefix, the
+// cache and type-through, post-processing.
+HttpResponse Api::infill(const HttpRequest& req, const OpenStream& open_stream) {
+  const json j = parse_body(req.body);
+  const int n_predict = int(int_field(j, "n_predict", 64, 0, 1 << 20));
+  const bool warm_up = n_predict == 0;
+  const assist::CompletionQuery q = infill_query(j, n_predict);
   const bool stream = bool_field(j, "stream", false);
   const Slot place = slot();
   const auto t0 = std::chrono::steady_clock::now();
@@ -63,41 +90,23 @@ HttpResponse Api::infill(const HttpRequest& req, const OpenStream& open_stream) 
   const int prompt_n = tm.n_prompt - tm.n_prompt_cached;
   const double predict_ms = a.from_cache ? ms : tm.generate_ms;
   const auto result = [&](const std::string& content) {
-    return json{{"content", warm_up ? "" : content},
-                {"stop", true},
-                {"truncated", tm.n_prompt_cut > 0},
-                {"tokens_cached", tm.n_prompt_cached},
-                {"tokens_evaluated", tm.n_prompt},
-                {"model", model_id()},
-                {"cached", a.from_cache},
-                {"generation_settings", {{"n_ctx", n_ctx}, {"n_predict", n_predict}}},
-                {"timings",
-                 {{"prompt_n", prompt_n},
-                  {"prompt_ms", tm.prompt_ms},
-                  {"prompt_per_token_ms", prompt_n > 0 ? tm.prompt_ms / prompt_n : 0.0},
-                  {"prompt_per_second", tm.prompt_tps()},
-                  {"predicted_n", tm.n_generated},
-                  {"predicted_ms", predict_ms},
-                  {"predicted_per_token_ms", tm.n_generated > 0 ? predict_ms / tm.n_generated : 0.0},
-                  {"predicted_per_second", tm.generate_tps()}}}};
-  };
-  // response_fields (llama.vim): a flat object of the paths asked for, "timings/prompt_n" → value.
-  const auto shaped = [&](const json& r) {
-    if (!has(j, "response_fields")) return r;
-    json flat = json::object();
-    for (const auto& f : j["response_fields"]) {
-      if (!f.is_string() || f.get<std::string>().empty()) continue;
-      const std::string path = f;
-      const json* cur = &r;
-      for (size_t at = 0; cur && at <= path.size();) {
-        const size_t slash = std::min(path.find('/', at), path.size());
-        const std::string key = path.substr(at, slash - at);
-        cur = cur->is_object() && cur->contains(key) ? &(*cur)[key] : nullptr;
-        at = slash + 1;
-      }
-      if (cur) flat[path] = *cur;
-    }
-    return flat;
+    return only_fields(j, {{"content", warm_up ? "" : content},
+                           {"stop", true},
+                           {"truncated", tm.n_prompt_cut > 0},
+                           {"tokens_cached", tm.n_prompt_cached},
+                           {"tokens_evaluated", tm.n_prompt},
+                           {"model", model_id()},
+                           {"cached", a.from_cache},
+                           {"generation_settings", {{"n_ctx", n_ctx}, {"n_predict", n_predict}}},
+                           {"timings",
+                            {{"prompt_n", prompt_n},
+                             {"prompt_ms", tm.prompt_ms},
+                             {"prompt_per_token_ms", prompt_n > 0 ? tm.prompt_ms / prompt_n : 0.0},
+                             {"prompt_per_second", tm.prompt_tps()},
+                             {"predicted_n", tm.n_generated},
+                             {"predicted_ms", predict_ms},
+                             {"predicted_per_token_ms", tm.n_generated > 0 ? predict_ms / tm.n_generated : 0.0},
+                             {"predicted_per_second", tm.generate_tps()}}}});
   };
   std::vector<std::string> texts = a.texts;
   if (texts.empty()) texts.push_back("");
@@ -105,13 +114,12 @@ HttpResponse Api::infill(const HttpRequest& req, const OpenStream& open_stream) 
     EventStream* es = open_stream();
     es->send(json{{"content", warm_up ? "" : texts.front()}, {"stop", false}}.dump(-1, ' ', false,
                                                                                    json::error_handler_t::replace));
-    json last = result("");  // as llama.cpp ends a stream
-    es->send(shaped(last).dump(-1, ' ', false, json::error_handler_t::replace));
+    es->send(result("").dump(-1, ' ', false, json::error_handler_t::replace));  // as llama.cpp ends a stream
     return streamed();
   }
-  if (n_cmpl == 1) return ok(shaped(result(texts.front())));
+  if (q.alternatives == 1) return ok(result(texts.front()));
   json all = json::array();
-  for (int k = 0; k < n_cmpl && k < int(texts.size()); ++k) all.push_back(shaped(result(texts[size_t(k)])));
+  for (int k = 0; k < q.alternatives && k < int(texts.size()); ++k) all.push_back(result(texts[size_t(k)]));
   return ok(all);
 }
 

@@ -96,10 +96,8 @@ std::string usage_chunk(const std::string& id, const char* object, const std::st
 
 // POST /v1/completions: prompt (text or token ids), `suffix` for fill in the
 // middle, sampling, stop, stream.
-HttpResponse Api::completions(const HttpRequest& req, const OpenStream& open_stream) {
-  const json j = parse_body(req.body);
-  const std::string model_id = served_as(string_field(j, "model"));
-  refuse_unsupported(j);
+namespace {
+assist::TextInput text_input(const json& j) {
   assist::TextInput in;
   if (!has(j, "prompt")) throw BadField("field 'prompt' is required", "prompt");
   const json& prompt = j["prompt"];
@@ -114,6 +112,15 @@ HttpResponse Api::completions(const HttpRequest& req, const OpenStream& open_str
   in.stop = stops(j);
   in.logprobs.top = completion_logprobs_field(j);
   in.ignore_eos = bool_field(j, "ignore_eos", false);  // llama.cpp's extension
+  return in;
+}
+}  // namespace
+
+HttpResponse Api::completions(const HttpRequest& req, const OpenStream& open_stream) {
+  const json j = parse_body(req.body);
+  const std::string model_id = served_as(string_field(j, "model"));
+  refuse_unsupported(j);
+  assist::TextInput in = text_input(j);
   const bool stream = bool_field(j, "stream", false);
   const bool include_usage = usage_chunk_asked(j, stream);
   const std::string id = "cmpl-" + std::to_string(next_id_++);
