@@ -85,6 +85,10 @@ struct ChatInput {
   // opening of a tool call when the client forces one (tool_choice). The
   // generated text does not repeat it.
   std::string assistant_prefix;
+  // Called with the rendered prompt (before assistant_prefix) just before
+  // generation starts, on the generating thread: a caller learns, e.g.,
+  // that the template opened the model's reasoning (<think>) for it.
+  std::function<void(const std::string& prompt)> on_prompt;
   int max_tokens = 1024;
   std::string template_override;  // a built-in template the user chose instead of the model's own
   SamplingParams sampling = chat_sampling();

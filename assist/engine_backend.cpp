@@ -124,7 +124,9 @@ Generation EngineBackend::chat(const ChatInput& in, const std::function<void(con
     // refuse the conversation (raise_exception), which ends the chat here.
     const ChatTemplate tmpl =
         ChatTemplate::for_model(eng.model().file(), eng.model().tokenizer(), in.template_override);
-    req.prompt = fitted_prompt(eng, tmpl, in) + in.assistant_prefix;
+    req.prompt = fitted_prompt(eng, tmpl, in);
+    if (in.on_prompt) in.on_prompt(req.prompt);
+    req.prompt += in.assistant_prefix;
   } catch (const ChatTemplateError& e) {
     g.reason = FinishReason::Error;
     g.error = std::string(e.what()) + " (setting: chat.template)";

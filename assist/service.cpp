@@ -191,6 +191,7 @@ ChatInput Service::chat_input(const ChatQuery& q) {
   if (q.kind == ChatKind::Chat) in.messages_json = q.messages_json;
   in.template_options = q.template_options;
   in.assistant_prefix = q.assistant_prefix;
+  in.on_prompt = q.on_prompt;
   in.sampling = q.sampling;
   in.stop = q.stop;
   in.code = q.code;

@@ -72,6 +72,7 @@ struct ChatQuery {
   std::string messages_json;     // ChatInput::messages_json: the conversation with all its fields (HTTP)
   ChatOptions template_options;  // tools, enable_thinking, further template variables
   std::string assistant_prefix;  // ChatInput::assistant_prefix
+  std::function<void(const std::string& prompt)> on_prompt;  // ChatInput::on_prompt
   // gpt-oss: the harmony channels as generated, for a caller that parses
   // them itself (OutputParser with ToolSyntax::Harmony); else the answer is
   // the final channel and the rest `reasoning`.

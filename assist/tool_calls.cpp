@@ -284,6 +284,7 @@ OutputParser::OutputParser(ToolSyntax syntax, const std::string& tools_json, boo
   for (const auto& t : tools) {
     const ojson& f = t.is_object() && t.contains("function") ? t["function"] : t;
     if (!f.is_object() || !f.contains("name") || !f["name"].is_string()) continue;
+    tool_names_.push_back(f["name"]);
     if (!f.contains("parameters") || !f["parameters"].is_object()) continue;
     const ojson& params = f["parameters"];
     if (!params.contains("properties") || !params["properties"].is_object()) continue;
@@ -298,6 +299,33 @@ OutputParser::OutputParser(ToolSyntax syntax, const std::string& tools_json, boo
       param_types_.emplace_back(f["name"].get<std::string>() + "\n" + key, type);
     }
   }
+}
+
+void OutputDelta::add_text(std::string_view s) {
+  if (s.empty()) return;
+  content.append(s);
+  if (!pieces.empty() && pieces.back().kind == OutputPiece::Kind::Text) pieces.back().text.append(s);
+  else pieces.push_back({OutputPiece::Kind::Text, std::string(s)});
+}
+
+void OutputDelta::add_reasoning(std::string_view s) {
+  if (s.empty()) return;
+  reasoning.append(s);
+  if (!pieces.empty() && pieces.back().kind == OutputPiece::Kind::Reasoning) pieces.back().text.append(s);
+  else pieces.push_back({OutputPiece::Kind::Reasoning, std::string(s)});
+}
+
+void OutputDelta::append(const OutputDelta& more) {
+  for (const auto& p : more.pieces) {
+    if (p.kind == OutputPiece::Kind::Text) add_text(p.text);
+    else if (p.kind == OutputPiece::Kind::Reasoning) add_reasoning(p.text);
+    else add(p);
+  }
+  calls.insert(calls.end(), more.calls.begin(), more.calls.end());
+}
+
+void OutputParser::start_in_reasoning() {
+  if (state_ == State::Text && pending_.empty() && at_start_) state_ = State::Reasoning;
 }
 
 OutputDelta OutputParser::push(std::string_view text) {
@@ -327,20 +355,20 @@ void OutputParser::step(OutputDelta& out, bool at_end) {
 // the state changed and there is more to look at.
 bool OutputParser::step_text(OutputDelta& out, bool at_end) {
   const std::string_view p = pending_;
-  const auto give = [&](std::string& to, size_t n) {
-    to.append(p.substr(0, n));
+  const auto give = [&](size_t n) {
+    out.add_text(p.substr(0, n));
     if (p.substr(0, n).find_first_not_of(" \n\r\t") != std::string_view::npos) at_start_ = false;
   };
   if (state_ == State::Reasoning) {
     const size_t end = p.find(kThinkClose);
     if (end != std::string_view::npos) {
-      out.reasoning.append(p.substr(0, end));
+      out.add_reasoning(p.substr(0, end));
       pending_.erase(0, end + kThinkClose.size());
       state_ = State::Text;
       return true;
     }
     const size_t n = p.size() - (at_end ? 0 : partial_tag(p, kThinkClose));
-    out.reasoning.append(p.substr(0, n));
+    out.add_reasoning(p.substr(0, n));
     pending_.erase(0, n);
     return false;
   }
@@ -365,11 +393,11 @@ bool OutputParser::step_text(OutputDelta& out, bool at_end) {
     hold = std::max(hold, partial_tag(p, t));
   }
   if (at == std::string_view::npos) {
-    give(out.content, p.size() - (at_end ? 0 : hold));
+    give(p.size() - (at_end ? 0 : hold));
     pending_.erase(0, p.size() - (at_end ? 0 : hold));
     return false;
   }
-  give(out.content, at);
+  give(at);
   pending_.erase(0, at + tag.size());
   if (tag == kThinkOpen) state_ = State::Reasoning;
   else if (tag == m.open) state_ = State::Call, opener_ = std::string(tag);
@@ -399,7 +427,7 @@ bool OutputParser::step_call(OutputDelta& out, bool at_end) {
       if (syntax_ != ToolSyntax::Llama3)  // a JSON answer of Llama's is just an answer
         spdlog::warn("tool call ({}): cannot parse '{}'; it is returned as text", to_string(syntax_),
                      block.substr(0, 200));
-      out.content.append(opener_).append(block).append(m.close);
+      out.add_text(opener_ + block + std::string(m.close));
       at_start_ = false;
     }
     return true;
@@ -407,7 +435,7 @@ bool OutputParser::step_call(OutputDelta& out, bool at_end) {
   if (at_end) {
     if (!(m.close.empty() && close_call(out, p))) {
       spdlog::warn("tool call ({}): the output ended inside a call; it is returned as text", to_string(syntax_));
-      out.content.append(opener_).append(p);
+      out.add_text(opener_ + std::string(p));
     }
     pending_.clear();
   }
@@ -453,18 +481,21 @@ bool OutputParser::step_harmony(OutputDelta& out, bool at_end) {
     state_ = State::Header;
     if (!close_call(out, block)) {
       spdlog::warn("tool call (harmony): cannot parse '{}'; it is returned as text", block.substr(0, 200));
-      out.content.append(block);
+      out.add_text(block);
     }
     return !pending_.empty();
   }
-  std::string& to = channel_ == Channel::Analysis ? out.reasoning : out.content;
+  const auto give = [&](std::string_view text) {
+    if (channel_ == Channel::Analysis) out.add_reasoning(text);
+    else out.add_text(text);
+  };
   if (end == std::string_view::npos) {
     const size_t n = p.size() - (at_end ? 0 : hold);
-    to.append(p.substr(0, n));
+    give(p.substr(0, n));
     pending_.erase(0, n);
     return false;
   }
-  to.append(p.substr(0, end));
+  give(p.substr(0, end));
   pending_.erase(0, end + len);
   state_ = State::Header;
   return true;
@@ -480,7 +511,14 @@ bool OutputParser::close_call(OutputDelta& out, std::string_view block) {
     case ToolSyntax::Qwen3Coder:
     case ToolSyntax::Glm: break;  // stream_xml's
     case ToolSyntax::DeepSeek: ok = parse_deepseek(block, name, args); break;
-    case ToolSyntax::Llama3: ok = json_call(parse_limited(trim(block)), name, args); break;
+    case ToolSyntax::Llama3: {
+      // A bare JSON answer is a call only when it has the shape of one and
+      // names one of the tools ({"name": "Alice", "age": 3} is an answer).
+      const ojson j = parse_limited(trim(block));
+      ok = j.is_object() && (j.contains("parameters") || j.contains("arguments")) && json_call(j, name, args) &&
+           (tool_names_.empty() || std::find(tool_names_.begin(), tool_names_.end(), name) != tool_names_.end());
+      break;
+    }
     case ToolSyntax::Harmony:
       name = call_name_;
       args = parse_limited(unfenced(block));
@@ -492,9 +530,9 @@ bool OutputParser::close_call(OutputDelta& out, std::string_view block) {
   if (!ok) return false;
   for (const auto& [n, a] : calls) {
     out.calls.push_back({n, a.dump(-1, ' ', false, ojson::error_handler_t::replace)});
-    out.pieces.push_back({CallPiece::Kind::Begin, n});
-    out.pieces.push_back({CallPiece::Kind::Args, out.calls.back().arguments});
-    out.pieces.push_back({CallPiece::Kind::End, ""});
+    out.add({OutputPiece::Kind::Begin, n});
+    out.add({OutputPiece::Kind::Args, out.calls.back().arguments});
+    out.add({OutputPiece::Kind::End, ""});
   }
   return true;
 }
@@ -517,7 +555,7 @@ bool OutputParser::stream_xml(OutputDelta& out, std::string_view block, bool fin
   const XmlCall x = syntax_ == ToolSyntax::Qwen3Coder ? read_qwen3_coder(block) : read_glm(block, final);
   if (x.name.empty()) return false;
   if (!call_open_) {
-    out.pieces.push_back({CallPiece::Kind::Begin, x.name});
+    out.add({OutputPiece::Kind::Begin, x.name});
     call_open_ = true;
     args_sent_ = 0;
     args_text_.clear();
@@ -526,7 +564,7 @@ bool OutputParser::stream_xml(OutputDelta& out, std::string_view block, bool fin
     const auto& [key, value] = x.params[i];
     std::string piece(i == 0 ? "{" : ",");
     piece.append(ojson(key).dump()).append(":").append(typed(x.name, key, value));
-    out.pieces.push_back({CallPiece::Kind::Args, piece});
+    out.add({OutputPiece::Kind::Args, piece});
     args_text_ += piece;
   }
   args_sent_ = x.params.size();
@@ -535,8 +573,8 @@ bool OutputParser::stream_xml(OutputDelta& out, std::string_view block, bool fin
     spdlog::warn("tool call ({}): the call of '{}' is cut off or malformed; it ends with the {} parameter(s) it has",
                  to_string(syntax_), x.name, args_sent_);
   const std::string close = args_sent_ == 0 ? "{}" : "}";
-  out.pieces.push_back({CallPiece::Kind::Args, close});
-  out.pieces.push_back({CallPiece::Kind::End, ""});
+  out.add({OutputPiece::Kind::Args, close});
+  out.add({OutputPiece::Kind::End, ""});
   out.calls.push_back({x.name, args_text_ + close});
   call_open_ = false;
   return true;

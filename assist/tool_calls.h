@@ -44,24 +44,29 @@ struct ToolCall {
   bool operator==(const ToolCall&) const = default;
 };
 
-// A call as it streams: its start (the tool's name), pieces of its
-// arguments' JSON text, its end; joined, a call's Args pieces are its
-// `arguments`. The XML families' arguments come a parameter at a time (a
-// call whose name has arrived is a call: cut off, it ends with the
-// parameters it has, and a warning); the JSON families' at once.
-struct CallPiece {
-  enum class Kind { Begin, Args, End } kind;
-  std::string text;  // Begin: the tool's name; Args: a piece of the arguments
-  bool operator==(const CallPiece&) const = default;
+// A piece of output, in the order the model wrote it: text to show,
+// reasoning, or a piece of a call as it streams — its start (the tool's
+// name), pieces of its arguments' JSON text, its end; joined, a call's Args
+// pieces are its `arguments`. The XML families' arguments come a parameter
+// at a time (a call whose name has arrived is a call: cut off, it ends with
+// the parameters it has, and a warning); the JSON families' at once.
+struct OutputPiece {
+  enum class Kind { Text, Reasoning, Begin, Args, End } kind;
+  std::string text;  // Text, Reasoning: the text; Begin: the tool's name; Args: a piece of the arguments
+  bool operator==(const OutputPiece&) const = default;
 };
 
-// What a piece of output adds: text to show, reasoning, the pieces of calls
-// and the calls they finished.
+// What a piece of output adds: the pieces in order, and the text, reasoning
+// and finished calls they make.
 struct OutputDelta {
   std::string content, reasoning;
-  std::vector<CallPiece> pieces;
+  std::vector<OutputPiece> pieces;
   std::vector<ToolCall> calls;
-  bool empty() const { return content.empty() && reasoning.empty() && pieces.empty() && calls.empty(); }
+  void add_text(std::string_view s);
+  void add_reasoning(std::string_view s);
+  void add(OutputPiece p) { pieces.push_back(std::move(p)); }
+  void append(const OutputDelta& more);
+  bool empty() const { return pieces.empty() && calls.empty(); }
 };
 
 class OutputParser {
@@ -72,6 +77,10 @@ class OutputParser {
   // ends the generation prompt with it), so output starts as reasoning.
   OutputParser(ToolSyntax syntax, const std::string& tools_json, bool in_reasoning = false);
   OutputDelta push(std::string_view text);
+  // The prompt turned out to end inside the model's reasoning (a template
+  // that ends its generation prompt with <think>): output starts as
+  // reasoning. Only before any output has been pushed.
+  void start_in_reasoning();
   // The end of output: whatever is held back, an unfinished call as text.
   OutputDelta finish();
 
@@ -92,6 +101,7 @@ class OutputParser {
 
   ToolSyntax syntax_;
   std::vector<std::pair<std::string, std::string>> param_types_;  // "tool\nparam" → JSON schema type
+  std::vector<std::string> tool_names_;
   State state_;
   std::string pending_;   // text not yet given out
   bool at_start_ = true;  // llama3: nothing but whitespace shown yet (a JSON object here is a call)

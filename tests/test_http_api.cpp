@@ -26,6 +26,7 @@ class ScriptedBackend final : public assist::Backend {
   assist::Generation chat(const assist::ChatInput& in, const std::function<void(const std::string&)>& on_text,
                           assist::Ticket&) override {
     last = in;
+    if (in.on_prompt) in.on_prompt(in.messages_json + prompt_end);
     if (!context_error.empty()) {
       assist::Generation g;
       g.reason = FinishReason::Error;
@@ -50,6 +51,7 @@ class ScriptedBackend final : public assist::Backend {
   std::optional<int> count_tokens(const std::string& prompt) const override { return int(prompt.size()); }
   assist::ChatInput last;
   std::string context_error;  // set: every chat fails with it (ErrorKind::ContextLength)
+  std::string prompt_end;     // what the rendered prompt ends with (a template's "<think>\n")
   assist::Generation text(const assist::TextInput&, const std::function<void(const std::string&)>&,
                           assist::Ticket&) override {
     return {};
@@ -190,6 +192,18 @@ TEST_CASE("chat: tool_choice required or named makes the answer open with a call
   CHECK(w.backend->last.assistant_prefix == "<tool_call>\n<function=read_file>\n");
   CHECK(json::parse(j["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>()) ==
         json{{"path", "notes.txt"}});
+  // Streamed: the call named by the forced opening is the first delta, index 0.
+  Events ev;
+  body["stream"] = true;
+  REQUIRE(w.post(body, &ev).status == 0);
+  const json first = json::parse(ev.data[1])["choices"][0]["delta"]["tool_calls"][0];
+  CHECK(first["index"] == 0);
+  CHECK(first["function"]["name"] == "read_file");
+  body["stream"] = false;
+  body["parallel_tool_calls"] = false;  // the forced call is the one kept
+  j = json::parse(w.post(body).body);
+  CHECK(j["choices"][0]["message"]["tool_calls"].size() == 1);
+  body.erase("parallel_tool_calls");
   body["tool_choice"] = {{"type", "function"}, {"function", {{"name", "write_file"}}}};
   http::HttpResponse r = w.post(body);
   CHECK(r.status == 400);
@@ -509,4 +523,15 @@ TEST_CASE(
   CHECK(message.rfind("prompt is too long: 52768 tokens > 40960 maximum (prompt of 52768", 0) == 0);
   r = w.post(responses_body(false), nullptr, "/v1/responses");
   CHECK(json::parse(r.body)["error"]["code"] == "context_length_exceeded");
+}
+
+TEST_CASE("chat: a template that opens the reasoning makes the answer start as reasoning") {
+  World w(assist::ToolSyntax::Hermes, "The user greets.</think>Hello!");
+  w.backend->prompt_end = "<|im_start|>assistant\n<think>\n";
+  json j = json::parse(w.post(chat(false, nullptr)).body);
+  CHECK(j["choices"][0]["message"]["reasoning_content"] == "The user greets.");
+  CHECK(j["choices"][0]["message"]["content"] == "Hello!");
+  w.backend->prompt_end = "<|im_start|>assistant\n";  // not opened: the same output is text (a stray </think> kept)
+  j = json::parse(w.post(chat(false, nullptr)).body);
+  CHECK(j["choices"][0]["message"]["content"] == "The user greets.</think>Hello!");
 }

@@ -38,16 +38,19 @@ OutputDelta parse(ToolSyntax s, const std::vector<std::string>& pieces, bool in_
   return all;
 }
 
-// The calls the streamed pieces make: each Begin's name with its Args joined.
-std::vector<ToolCall> calls_of(const std::vector<CallPiece>& pieces) {
+// The calls the streamed pieces make: each Begin's name with its Args joined
+// (text and reasoning never inside a call).
+std::vector<ToolCall> calls_of(const std::vector<OutputPiece>& pieces) {
   std::vector<ToolCall> calls;
   bool open = false;
   for (const auto& p : pieces) {
-    if (p.kind == CallPiece::Kind::Begin) {
+    if (p.kind == OutputPiece::Kind::Text || p.kind == OutputPiece::Kind::Reasoning) {
+      CHECK(!open);  // never inside a call
+    } else if (p.kind == OutputPiece::Kind::Begin) {
       REQUIRE(!open);
       calls.push_back({p.text, ""});
       open = true;
-    } else if (p.kind == CallPiece::Kind::Args) {
+    } else if (p.kind == OutputPiece::Kind::Args) {
       REQUIRE(open);
       calls.back().arguments += p.text;
     } else {
@@ -234,6 +237,10 @@ TEST_CASE("Mistral: several calls in one TOOL_CALLS list, Llama 3: a JSON answer
                   "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"days\": 3}}",
                   {"", "", {kCall}});
   check_every_cut(ToolSyntax::Llama3, "{\"answer\": 42} is the JSON.", {"{\"answer\": 42} is the JSON.", "", {}});
+  check_every_cut(ToolSyntax::Llama3, "{\"name\": \"Alice\", \"age\": 3}",
+                  {"{\"name\": \"Alice\", \"age\": 3}", "", {}});
+  check_every_cut(ToolSyntax::Llama3, "{\"name\": \"Alice\", \"parameters\": {}}",
+                  {"{\"name\": \"Alice\", \"parameters\": {}}", "", {}});  // not one of the tools
   check_every_cut(ToolSyntax::Llama3, "It is {sunny}.", {"It is {sunny}.", "", {}});
   OutputParser p(ToolSyntax::Llama3, kTools);
   CHECK(p.push("The weather").content == "The weather");  // text that opens with no '{' is never held
@@ -274,15 +281,16 @@ TEST_CASE("Qwen3-Coder and GLM: a call's arguments stream a parameter at a time,
   OutputParser p(ToolSyntax::Qwen3Coder, kTools);
   OutputDelta d = p.push("<tool_call>\n<function=get_weather>\n<parameter=city>\nPar");
   REQUIRE(d.pieces.size() == 1);
-  CHECK(d.pieces[0] == CallPiece{CallPiece::Kind::Begin, "get_weather"});  // the name, before any argument
+  CHECK(d.pieces[0] == OutputPiece{OutputPiece::Kind::Begin, "get_weather"});  // the name, before any argument
   d = p.push("is\n</parameter>\n<parameter=days>\n3");
   REQUIRE(d.pieces.size() == 1);
-  CHECK(d.pieces[0] == CallPiece{CallPiece::Kind::Args, "{\"city\":\"Paris\""});
-  d = p.push("\n</parameter>\n</function>\n</tool_call>");
-  REQUIRE(d.pieces.size() == 3);
+  CHECK(d.pieces[0] == OutputPiece{OutputPiece::Kind::Args, "{\"city\":\"Paris\""});
+  d = p.push("\n</parameter>\n</function>\n</tool_call>Done.");  // the call's end and text after it, in one piece
+  REQUIRE(d.pieces.size() == 4);
   CHECK(d.pieces[0].text == ",\"days\":3");
   CHECK(d.pieces[1].text == "}");
-  CHECK(d.pieces[2].kind == CallPiece::Kind::End);
+  CHECK(d.pieces[2].kind == OutputPiece::Kind::End);
+  CHECK(d.pieces[3] == OutputPiece{OutputPiece::Kind::Text, "Done."});  // after the call, as written
   REQUIRE(d.calls.size() == 1);
   CHECK(d.calls[0] == kCall);
   // Cut off inside the call (the token limit): a call with what it has, not text.

@@ -126,15 +126,18 @@ void plan_budgets(PlanState& s) {
 }
 
 // The whole training context (PlanRequest::full_context) only while the
-// weights and one context of KV fit in RAM: halved until they do (down to
+// weights and one context of KV fit in RAM: halved until they do (not below
 // 4,096), so a long context never pushes the weights out to streaming.
 void plan_full_context(PlanState& s) {
   Plan& p = s.p;
   if (!s.req.full_context || s.ov.n_ctx || s.req.n_ctx > 0 || s.ov.kv_tokens) return;
   const uint64_t bpt = kv_bytes_per_token(s.m, p.kv_type);
   const auto fits = [&](int n) { return s.work + s.cpu_weights + uint64_t(n) * bpt <= p.ram_budget; };
+  // Weights that cannot be resident at all stream from the file: then
+  // plan_kv_size weighs the context against the experts' cache.
+  if (!fits(0)) return;
   const int before = p.n_ctx;
-  while (p.n_ctx > 4096 && !fits(p.n_ctx)) p.n_ctx /= 2;
+  while (p.n_ctx > 4096 && !fits(p.n_ctx)) p.n_ctx = std::max(4096, p.n_ctx / 2);
   if (p.n_ctx < before) {
     s.rewhy("context", std::to_string(p.n_ctx),
             fmt::format("the training context {} halved until the weights ({}) and one context of KV ({}) fit the {} "

@@ -19,28 +19,30 @@ struct Calls {
   bool kept(int index) const { return parallel || index == 0; }
 };
 
-// What the parser found in a piece of output, as the shape's events, in the
-// order a model writes them (reasoning, then text, then calls); recorded
-// into the whole answer.
+// What the parser found in a piece of output, as the shape's events in the
+// order the model wrote it; recorded into the whole answer.
 Sses shape_delta(const assist::OutputDelta& d, Answer& a, AnswerShape& shape, Calls& calls) {
+  using Kind = assist::OutputPiece::Kind;
   Sses out;
-  if (!d.reasoning.empty()) {
-    a.reasoning += d.reasoning;
-    append(out, shape.reasoning(d.reasoning));
-  }
-  if (!d.content.empty()) {
-    a.content += d.content;
-    append(out, shape.text(d.content));
-  }
   size_t done = 0;  // d.calls holds the calls these pieces end, in order
   for (const auto& p : d.pieces) {
-    const int index = p.kind == assist::CallPiece::Kind::Begin ? calls.begun++ : calls.begun - 1;
-    if (!calls.kept(index)) {
-      done += p.kind == assist::CallPiece::Kind::End;
+    if (p.kind == Kind::Text) {
+      a.content += p.text;
+      append(out, shape.text(p.text));
       continue;
     }
-    if (p.kind == assist::CallPiece::Kind::Begin) append(out, shape.call_begin(index, p.text));
-    else if (p.kind == assist::CallPiece::Kind::Args) append(out, shape.call_args(index, p.text));
+    if (p.kind == Kind::Reasoning) {
+      a.reasoning += p.text;
+      append(out, shape.reasoning(p.text));
+      continue;
+    }
+    const int index = p.kind == Kind::Begin ? calls.begun++ : calls.begun - 1;
+    if (!calls.kept(index)) {
+      done += p.kind == Kind::End;
+      continue;
+    }
+    if (p.kind == Kind::Begin) append(out, shape.call_begin(index, p.text));
+    else if (p.kind == Kind::Args) append(out, shape.call_args(index, p.text));
     else if (done < d.calls.size()) {
       a.calls.push_back({index, d.calls[done].name, d.calls[done].arguments});
       ++done;
@@ -58,14 +60,25 @@ HttpResponse Api::run_chat(ChatRun run) {
   q.assistant_prefix = plan.prefix;
   q.raw_channels = plan.syntax == assist::ToolSyntax::Harmony;
   assist::OutputParser parser(plan.syntax, q.template_options.tools_json);
-  parser.push(plan.prefix);  // inside the forced call: nothing comes out
+  // A template that ends its generation prompt with <think> (Qwen3's
+  // thinking models, DeepSeek V3.1 thinking) starts the answer inside the
+  // reasoning: the parser learns it from the rendered prompt.
+  if (plan.prefix.empty())
+    q.on_prompt = [&parser](const std::string& prompt) {
+      const size_t end = prompt.find_last_not_of(" \n");
+      if (end != std::string::npos && std::string_view(prompt).substr(0, end + 1).ends_with("<think>"))
+        parser.start_in_reasoning();
+    };
   Calls calls{run.conversation.parallel_calls};
   AnswerShape& shape = run.shape;
   Answer answer;
   const Slot place = slot();
   assist::Ticket& t = *place.ticket;
-  // Made now, sent when the stream opens: a shape numbers its events.
-  const Sses opening = run.stream ? shape.open() : Sses{};
+  // Made now, sent when the stream opens: a shape numbers its events. A
+  // forced call's opening is the answer's start (Qwen3-Coder's names the
+  // tool: the call has begun).
+  Sses opening = run.stream ? shape.open() : Sses{};
+  append(opening, shape_delta(parser.push(plan.prefix), answer, shape, calls));
   LazyStream lazy{[&] {
     EventStream* opened = run.open_stream();
     for (const Sse& e : opening) opened->send_event(e.event, e.data);
@@ -89,11 +102,7 @@ HttpResponse Api::run_chat(ChatRun run) {
   if (!a.reasoning.empty()) answer.reasoning = a.reasoning + answer.reasoning;  // gpt-oss's analysis channel
   // Not streamed: the whole text parsed at once. Streamed: what the parser held back.
   assist::OutputDelta rest = es ? assist::OutputDelta{} : parser.push(a.text);
-  const assist::OutputDelta end = parser.finish();
-  rest.content += end.content;
-  rest.reasoning += end.reasoning;
-  rest.pieces.insert(rest.pieces.end(), end.pieces.begin(), end.pieces.end());
-  rest.calls.insert(rest.calls.end(), end.calls.begin(), end.calls.end());
+  rest.append(parser.finish());
   Sses tail = shape_delta(rest, answer, shape, calls);
   if (!es) return ok(shape.whole(answer));
   append(tail, shape.finish(answer));

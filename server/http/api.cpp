@@ -7,7 +7,6 @@
 #include <array>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -188,13 +187,7 @@ HttpResponse anthropic_error(HttpResponse r) {
                      : r.status == 503 ? "overloaded_error"
                      : r.status >= 500 ? "api_error"
                                        : "invalid_request_error";
-  std::string message = e["error"].value("message", "");
-  // Claude Code compacts the conversation when it reads "prompt is too
-  // long: N tokens > M maximum", Anthropic's own wording.
-  long long n = 0, m = 0;
-  if (e["error"].value("code", json()) == "context_length_exceeded" &&
-      std::sscanf(message.c_str(), "prompt of %lld tokens does not fit the context of %lld", &n, &m) == 2)
-    message = fmt::format("prompt is too long: {} tokens > {} maximum ({})", n, m, message);
+  const std::string message = anthropic_wording(e["error"]);
   r.body = json{{"type", "error"}, {"error", {{"type", type}, {"message", message}}}}.dump(
       -1, ' ', false, json::error_handler_t::replace);
   return r;

@@ -10,6 +10,9 @@
 //   message_delta (stop_reason, usage), message_stop;
 // a failure once streaming is an `error` event. Errors are Anthropic's
 // shape, {"type": "error", "error": {type, message}} (api.cpp).
+#include <cstdio>
+
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "answer.h"
@@ -23,7 +26,7 @@ namespace {
 // A tool_result's content: a string or text blocks.
 std::string tool_result_text(const json& b, const std::string& at) {
   std::string text = parts_text(b.contains("content") ? b["content"] : json(), at + ".content", {"text"}, "messages");
-  if (b.value("is_error", false) && !text.starts_with("Error")) text = "Error: " + text;
+  if (bool_field(b, "is_error", false) && !text.starts_with("Error")) text = "Error: " + text;
   return text;
 }
 
@@ -35,7 +38,7 @@ void add_user(Conversation& c, const json& content, const std::string& at) {
   for (size_t i = 0; i < content.size(); ++i) {
     const json& b = content[i];
     const std::string here = at + "[" + std::to_string(i) + "]";
-    const std::string type = b.is_object() ? b.value("type", "") : "";
+    const std::string type = kind_of(b, "type");
     if (type == "text") text += parts_text(json::array({b}), here, {"text"}, "messages");
     else if (type == "tool_result") {
       const std::string id = string_field(b, "tool_use_id");
@@ -52,11 +55,11 @@ void add_assistant(Conversation& c, const json& content, const std::string& at) 
   if (!content.is_array()) return c.add(said("assistant", parts_text(content, at, {"text"}, "messages")));
   Turn t = said("assistant", "");
   for (const auto& b : content) {
-    const std::string type = b.is_object() ? b.value("type", "") : "";
-    if (type == "text") t.content += b.value("text", "");
-    else if (type == "thinking") t.reasoning += b.value("thinking", "");
+    const std::string type = kind_of(b, "type");
+    if (type == "text") t.content += string_field(b, "text");
+    else if (type == "thinking") t.reasoning += string_field(b, "thinking");
     else if (type == "tool_use")
-      t.calls.push_back({b.value("id", ""), b.value("name", ""), b.contains("input") ? b["input"] : json::object()});
+      t.calls.push_back({string_field(b, "id"), string_field(b, "name"), field_or(b, "input", json::object())});
     // redacted_thinking and server tools' blocks are another server's: nothing for this model
   }
   c.add(std::move(t));
@@ -67,8 +70,7 @@ void read_tools(const json& j, Conversation& c) {
     if (!j["tools"].is_array()) throw BadField("field 'tools' must be an array", "tools");
     for (const auto& t : j["tools"]) {
       if (!t.is_object() || !t.contains("name") || !t.contains("input_schema")) {
-        spdlog::info("/v1/messages: the tool '{}' has no input_schema (a server tool): left out",
-                     t.is_object() ? t.value("name", "?") : "?");
+        spdlog::info("/v1/messages: the tool '{}' has no input_schema (a server tool): left out", kind_of(t, "name"));
         continue;
       }
       json f = {{"name", t["name"]}, {"parameters", t["input_schema"]}};
@@ -78,7 +80,7 @@ void read_tools(const json& j, Conversation& c) {
   }
   if (!has(j, "tool_choice")) return;
   const json& tc = j["tool_choice"];
-  const std::string type = tc.is_object() ? tc.value("type", "") : "";
+  const std::string type = kind_of(tc, "type");
   if (type == "auto") c.choice = ToolChoice::Auto;
   else if (type == "any") c.choice = ToolChoice::Required;
   else if (type == "none") c.choice = ToolChoice::None;
@@ -96,7 +98,7 @@ Conversation anthropic_conversation(const json& j) {
   for (size_t i = 0; i < j["messages"].size(); ++i) {
     const json& m = j["messages"][i];
     const std::string at = "messages[" + std::to_string(i) + "].content";
-    const std::string role = m.is_object() ? m.value("role", "") : "";
+    const std::string role = kind_of(m, "role");
     const json content = m.is_object() && m.contains("content") ? m["content"] : json();
     if (role == "user") add_user(c, content, at);
     else if (role == "assistant") add_assistant(c, content, at);
@@ -110,7 +112,7 @@ Conversation anthropic_conversation(const json& j) {
   read_tools(j, c);
   // A budget is not enforced: the model reasons until it closes its
   // reasoning, within max_tokens.
-  if (has(j, "thinking") && j["thinking"].is_object()) c.thinking = j["thinking"].value("type", "") != "disabled";
+  if (has(j, "thinking") && j["thinking"].is_object()) c.thinking = kind_of(j["thinking"], "type") != "disabled";
   return c;
 }
 
@@ -155,7 +157,7 @@ class MessagesShape final : public AnswerShape {
   }
   Sses failed(const HttpResponse& e) override {
     const json err = json::parse(e.body, nullptr, false);
-    const std::string message = err.is_object() ? err["error"].value("message", "") : e.body;
+    const std::string message = err.is_object() ? anthropic_wording(err["error"]) : e.body;
     return event(
         "error",
         {{"error", {{"type", e.status >= 500 ? "api_error" : "invalid_request_error"}, {"message", message}}}});
@@ -226,6 +228,15 @@ class MessagesShape final : public AnswerShape {
 };
 
 }  // namespace
+
+std::string anthropic_wording(const json& e) {
+  std::string message = e.is_object() ? kind_of(e, "message") : "";
+  long long n = 0, m = 0;
+  if (kind_of(e, "code") == "context_length_exceeded" &&
+      std::sscanf(message.c_str(), "prompt of %lld tokens does not fit the context of %lld", &n, &m) == 2)
+    message = fmt::format("prompt is too long: {} tokens > {} maximum ({})", n, m, message);
+  return message;
+}
 
 HttpResponse Api::messages(const HttpRequest& req, const OpenStream& open_stream) {
   const json j = parse_body(req.body);

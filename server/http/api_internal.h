@@ -43,6 +43,11 @@ inline int64_t now_s() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// An OpenAI error object's message as Anthropic's clients read it: an
+// over-long prompt in Anthropic's words, "prompt is too long: N tokens > M
+// maximum" (Claude Code compacts the conversation on it). api_anthropic.cpp.
+std::string anthropic_wording(const json& openai_error);
+
 inline HttpResponse ok(const json& j) {
   HttpResponse r;
   r.body = j.dump(-1, ' ', false, json::error_handler_t::replace);

@@ -83,12 +83,12 @@ Conversation responses_conversation(const json& j) {
     for (const auto& t : j["tools"]) {
       // Function tools become chat's shape; built-in ones (web_search,
       // custom, local_shell) are another server's tools: left out, logged.
-      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("name")) {
+      if (kind_of(t, "type") != "function" || kind_of(t, "name").empty()) {
         spdlog::info("/v1/responses: a tool of type '{}' is left out (only function tools are offered to the model)",
-                     t.is_object() ? t.value("type", "?") : "?");
+                     kind_of(t, "type"));
         continue;
       }
-      json f = {{"name", t["name"]}, {"parameters", t.value("parameters", json::object())}};
+      json f = {{"name", t["name"]}, {"parameters", field_or(t, "parameters", json::object())}};
       if (t.contains("description")) f["description"] = t["description"];
       c.tools.push_back({{"type", "function"}, {"function", f}});
     }
@@ -112,8 +112,8 @@ void refuse_unsupported_responses(const json& j) {
     throw BadField("field 'conversation': this server keeps no conversations; send them in 'input'", "conversation");
   if (bool_field(j, "background", false))
     throw BadField("field 'background': background responses are not supported", "background");
-  if (has(j, "text") && j["text"].is_object() && j["text"].contains("format") && j["text"]["format"].is_object() &&
-      j["text"]["format"].value("type", "text") != "text")
+  const std::string format = has(j, "text") ? kind_of(field_or(j["text"], "format", json()), "type") : "";
+  if (!format.empty() && format != "text")
     throw BadField("field 'text.format': only text output is supported (no constrained decoding yet)", "text");
 }
 
@@ -282,17 +282,17 @@ class ResponsesShape final : public AnswerShape {
 
 // The request's settings a response repeats (clients read some back).
 json echoed(const json& j, int max_tokens) {
-  json e = {{"instructions", j.value("instructions", json())},
+  json e = {{"instructions", field_or(j, "instructions", json())},
             {"max_output_tokens", has(j, "max_output_tokens") ? json(max_tokens) : json()},
-            {"parallel_tool_calls", j.value("parallel_tool_calls", true)},
-            {"tool_choice", j.value("tool_choice", json("auto"))},
-            {"tools", j.value("tools", json::array())},
-            {"temperature", j.value("temperature", 1.0)},
-            {"top_p", j.value("top_p", 1.0)},
+            {"parallel_tool_calls", field_or(j, "parallel_tool_calls", true)},
+            {"tool_choice", field_or(j, "tool_choice", json("auto"))},
+            {"tools", field_or(j, "tools", json::array())},
+            {"temperature", field_or(j, "temperature", 1.0)},
+            {"top_p", field_or(j, "top_p", 1.0)},
             {"store", false},
             {"text", {{"format", {{"type", "text"}}}}},
-            {"reasoning", j.value("reasoning", json::object())},
-            {"metadata", j.value("metadata", json::object())}};
+            {"reasoning", field_or(j, "reasoning", json::object())},
+            {"metadata", field_or(j, "metadata", json::object())}};
   return e;
 }
 

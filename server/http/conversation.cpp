@@ -114,7 +114,7 @@ void read_openai_tool_choice(const json& j, Conversation& c) {
   if (t == "auto") c.choice = ToolChoice::Auto;
   else if (t == "none") c.choice = ToolChoice::None;
   else if (t == "required") c.choice = ToolChoice::Required;
-  else if (t.is_object() && t.value("type", "") == "function") {
+  else if (kind_of(t, "type") == "function") {
     const json& f = t.contains("function") ? t["function"] : t;  // chat nests it, Responses does not
     if (!f.is_object() || !f.contains("name") || !f["name"].is_string())
       throw BadField("field 'tool_choice': a function choice needs the function's name", "tool_choice");
@@ -145,7 +145,7 @@ Turn openai_turn(const json& m, size_t i) {
       for (const auto& call : v) {
         if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
         const json& f = call["function"];
-        t.calls.push_back({call.value("id", ""), f.value("name", ""),
+        t.calls.push_back({string_field(call, "id"), string_field(f, "name"),
                            call_arguments(f.contains("arguments") ? f["arguments"] : json())});
       }
     } else {
@@ -189,7 +189,7 @@ ToolPlan plan_tools(const Conversation& c, assist::ToolSyntax model_syntax) {
   if (c.choice == ToolChoice::Named) {
     const bool known = std::any_of(c.tools.begin(), c.tools.end(), [&](const json& t) {
       const json& f = t.contains("function") ? t["function"] : t;
-      return f.is_object() && f.value("name", "") == c.forced;
+      return kind_of(f, "name") == c.forced;
     });
     if (!known)
       throw BadField("field 'tool_choice' names '" + c.forced + "', which is not among the tools", "tool_choice");

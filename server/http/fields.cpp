@@ -34,6 +34,14 @@ const char* type_of(const json& v) {
 }
 }  // namespace
 
+json field_or(const json& j, const char* name, json fallback) {
+  return j.is_object() && has(j, name) ? j[name] : fallback;
+}
+
+std::string kind_of(const json& j, const char* name) {
+  return j.is_object() && j.contains(name) && j[name].is_string() ? j[name].get<std::string>() : "";
+}
+
 int64_t int_field(const json& j, const char* name, int64_t fallback, int64_t lo, int64_t hi) {
   if (!has(j, name)) return fallback;
   const json& v = j[name];

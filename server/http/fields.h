@@ -34,6 +34,12 @@ json parse_body(const std::string& body);
 // Whether `name` is present and not null.
 bool has(const json& j, const char* name);
 
+// `name` when present and not null, else `fallback` (echoing settings back).
+json field_or(const json& j, const char* name, json fallback);
+// A string member used to tell kinds apart ("type", "role"): "" when absent
+// or not a string, so the caller refuses the kind by name.
+std::string kind_of(const json& j, const char* name);
+
 int64_t int_field(const json& j, const char* name, int64_t fallback, int64_t lo, int64_t hi);
 double number_field(const json& j, const char* name, double fallback, double lo, double hi);
 bool bool_field(const json& j, const char* name, bool fallback);
