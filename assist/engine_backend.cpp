@@ -145,7 +145,14 @@ Generation EngineBackend::chat(const ChatInput& in, const std::function<void(con
 }
 
 ToolSyntax EngineBackend::tool_syntax(const std::string& template_override) const {
-  if (!template_override.empty()) return ToolSyntax::None;
+  if (template_override.ends_with(".jinja")) {
+    try {
+      return tool_syntax_for_template(read_template_file(template_override));
+    } catch (const ChatTemplateError&) {
+      return ToolSyntax::None;  // the chat itself says why
+    }
+  }
+  if (!template_override.empty()) return ToolSyntax::None;  // the built-in templates show no tools
   return tool_syntax_for_template(engine_->model().file().get_or<std::string>("tokenizer.chat_template", ""));
 }
 

@@ -118,8 +118,11 @@ const std::vector<SettingSpec> kSpecs = {
      .max = 1 << 20, .default_int = 1024, .default_text = "1024", .help = "tokens per chat answer",
      TOP(chat_max_tokens)},
     {.key = "chat.template", .kind = K::String, .flag = "--chat-template", .commands = kLspFlag | kServeFlag,
-     .choices = {"chatml", "deepseek2", "deepseek3", "mistral", "llama2", "chatglm4"}, .default_text = "from the model",
-     .help = "a built-in chat template instead of the model's own (tokenizer.chat_template)", TOP(chat_template)},
+     .default_text = "from the model",
+     .help = "instead of the model's own template (tokenizer.chat_template): a built-in one (chatml, deepseek2, "
+             "deepseek3, mistral, llama2, chatglm4; they show no tools) or a Jinja file, FILE.jinja (tool calls "
+             "parsed in the syntax it teaches)",
+     TOP(chat_template)},
     {.key = "weights", .kind = K::String, .flag = "--weights", .commands = kEngineFlags, .choices = {"ram", "stream"},
      .default_text = "plan: `ram` when weights + KV fit the memory budget, else `stream`",
      .help = "`ram`: the file's pages are requested at load and stay; `stream`: dense parts resident, experts read "

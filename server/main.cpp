@@ -184,8 +184,8 @@ int main(int argc, char** argv) {
   add_model_opts(c_ch, ch.m);
   c_ch->add_option(
       "--chat-template", ch.chat_template,
-      "A built-in template instead of the model's own Jinja template: chatml, deepseek2, deepseek3, mistral, llama2, "
-      "chatglm4");
+      "Instead of the model's own Jinja template: a built-in one (chatml, deepseek2, deepseek3, mistral, llama2, "
+      "chatglm4) or a Jinja file, FILE.jinja");
   c_ch->add_option("--system", ch.system, "System message");
   c_ch->add_option("-n,--n-predict", ch.n_predict, "Tokens per answer at most")
       ->capture_default_str()

@@ -301,3 +301,15 @@ TEST_CASE("Qwen3-Coder and GLM: a call's arguments stream a parameter at a time,
   CHECK(end.calls[0] == ToolCall{"get_weather", R"({"city":"Paris"})"});
   CHECK(end.content.empty());
 }
+
+TEST_CASE("a Jinja file as the chat template (--chat-template FILE.jinja): rendered with tools, its syntax read") {
+  const std::string path = test::data_path("templates/Qwen3-Coder.jinja");
+  const ChatTemplate tmpl("", path);  // a GGUF without a template of its own
+  ChatOptions opt;
+  opt.tools_json = kTools;
+  const std::string prompt = tmpl.apply_json(R"([{"role": "user", "content": "Weather?"}])", opt);
+  CHECK(prompt.find("get_weather") != std::string::npos);
+  CHECK(prompt.find("<function=") != std::string::npos);
+  CHECK(tool_syntax_for_template(read_template_file(path)) == ToolSyntax::Qwen3Coder);
+  CHECK_THROWS_WITH(ChatTemplate("", "/no/such/template.jinja"), Catch::Contains("/no/such/template.jinja"));
+}

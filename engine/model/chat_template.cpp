@@ -1,6 +1,8 @@
 // Chat prompts: the model's own Jinja template run by engine/jinja, or one of
 // the built-in templates when the user names it.
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <unordered_map>
 
@@ -24,8 +26,21 @@ const std::string kAssistant3 =
 
 std::string known_names() { return fmt::format("{}", fmt::join(chat_template_names(), ", ")); }
 
+}  // namespace
+
+std::string read_template_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw ChatTemplateError(fmt::format("the chat template file '{}' cannot be read", path));
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (text.size() > (1 << 20)) throw ChatTemplateError(fmt::format("the chat template file '{}' is over 1 MiB", path));
+  return text;
+}
+
+namespace {
 std::string how_to_choose() {
-  return fmt::format("choose a built-in one with --chat-template or the setting chat.template ({})", known_names());
+  return fmt::format(
+      "choose a built-in one with --chat-template or the setting chat.template ({}), or a Jinja file (FILE.jinja)",
+      known_names());
 }
 
 // Messages given as JSON, reduced to what the built-in templates read: the
@@ -98,16 +113,24 @@ ChatTemplate::ChatTemplate(const std::string& jinja, const std::string& override
   auto impl = std::make_shared<Impl>();
   impl->tokens = std::move(tokens);
   const auto& names = chat_template_names();
-  if (!override_name.empty()) {
+  std::string text = jinja;
+  if (override_name.ends_with(".jinja")) {
+    // A Jinja file in place of the model's own (llama-server's
+    // --chat-template-file): a GGUF without a template, or a fixed one.
+    text = read_template_file(override_name);
+  } else if (!override_name.empty()) {
     if (std::find(names.begin(), names.end(), override_name) == names.end())
-      throw ChatTemplateError(fmt::format("unknown chat template '{}' (known: {})", override_name, known_names()));
+      throw ChatTemplateError(
+          fmt::format("unknown chat template '{}' (known: {}, or a FILE.jinja)", override_name, known_names()));
     impl->builtin = override_name;
-  } else if (jinja.empty()) {
+  }
+  if (!impl->builtin.empty()) {
+  } else if (text.empty()) {
     throw ChatTemplateError(
         fmt::format("the model has no chat template (tokenizer.chat_template); {}", how_to_choose()));
   } else {
     try {
-      impl->model.emplace(jinja);
+      impl->model.emplace(text);
     } catch (const jinja::Error& e) {
       throw ChatTemplateError(fmt::format("the model's chat template cannot be used: chat template line {}: {}; {}",
                                           e.line, e.what(), how_to_choose()));

@@ -32,6 +32,10 @@ class ChatTemplateError : public std::runtime_error {
 };
 
 // What a template is rendered with besides the messages.
+// The text of a chat template file (`--chat-template FILE.jinja`); throws
+// ChatTemplateError naming the file when it cannot be read.
+std::string read_template_file(const std::string& path);
+
 struct ChatOptions {
   bool add_generation_prompt = true;    // end with the assistant's turn opener
   std::string tools_json;               // a JSON array of tool schemas; empty: none (tools is None)
