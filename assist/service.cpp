@@ -249,11 +249,15 @@ ChatAnswer Service::chat(const ChatQuery& q, const std::function<void(const std:
   const Generation g = backend->chat(in, relay, ticket);
   end_busy(g.timings.generate_tps());
   if (const std::string tail = q.raw_channels ? "" : streamed.finish(); !tail.empty() && on_text) on_text(tail);
-  HarmonyStream whole;  // the result from the whole text, whatever the backend streamed
-  whole.push(g.text);
-  whole.finish();
-  out.text = q.raw_channels ? g.text : whole.answer();
-  out.reasoning = q.raw_channels ? "" : whole.reasoning();
+  if (q.raw_channels) {
+    out.text = g.text;
+  } else {
+    HarmonyStream whole;  // the result from the whole text, whatever the backend streamed
+    whole.push(g.text);
+    whole.finish();
+    out.text = whole.answer();
+    out.reasoning = whole.reasoning();
+  }
   out.reason = ticket.cancelled() ? FinishReason::Cancelled : g.reason;
   out.error = g.error;
   out.error_kind = g.error_kind;

@@ -192,7 +192,14 @@ size_t json_end(std::string_view s) {
 }
 
 // {"name": N, "arguments" | "parameters": {...}}: one call of a JSON family.
-bool json_call(const ojson& j, std::string& name, ojson& args);
+bool json_call(const ojson& j, std::string& name, ojson& args) {
+  if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
+  name = j["name"];
+  const char* key = j.contains("arguments") ? "arguments" : "parameters";
+  args = j.contains(key) ? j[key] : ojson::object();
+  if (args.is_string()) args = parse_limited(args.get<std::string>());
+  return args.is_object();
+}
 
 // N[ARGS]{...} (Devstral), N[CALL_ID]ID[ARGS]{...} (Mistral Small 3.2), or [{"name", "arguments"}, …]
 // (Mistral Nemo): one call or several.
@@ -214,15 +221,6 @@ bool parse_mistral(std::string_view block, std::vector<std::pair<std::string, oj
   calls[0].first = std::string(trim(block.substr(0, name_end)));
   calls[0].second = parse_limited(block.substr(brace == std::string_view::npos ? block.size() : brace));
   return !calls[0].first.empty() && calls[0].second.is_object();
-}
-
-bool json_call(const ojson& j, std::string& name, ojson& args) {
-  if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
-  name = j["name"];
-  const char* key = j.contains("arguments") ? "arguments" : "parameters";
-  args = j.contains(key) ? j[key] : ojson::object();
-  if (args.is_string()) args = parse_limited(args.get<std::string>());
-  return args.is_object();
 }
 }  // namespace
 
