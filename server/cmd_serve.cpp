@@ -67,6 +67,30 @@ std::string engine_metrics(const Engine& e, const Model& m) {
   return out + entropy + imbalance;
 }
 
+// The sampler settings the model's author recommends: llama.cpp's
+// general.sampling.* keys. A value of the wrong type or out of range is
+// logged and left out, never fatal: the API's defaults serve instead.
+http::RecommendedSampling recommended_sampling(const gguf::File& f) {
+  http::RecommendedSampling r;
+  const auto number = [&](const char* key, double lo, double hi) -> std::optional<double> {
+    const gguf::Value* v = f.find(key);
+    if (!v) return std::nullopt;
+    const std::optional<double> x = v->as<double>();
+    if (x && *x >= lo && *x <= hi) return x;
+    spdlog::warn("{}: {} = {} is not a number within [{}, {}]; ignored", f.path(), key, v->to_string(), lo, hi);
+    return std::nullopt;
+  };
+  if (auto x = number("general.sampling.temp", 0, 10)) r.temperature = float(*x);
+  if (auto x = number("general.sampling.top_p", 1e-6, 1)) r.top_p = float(*x);
+  if (auto x = number("general.sampling.min_p", 0, 1)) r.min_p = float(*x);
+  if (auto x = number("general.sampling.top_k", -1, 1 << 20)) r.top_k = std::max(0, int(*x));
+  if (r.temperature || r.top_p || r.min_p || r.top_k)
+    spdlog::info("sampling defaults from the model (general.sampling.*): temperature {}, top_p {}, top_k {}, min_p {}",
+                 r.temperature ? fmt::format("{}", *r.temperature) : "-", r.top_p ? fmt::format("{}", *r.top_p) : "-",
+                 r.top_k ? fmt::format("{}", *r.top_k) : "-", r.min_p ? fmt::format("{}", *r.min_p) : "-");
+  return r;
+}
+
 }  // namespace
 
 int serve(const ServeOptions& o) {
@@ -135,6 +159,13 @@ int serve(const ServeOptions& o) {
       const std::string id = pm.model->config().name.empty() ? pm.model->config().arch : pm.model->config().name;
       const std::string plan = pm.plan.to_json(), hw = pm.hw.to_json();
       auto model = pm.model;
+      const http::RecommendedSampling rec = recommended_sampling(model->file());
+      nlohmann::json sampling_defaults = nlohmann::json::object();  // what requests that set none get
+      if (rec.temperature) sampling_defaults["temperature"] = *rec.temperature;
+      if (rec.top_p) sampling_defaults["top_p"] = *rec.top_p;
+      if (rec.top_k) sampling_defaults["top_k"] = *rec.top_k;
+      if (rec.min_p) sampling_defaults["min_p"] = *rec.min_p;
+      const std::string sampling_json = sampling_defaults.dump();
       api.set_model(
           {.phase = http::ModelState::Phase::Ready,
            .id = id,
@@ -142,10 +173,11 @@ int serve(const ServeOptions& o) {
            .file = o.model,
            .message = "ready",
            .status_json =
-               [b, plan, hw] {
+               [b, plan, hw, sampling_json] {
                  const EngineMetrics m = b->engine().metrics();
                  return nlohmann::json{
                      {"plan", nlohmann::json::parse(plan)},
+                     {"samplingDefaults", nlohmann::json::parse(sampling_json)},
                      {"hardware", nlohmann::json::parse(hw)},
                      {"scheduler",
                       {{"running", m.running}, {"waiting", m.waiting}, {"requests", m.requests}, {"steps", m.steps}}},
@@ -162,7 +194,8 @@ int serve(const ServeOptions& o) {
                  *model, std::filesystem::path(model->file().path()).filename().string(), "requests served");
              return svg ? cli::heatmap_svg(r) : cli::report_json(r);
            })
-                                                   : nullptr});
+                                                   : nullptr,
+           .sampling = rec});
       spdlog::info("model loaded: {}", o.model);
     } catch (const std::exception& e) {
       spdlog::error("the model failed to load: {}", e.what());

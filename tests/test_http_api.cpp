@@ -238,6 +238,35 @@ TEST_CASE("models: any name is answered and echoed unless names are listed") {
   CHECK(strict.post(body).status == 200);
 }
 
+TEST_CASE("sampling: the model's recommended settings fill what a request leaves out, on every API") {
+  World w(assist::ToolSyntax::None, "hi");
+  CHECK(w.post(chat(false, nullptr)).status == 200);
+  CHECK(w.backend->last.sampling.temperature == 1.0f);  // the OpenAI API's default
+  CHECK(w.backend->last.sampling.top_k == 0);
+  http::ModelState m;
+  m.phase = http::ModelState::Phase::Ready;
+  m.id = "scripted";
+  m.sampling.temperature = 0.0f;
+  m.sampling.top_k = 20;
+  w.api.set_model(m);
+  for (const char* path : {"/v1/chat/completions", "/v1/messages", "/v1/responses"}) {
+    INFO(path);
+    json body = chat(false, nullptr);
+    if (std::string(path) == "/v1/messages") body["max_tokens"] = 16;
+    if (std::string(path) == "/v1/responses") body = {{"input", "hello"}};
+    REQUIRE(w.post(body, nullptr, path).status == 200);
+    CHECK(w.backend->last.sampling.temperature == 0.0f);
+    CHECK(w.backend->last.sampling.top_k == 20);
+    CHECK(w.backend->last.sampling.top_p == 1.0f);  // not recommended: the API's default
+  }
+  json body = chat(false, nullptr);
+  body["temperature"] = 0.7;
+  body["top_k"] = 5;
+  REQUIRE(w.post(body).status == 200);
+  CHECK(w.backend->last.sampling.temperature == 0.7f);  // the request's own settings win
+  CHECK(w.backend->last.sampling.top_k == 5);
+}
+
 namespace {
 json responses_body(bool stream) {
   return {

@@ -54,6 +54,22 @@ std::string Api::model_id() const {
   return model_.id;
 }
 
+SamplingParams Api::sampling_defaults(float api_temperature) const {
+  RecommendedSampling rec;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rec = model_.sampling;
+  }
+  SamplingParams d;  // the OpenAI and Anthropic APIs' defaults: temperature as given, every filter off
+  d.temperature = rec.temperature.value_or(api_temperature);
+  d.top_p = rec.top_p.value_or(1.0f);
+  d.top_k = rec.top_k.value_or(0);
+  d.min_p = rec.min_p.value_or(0.0f);
+  d.presence_penalty = d.frequency_penalty = 0;
+  d.repeat_penalty = 1;
+  return d;
+}
+
 std::string Api::served_as(const std::string& requested) const {
   std::lock_guard lock(mu_);
   if (requested.empty()) return model_.id;

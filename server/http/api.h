@@ -91,6 +91,14 @@ struct ApiOptions {
 };
 
 // What the loader tells the API about the model.
+// The sampler settings the model's author recommends, from the GGUF's
+// general.sampling.* keys (as llama.cpp reads them): the defaults for a
+// request that does not set its own, in place of the API's (temperature 1).
+struct RecommendedSampling {
+  std::optional<float> temperature, top_p, min_p;
+  std::optional<int> top_k;
+};
+
 struct ModelState {
   enum class Phase { Loading, Ready, Error } phase = Phase::Loading;
   std::string id;                             // the model's name, for /v1/models and responses
@@ -102,6 +110,7 @@ struct ModelState {
   // Expert usage since load (/experts.svg and /experts.json): the heatmap
   // when `svg`, else its data; null for a model without routed experts.
   std::function<std::string(bool svg)> experts = nullptr;
+  RecommendedSampling sampling = {};
 };
 
 class Api {
@@ -125,6 +134,9 @@ class Api {
   // model's id when empty. Throws (404 model_not_found) when names are
   // listed and `requested` is not among them.
   std::string served_as(const std::string& requested) const;
+  // What a request's sampler settings are where it sets none: the model's
+  // recommendation, else the API's default (`api_temperature`, no filters).
+  SamplingParams sampling_defaults(float api_temperature) const;
   HttpResponse route(const HttpRequest& req, const OpenStream& open_stream);
   HttpResponse generate(const std::string& path, const HttpRequest& req, const OpenStream& open_stream);
   HttpResponse models();

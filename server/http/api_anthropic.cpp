@@ -245,7 +245,7 @@ HttpResponse Api::messages(const HttpRequest& req, const OpenStream& open_stream
   assist::ChatQuery q = to_query(c, opt_.chat_template);
   if (!has(j, "max_tokens")) throw BadField("field 'max_tokens' is required", "max_tokens");
   q.max_tokens = int(int_field(j, "max_tokens", 1024, 1, 1 << 20));
-  q.sampling = sampling(j, 1.0f);
+  q.sampling = sampling(j, sampling_defaults(1.0f));
   if (has(j, "stop_sequences")) {
     json s = json::object();
     s["stop"] = j["stop_sequences"];

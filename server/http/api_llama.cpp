@@ -136,7 +136,7 @@ HttpResponse Api::llama_completion(const HttpRequest& req, const OpenStream& ope
   const int64_t n_predict = int_field(j, "n_predict", 128, -1, 1 << 20);
   if (n_predict == 0) throw BadField("field 'n_predict' must be -1 (no limit) or within [1, 1048576]", "n_predict");
   in.max_tokens = n_predict == -1 ? 1 << 20 : int(n_predict);
-  in.sampling = sampling(j, 0.8f);
+  in.sampling = sampling(j, sampling_defaults(0.8f));
   in.stop = stops(j);
   in.t_max_predict_ms = int_field(j, "t_max_predict_ms", 0, 0, int64_t(24) * 3'600'000);
   const bool stream = bool_field(j, "stream", false);

@@ -97,7 +97,7 @@ std::string usage_chunk(const std::string& id, const char* object, const std::st
 // POST /v1/completions: prompt (text or token ids), `suffix` for fill in the
 // middle, sampling, stop, stream.
 namespace {
-assist::TextInput text_input(const json& j) {
+assist::TextInput text_input(const json& j, const SamplingParams& defaults) {
   assist::TextInput in;
   if (!has(j, "prompt")) throw BadField("field 'prompt' is required", "prompt");
   const json& prompt = j["prompt"];
@@ -108,7 +108,7 @@ assist::TextInput text_input(const json& j) {
   else throw BadField("field 'prompt' must be a string, one string in an array, or an array of token ids", "prompt");
   if (has(j, "suffix")) in.suffix = string_field(j, "suffix");
   in.max_tokens = max_tokens(j, "max_tokens", 16);
-  in.sampling = sampling(j, 1.0f);
+  in.sampling = sampling(j, defaults);
   in.stop = stops(j);
   in.logprobs.top = completion_logprobs_field(j);
   in.ignore_eos = bool_field(j, "ignore_eos", false);  // llama.cpp's extension
@@ -120,7 +120,7 @@ HttpResponse Api::completions(const HttpRequest& req, const OpenStream& open_str
   const json j = parse_body(req.body);
   const std::string model_id = served_as(string_field(j, "model"));
   refuse_unsupported(j);
-  assist::TextInput in = text_input(j);
+  assist::TextInput in = text_input(j, sampling_defaults(1.0f));
   const bool stream = bool_field(j, "stream", false);
   const bool include_usage = usage_chunk_asked(j, stream);
   const std::string id = "cmpl-" + std::to_string(next_id_++);
@@ -268,7 +268,7 @@ HttpResponse Api::chat_completions(const HttpRequest& req, const OpenStream& ope
   const Conversation c = openai_conversation(j);
   assist::ChatQuery q = to_query(c, opt_.chat_template);
   q.max_tokens = max_tokens(j, has(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens", 1024);
-  q.sampling = sampling(j, 1.0f);
+  q.sampling = sampling(j, sampling_defaults(1.0f));
   q.stop = stops(j);
   q.logprobs.top = chat_logprobs_field(j);
   const bool stream = bool_field(j, "stream", false);

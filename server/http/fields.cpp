@@ -110,16 +110,16 @@ std::vector<std::string> stops(const json& j) {
   throw BadField("field 'stop' must be a string or an array of at most 16 strings", "stop");
 }
 
-SamplingParams sampling(const json& j, float default_temperature) {
-  SamplingParams p;
-  p.temperature = float(number_field(j, "temperature", default_temperature, 0, 10));
-  p.top_p = float(number_field(j, "top_p", 1.0, 0, 1));
+SamplingParams sampling(const json& j, const SamplingParams& defaults) {
+  SamplingParams p = defaults;
+  p.temperature = float(number_field(j, "temperature", defaults.temperature, 0, 10));
+  p.top_p = float(number_field(j, "top_p", defaults.top_p, 0, 1));
   if (!(p.top_p > 0)) throw BadField("field 'top_p' must be within (0, 1]", "top_p");
-  p.top_k = int(std::max<int64_t>(0, int_field(j, "top_k", 0, -1, 1 << 20)));  // -1 (vLLM's "off") as 0
-  p.min_p = float(number_field(j, "min_p", 0.0, 0, 1));
-  p.presence_penalty = float(number_field(j, "presence_penalty", 0.0, -2, 2));
-  p.frequency_penalty = float(number_field(j, "frequency_penalty", 0.0, -2, 2));
-  p.repeat_penalty = float(number_field(j, "repeat_penalty", 1.0, 0, 10));
+  p.top_k = int(std::max<int64_t>(0, int_field(j, "top_k", defaults.top_k, -1, 1 << 20)));  // -1 (vLLM's "off") as 0
+  p.min_p = float(number_field(j, "min_p", defaults.min_p, 0, 1));
+  p.presence_penalty = float(number_field(j, "presence_penalty", defaults.presence_penalty, -2, 2));
+  p.frequency_penalty = float(number_field(j, "frequency_penalty", defaults.frequency_penalty, -2, 2));
+  p.repeat_penalty = float(number_field(j, "repeat_penalty", defaults.repeat_penalty, 0, 10));
   if (has(j, "seed") && j["seed"].is_number_integer() && !j["seed"].is_number_unsigned() &&
       j["seed"].get<int64_t>() == -1) {
     p.seed = std::random_device{}();

@@ -54,7 +54,9 @@ std::vector<std::string> stops(const json& j);
 
 // temperature, top_p, top_k, min_p, the penalties and seed (-1: random,
 // as llama.cpp's clients send it).
-SamplingParams sampling(const json& j, float default_temperature);
+// The request's sampler settings; a field it leaves out takes its value from
+// `defaults` (the API's own, or the model's recommendation).
+SamplingParams sampling(const json& j, const SamplingParams& defaults);
 
 // OpenAI fields this server does not implement, refused instead of ignored:
 // n and best_of above 1, echo, a non-empty logit_bias, a response_format
