@@ -24,6 +24,7 @@ import time
 import xml.etree.ElementTree as ET
 
 BINARY = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("MOELSP_BINARY", "")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECKS = 0
 
 
@@ -415,6 +416,17 @@ def main():
         check("moelsp_requests_rejected_total 1" in m, "the 429 is not counted in /metrics")
     finally:
         check(q.stop() == 0, "moelsp serve --max-queue did not exit 0")
+
+    # A model's recommended sampling (general.sampling.*) is what requests that set none get, shown in
+    # /v1/status: the small agent model asks for greedy decoding, the default model for nothing.
+    check(st["engine"].get("samplingDefaults") == {}, f"the default model recommends no sampling: {st}")
+    agent = Server("-m", os.path.join(REPO, "models", "moelsp-agent.gguf"))
+    try:
+        agent.wait_ready()
+        _, ast, _ = agent.request("GET", "/v1/status")
+        check(ast["engine"].get("samplingDefaults") == {"temperature": 0.0}, f"the agent model's status: {ast}")
+    finally:
+        check(agent.stop() == 0, "moelsp serve -m moelsp-agent.gguf did not exit 0")
 
     # The API key: required everywhere but /health.
     k = Server("--api-key", "s3cret")

@@ -102,6 +102,9 @@ case "$mode" in
     if [ ! -d tests/http-clients/node_modules/openai ] || [ ! -d tests/http-clients/node_modules/@anthropic-ai/sdk ]; then
       (cd tests/http-clients && npm ci --no-audit --no-fund)
     fi
+    # Codex CLI, Claude Code and OpenCode (pinned by tests/agents/package-lock.json), into
+    # ~/.cache/moelsp/agent-clis, outside the clone: the agents_e2e test runs them.
+    python3 tests/agents/run_agents.py --install-only
     targets=()
     configure_and_build "$build"
     (cd "$build" && ctest -j "$jobs" --output-on-failure)

@@ -57,8 +57,8 @@ def f16_tensors(name, p):
     return p.dim() >= 2 and "router" not in name
 
 
-def load_exported(out):
-    ck = torch.load(os.path.join(out, "ckpt.pt"))
+def load_exported(out, ckpt="ckpt.pt"):
+    ck = torch.load(os.path.join(out, ckpt))
     model = Deepseek2(Config(**ck["config"]))
     model.load_state_dict(ck["model"])
     with torch.no_grad():

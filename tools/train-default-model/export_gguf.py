@@ -92,15 +92,19 @@ def tensors(model):
     return out
 
 
-def export(out, gguf, name="moelsp-default", fim_order=None):
+DEFAULT_LICENSE = "PSF-2.0 AND BSL-1.0 (training data); weights: see models/README.md"
+
+
+def export(out, gguf, name="moelsp-default", fim_order=None, chat_template=CHATML, ckpt="ckpt.pt",
+           license=DEFAULT_LICENSE, sampling=None):
     sp = spm.SentencePieceProcessor(model_file=os.path.join(out, "tokenizer.model"))
-    model = load_exported(out)
+    model = load_exported(out, ckpt)
     c = model.c
     pieces, scores, types = vocab(sp)
     a = "deepseek2."
     meta = [
         kv("general.architecture", "deepseek2"), kv("general.name", name),
-        kv("general.license", "PSF-2.0 AND BSL-1.0 (training data); weights: see models/README.md"),
+        kv("general.license", license),
         kv("general.alignment", ALIGN),
         kv(a + "context_length", c.ctx), kv(a + "embedding_length", c.d_model), kv(a + "block_count", c.n_layer),
         kv(a + "feed_forward_length", c.ffn_dense), kv(a + "attention.head_count", c.n_head),
@@ -122,10 +126,12 @@ def export(out, gguf, name="moelsp-default", fim_order=None):
         kv("tokenizer.ggml.fim_suf_token_id", sp.piece_to_id("<|fim_suffix|>")),
         kv("tokenizer.ggml.fim_mid_token_id", sp.piece_to_id("<|fim_middle|>")),
         kv("tokenizer.ggml.add_bos_token", False), kv("tokenizer.ggml.add_eos_token", False),
-        kv("tokenizer.ggml.add_space_prefix", False), kv("tokenizer.chat_template", CHATML),
+        kv("tokenizer.ggml.add_space_prefix", False), kv("tokenizer.chat_template", chat_template),
     ]
     if fim_order:  # the FIM prompt order the model reads best (moelsp's own key; llama.cpp ignores it)
         meta.append(kv("moelsp.fim_order", fim_order))
+    for key, value in (sampling or {}).items():  # recommended sampler settings, llama.cpp's general.sampling.* keys
+        meta.append(kv("general.sampling." + key, value))
     infos, blobs, off = [], [], 0
     for name, p in tensors(model):
         t = p.detach().float().contiguous()
