@@ -180,6 +180,47 @@ def load(s, clients=8, seconds=15):
     return done, problems
 
 
+READ_TOOL = {"name": "read", "description": "Read a file.",
+             "parameters": {"type": "object", "properties": {"filePath": {"type": "string"}}, "required": ["filePath"]}}
+
+
+def agent_turns_reuse_the_prefix(srv):
+    """An agent's second turn re-sends the first turn's prompt, its call and the tool's output: only the
+    new tail is computed, the rest comes from the prefix cache, reported in each API's usage field."""
+    system = "You are a coding agent. Use the tools to answer.\n" + "Be brief. " * 150
+    question = "What is the first line of notes.txt?"
+    result = "1: Polar bears eat kelp\n2: second line"
+    chat = {"messages": [{"role": "system", "content": system}, {"role": "user", "content": question}],
+            "tools": [{"type": "function", "function": READ_TOOL}], "max_tokens": 64}
+    status, first, _ = srv.request("POST", "/v1/chat/completions", chat)
+    check(status == 200, f"agent turn 1: {status} {first}")
+    calls = first["choices"][0]["message"].get("tool_calls") or []
+    check(calls and calls[0]["function"]["name"] == "read", f"the agent model did not call read: {first}")
+    chat["messages"] += [first["choices"][0]["message"], {"role": "tool", "tool_call_id": calls[0]["id"], "content": result}]
+    status, second, _ = srv.request("POST", "/v1/chat/completions", chat)
+    cached, prompt1 = second["usage"]["prompt_tokens_details"]["cached_tokens"], first["usage"]["prompt_tokens"]
+    check(status == 200 and cached >= prompt1 - 16, f"chat turn 2 computed its prefix again: {cached} of {prompt1}")
+    # The same conversation through the Anthropic and Responses APIs: its prefix is cached already.
+    msgs = {"system": system, "max_tokens": 64, "tools": [{"name": "read", "description": READ_TOOL["description"],
+                                                           "input_schema": READ_TOOL["parameters"]}],
+            "messages": [{"role": "user", "content": question},
+                         {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "read",
+                                                            "input": {"filePath": "notes.txt"}}]},
+                         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                                       "content": result}]}]}
+    status, m, _ = srv.request("POST", "/v1/messages", msgs)
+    check(status == 200 and m["usage"]["cache_read_input_tokens"] >= prompt1 - 16, f"/v1/messages turn 2: {m}")
+    resp = {"instructions": system, "tools": [dict(READ_TOOL, type="function")], "max_output_tokens": 64,
+            "input": [{"role": "user", "content": question},
+                      {"type": "function_call", "call_id": "call_1", "name": "read", "arguments": '{"filePath": "notes.txt"}'},
+                      {"type": "function_call_output", "call_id": "call_1", "output": result}]}
+    status, r, _ = srv.request("POST", "/v1/responses", resp)
+    check(status == 200 and r["usage"]["input_tokens_details"]["cached_tokens"] >= prompt1 - 16, f"/v1/responses: {r}")
+    print(f"agent turn 2 on the agent model: prompt {second['usage']['prompt_tokens']} tokens, {cached} cached "
+          f"(turn 1's prompt: {prompt1}); /v1/messages read {m['usage']['cache_read_input_tokens']} from the cache, "
+          f"/v1/responses {r['usage']['input_tokens_details']['cached_tokens']}")
+
+
 def main():
     if not BINARY or not os.access(BINARY, os.X_OK):
         fail("give the moelsp binary as the first argument")
@@ -425,6 +466,7 @@ def main():
         agent.wait_ready()
         _, ast, _ = agent.request("GET", "/v1/status")
         check(ast["engine"].get("samplingDefaults") == {"temperature": 0.0}, f"the agent model's status: {ast}")
+        agent_turns_reuse_the_prefix(agent)
     finally:
         check(agent.stop() == 0, "moelsp serve -m moelsp-agent.gguf did not exit 0")
 

@@ -79,10 +79,14 @@ const char* openai_reason(FinishReason r) {
   return r == FinishReason::Length || r == FinishReason::Timeout ? "length" : "stop";
 }
 
+// prompt_tokens_details.cached_tokens: the prompt's tokens the prefix cache
+// served (OpenAI's field; an agent's turn re-sends the conversation, so all
+// but the new tail should be cached).
 json usage(const Timings& t) {
   return {{"prompt_tokens", t.n_prompt},
           {"completion_tokens", t.n_generated},
-          {"total_tokens", t.n_prompt + t.n_generated}};
+          {"total_tokens", t.n_prompt + t.n_generated},
+          {"prompt_tokens_details", {{"cached_tokens", t.n_prompt_cached}}}};
 }
 
 // The chunk stream_options.include_usage asks for.
