@@ -40,7 +40,7 @@ class ScriptedBackend final : public assist::Backend {
       if (on_text) on_text(out.substr(i, 3));
     assist::Generation g;
     g.text = out;
-    g.reason = FinishReason::Eos;
+    g.reason = reason;
     g.timings.n_prompt = 11;
     g.timings.n_generated = 7;
     return g;
@@ -52,6 +52,7 @@ class ScriptedBackend final : public assist::Backend {
   assist::ChatInput last;
   std::string context_error;  // set: every chat fails with it (ErrorKind::ContextLength)
   std::string prompt_end;     // what the rendered prompt ends with (a template's "<think>\n")
+  FinishReason reason = FinishReason::Eos;
   assist::Generation text(const assist::TextInput&, const std::function<void(const std::string&)>&,
                           assist::Ticket&) override {
     return {};
@@ -348,6 +349,29 @@ TEST_CASE("responses streamed: the API's events in order, numbered, items opened
   const json done = json::parse(ev.data.back());
   CHECK(done["response"]["output"].size() == 3);
   CHECK(done["response"]["usage"]["output_tokens"] == 7);
+}
+
+TEST_CASE("responses streamed: a message cut by max_output_tokens closes incomplete, then response.incomplete") {
+  World w(assist::ToolSyntax::None, "a partial answer");
+  w.backend->reason = FinishReason::Length;
+  Events ev;
+  json body = responses_body(true);
+  body.erase("tools");
+  REQUIRE(w.post(body, &ev, "/v1/responses").status == 0);
+  REQUIRE(!ev.names.empty());
+  CHECK(ev.names.back() == "response.incomplete");
+  bool seen = false;
+  for (size_t i = 0; i < ev.names.size(); ++i) {
+    if (ev.names[i] != "response.output_item.done") continue;
+    const json item = json::parse(ev.data[i])["item"];
+    if (item["type"] != "message") continue;
+    seen = true;
+    CHECK(item["status"] == "incomplete");
+  }
+  CHECK(seen);
+  const json done = json::parse(ev.data.back())["response"];
+  CHECK(done["status"] == "incomplete");
+  CHECK(done["output"].back()["status"] == "incomplete");
 }
 
 TEST_CASE("responses: input items become the template's conversation") {

@@ -154,8 +154,9 @@ class ResponsesShape final : public AnswerShape {
     return done(out, call_item(c));
   }
   Sses finish(const Answer& a) override {
-    Sses out = switch_to(Item::None);
     const bool cut = a.reason == FinishReason::Length || a.reason == FinishReason::Timeout;
+    cut_ = cut;  // the message the limit interrupted closes as incomplete, as whole() says
+    Sses out = switch_to(Item::None);
     append(out, event(cut ? "response.incomplete" : "response.completed",
                       {{"response", object(cut ? "incomplete" : "completed", output_, a.timings)}}));
     return out;
@@ -229,7 +230,9 @@ class ResponsesShape final : public AnswerShape {
       append(out, event("response.output_text.done", place(0, {{"text", text_}, {"logprobs", json::array()}})));
       const json part = {{"type", "output_text"}, {"text", text_}, {"annotations", json::array()}};
       append(out, event("response.content_part.done", place(0, {{"part", part}})));
-      done(out, message_item(item_id_, text_));
+      json item = message_item(item_id_, text_);
+      if (cut_) item["status"] = "incomplete";
+      done(out, item);
     }
     open_ = kind;
     text_.clear();
@@ -277,6 +280,7 @@ class ResponsesShape final : public AnswerShape {
   int64_t seq_ = 0;
   json output_ = json::array();  // finished items
   Item open_ = Item::None;
+  bool cut_ = false;  // the answer ended at the token or time limit
   std::string item_id_, text_;
 };
 
