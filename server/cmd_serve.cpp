@@ -84,11 +84,17 @@ http::RecommendedSampling recommended_sampling(const gguf::File& f) {
   if (auto x = number("general.sampling.top_p", 1e-6, 1)) r.top_p = float(*x);
   if (auto x = number("general.sampling.min_p", 0, 1)) r.min_p = float(*x);
   if (auto x = number("general.sampling.top_k", -1, 1 << 20)) r.top_k = std::max(0, int(*x));
-  if (r.temperature || r.top_p || r.min_p || r.top_k)
-    spdlog::info("sampling defaults from the model (general.sampling.*): temperature {}, top_p {}, top_k {}, min_p {}",
-                 r.temperature ? fmt::format("{}", *r.temperature) : "-", r.top_p ? fmt::format("{}", *r.top_p) : "-",
-                 r.top_k ? fmt::format("{}", *r.top_k) : "-", r.min_p ? fmt::format("{}", *r.min_p) : "-");
   return r;
+}
+
+// The recommendation as /v1/status and the log show it: only the keys the model sets.
+nlohmann::json to_json(const http::RecommendedSampling& r) {
+  nlohmann::json j = nlohmann::json::object();
+  if (r.temperature) j["temperature"] = *r.temperature;
+  if (r.top_p) j["top_p"] = *r.top_p;
+  if (r.top_k) j["top_k"] = *r.top_k;
+  if (r.min_p) j["min_p"] = *r.min_p;
+  return j;
 }
 
 }  // namespace
@@ -160,12 +166,9 @@ int serve(const ServeOptions& o) {
       const std::string plan = pm.plan.to_json(), hw = pm.hw.to_json();
       auto model = pm.model;
       const http::RecommendedSampling rec = recommended_sampling(model->file());
-      nlohmann::json sampling_defaults = nlohmann::json::object();  // what requests that set none get
-      if (rec.temperature) sampling_defaults["temperature"] = *rec.temperature;
-      if (rec.top_p) sampling_defaults["top_p"] = *rec.top_p;
-      if (rec.top_k) sampling_defaults["top_k"] = *rec.top_k;
-      if (rec.min_p) sampling_defaults["min_p"] = *rec.min_p;
-      const std::string sampling_json = sampling_defaults.dump();
+      const std::string sampling_json = to_json(rec).dump();  // what requests that set none get
+      if (sampling_json != "{}")
+        spdlog::info("sampling defaults from the model (general.sampling.*): {}", sampling_json);
       api.set_model(
           {.phase = http::ModelState::Phase::Ready,
            .id = id,

@@ -90,7 +90,6 @@ struct ApiOptions {
   std::vector<std::string> served_names;
 };
 
-// What the loader tells the API about the model.
 // The sampler settings the model's author recommends, from the GGUF's
 // general.sampling.* keys (as llama.cpp reads them): the defaults for a
 // request that does not set its own, in place of the API's (temperature 1).
@@ -99,6 +98,7 @@ struct RecommendedSampling {
   std::optional<int> top_k;
 };
 
+// What the loader tells the API about the model.
 struct ModelState {
   enum class Phase { Loading, Ready, Error } phase = Phase::Loading;
   std::string id;                             // the model's name, for /v1/models and responses
