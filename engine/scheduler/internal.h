@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/grammar.h"
 #include "engine/model.h"
 #include "engine/sampling.h"
 
@@ -69,7 +70,13 @@ struct Live {
   std::string pending;        // decoded text not yet emitted (may start a stop string)
   std::vector<float> healed;  // the first token's logits masked for Request::heal
   std::string heal_left;      // what of Request::heal the output has yet to pass (it is not returned)
-  Clock::time_point t0, t1;   // first scheduled, prompt done
+  // Request::constraint: the matcher, once the constraint is on (from the
+  // start, or from a trigger); the output's bytes while a lazy one waits
+  // for its trigger; the logits with the rejected tokens masked out.
+  std::unique_ptr<GrammarMatcher> grammar;
+  std::string lazy_bytes;
+  std::vector<float> masked;
+  Clock::time_point t0, t1;  // first scheduled, prompt done
   // Its result was delivered (a prompt timeout with Request::finish_prompt);
   // it only fills the prefix cache now, at background priority, and ends
   // silently when the prompt is done.
@@ -141,6 +148,11 @@ class Scheduler {
   int draft_room(const Live& l) const;              // draft tokens this request may run now
   bool after_logits(Live& l, const float* logits);  // samples and emits one token; false when it ended
   const float* heal_mask(Live& l, const float* logits);
+  // The sampled token, or (when the request's grammar rejects it) a token
+  // resampled from the logits masked to what the grammar allows; kNoToken
+  // with the request ended when nothing is allowed.
+  TokenId constrain(Live& l, const float* logits, TokenId tok);
+  void constraint_saw(Live& l, TokenId tok);  // the grammar advances over it (or a lazy one looks for its trigger)
   TokenLogprob logprob_of(const float* logits, TokenId tok, int top_n) const;
   // Releases the blocks and queues the result (once): the loop delivers it
   // after publishing the step's metrics, so whoever waits on the handle
@@ -152,6 +164,7 @@ class Scheduler {
   std::shared_ptr<Model> model_;
   EngineOptions opt_;
   std::unique_ptr<BlockPool> pool_;
+  std::shared_ptr<const VocabTrie> vocab_trie_;  // built at the first constrained request
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;      // submitted, not yet seen by the loop
@@ -162,6 +175,9 @@ class Scheduler {
   EngineMetrics metrics_, published_;  // the scheduler's own, and the snapshot under mu_
   std::thread thread_;                 // last: starts after everything above exists
 };
+
+// The tokenizer's pieces (special tokens by their text) for GrammarMatcher.
+std::shared_ptr<const VocabTrie> make_vocab_trie(const Tokenizer& t);
 
 inline double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();

@@ -93,8 +93,11 @@ bool Scheduler::after_logits(Live& l, const float* logits) {
           i);
       return done(FinishReason::Error);
     }
-  const TokenId tok = l.sampler->sample(heal_mask(l, logits), l.history);
+  const float* const sample_from = heal_mask(l, logits);
+  const TokenId tok = constrain(l, sample_from, l.sampler->sample(sample_from, l.history));
+  if (tok == kNoToken) return false;  // the grammar allowed nothing: ended with an error
   if (!req.ignore_eos && model_->tokenizer().is_eog(tok)) return done(FinishReason::Eos);
+  constraint_saw(l, tok);
   if (req.logprobs >= 0) {
     l.res.logprobs.push_back(logprob_of(logits, tok, std::min(req.logprobs, kMaxTopLogprobs)));
     if (cb.on_logprob) cb.on_logprob(l.res.logprobs.back());
@@ -126,6 +129,7 @@ bool Scheduler::after_logits(Live& l, const float* logits) {
     if (cb.on_token) cb.on_token(tok, out);
   }
   if (stopped || (emit > 0 && cb.should_stop && cb.should_stop(l.res.text))) return done(FinishReason::Stop);
+  if (l.grammar && l.grammar->finished()) return done(FinishReason::Eos);  // nothing but the end may follow
   if (int(l.res.tokens.size()) >= req.max_tokens) return done(FinishReason::Length);
   if (l.seq->n_past() >= opt_.n_ctx) return done(FinishReason::Length);  // no position left for `tok`
   l.feed = tok;

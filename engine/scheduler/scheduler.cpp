@@ -185,6 +185,10 @@ void Scheduler::prepare(Live& l) {
   l.todo = prompt;
   l.history = std::move(prompt);
   l.sampler = std::make_unique<Sampler>(req.sampling, m.config().n_vocab);
+  if (req.constraint.active()) {
+    if (!vocab_trie_) vocab_trie_ = make_vocab_trie(m.tokenizer());
+    if (req.constraint.triggers.empty()) l.grammar = std::make_unique<GrammarMatcher>(req.constraint.grammar);
+  }
   l.dec = std::make_unique<StreamingDecoder>(m.tokenizer());
   l.phase = Phase::Waiting;
 }

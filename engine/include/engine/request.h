@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/grammar.h"
 #include "engine/sampling_params.h"
 #include "engine/tokenizer.h"
 
@@ -55,6 +56,11 @@ struct Request {
   // returned: the answer starts where the prompt's text ended. Ignored when
   // no token of the vocabulary begins with it.
   std::string heal;
+  // The output must match a grammar (engine/grammar.h): JSON of a schema, a
+  // tool call. Every sampled token is one the grammar allows; where the
+  // grammar's sentence is complete and nothing may follow, generation ends
+  // (FinishReason::Eos). With triggers it applies from the first trigger on.
+  OutputConstraint constraint;
 };
 
 // A generated token's log-probability under the model: the log-softmax of the

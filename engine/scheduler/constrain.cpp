@@ -1,0 +1,65 @@
+// Request::constraint in the scheduler: sample first, check the token, and
+// mask the vocabulary only when the grammar rejects it (engine/grammar.h has
+// why this draws exactly from the masked distribution). A lazy constraint
+// watches the output's bytes for a trigger and starts the grammar there.
+#include <limits>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "internal.h"
+
+namespace moelsp {
+
+std::shared_ptr<const VocabTrie> make_vocab_trie(const Tokenizer& t) {
+  const size_t n = t.n_vocab();
+  std::vector<std::string> pieces(n);
+  std::vector<bool> eog(n);
+  for (size_t i = 0; i < n; ++i) {
+    eog[i] = t.is_eog(TokenId(i));
+    pieces[i] = t.piece(TokenId(i), true);
+  }
+  return std::make_shared<const VocabTrie>(pieces, eog);
+}
+
+TokenId Scheduler::constrain(Live& l, const float* logits, TokenId tok) {
+  if (!l.grammar || l.grammar->allows(*vocab_trie_, tok)) return tok;
+  std::vector<uint8_t> allowed;
+  if (l.grammar->mask(*vocab_trie_, allowed) == 0) {
+    l.res.error = "the output's grammar allows no token of the vocabulary here (it needs a byte no token spells)";
+    l.res.timings.generate_ms = ms_since(l.t1);
+    end(l, FinishReason::Error);
+    return kNoToken;
+  }
+  const size_t nv = allowed.size();
+  l.masked.assign(logits, logits + nv);
+  for (size_t i = 0; i < nv; ++i)
+    if (!allowed[i]) l.masked[i] = -std::numeric_limits<float>::infinity();
+  return l.sampler->sample(l.masked.data(), l.history);
+}
+
+void Scheduler::constraint_saw(Live& l, TokenId tok) {
+  const OutputConstraint& c = l.job->req.constraint;
+  if (!c.active()) return;
+  const std::string& piece = vocab_trie_->piece(tok);
+  if (l.grammar) {
+    l.grammar->accept(piece);  // constrain() allowed it, so it is accepted
+    return;
+  }
+  l.lazy_bytes += piece;
+  size_t at = std::string::npos;
+  for (const std::string& t : c.triggers)
+    if (!t.empty()) at = std::min(at, l.lazy_bytes.find(t));
+  if (at == std::string::npos) return;
+  auto g = std::make_unique<GrammarMatcher>(c.grammar);
+  if (g->accept(std::string_view(l.lazy_bytes).substr(at))) {
+    l.grammar = std::move(g);
+  } else {
+    // The grammar does not begin with its own trigger (a caller's mistake):
+    // the output stays free rather than being forced into nonsense.
+    spdlog::warn("a lazy grammar rejected the text from its trigger on; the output is not constrained");
+  }
+  l.lazy_bytes.clear();
+}
+
+}  // namespace moelsp
