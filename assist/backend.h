@@ -94,6 +94,7 @@ struct ChatInput {
   SamplingParams sampling = chat_sampling();
   std::vector<std::string> stop;
   LogprobRequest logprobs;
+  OutputConstraint constraint;     // Request::constraint (the embedded engine only)
   int priority = Priority::kChat;  // completions go first for prompt budget and KV blocks
   static SamplingParams chat_sampling() {
     SamplingParams p;
@@ -115,6 +116,7 @@ struct TextInput {
   int64_t t_max_prompt_ms = 0, t_max_predict_ms = 0;
   bool ignore_eos = false;  // generate max_tokens (benchmarks; llama.cpp's field)
   LogprobRequest logprobs;
+  OutputConstraint constraint;  // Request::constraint (the embedded engine only)
   int priority = Priority::kChat;
 };
 

@@ -141,6 +141,7 @@ Generation EngineBackend::chat(const ChatInput& in, const std::function<void(con
   req.sampling = in.sampling;
   req.stop = in.stop;
   req.priority = in.priority;
+  req.constraint = in.constraint;
   return run(eng, std::move(req), on_text, nullptr, ticket, in.logprobs);
 }
 
@@ -182,6 +183,7 @@ Generation EngineBackend::text(const TextInput& in, const std::function<void(con
   req.t_max_predict_ms = in.t_max_predict_ms;
   req.ignore_eos = in.ignore_eos;
   req.priority = in.priority;
+  req.constraint = in.constraint;
   return run(*engine_, std::move(req), on_text, nullptr, ticket, in.logprobs);
 }
 

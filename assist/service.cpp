@@ -198,6 +198,7 @@ ChatInput Service::chat_input(const ChatQuery& q) {
   in.max_tokens = q.max_tokens;
   in.template_override = q.template_override;
   in.logprobs = q.logprobs;
+  in.constraint = q.constraint;
   const bool has_code = !q.code.empty() && !asked.empty();
   if (has_code) {
     const std::string fence = "```" + q.language + "\n";

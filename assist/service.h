@@ -80,6 +80,7 @@ struct ChatQuery {
   SamplingParams sampling = ChatInput::chat_sampling();
   std::vector<std::string> stop;
   LogprobRequest logprobs;
+  OutputConstraint constraint;  // ChatInput::constraint
 };
 
 struct ChatAnswer {

@@ -187,7 +187,11 @@ void Scheduler::prepare(Live& l) {
   l.sampler = std::make_unique<Sampler>(req.sampling, m.config().n_vocab);
   if (req.constraint.active()) {
     if (!vocab_trie_) vocab_trie_ = make_vocab_trie(m.tokenizer());
-    if (req.constraint.triggers.empty()) l.grammar = std::make_unique<GrammarMatcher>(req.constraint.grammar);
+    if (req.constraint.triggers.empty()) {
+      l.grammar = std::make_unique<GrammarMatcher>(req.constraint.grammar);
+      if (!l.grammar->accept(req.constraint.prefix))
+        throw RequestError(ErrorKind::Request, "the output's grammar rejects the text the answer starts with");
+    }
   }
   l.dec = std::make_unique<StreamingDecoder>(m.tokenizer());
   l.phase = Phase::Waiting;

@@ -5,8 +5,21 @@
 
 #include "api.h"
 #include "api_internal.h"
+#include "constraint.h"
 
 namespace moelsp::http {
+
+namespace {
+// llama-server's names: eos, word (a stop string), limit (n_predict), none.
+const char* llama_stop_type(FinishReason r) {
+  switch (r) {
+    case FinishReason::Eos: return "eos";
+    case FinishReason::Stop: return "word";
+    case FinishReason::Length: return "limit";
+    default: return "none";
+  }
+}
+}  // namespace
 
 namespace {
 // The completion /infill asks for. Fields llama.vim and llama.vscode send
@@ -140,9 +153,7 @@ HttpResponse Api::llama_completion(const HttpRequest& req, const OpenStream& ope
   in.stop = stops(j);
   in.t_max_predict_ms = int_field(j, "t_max_predict_ms", 0, 0, int64_t(24) * 3'600'000);
   const bool stream = bool_field(j, "stream", false);
-  // llama.cpp's output constraints: not implemented here yet, so refused.
-  for (const char* name : {"grammar", "json_schema"})
-    if (has(j, name)) throw BadField(std::string("field '") + name + "' is not supported", name);
+  in.constraint = llama_constraint(j);
   if (has(j, "logit_bias") && !(j["logit_bias"].is_array() || j["logit_bias"].is_object()))
     throw BadField("field 'logit_bias' must be an array or an object", "logit_bias");
   if (has(j, "logit_bias") && !j["logit_bias"].empty())
@@ -165,7 +176,7 @@ HttpResponse Api::llama_completion(const HttpRequest& req, const OpenStream& ope
                         {"predicted_per_second", g.timings.generate_tps()}};
   const json final = {{"content", es ? "" : g.text},
                       {"stop", true},
-                      {"stop_type", to_string(g.reason)},
+                      {"stop_type", llama_stop_type(g.reason)},
                       {"tokens_predicted", g.timings.n_generated},
                       {"tokens_evaluated", g.timings.n_prompt},
                       {"tokens_cached", g.timings.n_prompt_cached},

@@ -13,6 +13,7 @@
 
 #include "answer.h"
 #include "api.h"
+#include "constraint.h"
 #include "conversation.h"
 
 namespace moelsp::http {
@@ -112,9 +113,6 @@ void refuse_unsupported_responses(const json& j) {
     throw BadField("field 'conversation': this server keeps no conversations; send them in 'input'", "conversation");
   if (bool_field(j, "background", false))
     throw BadField("field 'background': background responses are not supported", "background");
-  const std::string format = has(j, "text") ? kind_of(field_or(j["text"], "format", json()), "type") : "";
-  if (!format.empty() && format != "text")
-    throw BadField("field 'text.format': only text output is supported (no constrained decoding yet)", "text");
 }
 
 class ResponsesShape final : public AnswerShape {
@@ -311,6 +309,7 @@ HttpResponse Api::responses(const HttpRequest& req, const OpenStream& open_strea
   // No limit asked: until the context is full (an agent's turn may be long).
   q.max_tokens = int(int_field(j, "max_output_tokens", 1 << 20, 1, 1 << 20));
   q.sampling = sampling(j, sampling_defaults(1.0f));
+  q.constraint = responses_text_format(j);
   const bool stream = bool_field(j, "stream", false);
   ResponsesShape shape("resp_" + std::to_string(next_id_++), model, echoed(j, q.max_tokens));
   return run_chat({req, open_stream, c, std::move(q), stream, shape, "/v1/responses"});

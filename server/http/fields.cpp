@@ -141,12 +141,6 @@ void refuse_unsupported(const json& j) {
     if (!j["logit_bias"].is_object()) throw BadField("field 'logit_bias' must be an object", "logit_bias");
     if (!j["logit_bias"].empty()) throw BadField("field 'logit_bias' is not supported", "logit_bias");
   }
-  if (has(j, "response_format")) {
-    const json& f = j["response_format"];
-    if (!f.is_object() || !f.contains("type") || f["type"] != "text")
-      throw BadField("field 'response_format': only {\"type\": \"text\"} is supported (JSON-constrained output is not)",
-                     "response_format");
-  }
 }
 
 }  // namespace moelsp::http

@@ -59,8 +59,7 @@ std::vector<std::string> stops(const json& j);
 SamplingParams sampling(const json& j, const SamplingParams& defaults);
 
 // OpenAI fields this server does not implement, refused instead of ignored:
-// n and best_of above 1, echo, a non-empty logit_bias, a response_format
-// other than text (constrained decoding is not there yet).
+// n and best_of above 1, echo, a non-empty logit_bias.
 void refuse_unsupported(const json& j);
 
 }  // namespace moelsp::http

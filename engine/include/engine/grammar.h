@@ -104,6 +104,9 @@ class GrammarMatcher {
 struct OutputConstraint {
   std::shared_ptr<const Grammar> grammar;  // null: no constraint
   std::vector<std::string> triggers;
+  // Text the output is taken to begin with (it ends the prompt: the opening
+  // of a call the client forced); the grammar reads it before the output.
+  std::string prefix;
   bool active() const { return grammar != nullptr; }
 };
 
