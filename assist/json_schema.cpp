@@ -13,7 +13,7 @@
 
 namespace moelsp::assist {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // schema order is the order properties are written in
 
 namespace {
 

@@ -153,7 +153,7 @@ HttpResponse Api::llama_completion(const HttpRequest& req, const OpenStream& ope
   in.stop = stops(j);
   in.t_max_predict_ms = int_field(j, "t_max_predict_ms", 0, 0, int64_t(24) * 3'600'000);
   const bool stream = bool_field(j, "stream", false);
-  in.constraint = llama_constraint(j);
+  in.constraint = llama_constraint(j, req.body);
   if (has(j, "logit_bias") && !(j["logit_bias"].is_array() || j["logit_bias"].is_object()))
     throw BadField("field 'logit_bias' must be an array or an object", "logit_bias");
   if (has(j, "logit_bias") && !j["logit_bias"].empty())

@@ -127,7 +127,7 @@ HttpResponse Api::completions(const HttpRequest& req, const OpenStream& open_str
   refuse_unsupported(j);
   assist::TextInput in = text_input(j, sampling_defaults(1.0f));
   // llama-server's extensions on this endpoint too: grammar, json_schema, response_format.
-  in.constraint = has(j, "response_format") ? response_format(j) : llama_constraint(j);
+  in.constraint = has(j, "response_format") ? response_format(j, req.body) : llama_constraint(j, req.body);
   const bool stream = bool_field(j, "stream", false);
   const bool include_usage = usage_chunk_asked(j, stream);
   const std::string id = "cmpl-" + std::to_string(next_id_++);
@@ -277,7 +277,7 @@ HttpResponse Api::chat_completions(const HttpRequest& req, const OpenStream& ope
   q.max_tokens = max_tokens(j, has(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens", 1024);
   q.sampling = sampling(j, sampling_defaults(1.0f));
   q.stop = stops(j);
-  q.constraint = response_format(j);
+  q.constraint = response_format(j, req.body);
   q.logprobs.top = chat_logprobs_field(j);
   const bool stream = bool_field(j, "stream", false);
   ChatShape shape("chatcmpl-" + std::to_string(next_id_++), model, q.logprobs.top >= 0, usage_chunk_asked(j, stream));

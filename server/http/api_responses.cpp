@@ -309,7 +309,7 @@ HttpResponse Api::responses(const HttpRequest& req, const OpenStream& open_strea
   // No limit asked: until the context is full (an agent's turn may be long).
   q.max_tokens = int(int_field(j, "max_output_tokens", 1 << 20, 1, 1 << 20));
   q.sampling = sampling(j, sampling_defaults(1.0f));
-  q.constraint = responses_text_format(j);
+  q.constraint = responses_text_format(j, req.body);
   const bool stream = bool_field(j, "stream", false);
   ResponsesShape shape("resp_" + std::to_string(next_id_++), model, echoed(j, q.max_tokens));
   return run_chat({req, open_stream, c, std::move(q), stream, shape, "/v1/responses"});

@@ -19,47 +19,58 @@ OutputConstraint compiled(const std::string& gbnf, const char* param) {
 
 OutputConstraint any_object() { return compiled(assist::json_object_gbnf(), "response_format"); }
 
-}  // namespace
 
-OutputConstraint schema_constraint(const json& schema, const char* param) {
+// The schema at `path` in the body, as its text with the keys in the order sent.
+std::string schema_text(const std::string& body, const nlohmann::ordered_json::json_pointer& path) {
+  return nlohmann::ordered_json::parse(body).at(path).dump();
+}
+
+OutputConstraint schema_constraint(const json& schema, const std::string& text, const char* param) {
   if (!schema.is_object() && !schema.is_boolean())
     throw BadField(fmt::format("field '{}' must be a JSON Schema (an object)", param), param);
   try {
-    return compiled(assist::json_schema_to_gbnf(schema.dump()), param);
+    return compiled(assist::json_schema_to_gbnf(text), param);
   } catch (const assist::SchemaError& e) {
     throw BadField(fmt::format("field '{}': {}", param, e.what()), param);
   }
 }
 
-OutputConstraint llama_constraint(const json& j) {
+OutputConstraint schema_at(const json& j, const std::string& body, const char* pointer, const char* param) {
+  const json::json_pointer p(pointer);
+  return schema_constraint(j.at(p), schema_text(body, nlohmann::ordered_json::json_pointer(pointer)), param);
+}
+
+}  // namespace
+
+OutputConstraint llama_constraint(const json& j, const std::string& body) {
   if (has(j, "grammar") && has(j, "json_schema"))
     throw BadField("fields 'grammar' and 'json_schema' cannot be used together", "grammar");
-  if (has(j, "json_schema")) return schema_constraint(j["json_schema"], "json_schema");
+  if (has(j, "json_schema")) return schema_at(j, body, "/json_schema", "json_schema");
   if (!has(j, "grammar")) return {};
   if (!j["grammar"].is_string()) throw BadField("field 'grammar' must be a string (GBNF)", "grammar");
   const std::string g = j["grammar"];
   return g.empty() ? OutputConstraint{} : compiled(g, "grammar");
 }
 
-OutputConstraint response_format(const json& j) {
+OutputConstraint response_format(const json& j, const std::string& body) {
   if (!has(j, "response_format")) return {};
   const json& f = j["response_format"];
   const std::string type = kind_of(f, "type");
   if (type == "text") return {};
   if (type == "json_object")
-    return f.contains("schema") ? schema_constraint(f["schema"], "response_format") : any_object();
+    return f.contains("schema") ? schema_at(j, body, "/response_format/schema", "response_format") : any_object();
   if (type == "json_schema") {
     const json spec = field_or(f, "json_schema", json());
     if (!spec.is_object() || !spec.contains("schema"))
       throw BadField("field 'response_format.json_schema' must be {\"name\", \"schema\", \"strict\"}",
                      "response_format");
-    return schema_constraint(spec["schema"], "response_format");
+    return schema_at(j, body, "/response_format/json_schema/schema", "response_format");
   }
   throw BadField("field 'response_format' must be {\"type\": \"text\" | \"json_object\" | \"json_schema\"}",
                  "response_format");
 }
 
-OutputConstraint responses_text_format(const json& j) {
+OutputConstraint responses_text_format(const json& j, const std::string& body) {
   if (!has(j, "text")) return {};
   const json f = field_or(j["text"], "format", json());
   if (f.is_null()) return {};
@@ -68,7 +79,7 @@ OutputConstraint responses_text_format(const json& j) {
   if (type == "json_object") return any_object();
   if (type == "json_schema") {
     if (!f.contains("schema")) throw BadField("field 'text.format' of type json_schema needs a 'schema'", "text");
-    return schema_constraint(f["schema"], "text");
+    return schema_at(j, body, "/text/format/schema", "text");
   }
   throw BadField("field 'text.format' must be {\"type\": \"text\" | \"json_object\" | \"json_schema\"}", "text");
 }

@@ -11,17 +11,19 @@ namespace moelsp::http {
 
 // llama.cpp's /completion fields: `grammar` (GBNF text) or `json_schema`
 // (a schema object); both at once is refused.
-OutputConstraint llama_constraint(const json& body);
+OutputConstraint llama_constraint(const json& j, const std::string& body);
 
 // OpenAI chat's `response_format`: {type: text}, {type: json_object} (any
 // object; llama.cpp's {type: json_object, schema} too) or {type:
 // json_schema, json_schema: {name, schema, strict}}.
-OutputConstraint response_format(const json& body);
+OutputConstraint response_format(const json& j, const std::string& body);
 
 // Responses' `text.format`: {type: text | json_object | json_schema, name, schema, strict}.
-OutputConstraint responses_text_format(const json& body);
+OutputConstraint responses_text_format(const json& j, const std::string& body);
 
-// A grammar for one schema (`param` names the field in errors).
-OutputConstraint schema_constraint(const json& schema, const char* param);
+// `j` is the parsed body, `body` its text: a schema is read from the text
+// again, keeping its properties in the order the client wrote them (json
+// sorts keys; the order is the order the model writes them in, which
+// matters to a schema that asks for reasoning before an answer).
 
 }  // namespace moelsp::http
