@@ -285,6 +285,31 @@ class SchemaConverter {
     throw SchemaError(fmt::format("{}/type: unknown type '{}'", where, type));
   }
 
+  std::vector<GbnfBuilder::Param> params(const json& s, const std::string& name) {
+    std::vector<GbnfBuilder::Param> out;
+    const json props = s.is_object() ? s.value("properties", json::object()) : json::object();
+    const json req = s.is_object() ? s.value("required", json::array()) : json::array();
+    for (const auto& [key, sub] : props.items()) {
+      GbnfBuilder::Param p;
+      p.key = key;
+      p.required = std::find(req.begin(), req.end(), json(key)) != req.end();
+      const bool str = sub.is_object() && sub.value("type", json()) == "string";
+      if (str && !sub.contains("pattern") && !sub.contains("format") && !sub.contains("const")) {
+        p.raw = true;
+        if (sub.contains("enum") && sub["enum"].is_array()) {
+          std::vector<std::string> alts;
+          for (const json& v : sub["enum"])
+            if (v.is_string()) alts.push_back(gbnf_literal(v.get<std::string>()));
+          if (!alts.empty()) p.rule = b_.add_rule(name + "-" + sanitize(key) + "-raw", join(alts, " | "));
+        }
+      } else {
+        p.rule = visit(sub, name + "-" + sanitize(key), "schema/properties/" + key);
+      }
+      out.push_back(std::move(p));
+    }
+    return out;
+  }
+
   std::string prim(const std::string& name) {
     const auto& p = primitives().at(name);
     if (!b_.rules_.count(name)) {
@@ -488,6 +513,17 @@ std::string GbnfBuilder::add_schema(std::string_view name, std::string_view sche
   SchemaConverter c(*this, schema);
   const std::string top = c.visit(schema, std::string(name), "schema");
   return top;
+}
+
+std::vector<GbnfBuilder::Param> GbnfBuilder::add_params(std::string_view name, std::string_view schema_json) {
+  json schema;
+  try {
+    schema = json::parse(schema_json);
+  } catch (const json::exception& e) {
+    throw SchemaError(fmt::format("the schema is not JSON: {}", e.what()));
+  }
+  SchemaConverter c(*this, schema);
+  return c.params(schema, std::string(name));
 }
 
 std::string GbnfBuilder::gbnf() const {

@@ -42,6 +42,18 @@ class GbnfBuilder {
   // Rules for JSON values of `schema_json` (the schema as JSON text); returns
   // the name of the rule that matches one (with trailing whitespace).
   std::string add_schema(std::string_view name, std::string_view schema_json);
+  // The properties of an object schema (a tool's parameters), in schema
+  // order, each with the rule for its value — for the call syntaxes that
+  // write parameters one by one (Qwen3-Coder's XML, GLM's arg_value). A
+  // string parameter is written raw there, not as JSON: `raw` then says
+  // so, and `rule` is "" for any text or a rule for the raw enum values.
+  struct Param {
+    std::string key;
+    bool required = false;
+    bool raw = false;
+    std::string rule;
+  };
+  std::vector<Param> add_params(std::string_view name, std::string_view schema_json);
   // Adds `name ::= body` (a fresh name if taken by another body); returns the name used.
   std::string add_rule(std::string_view name, const std::string& body);
   std::string gbnf() const;  // every rule, root first when there is one

@@ -2,15 +2,18 @@
 // a time, and the vocabulary mask as a walk over a trie of token pieces.
 //
 // Performance model of mask(): the walk visits a trie node only when some
-// stack admits its byte, and each visit is one byte step of the live stacks
-// (a 256-bit test, a copy of a short stack, the expansion of the rule that
-// follows). Inside a JSON string almost every piece is allowed, so a mask
-// there visits most of the trie: ~1 µs per node, tens of ms for a 150k
-// vocabulary — hence the scheduler's sample-then-check shortcut, which
-// needs a mask only when the sampled token is rejected.
+// stack admits its byte. A step of the live stacks (a 256-bit test, a copy
+// of a short stack, the expansion of the rule that follows) is computed
+// once per distinct stack set and byte, then looked up (StepCache): inside
+// a JSON string almost every piece is allowed and the walk visits most of
+// the trie's ~440k nodes for a 150k vocabulary, a few ns each. The
+// scheduler still checks the sampled token first (under a µs) and masks
+// only when the grammar rejects it.
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <span>
+#include <unordered_map>
 
 #include "grammar_impl.h"
 
@@ -46,13 +49,39 @@ struct StackSet {
   }
 };
 
+// Stack sets seen by mask(), interned, with the set each byte leads to. The
+// trie walk meets the same few sets over and over (inside a string every
+// ordinary character leads back to the set it came from), so after the
+// first visits a step is an array lookup instead of stack copies and rule
+// expansions.
+struct StepCache {
+  static constexpr int32_t kUnknown = -2, kDead = -1;
+  static constexpr size_t kMaxSets = 4096;  // then it starts over (a pathological grammar)
+  std::vector<StackSet> sets;
+  std::vector<ByteSet> next_bytes;
+  std::vector<std::array<int32_t, 256>> next;
+  std::unordered_map<uint64_t, std::vector<int32_t>> by_hash;
+
+  static uint64_t fingerprint(const StackSet& s) {
+    uint64_t h = s.size();
+    for (uint64_t x : s.hashes) h = (h ^ x) * 1099511628211ull;
+    return h;
+  }
+  void clear() {
+    sets.clear();
+    next_bytes.clear();
+    next.clear();
+    by_hash.clear();
+  }
+};
+
 struct GrammarMatcher::State {
   StackSet cur;
   // Scratch for steps and the mask walk (the matcher serves one request on
   // one thread at a time).
   std::vector<uint32_t> work;
   StackSet tmp_a, tmp_b;
-  std::vector<StackSet> levels;
+  StepCache cache;
 };
 
 namespace {
@@ -104,6 +133,29 @@ ByteSet next_bytes(const Grammar& g, const StackSet& s) {
     for (int k = 0; k < 4; ++k) u[size_t(k)] |= b[size_t(k)];
   }
   return u;
+}
+
+int32_t intern(const Grammar& g, StepCache& c, const StackSet& s) {
+  const uint64_t h = StepCache::fingerprint(s);
+  auto& same = c.by_hash[h];
+  for (int32_t id : same)
+    if (c.sets[size_t(id)].data == s.data && c.sets[size_t(id)].off == s.off) return id;
+  const auto id = int32_t(c.sets.size());
+  c.sets.push_back(s);
+  c.next_bytes.push_back(next_bytes(g, s));
+  c.next.emplace_back();
+  c.next.back().fill(StepCache::kUnknown);
+  same.push_back(id);
+  return id;
+}
+
+int32_t cached_step(const Grammar& g, StepCache& c, int32_t id, uint8_t b, StackSet& tmp, std::vector<uint32_t>& work) {
+  int32_t to = c.next[size_t(id)][b];
+  if (to != StepCache::kUnknown) return to;
+  step(g, c.sets[size_t(id)], b, tmp, work);
+  to = tmp.empty() ? StepCache::kDead : intern(g, c, tmp);
+  c.next[size_t(id)][b] = to;
+  return to;
 }
 
 // Advances `from` over `bytes` into `into` (through `spare`); false when a
@@ -170,27 +222,27 @@ bool GrammarMatcher::allows(const VocabTrie& v, int32_t id) const {
 size_t GrammarMatcher::mask(const VocabTrie& v, std::vector<uint8_t>& allowed) const {
   allowed.assign(v.n_vocab(), 0);
   size_t n = 0;
-  auto& levels = s_->levels;
-  if (levels.size() < v.max_depth + 1) levels.resize(v.max_depth + 1);
-  levels[0] = s_->cur;
-  // Depth-first over the trie; levels[d] holds the stacks after the node's
-  // d bytes.
-  const auto walk = [&](auto&& self, uint32_t node, size_t d) -> void {
+  StepCache& c = s_->cache;
+  if (c.sets.size() > StepCache::kMaxSets) c.clear();
+  const int32_t start = intern(*g_, c, s_->cur);
+  // Depth-first over the trie, each node with the id of the stack set its
+  // bytes lead to.
+  const auto walk = [&](auto&& self, uint32_t node, int32_t set) -> void {
     const VocabTrie::Node& nd = v.nodes[node];
-    const ByteSet next = next_bytes(*g_, levels[d]);
-    for (uint32_t c = nd.first_child; c < nd.first_child + nd.n_children; ++c) {
-      const VocabTrie::Node& child = v.nodes[c];
+    const ByteSet next = c.next_bytes[size_t(set)];  // a copy: interning may grow the vector
+    for (uint32_t ch = nd.first_child; ch < nd.first_child + nd.n_children; ++ch) {
+      const VocabTrie::Node& child = v.nodes[ch];
       if (!has(next, child.byte)) continue;
-      step(*g_, levels[d], child.byte, levels[d + 1], s_->work);
-      if (levels[d + 1].empty()) continue;
+      const int32_t to = cached_step(*g_, c, set, child.byte, s_->tmp_a, s_->work);
+      if (to == StepCache::kDead) continue;
       for (uint32_t t = child.first_token; t < child.first_token + child.n_tokens; ++t) {
         allowed[size_t(v.token_ids[t])] = 1;
         ++n;
       }
-      if (child.n_children > 0) self(self, c, d + 1);
+      if (child.n_children > 0) self(self, ch, to);
     }
   };
-  walk(walk, 0, 0);
+  walk(walk, 0, start);
   if (accepting())
     for (size_t id = 0; id < v.n_vocab(); ++id)
       if (v.eog(int32_t(id))) {

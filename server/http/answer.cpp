@@ -6,6 +6,9 @@
 #include <deque>
 #include <mutex>
 
+#include <spdlog/spdlog.h>
+
+#include "assist/call_grammar.h"
 #include "conversation.h"
 
 namespace moelsp::http {
@@ -52,12 +55,33 @@ Sses shape_delta(const assist::OutputDelta& d, Answer& a, AnswerShape& shape, Ca
   shape.pending_logprobs.clear();
   return out;
 }
+// Calls under their grammar (assist/call_grammar.h): a forced call from the
+// answer's start (its opening already in the prompt), else each call once
+// its opening appears, the text around calls free. A response_format
+// constrains the whole answer instead, unless a call is forced.
+void constrain_calls(assist::ChatQuery& q, const Conversation& c, const ToolPlan& plan) {
+  if (plan.syntax == assist::ToolSyntax::None || c.choice == ToolChoice::None || c.tools.empty()) return;
+  const bool forced = !plan.prefix.empty();
+  if (!forced && q.constraint.active()) return;
+  const auto g = assist::call_grammar(
+      {plan.syntax, q.template_options.tools_json, c.choice == ToolChoice::Named ? c.forced : "", c.parallel_calls});
+  if (!g) return;
+  try {
+    q.constraint.grammar = compile_gbnf(g->gbnf);
+  } catch (const GrammarError& e) {  // a bug here, not the client's: the calls stay unconstrained
+    spdlog::warn("tool calls are not constrained: their grammar did not compile: {}", e.what());
+    return;
+  }
+  q.constraint.triggers = forced ? std::vector<std::string>{} : g->triggers;
+  q.constraint.prefix = forced ? plan.prefix : "";
+}
 }  // namespace
 
 HttpResponse Api::run_chat(ChatRun run) {
   assist::ChatQuery& q = run.query;
   const ToolPlan plan = plan_tools(run.conversation, service_.tool_syntax(q.template_override));
   q.assistant_prefix = plan.prefix;
+  constrain_calls(q, run.conversation, plan);
   q.raw_channels = plan.syntax == assist::ToolSyntax::Harmony;
   assist::OutputParser parser(plan.syntax, q.template_options.tools_json);
   // A template that ends its generation prompt with <think> (Qwen3's

@@ -19,7 +19,6 @@ OutputConstraint compiled(const std::string& gbnf, const char* param) {
 
 OutputConstraint any_object() { return compiled(assist::json_object_gbnf(), "response_format"); }
 
-
 // The schema at `path` in the body, as its text with the keys in the order sent.
 std::string schema_text(const std::string& body, const nlohmann::ordered_json::json_pointer& path) {
   return nlohmann::ordered_json::parse(body).at(path).dump();
