@@ -25,6 +25,7 @@ std::shared_ptr<const VocabTrie> make_vocab_trie(const Tokenizer& t) {
 TokenId Scheduler::constrain(Live& l, const float* logits, TokenId tok) {
   if (!l.grammar || l.grammar->allows(*vocab_trie_, tok)) return tok;
   std::vector<uint8_t> allowed;
+  ++l.res.timings.n_masked;
   if (l.grammar->mask(*vocab_trie_, allowed) == 0) {
     l.res.error = "the output's grammar allows no token of the vocabulary here (it needs a byte no token spells)";
     l.res.timings.generate_ms = ms_since(l.t1);

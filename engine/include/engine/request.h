@@ -109,6 +109,7 @@ struct Timings {
   int n_prompt_cut = 0;     // tokens dropped to fit the context (Request::Fit::KeepEnd)
   int n_generated = 0;
   int n_preempted = 0;  // times its blocks were taken for a higher-priority request
+  int n_masked = 0;     // Request::constraint: samples the grammar rejected, drawn again from a masked vocabulary
   double queue_ms = 0;  // submission to first scheduled step
   double prompt_ms = 0, generate_ms = 0;
   double prompt_tps() const { return prompt_ms > 0 ? (n_prompt - n_prompt_cached) / (prompt_ms / 1000) : 0; }
