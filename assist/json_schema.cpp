@@ -129,11 +129,13 @@ class PatternConverter {
     const char c = p_[pos_++];
     switch (c) {
       case '(': {
+        if (++nesting_ > 50) fail("groups nested too deeply");
         if (p_.substr(pos_, 2) == "?:") pos_ += 2;
         else if (at('?')) fail("only (?:…) groups are supported");
         std::string inner = alternation();
         if (!at(')')) fail("missing ')'");
         ++pos_;
+        --nesting_;
         return "(" + inner + ")";
       }
       case '[': return char_class();
@@ -224,6 +226,7 @@ class PatternConverter {
   std::string_view p_;
   std::string where_;
   size_t pos_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <random>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "engine/engine.h"
 #include "engine/gguf.h"
@@ -118,6 +119,17 @@ TEST_CASE("bad grammars are refused with the line and the problem") {
   CHECK_THAT(error_of("root ::= \"a\"{99999}"), Catch::Contains("above"));
   CHECK_THAT(error_of("\n\nroot ::= \"\\q\""), Catch::Contains("line 3") && Catch::Contains("unknown escape"));
   CHECK_THAT(error_of("root ::= ( \"a\" "), Catch::Contains("expected ')'"));
+  // Limits that keep a hostile grammar from exhausting the stack or memory.
+  CHECK_THAT(error_of(fmt::format("root ::= {}\"a\"{}", std::string(500, '('), std::string(500, ')'))),
+             Catch::Contains("nested deeper"));
+  std::string huge = "root ::=";
+  for (int i = 0; i < 200; ++i) huge += " [a-z]{0,10000}";
+  CHECK_THAT(error_of(huge), Catch::Contains("elements"));
+  std::string chain = "root ::= r0\n";  // each rule begins with the next: expansion stops, no crash
+  for (int i = 0; i < 5000; ++i) chain += fmt::format("r{} ::= r{}\n", i, i + 1);
+  chain += "r5000 ::= \"a\"\n";
+  GrammarMatcher deep(compile_gbnf(chain));
+  CHECK_FALSE(deep.accept("a"));
 }
 
 TEST_CASE("the vocabulary mask equals checking every token alone, on real vocabularies") {

@@ -23,6 +23,8 @@ namespace {
 using Range = std::pair<uint32_t, uint32_t>;  // codepoints, inclusive
 constexpr uint32_t kMaxCodepoint = 0x10FFFF;
 constexpr int kMaxRepeat = 10000;
+constexpr int kMaxNesting = 100;                  // ( groups ) inside each other: the parser recurses
+constexpr size_t kMaxElements = size_t(1) << 22;  // the compiled grammar's size (repetition multiplies it)
 
 struct Node {
   enum Type { Alt, Seq, Lit, Class, Ref } type;
@@ -127,11 +129,13 @@ class Parser {
       return Node{Node::Class, {}, {}, {{0, kMaxCodepoint}}, 1, 1, line_};
     }
     if (c == '(') {
+      if (++nesting_ > kMaxNesting) fail(fmt::format("groups nested deeper than {}", kMaxNesting));
       ++pos_;
       space(true);
       Node group = alternates(true);
       if (!at(')')) fail("expected ')'");
       ++pos_;
+      --nesting_;
       return group;
     }
     if (word_char(c)) return Node{Node::Ref, {}, word(), {}, 1, 1, line_};
@@ -285,6 +289,7 @@ class Parser {
   std::string_view s_;
   size_t pos_ = 0;
   int line_ = 1;
+  int nesting_ = 0;
 };
 
 // ---- UTF-8 ranges: a codepoint range as byte-range sequences ----
@@ -332,6 +337,7 @@ class Lowerer {
   Grammar& g;
   std::map<std::string, uint32_t> ids;
   std::vector<int> defined_at;  // rule id → line of its definition (0: referenced only)
+  std::map<std::string, int> next_suffix;
 
   uint32_t rule_id(const std::string& name) {
     auto [it, fresh] = ids.emplace(name, uint32_t(g.names.size()));
@@ -344,13 +350,15 @@ class Lowerer {
   }
 
   uint32_t fresh_rule(const std::string& base) {
-    for (int i = 1;; ++i) {
-      const std::string name = fmt::format("{}-{}", base, i);
+    for (int& i = next_suffix[base];;) {  // from where the last one left off: linear, not quadratic
+      const std::string name = fmt::format("{}-{}", base, ++i);
       if (!ids.count(name)) return rule_id(name);
     }
   }
 
   void add_alt(uint32_t rule, const std::vector<Grammar::Elem>& seq) {
+    if (g.elems.size() + seq.size() > kMaxElements)
+      throw GrammarError(fmt::format("grammar: more than {} elements once its repetitions are expanded", kMaxElements));
     g.alts[rule].push_back(uint32_t(g.elems.size()));
     g.elems.insert(g.elems.end(), seq.begin(), seq.end());
     g.elems.push_back({Grammar::kEnd, 0});
@@ -497,7 +505,7 @@ void check_left_recursion(const Grammar& g) {
 std::shared_ptr<const Grammar> compile_gbnf(std::string_view text, std::string_view root) {
   auto g = std::make_shared<Grammar>();
   g->source = std::string(text);
-  Lowerer low{*g, {}, {}};
+  Lowerer low{*g, {}, {}, {}};
   Parser parser(text);
   for (auto& [name, body] : parser.rules()) {
     const uint32_t id = low.rule_id(name);

@@ -21,6 +21,7 @@ namespace moelsp {
 namespace {
 
 constexpr size_t kMaxStackDepth = 4096;  // deeper nesting than any real output: treated as a dead end
+constexpr int kMaxExpandDepth = 2048;    // rules that begin with rules that begin with …: the same
 
 }  // namespace
 
@@ -56,7 +57,10 @@ struct StackSet {
 // expansions.
 struct StepCache {
   static constexpr int32_t kUnknown = -2, kDead = -1;
-  static constexpr size_t kMaxSets = 4096;  // then it starts over (a pathological grammar)
+  // Past kMaxSets a mask starts the cache over; a single mask that meets
+  // kOverflow distinct sets (only a grammar that tells apart most of the
+  // vocabulary's prefixes) falls back to checking every token alone.
+  static constexpr size_t kMaxSets = 4096, kOverflow = 32768;
   std::vector<StackSet> sets;
   std::vector<ByteSet> next_bytes;
   std::vector<std::array<int32_t, 256>> next;
@@ -88,22 +92,22 @@ namespace {
 
 // Expands `st` until its top is a byte set (or it is empty: the sentence is
 // complete), adding each result to `out`. Leaves `st` as it found it.
-void expand(const Grammar& g, std::vector<uint32_t>& st, StackSet& out) {
+void expand(const Grammar& g, std::vector<uint32_t>& st, StackSet& out, int depth = 0) {
   if (st.empty() || g.elems[st.back()].kind == Grammar::kBytes) {
     out.add(st);
     return;
   }
-  if (st.size() > kMaxStackDepth) return;
+  if (st.size() > kMaxStackDepth || depth > kMaxExpandDepth) return;
   const uint32_t pos = st.back();
   st.pop_back();
   const bool cont = g.elems[pos + 1].kind != Grammar::kEnd;
   if (cont) st.push_back(pos + 1);
   for (uint32_t s : g.alts[g.elems[pos].arg]) {
     if (g.elems[s].kind == Grammar::kEnd) {
-      expand(g, st, out);
+      expand(g, st, out, depth + 1);
     } else {
       st.push_back(s);
-      expand(g, st, out);
+      expand(g, st, out, depth + 1);
       st.pop_back();
     }
   }
@@ -227,7 +231,10 @@ size_t GrammarMatcher::mask(const VocabTrie& v, std::vector<uint8_t>& allowed) c
   const int32_t start = intern(*g_, c, s_->cur);
   // Depth-first over the trie, each node with the id of the stack set its
   // bytes lead to.
+  bool overflow = false;
   const auto walk = [&](auto&& self, uint32_t node, int32_t set) -> void {
+    if (c.sets.size() > StepCache::kOverflow) overflow = true;
+    if (overflow) return;
     const VocabTrie::Node& nd = v.nodes[node];
     const ByteSet next = c.next_bytes[size_t(set)];  // a copy: interning may grow the vector
     for (uint32_t ch = nd.first_child; ch < nd.first_child + nd.n_children; ++ch) {
@@ -243,6 +250,16 @@ size_t GrammarMatcher::mask(const VocabTrie& v, std::vector<uint8_t>& allowed) c
     }
   };
   walk(walk, 0, start);
+  if (overflow) {
+    c.clear();
+    allowed.assign(v.n_vocab(), 0);
+    n = 0;
+    for (size_t id = 0; id < v.n_vocab(); ++id)
+      if (!v.eog(int32_t(id)) && allows(v, int32_t(id))) {
+        allowed[id] = 1;
+        ++n;
+      }
+  }
   if (accepting())
     for (size_t id = 0; id < v.n_vocab(); ++id)
       if (v.eog(int32_t(id))) {
