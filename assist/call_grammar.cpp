@@ -201,4 +201,20 @@ std::optional<CallGrammar> call_grammar(const CallGrammarInput& in) {
   return CallGrammar{b.gbnf(), triggers(in.syntax)};
 }
 
+bool reasons_in_think(ToolSyntax s) {
+  return s == ToolSyntax::Hermes || s == ToolSyntax::Qwen3Coder || s == ToolSyntax::Glm || s == ToolSyntax::DeepSeek;
+}
+
+std::string with_reasoning(ToolSyntax syntax, const std::string& gbnf, bool opened) {
+  GbnfBuilder b;
+  if (!reasons_in_think(syntax)) {
+    b.add_rule("answer-root", "root");
+    return gbnf + "\n" + b.gbnf();
+  }
+  const std::string thought = until(b, "answer-thought", "</think>");
+  b.add_rule("answer-root", opened ? fmt::format(R"({} [ \t\n]{{0,4}} root)", thought)
+                                   : fmt::format(R"(("<think>" {} [ \t\n]{{0,4}})? root)", thought));
+  return gbnf + "\n" + b.gbnf();
+}
+
 }  // namespace moelsp::assist

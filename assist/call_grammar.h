@@ -32,4 +32,14 @@ struct CallGrammar {
 // any JSON object for its arguments (logged): its calls stay possible.
 std::optional<CallGrammar> call_grammar(const CallGrammarInput& in);
 
+// A grammar for an answer (response_format's JSON) that lets a model of
+// `syntax` reason first where its family does: "<think>…</think>" before
+// the answer — or, when the prompt already opened the reasoning (`opened`:
+// it ends with <think>), "…</think>". The reasoning is free text up to its
+// close; the answer after it matches `gbnf`'s root. Other families (and
+// gpt-oss's channels, not yet) get `gbnf`'s root alone. The root of the
+// result is `answer-root`.
+bool reasons_in_think(ToolSyntax syntax);
+std::string with_reasoning(ToolSyntax syntax, const std::string& gbnf, bool opened);
+
 }  // namespace moelsp::assist

@@ -9,11 +9,13 @@
 
 #include <fmt/format.h>
 
+#include "assist/json_schema.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "engine/chat.h"
 #include "engine/engine.h"
 #include "engine/gguf.h"
+#include "engine/grammar.h"
 #include "engine/model.h"
 #include "engine/perplexity.h"
 #include "engine/plan.h"
@@ -56,6 +58,15 @@ void print_timings(const Result& r) {
                t.generate_tps(), to_string(r.reason), r.error.empty() ? "" : ": ", r.error.c_str());
 }
 
+// --grammar, --grammar-file, --json-schema, --json-schema-file (at most one).
+std::shared_ptr<const Grammar> output_grammar(const GenerateOptions& o) {
+  if (!o.grammar.empty()) return compile_gbnf(o.grammar);
+  if (!o.grammar_file.empty()) return compile_gbnf(read_text(o.grammar_file));
+  const std::string schema = o.json_schema_file.empty() ? o.json_schema : read_text(o.json_schema_file);
+  if (schema.empty()) return nullptr;
+  return compile_gbnf(assist::json_schema_to_gbnf(schema));
+}
+
 }  // namespace
 
 int generate(const GenerateOptions& o) {
@@ -78,6 +89,7 @@ int generate(const GenerateOptions& o) {
     s.presence_penalty = o.presence_penalty;
     s.frequency_penalty = o.frequency_penalty;
     s.seed = pick_seed(o.seed);
+    req.constraint.grammar = output_grammar(o);
     Callbacks cb;
     if (!o.ids)
       cb.on_token = [](TokenId, const std::string& text) {

@@ -65,6 +65,9 @@ struct GenerateOptions {
   bool ids = false;
   bool ignore_eos = false;
   std::vector<std::string> stop;
+  // The output's constraint, as llama-cli spells it: GBNF text or file, or a
+  // JSON Schema (text or file).
+  std::string grammar, grammar_file, json_schema, json_schema_file;
 };
 int generate(const GenerateOptions& o);
 

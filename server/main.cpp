@@ -132,6 +132,19 @@ int main(int argc, char** argv) {
   c_gen->add_flag("--ids", gen.ids, "Print the generated token ids on one line instead of the text");
   c_gen->add_flag("--ignore-eos", gen.ignore_eos, "Do not stop at end-of-generation tokens");
   c_gen->add_option("--stop", gen.stop, "Stop before this string (repeatable)");
+  auto* gg =
+      c_gen->add_option("--grammar", gen.grammar, "Constrain the output to this GBNF grammar (llama.cpp's syntax)");
+  auto* ggf = c_gen->add_option("--grammar-file", gen.grammar_file, "Constrain the output to the GBNF grammar in FILE")
+                  ->check(kFile);
+  auto* gj = c_gen->add_option("-j,--json-schema", gen.json_schema,
+                               "Constrain the output to JSON of this schema (e.g. '{\"type\": \"object\"}')");
+  auto* gjf =
+      c_gen
+          ->add_option("--json-schema-file", gen.json_schema_file, "Constrain the output to JSON of the schema in FILE")
+          ->check(kFile);
+  for (auto* a : {gg, ggf, gj, gjf})
+    for (auto* b : {gg, ggf, gj, gjf})
+      if (a != b) a->excludes(b);
 
   moelsp::cli::SettingFlags gen_flags(c_gen, moelsp::assist::kPlanFlag);
 

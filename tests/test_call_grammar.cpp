@@ -98,3 +98,18 @@ TEST_CASE("each family's rendered call is a sentence of its call grammar, from t
   CHECK_FALSE(call_grammar({ToolSyntax::Hermes, kTools, "nope", true}));
   CHECK_FALSE(call_grammar({ToolSyntax::None, kTools, "", true}));
 }
+
+TEST_CASE("a response_format grammar leaves a thinking model room to reason first") {
+  const std::string json = R"(root ::= "{" [a-z]* "}")";
+  const auto answer = [&](ToolSyntax s, bool opened, const std::string& text) {
+    GrammarMatcher m(compile_gbnf(with_reasoning(s, json, opened), "answer-root"));
+    return m.accept(text) && m.accepting();
+  };
+  CHECK(answer(ToolSyntax::Qwen3Coder, false, "{ok}"));
+  CHECK(answer(ToolSyntax::Qwen3Coder, false, "<think>\nThe user wants {x}.\n</think>\n\n{ok}"));
+  CHECK_FALSE(answer(ToolSyntax::Qwen3Coder, false, "Sure! {ok}"));      // prose is not reasoning
+  CHECK(answer(ToolSyntax::Hermes, true, "\nthinking…</think>\n{ok}"));  // the prompt opened it
+  CHECK_FALSE(answer(ToolSyntax::Hermes, true, "{ok}"));
+  CHECK(answer(ToolSyntax::Llama3, false, "{ok}"));  // a family that does not think this way: the answer alone
+  CHECK_FALSE(answer(ToolSyntax::Llama3, false, "<think>x</think>{ok}"));
+}

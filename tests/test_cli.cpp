@@ -137,6 +137,24 @@ TEST_CASE("logits writes llama.cpp-layout rows, batch and incremental") {
   }
 }
 
+TEST_CASE("generate --json-schema and --grammar constrain the output; a bad one is refused by name") {
+  const std::string model = moelsp::test::data_path("reference/qwen3moe-ref.gguf");
+  auto r = run("generate -m " + model +
+               " -p 'Data:' -n 300 --temp 1 -s 3 -j "
+               "'{\"type\":\"object\",\"properties\":{\"ok\":{\"type\":\"boolean\"},"
+               "\"n\":{\"type\":\"integer\"}},\"required\":[\"ok\",\"n\"]}'");
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out);  // random weights, yet JSON of the schema
+  CHECK(j["ok"].is_boolean());
+  CHECK(j["n"].is_number_integer());
+  r = run("generate -m " + model + " -p 'x' -n 50 --grammar 'root ::= \"yes\" | \"no\"'");
+  CHECK(r.code == 0);
+  CHECK((r.out == "yes\n" || r.out == "no\n"));
+  r = run("generate -m " + model + " -p 'x' --grammar 'root ::= nothing'", true);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("'nothing' is used but never defined"));
+}
+
 TEST_CASE("perplexity runs over a text file") {
   const auto r = run("perplexity -m " + moelsp::test::data_path("reference/qwen3moe-ref.gguf") + " -f " +
                      moelsp::test::data_path("vocab/ggml-vocab-gpt-2.gguf.inp") + " -c 64 -t 2");

@@ -77,11 +77,35 @@ void constrain_calls(assist::ChatQuery& q, const Conversation& c, const ToolPlan
 }
 }  // namespace
 
+// A response_format's grammar with room for the model's reasoning first
+// (assist::with_reasoning): a thinking model constrained to JSON from its
+// first token could not think, and would answer worse or not at all.
+void Api::allow_reasoning(assist::ChatQuery& q) {
+  if (!q.constraint.active() || !q.constraint.triggers.empty() || !q.constraint.prefix.empty()) return;
+  const assist::ToolSyntax family = service_.tool_syntax(q.template_override);
+  if (!assist::reasons_in_think(family)) return;
+  std::optional<std::string> prompt;  // does the template open the reasoning itself?
+  try {
+    prompt = service_.chat_prompt(q);
+  } catch (const std::exception&) {  // the template refuses the conversation: the chat says so
+    return;
+  }
+  const size_t end = prompt ? prompt->find_last_not_of(" \n") : std::string::npos;
+  const bool opened = end != std::string::npos && std::string_view(*prompt).substr(0, end + 1).ends_with("<think>");
+  try {
+    q.constraint.grammar =
+        compile_gbnf(assist::with_reasoning(family, grammar_source(*q.constraint.grammar), opened), "answer-root");
+  } catch (const GrammarError& e) {
+    spdlog::warn("response_format: no room for reasoning: {}", e.what());
+  }
+}
+
 HttpResponse Api::run_chat(ChatRun run) {
   assist::ChatQuery& q = run.query;
   const ToolPlan plan = plan_tools(run.conversation, service_.tool_syntax(q.template_override));
   q.assistant_prefix = plan.prefix;
   constrain_calls(q, run.conversation, plan);
+  allow_reasoning(q);
   q.raw_channels = plan.syntax == assist::ToolSyntax::Harmony;
   assist::OutputParser parser(plan.syntax, q.template_options.tools_json);
   // A template that ends its generation prompt with <think> (Qwen3's

@@ -162,6 +162,7 @@ class Api {
     const char* endpoint;
   };
   HttpResponse run_chat(ChatRun run);
+  void allow_reasoning(assist::ChatQuery& q);  // answer.cpp
   assist::ChatAnswer pump_chat(assist::ChatQuery& q, assist::Ticket& t, LazyStream* es,
                                const std::function<bool()>& client_gone,
                                const std::function<std::vector<Sse>(const std::string&)>& events, AnswerShape& shape);

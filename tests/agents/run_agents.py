@@ -109,7 +109,8 @@ class Recorder:
                     except (ValueError, AttributeError):
                         agent_loop = False
                     turns.append({"path": self.path, "status": r.status, "seconds": time.monotonic() - t0,
-                                  "calls": calls, "text": text, "agent_loop": agent_loop})
+                                  "calls": calls, "text": text, "agent_loop": agent_loop,
+                                  "body": body.decode("utf-8", errors="replace")})
 
             def log_message(self, *args):
                 pass
@@ -233,7 +234,8 @@ def run_cli(name, port, bin_dir, timeout, max_out, slim):
     return {"cli": name, "passed": passed, "rc": rc, "seconds": round(seconds, 1), "turns": len(turns),
             "seconds_per_turn": round(sum(t["seconds"] for t in turns) / len(turns), 2) if turns else None,
             "calls": [c for t in turns for c in t["calls"]], "statuses": [t["status"] for t in turns],
-            "secret": secret, "answer": answer.strip(), "tail": out[-600:]}
+            "secret": secret, "answer": answer.strip(), "tail": out[-600:],
+            "requests": [{"path": t["path"], "body": t["body"]} for t in loop]}
 
 
 def main():
@@ -252,6 +254,9 @@ def main():
                     help="shrink each CLI's prompt through its documented options (a short system prompt, only "
                          "the tools a file question needs): what a small model with a short context can take")
     ap.add_argument("--install-only", action="store_true", help="install the pinned CLIs into the cache and stop")
+    ap.add_argument("--record", metavar="DIR",
+                    help="write each CLI's agent-loop requests, as it sent them, to DIR/CLI.json (the first "
+                         "server's passing attempt): what bench/bench_agent_turns.py replays")
     ap.add_argument("--attempts", type=int, default=1,
                     help="runs per CLI, each with a new random line, until one passes (a small model's copying "
                          "is right most of the time, not always)")
@@ -286,6 +291,12 @@ def main():
                     while len(tries) < a.attempts and not (tries and tries[-1]["passed"]):
                         tries.append(run_cli(cli, port, bin_dir, a.timeout, a.max_output, a.slim))
                     r = dict(tries[-1], server=server, attempts=len(tries))
+                    requests = r.pop("requests")
+                    if a.record and server == servers[0][0] and r["passed"]:
+                        os.makedirs(a.record, exist_ok=True)
+                        with open(os.path.join(a.record, cli + ".json"), "w") as f:
+                            json.dump({"cli": cli, "model": os.path.basename(a.model), "slim": a.slim,
+                                       "requests": requests}, f, indent=1)
                     results.append(r)
                     print(f"{server:13} {cli:9} {'PASS' if r['passed'] else 'FAIL'} (attempt {len(tries)}) "
                           f"rc={r['rc']} {r['seconds']} s, "
