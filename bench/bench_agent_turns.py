@@ -175,6 +175,9 @@ def main():
     ap.add_argument("--llama-server")
     ap.add_argument("--recordings", default=os.path.join(HERE, "..", "tests", "data", "agent-turns"))
     ap.add_argument("--json")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 unless every later turn of every agent computed no more than what its prompt "
+                         "grew by (moelsp's rows; a test, not a timing)")
     a = ap.parse_args()
     recs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(a.recordings, "*.json")))]
     if not recs:
@@ -194,6 +197,21 @@ def main():
     if a.json:
         json.dump(rows, open(a.json, "w"), indent=1)
     bad = [r for r in rows if r["status"] != 200]
+    if a.check:
+        prev = {}
+        for r in rows:
+            if r["server"] != "moelsp":
+                continue
+            key = (r["alternating"], r["cli"])
+            if r["turn"] > 1 and key in prev:
+                grew = r["prompt"] - prev[key]
+                computed = r["prompt"] - r["cached"]
+                if computed > grew:
+                    print(f"FAIL: {r['cli']} turn {r['turn']} ({'alternating' if r['alternating'] else 'alone'}) "
+                          f"computed {computed} tokens; its prompt grew by {grew}")
+                    bad.append(r)
+            prev[key] = r["prompt"]
+        print("PASS: each later turn computed only its new tokens" if not bad else "FAIL")
     sys.exit(1 if bad else 0)
 
 
