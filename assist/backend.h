@@ -138,6 +138,9 @@ class Backend {
   // How the model writes tool calls, read off its chat template (None where
   // another server parses them, or with a built-in template override).
   virtual ToolSyntax tool_syntax(const std::string& /*template_override*/) const { return ToolSyntax::None; }
+  // Whether the chat template knows <think> reasoning (a model that reasons
+  // before it answers); false where another server applies the template.
+  virtual bool template_thinks(const std::string& /*template_override*/) const { return false; }
 };
 
 // The embedded engine: FIM prompts from the model's FIM tokens, chat through
@@ -151,6 +154,7 @@ class EngineBackend final : public Backend {
   Generation chat(const ChatInput& in, const std::function<void(const std::string&)>& on_text, Ticket& ticket) override;
   Generation text(const TextInput& in, const std::function<void(const std::string&)>& on_text, Ticket& ticket) override;
   ToolSyntax tool_syntax(const std::string& template_override) const override;
+  bool template_thinks(const std::string& template_override) const override;
   Engine& engine() { return *engine_; }
 
  private:

@@ -145,16 +145,29 @@ Generation EngineBackend::chat(const ChatInput& in, const std::function<void(con
   return run(eng, std::move(req), on_text, nullptr, ticket, in.logprobs);
 }
 
-ToolSyntax EngineBackend::tool_syntax(const std::string& template_override) const {
+// The Jinja text of the template a chat uses: a file given instead of the
+// model's, or the model's own; "" for a built-in template (they show no
+// tools and no reasoning) or a file that cannot be read (the chat says why).
+namespace {
+std::string template_text(const Engine& e, const std::string& template_override) {
   if (template_override.ends_with(".jinja")) {
     try {
-      return tool_syntax_for_template(read_template_file(template_override));
+      return read_template_file(template_override);
     } catch (const ChatTemplateError&) {
-      return ToolSyntax::None;  // the chat itself says why
+      return "";
     }
   }
-  if (!template_override.empty()) return ToolSyntax::None;  // the built-in templates show no tools
-  return tool_syntax_for_template(engine_->model().file().get_or<std::string>("tokenizer.chat_template", ""));
+  if (!template_override.empty()) return "";
+  return e.model().file().get_or<std::string>("tokenizer.chat_template", "");
+}
+}  // namespace
+
+ToolSyntax EngineBackend::tool_syntax(const std::string& template_override) const {
+  return tool_syntax_for_template(template_text(*engine_, template_override));
+}
+
+bool EngineBackend::template_thinks(const std::string& template_override) const {
+  return template_text(*engine_, template_override).find("<think>") != std::string::npos;
 }
 
 Generation EngineBackend::text(const TextInput& in, const std::function<void(const std::string&)>& on_text,

@@ -229,6 +229,11 @@ ToolSyntax Service::tool_syntax(const std::string& template_override) const {
   return backend ? backend->tool_syntax(template_override) : ToolSyntax::None;
 }
 
+bool Service::template_thinks(const std::string& template_override) const {
+  const auto backend = this->backend();
+  return backend && backend->template_thinks(template_override);
+}
+
 ChatAnswer Service::chat(const ChatQuery& q, const std::function<void(const std::string&)>& on_text, Ticket& ticket) {
   ChatAnswer out;
   const auto backend = this->backend();

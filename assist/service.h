@@ -131,6 +131,7 @@ class Service {
   std::optional<int> count_tokens(const std::string& prompt) const;
   // How the backend's model writes tool calls (None without a model).
   ToolSyntax tool_syntax(const std::string& template_override) const;
+  bool template_thinks(const std::string& template_override) const;  // Backend::template_thinks
   // Plain text continuation (no FIM, no template); error when no backend.
   Generation text(const TextInput& in, const std::function<void(const std::string& text)>& on_text, Ticket& ticket);
 

@@ -119,8 +119,8 @@ PeerResult run_peer(const BenchOptions& o, int threads, const ModelConfig& c) {
                       int(std::lround(moe_layers * (1.0 - double(std::min(o.gpu_experts, c.n_expert)) / c.n_expert))));
     }
   }
-  const std::string cmd = fmt::format("'{}' -m '{}' -p {} -n {} -t {} -r {}{} -o json 2>/dev/null", o.peer, o.model,
-                                      o.n_prompt, o.n_gen, threads, o.reps, gpu);
+  const std::string cmd = fmt::format("'{}' -m '{}' -p {} -n {} -d {} -t {} -r {}{} -o json 2>/dev/null", o.peer,
+                                      o.model, o.n_prompt, o.n_gen, o.n_depth, threads, o.reps, gpu);
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) {
     r.error = "cannot run " + o.peer;
@@ -189,10 +189,10 @@ int bench(const BenchOptions& o) {
         model->repack_experts();
     }
     const auto& c = model->config();
-    if (c.n_ctx_train > 0 && std::max(o.n_prompt, o.n_gen) >= c.n_ctx_train)
+    if (c.n_ctx_train > 0 && o.n_depth + std::max(o.n_prompt, o.n_gen) >= c.n_ctx_train)
       throw std::runtime_error(
-          fmt::format("-p {} / -n {}: each must stay below the model's training context of {} tokens", o.n_prompt,
-                      o.n_gen, c.n_ctx_train));
+          fmt::format("-d {} plus -p {} / -n {}: each must stay below the model's training context of {} tokens",
+                      o.n_depth, o.n_prompt, o.n_gen, c.n_ctx_train));
     if (o.n_prompt == 0 && o.n_gen == 0 && o.streams.empty())
       throw std::runtime_error("-p 0 and -n 0 without --streams: nothing to measure");
     const int threads = model->threads();
@@ -218,13 +218,27 @@ int bench(const BenchOptions& o) {
     // its pool and llama-bench its context: a run writes rows into memory an
     // earlier run already faulted in (a fresh cache's page faults were ~3 % of
     // a qwen3moe-mid tg128 on this VM).
-    const auto pp_cache = o.n_prompt > 0 ? model->new_cache(o.n_prompt + 1) : nullptr;
-    const auto tg_cache = o.n_gen > 0 ? model->new_cache(o.n_gen + 1) : nullptr;
+    const int depth = o.n_depth;
+    const auto pp_cache = o.n_prompt > 0 ? model->new_cache(depth + o.n_prompt + 1) : nullptr;
+    const auto tg_cache = o.n_gen > 0 ? model->new_cache(depth + o.n_gen + 1) : nullptr;
+    // -d: the depth's tokens are computed once into each cache (not timed);
+    // every repetition then cuts the cache back to them, as llama-bench does.
+    if (depth > 0) {
+      std::vector<TokenId> ctx(static_cast<size_t>(depth));
+      for (auto& t : ctx) t = TokenId(rng() % uint32_t(c.n_vocab));
+      for (KvCache* cache : {pp_cache.get(), tg_cache.get()})
+        if (cache)
+          for (int at = 0; at < depth; at += 2048)  // llama-bench's batch: bounded activations
+            model->forward(std::span(ctx).subspan(size_t(at), size_t(std::min(2048, depth - at))), *cache,
+                           logits.data(), false);
+    }
+    const double kv_bytes =  // read by a tg step at its mean depth
+        tg_cache ? double(tg_cache->layout().bytes_per_token()) * (depth + o.n_gen / 2.0) : 0;
     const auto measure = [&](std::vector<double>& pp, std::vector<double>& tg, bool probe) {
       for (int rep = 0; rep < o.reps; ++rep) {
         if (o.n_prompt > 0) {
           KvCache* cache = pp_cache.get();
-          cache->truncate(0);
+          cache->truncate(depth);
           const auto t0 = Clock::now();
           model->forward(prompt, *cache, logits.data(), false);
           pp.push_back(o.n_prompt / std::chrono::duration<double>(Clock::now() - t0).count());
@@ -232,7 +246,7 @@ int bench(const BenchOptions& o) {
         }
         if (o.n_gen > 0) {  // like llama-bench's tg: n_gen single-token steps from an empty context
           KvCache* cache = tg_cache.get();
-          cache->truncate(0);
+          cache->truncate(depth);
           TokenId t = prompt.empty() ? 1 : prompt[0];
           const double bw_before = probe ? probe_bandwidth(threads) : 0;
           const auto t0 = Clock::now();
@@ -244,7 +258,7 @@ int bench(const BenchOptions& o) {
           ran(fmt::format("tg{}", o.n_gen), tg.back());
           if (probe) {
             bws.push_back((bw_before + probe_bandwidth(threads)) / 2);
-            shares.push_back(tg.back() * bpt / (bws.back() * 1e9));
+            shares.push_back(tg.back() * (bpt + kv_bytes) / (bws.back() * 1e9));
           }
         }
       }
@@ -323,11 +337,11 @@ int bench(const BenchOptions& o) {
       bws.assign(1, kernels::cuda::device_memory_gbs(o.gpu, size_t(1) << 30, &err));
       if (bws[0] <= 0) throw std::runtime_error("measuring the GPU's memory bandwidth: " + err);
       bw_what = "GPU memory bandwidth (device copy)";
-      for (double t : tg) shares.push_back(t * bpt / (bws[0] * 1e9));
+      for (double t : tg) shares.push_back(t * (bpt + kv_bytes) / (bws[0] * 1e9));
     }
     if (bws.empty()) bws.push_back(probe_bandwidth(threads));
     const double bw = median(bws);
-    const double roof = bw * 1e9 / bpt;
+    const double roof = bw * 1e9 / (bpt + kv_bytes);
     fmt::print(
         "model: {} ({}), {:.1f} M parameters in {:.1f} MiB, threads {}, kernels {}\n", o.model, c.arch,
         [&] {
@@ -344,13 +358,14 @@ int bench(const BenchOptions& o) {
           100.0 * em.cache_hit_rate(), em.cache_swaps, double(em.device_bytes_moved) / (1 << 20));
     }
     if (o.n_prompt > 0 || o.n_gen > 0)
-      fmt::print("{:<10} {:>14} {:>16} {:>8}\n", "test", "moelsp t/s", "llama.cpp t/s", "ratio");
+      fmt::print("{:<16} {:>14} {:>16} {:>8}\n", "test", "moelsp t/s", "llama.cpp t/s", "ratio");
     const auto row = [&](const std::string& name, double ours, double theirs) {
-      fmt::print("{:<10} {:>14.2f} {:>16} {:>8}\n", name, ours, theirs > 0 ? fmt::format("{:.2f}", theirs) : "-",
+      fmt::print("{:<16} {:>14.2f} {:>16} {:>8}\n", name, ours, theirs > 0 ? fmt::format("{:.2f}", theirs) : "-",
                  theirs > 0 ? fmt::format("{:.2f}x", ours / theirs) : "-");
     };
-    if (o.n_prompt > 0) row(fmt::format("pp{}", o.n_prompt), median(pp), peer.pp);
-    if (o.n_gen > 0) row(fmt::format("tg{}", o.n_gen), median(tg), peer.tg);
+    const std::string at = depth > 0 ? fmt::format(" @ d{}", depth) : "";
+    if (o.n_prompt > 0) row(fmt::format("pp{}{}", o.n_prompt, at), median(pp), peer.pp);
+    if (o.n_gen > 0) row(fmt::format("tg{}{}", o.n_gen, at), median(tg), peer.tg);
     if (!peer.error.empty()) fmt::print("peer: {}\n", peer.error);
     if (!stream_tps.empty()) {
       // The ratio's base: the 1-stream row when measured, else tg (the same loop without a batch).
@@ -384,8 +399,13 @@ int bench(const BenchOptions& o) {
     }
     fmt::print(
         "peak RSS {:.1f} MiB; {} {:.1f} GB/s (median of {} measurement{}); decode reads {:.2f} "
-        "MiB/token -> roofline {:.0f} tokens/s{}\n",
-        double(rss) / (1 << 20), bw_what, bw, bws.size(), bws.size() == 1 ? "" : "s", bpt / (1 << 20), roof,
+        "MiB/token{} -> roofline {:.0f} tokens/s{}\n",
+        double(rss) / (1 << 20), bw_what, bw, bws.size(), bws.size() == 1 ? "" : "s", bpt / (1 << 20),
+        kv_bytes > 0 ? fmt::format(" of weights + {:.2f} MiB of KV at the mean depth (weights alone: roofline {:.0f} "
+                                   "tokens/s)",
+                                   kv_bytes / (1 << 20), bw * 1e9 / bpt)
+                     : std::string(),
+        roof,
         shares.empty()
             ? std::string()
             : fmt::format("; moelsp decode at {:.1f}% of it (median over {} run{}{}, each against the "

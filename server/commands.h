@@ -128,6 +128,7 @@ struct BenchOptions {
   int threads = 0;
   int n_prompt = 512;
   int n_gen = 128;
+  int n_depth = 0;  // tokens already in the context when pp and tg are measured (llama-bench's -d)
   int reps = 3;
   std::string peer;             // path to llama.cpp's llama-bench
   int background = 0;           // > 0: measure again (both engines) with this many busy processes running

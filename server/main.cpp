@@ -218,6 +218,11 @@ int main(int argc, char** argv) {
   c_bo->add_option("-n,--n-gen", bo.n_gen, "Generated tokens (0: skip)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 22));
+  c_bo->add_option("-d,--n-depth", bo.n_depth,
+                   "Context depth: pp and tg measured after this many tokens are already in the KV cache "
+                   "(llama-bench's -d); the roofline then counts the KV bytes each decode step reads")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 22));
   c_bo->add_option("-r,--repetitions", bo.reps, "Repetitions (the median is reported)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));

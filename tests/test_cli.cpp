@@ -270,6 +270,17 @@ TEST_CASE("bench reports pp, tg, memory and the roofline") {
                         Catch::Contains("peak RSS") && Catch::Contains("expert activation entropy"));
 }
 
+TEST_CASE("bench -d measures pp and tg at a context depth, the roofline counting the KV bytes read") {
+  const std::string model = moelsp::test::data_path("reference/mixtral-ref.gguf");
+  auto r = run("bench -m " + model + " -p 16 -n 8 -d 64 -r 1 -t 2");
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("pp16 @ d64") && Catch::Contains("tg8 @ d64") &&
+                        Catch::Contains("MiB of KV at the mean depth") && Catch::Contains("weights alone"));
+  r = run("bench -m " + model + " -p 16 -n 8 -d 1000000 -r 1", true);
+  CHECK(r.code != 0);  // beyond the model's context: refused, naming it
+  CHECK_THAT(r.out, Catch::Contains("-d 1000000") && Catch::Contains("training context"));
+}
+
 TEST_CASE("bench --streams reports batched decode against one stream and its bandwidth bound") {
   const auto r =
       run("bench -m " + moelsp::test::data_path("reference/mixtral-ref.gguf") + " -p 0 -n 8 -r 1 -t 2 --streams 1,3");

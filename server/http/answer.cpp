@@ -82,8 +82,10 @@ void constrain_calls(assist::ChatQuery& q, const Conversation& c, const ToolPlan
 // first token could not think, and would answer worse or not at all.
 void Api::allow_reasoning(assist::ChatQuery& q) {
   if (!q.constraint.active() || !q.constraint.triggers.empty() || !q.constraint.prefix.empty()) return;
+  // Only a model whose template knows <think>: a model that does not
+  // reason, offered the room, may open reasoning it never closes.
   const assist::ToolSyntax family = service_.tool_syntax(q.template_override);
-  if (!assist::reasons_in_think(family)) return;
+  if (!assist::reasons_in_think(family) || !service_.template_thinks(q.template_override)) return;
   std::optional<std::string> prompt;  // does the template open the reasoning itself?
   try {
     prompt = service_.chat_prompt(q);

@@ -19,9 +19,17 @@ OutputConstraint compiled(const std::string& gbnf, const char* param) {
 
 OutputConstraint any_object() { return compiled(assist::json_object_gbnf(), "response_format"); }
 
-// The schema at `path` in the body, as its text with the keys in the order sent.
-std::string schema_text(const std::string& body, const nlohmann::ordered_json::json_pointer& path) {
-  return nlohmann::ordered_json::parse(body).at(path).dump();
+// The schema at `path` in the body, as its text with the keys in the order
+// sent; `parsed` (keys sorted) where the text disagrees with the parsed body
+// (a key sent twice: ordered_json keeps the first, json the last).
+std::string schema_text(const std::string& body, const char* path, const json& parsed) {
+  try {
+    const nlohmann::ordered_json in_order =
+        nlohmann::ordered_json::parse(body).at(nlohmann::ordered_json::json_pointer(path));
+    if (json::parse(in_order.dump()) == parsed) return in_order.dump();
+  } catch (const std::exception&) {
+  }
+  return parsed.dump();
 }
 
 OutputConstraint schema_constraint(const json& schema, const std::string& text, const char* param) {
@@ -35,8 +43,8 @@ OutputConstraint schema_constraint(const json& schema, const std::string& text, 
 }
 
 OutputConstraint schema_at(const json& j, const std::string& body, const char* pointer, const char* param) {
-  const json::json_pointer p(pointer);
-  return schema_constraint(j.at(p), schema_text(body, nlohmann::ordered_json::json_pointer(pointer)), param);
+  const json& schema = j.at(json::json_pointer(pointer));
+  return schema_constraint(schema, schema_text(body, pointer, schema), param);
 }
 
 }  // namespace
