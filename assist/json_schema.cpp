@@ -140,7 +140,7 @@ class PatternConverter {
       }
       case '[': return char_class();
       case '.': return R"([^"\\\x7F\x00-\x1F])";
-      case '\\': return escape(false);
+      case '\\': return escape();
       case '^':
       case '$': fail("anchors are supported only at the ends");
       case '*':
@@ -155,54 +155,105 @@ class PatternConverter {
     }
   }
 
-  // After a backslash; in_class: inside [...] (returns class content).
-  std::string escape(bool in_class) {
+  // After a backslash, outside a class.
+  std::string escape() {
     if (pos_ >= p_.size()) fail("a '\\' at the end");
     const char e = p_[pos_++];
     const char* cls = e == 'd' ? "0-9" : e == 'w' ? "a-zA-Z0-9_" : e == 's' ? " " : nullptr;
-    if (cls) return in_class ? std::string(cls) : fmt::format("[{}]", cls);
+    if (cls) return fmt::format("[{}]", cls);
     if (e == 'D' || e == 'W' || e == 'S') {
-      if (in_class) fail("\\D \\W \\S inside a class are not supported");
       const char* neg = e == 'D' ? "0-9" : e == 'W' ? "a-zA-Z0-9_" : " \\t\\n\\r";
       return fmt::format(R"([^{}"\\\x7F\x00-\x1F])", neg);
     }
+    if (e == 'n' || e == 't') return gbnf_literal(json_text(std::string(1, e == 'n' ? '\n' : '\t')));
     if (std::isalnum(uint8_t(e))) fail(fmt::format("the escape \\{} is not supported", e));
-    if (in_class) return class_char(e);
     return gbnf_literal(json_text(std::string(1, e)));
   }
 
-  static std::string class_char(char c) {
-    if (c == '"' || c == '\\') return "";  // JSON would need an escape: left out (a subset)
-    if (c == ']' || c == '[' || c == '^' || c == '-') return std::string("\\") + c;
-    if (uint8_t(c) < 0x20) return "";
-    return std::string(1, c);
+  // One character of a class, UTF-8 decoded.
+  uint32_t next_codepoint() {
+    const auto b = uint8_t(p_[pos_]);
+    const size_t n = b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 0;
+    if (n == 0 || pos_ + n > p_.size()) fail("invalid UTF-8");
+    uint32_t cp = n == 1 ? b : b & (0x7F >> n);
+    for (size_t i = 1; i < n; ++i) cp = (cp << 6) | (uint8_t(p_[pos_ + i]) & 0x3F);
+    pos_ += n;
+    return cp;
   }
 
+  // A class as codepoint ranges. A positive class loses the characters JSON
+  // must escape (", \, controls, DEL), a negated one excludes them too: every
+  // match is JSON string text as it stands (a subset of the pattern's).
   std::string char_class() {
-    std::string out = "[";
     const bool negated = at('^');
-    if (negated) {
-      ++pos_;
-      out += "^";
-    }
-    bool any = false;
+    if (negated) ++pos_;
+    std::vector<std::pair<uint32_t, uint32_t>> ranges;
     while (!at(']')) {
       if (pos_ >= p_.size()) fail("unterminated class");
-      const char c = p_[pos_++];
-      if (c == '\\') {
-        out += escape(true);
-        any = true;
-        continue;
+      uint32_t lo = 0;
+      if (p_[pos_] == '\\') {
+        if (++pos_ >= p_.size()) fail("a '\\' at the end");
+        const char e = p_[pos_++];
+        if (e == 'd' || e == 'w' || e == 's') {
+          if (e == 'd' || e == 'w') ranges.emplace_back('0', '9');
+          if (e == 'w') ranges.insert(ranges.end(), {{'a', 'z'}, {'A', 'Z'}, {'_', '_'}});
+          if (e == 's') ranges.emplace_back(' ', ' ');
+          continue;
+        }
+        if (std::isalnum(uint8_t(e)) && e != 'n' && e != 't') fail(fmt::format("the escape \\{} is not supported", e));
+        lo = e == 'n' ? '\n' : e == 't' ? '\t' : uint8_t(e);
+      } else {
+        lo = next_codepoint();
       }
-      if (c == '-' && any && !at(']')) {
-        out += '-';
-        continue;
+      uint32_t hi = lo;
+      if (at('-') && pos_ + 1 < p_.size() && p_[pos_ + 1] != ']') {
+        ++pos_;
+        if (p_[pos_] == '\\') {
+          if (++pos_ >= p_.size()) fail("a '\\' at the end");
+          hi = uint8_t(p_[pos_++]);
+        } else {
+          hi = next_codepoint();
+        }
+        if (hi < lo) fail("a class range runs backwards");
       }
-      out += class_char(c);
-      any = true;
+      ranges.emplace_back(lo, hi);
     }
     ++pos_;
-    if (negated) out += R"("\\\x7F\x00-\x1F)";
+    static constexpr std::pair<uint32_t, uint32_t> kForbidden[] = {
+        {0x00, 0x1F}, {0x22, 0x22}, {0x5C, 0x5C}, {0x7F, 0x7F}};
+    std::string out = negated ? "[^" : "[";
+    const auto emit = [&](uint32_t lo, uint32_t hi) {
+      const auto esc = [](uint32_t cp) {
+        return cp < 0x100     ? fmt::format("\\x{:02X}", cp)
+               : cp < 0x10000 ? fmt::format("\\u{:04X}", cp)
+                              : fmt::format("\\U{:08X}", cp);
+      };
+      out += lo == hi ? esc(lo) : esc(lo) + "-" + esc(hi);
+    };
+    bool any = false;
+    for (auto [lo, hi] : ranges) {
+      if (negated) {
+        emit(lo, hi);
+        continue;
+      }
+      for (const auto& [flo, fhi] : kForbidden) {  // cut the forbidden ranges out, left to right
+        if (hi < flo || lo > fhi || lo > hi) continue;
+        if (lo < flo) {
+          emit(lo, flo - 1);
+          any = true;
+        }
+        lo = fhi + 1;
+      }
+      if (lo <= hi) {
+        emit(lo, hi);
+        any = true;
+      }
+    }
+    if (negated) {
+      for (const auto& [flo, fhi] : kForbidden) emit(flo, fhi);
+    } else if (!any) {
+      fail("a class that admits only characters JSON must escape");
+    }
     return out + "]";
   }
 
@@ -250,13 +301,18 @@ class SchemaConverter {
   SchemaConverter(GbnfBuilder& b, json root) : b_(b), root_(std::move(root)) {}
 
   std::string visit(const json& s, const std::string& name, const std::string& where) {
+    // A budget: type lists and allOf copy subschemas, so a small hostile
+    // schema could otherwise take exponential time on an HTTP thread.
+    if (++visits_ > kMaxVisits)
+      throw SchemaError(
+          fmt::format("{}: the schema is too large (more than {} subschemas to convert)", where, kMaxVisits));
     if (s.is_boolean()) {
       if (!s.get<bool>()) throw SchemaError(where + ": the schema `false` admits no value");
       return prim("value");
     }
     if (!s.is_object()) throw SchemaError(where + ": a schema must be an object or a boolean");
     if (s.contains("$ref")) return ref(s["$ref"], where);
-    if (s.value("nullable", false)) {
+    if (s.contains("nullable") && s["nullable"] == true) {
       json copy = s;
       copy.erase("nullable");
       return b_.add_rule(name, visit(copy, name + "-nn", where) + " | " + prim("null"));
@@ -268,7 +324,10 @@ class SchemaConverter {
     if (s.contains("allOf")) return all_of(s, name, where);
     if (s.contains("type") && s["type"].is_array()) {
       std::vector<std::string> alts;
+      std::vector<json> seen;
       for (const json& t : s["type"]) {
+        if (std::find(seen.begin(), seen.end(), t) != seen.end()) continue;  // ["object", "object"]: once
+        seen.push_back(t);
         json one = s;
         one["type"] = t;
         alts.push_back(visit(one, name + "-" + sanitize(t.is_string() ? t.get<std::string>() : "t"), where));
@@ -355,7 +414,7 @@ class SchemaConverter {
     merged.erase("allOf");
     for (size_t i = 0; i < list.size(); ++i) {
       json part = list[i].contains("$ref") ? resolve(list[i]["$ref"], where) : list[i];
-      const bool objecty = part.value("type", "object") == "object" && !part.contains("anyOf") &&
+      const bool objecty = (!part.contains("type") || part["type"] == "object") && !part.contains("anyOf") &&
                            !part.contains("oneOf") && !part.contains("enum") && !part.contains("const");
       if (!objecty) throw SchemaError(fmt::format("{}/allOf/{}: only objects can be combined with allOf", where, i));
       merged["type"] = "object";
@@ -383,7 +442,7 @@ class SchemaConverter {
     const std::string key = r.get<std::string>();
     if (auto it = refs_.find(key); it != refs_.end()) return it->second;
     // Named before it is visited, so a recursive reference finds the name.
-    const std::string name = b_.add_rule("ref" + sanitize(key.substr(1)), "\"\"");
+    const std::string name = b_.reserve("ref" + sanitize(key.substr(1)));
     refs_[key] = name;
     const std::string body = visit(target, name + "-def", where + "/$ref");
     b_.rules_[name] = body;
@@ -434,8 +493,8 @@ class SchemaConverter {
   }
 
   std::string array(const json& s, const std::string& name, const std::string& where) {
-    const int lo = s.value("minItems", 0);
-    const int hi = s.contains("maxItems") && s["maxItems"].is_number_integer() ? s["maxItems"].get<int>() : -1;
+    const int lo = count(s, "minItems", 0, where);
+    const int hi = count(s, "maxItems", -1, where);
     if (lo < 0 || (hi >= 0 && hi < lo) || lo > 1000 || hi > 1000)
       throw SchemaError(where + ": minItems/maxItems must satisfy 0 ≤ minItems ≤ maxItems ≤ 1000");
     if (s.contains("prefixItems")) {  // a tuple: exactly these
@@ -464,11 +523,11 @@ class SchemaConverter {
       prim("char");
       return b_.add_rule(name, "\"\\\"\" " + body + " \"\\\"\" " + prim("space"));
     }
-    const std::string format = s.value("format", "");
+    const std::string format = s.contains("format") && s["format"].is_string() ? s["format"].get<std::string>() : "";
     for (const char* f : {"date", "time", "date-time", "uuid", "email", "ipv4"})
       if (format == f) return prim(format + "-string");
-    const int lo = s.value("minLength", 0);
-    const int hi = s.contains("maxLength") && s["maxLength"].is_number_integer() ? s["maxLength"].get<int>() : -1;
+    const int lo = count(s, "minLength", 0, where);
+    const int hi = count(s, "maxLength", -1, where);
     if (lo == 0 && hi < 0) return prim("string");
     if (lo < 0 || (hi >= 0 && hi < lo) || lo > 10000 || hi > 10000)
       throw SchemaError(where + ": minLength/maxLength must satisfy 0 ≤ minLength ≤ maxLength ≤ 10000");
@@ -485,12 +544,35 @@ class SchemaConverter {
     return prim("integer");
   }
 
+  // A count keyword (minItems, maxLength, …): a non-negative integer, or
+  // `absent` when not given; anything else is the schema's mistake.
+  static int count(const json& s, const char* key, int absent, const std::string& where) {
+    if (!s.contains(key)) return absent;
+    const json& v = s[key];
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 1000000)
+      throw SchemaError(fmt::format("{}/{}: must be an integer in [0, 1000000]", where, key));
+    return int(v.get<int64_t>());
+  }
+
+  static constexpr size_t kMaxVisits = 20000;
   GbnfBuilder& b_;
   json root_;
   std::map<std::string, std::string> refs_;
+  size_t visits_ = 0;
 };
 
 GbnfBuilder::GbnfBuilder() = default;
+
+std::string GbnfBuilder::reserve(std::string_view name) {
+  const std::string base = sanitize(name);
+  for (int i = 0;; ++i) {
+    const std::string n = i == 0 ? base : fmt::format("{}-{}", base, i);
+    if (rules_.count(n)) continue;
+    rules_[n] = "\"\"";
+    order_.push_back(n);
+    return n;
+  }
+}
 
 std::string GbnfBuilder::add_rule(std::string_view name, const std::string& body) {
   const std::string base = sanitize(name);
@@ -514,8 +596,11 @@ std::string GbnfBuilder::add_schema(std::string_view name, std::string_view sche
     throw SchemaError(fmt::format("the schema is not JSON: {}", e.what()));
   }
   SchemaConverter c(*this, schema);
-  const std::string top = c.visit(schema, std::string(name), "schema");
-  return top;
+  try {
+    return c.visit(schema, std::string(name), "schema");
+  } catch (const json::exception& e) {  // a keyword of the wrong JSON type
+    throw SchemaError(fmt::format("schema: {}", e.what()));
+  }
 }
 
 std::vector<GbnfBuilder::Param> GbnfBuilder::add_params(std::string_view name, std::string_view schema_json) {
@@ -526,7 +611,11 @@ std::vector<GbnfBuilder::Param> GbnfBuilder::add_params(std::string_view name, s
     throw SchemaError(fmt::format("the schema is not JSON: {}", e.what()));
   }
   SchemaConverter c(*this, schema);
-  return c.params(schema, std::string(name));
+  try {
+    return c.params(schema, std::string(name));
+  } catch (const json::exception& e) {
+    throw SchemaError(fmt::format("schema: {}", e.what()));
+  }
 }
 
 std::string GbnfBuilder::gbnf() const {

@@ -59,6 +59,8 @@ class GbnfBuilder {
   std::string gbnf() const;  // every rule, root first when there is one
 
  private:
+  // A fresh name of its own (never shared by an equal body), its body "" for now.
+  std::string reserve(std::string_view name);
   friend class SchemaConverter;
   std::map<std::string, std::string> rules_;
   std::vector<std::string> order_;

@@ -130,6 +130,25 @@ TEST_CASE("bad grammars are refused with the line and the problem") {
   chain += "r5000 ::= \"a\"\n";
   GrammarMatcher deep(compile_gbnf(chain));
   CHECK_FALSE(deep.accept("a"));
+  std::string longer = "root ::= r0\n";  // 100k rules: the left-recursion check is iterative and linear
+  for (int i = 0; i < 100000; ++i) longer += fmt::format("r{} ::= r{}\n", i, i + 1);
+  longer += "r100000 ::= \"\"\n";
+  CHECK_NOTHROW(compile_gbnf(longer));
+  std::string copies = "root ::=";  // repeat counts are checked before they are expanded
+  for (int i = 0; i < 500; ++i) copies += " \"ab\"{10000}";
+  CHECK_THAT(error_of(copies), Catch::Contains("elements"));
+  // Many ways to match nothing: each intermediate stack is expanded once per step, not 2^60 times.
+  GrammarMatcher empties(compile_gbnf(R"(root ::= ("" | ""){60} "a")"));
+  CHECK(empties.accept("a"));
+  CHECK(empties.accepting());
+}
+
+TEST_CASE("a generated rule never takes the name of a rule the grammar defines later") {
+  const auto g = compile_gbnf("root ::= \"a\"? root-1\nroot-1 ::= \"b\"");
+  CHECK(matches(g, "ab"));
+  CHECK(matches(g, "b"));
+  CHECK_FALSE(matches(g, "a"));
+  CHECK_FALSE(matches(g, "abb"));
 }
 
 TEST_CASE("the vocabulary mask equals checking every token alone, on real vocabularies") {

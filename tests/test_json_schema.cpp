@@ -3,6 +3,7 @@
 // constrained_json test validates sampled outputs with an independent
 // validator; this one pins the edges by hand.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "assist/json_schema.h"
 #include "engine/grammar.h"
@@ -86,6 +87,33 @@ TEST_CASE("strings: lengths, patterns (as JSON text) and formats") {
   CHECK(admits(R"({"type":"string","format":"ipv4"})", R"("192.168.0.255")"));
   CHECK_FALSE(admits(R"({"type":"string","format":"ipv4"})", R"("192.168.0.256")"));
   CHECK(admits(R"({"type":"string","format":"date-time"})", R"("2024-01-02T03:04:05.123+01:00")"));
+}
+
+TEST_CASE("hostile or odd schemas: never invalid JSON, never unbounded work, never a crash") {
+  // A class range that spans ", \ and controls admits none of them raw.
+  const std::string printable = R"({"type":"string","pattern":"^[ -~]{0,5}$"})";
+  CHECK(admits(printable, R"("a b~")"));
+  CHECK_FALSE(admits(printable, "\"\"\""));
+  CHECK_FALSE(admits(printable, R"("\")"));
+  // Two definitions whose names sanitize alike stay two rules.
+  const std::string defs = R"({"$defs":{"a_b":{"type":"integer"},"a-b":{"type":"string"}},"type":"object",
+    "properties":{"x":{"$ref":"#/$defs/a_b"},"y":{"$ref":"#/$defs/a-b"}},"required":["x","y"]})";
+  CHECK(admits(defs, R"({"x": 1, "y": "s"})"));
+  CHECK_FALSE(admits(defs, R"({"x": {}, "y": "s"})"));
+  CHECK_FALSE(admits(defs, R"({"x": 1, "y": 2})"));
+  // Repeated types are converted once; a schema past the budget is refused.
+  std::string nested = R"({"type":"string"})";
+  for (int i = 0; i < 40; ++i)
+    nested = fmt::format(R"({{"type":["object","object"],"properties":{{"a":{}}},"required":["a"]}})", nested);
+  CHECK_NOTHROW(json_schema_to_gbnf(nested));
+  std::string wide = R"({"type":"object","properties":{)";
+  for (int i = 0; i < 25000; ++i) wide += fmt::format(R"({}"p{}":{{}})", i ? "," : "", i);
+  wide += "}}";
+  CHECK_THAT(error_of(wide), Catch::Contains("too large"));
+  // Keywords of the wrong JSON type are the schema's mistake, named.
+  CHECK_THAT(error_of(R"({"type":"array","minItems":"3"})"), Catch::Contains("minItems"));
+  CHECK_THAT(error_of(R"({"type":"string","maxLength":4294967296})"), Catch::Contains("maxLength"));
+  CHECK_FALSE(error_of(R"({"type":"array","prefixItems":{"a":1}})").empty());
 }
 
 TEST_CASE("schemas that cannot be compiled say where and why") {

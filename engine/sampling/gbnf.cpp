@@ -10,7 +10,6 @@
 // count nested optionals), which keeps the matcher's stacks flat, and a
 // class that reaches beyond ASCII into a rule of UTF-8 byte sequences.
 #include <algorithm>
-#include <functional>
 #include <map>
 
 #include <fmt/format.h>
@@ -350,8 +349,10 @@ class Lowerer {
   }
 
   uint32_t fresh_rule(const std::string& base) {
-    for (int& i = next_suffix[base];;) {  // from where the last one left off: linear, not quadratic
-      const std::string name = fmt::format("{}-{}", base, ++i);
+    // "~" cannot appear in a GBNF name, so a generated rule never meets a
+    // rule the text defines later. From where the last one left off: linear.
+    for (int& i = next_suffix[base];;) {
+      const std::string name = fmt::format("{}~{}", base, ++i);
       if (!ids.count(name)) return rule_id(name);
     }
   }
@@ -386,6 +387,9 @@ class Lowerer {
         add_alt(r, a);
         a = {{Grammar::kRef, r}};
       }
+      if (g.elems.size() + out.size() + size_t(item.min) > kMaxElements)
+        throw GrammarError(
+            fmt::format("grammar: more than {} elements once its repetitions are expanded", kMaxElements));
       for (int i = 0; i < item.min; ++i) out.push_back(a[0]);
       if (item.max == -1) {
         const uint32_t r = fresh_rule(base);  // r ::= a r | ε
@@ -462,23 +466,42 @@ class Lowerer {
 };
 
 // A rule that can begin with itself (through rules that may match nothing)
-// would make the matcher expand forever: refused, naming it.
+// would make the matcher expand forever: refused, naming it. Linear in the
+// grammar's size and iterative, so a chain of 100k rules costs neither a
+// quadratic fixpoint nor a deep stack.
 void check_left_recursion(const Grammar& g) {
   const size_t n = g.alts.size();
+  // Nullable rules by a worklist: an alternative is nullable once every
+  // element is a reference to a nullable rule.
   std::vector<bool> nullable(n, false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < n; ++r) {
-      if (nullable[r]) continue;
-      for (uint32_t s : g.alts[r]) {
-        uint32_t p = s;
-        while (g.elems[p].kind == Grammar::kRef && nullable[g.elems[p].arg]) ++p;
-        if (g.elems[p].kind == Grammar::kEnd) {
-          nullable[r] = changed = true;
-          break;
-        }
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> users(n);  // rule → (owner rule, alternative index)
+  std::vector<std::vector<int>> left(n);                             // per alternative: elements not yet nullable
+  std::vector<uint32_t> work;
+  for (uint32_t r = 0; r < n; ++r) {
+    left[r].resize(g.alts[r].size());
+    for (uint32_t k = 0; k < g.alts[r].size(); ++k) {
+      int count = 0;
+      bool bytes = false;
+      for (uint32_t p = g.alts[r][k]; g.elems[p].kind != Grammar::kEnd; ++p) {
+        if (g.elems[p].kind == Grammar::kBytes) bytes = true;
+        else users[g.elems[p].arg].emplace_back(r, k);
+        ++count;
+      }
+      left[r][k] = bytes ? -1 : count;
+      if (count == 0 && !nullable[r]) {
+        nullable[r] = true;
+        work.push_back(r);
       }
     }
+  }
+  while (!work.empty()) {
+    const uint32_t r = work.back();
+    work.pop_back();
+    for (const auto& [owner, k] : users[r])
+      if (left[owner][k] > 0 && --left[owner][k] == 0 && !nullable[owner]) {
+        nullable[owner] = true;
+        work.push_back(owner);
+      }
   }
   std::vector<std::vector<uint32_t>> starts(n);  // rules each rule may begin with
   for (size_t r = 0; r < n; ++r)
@@ -487,17 +510,28 @@ void check_left_recursion(const Grammar& g) {
         starts[r].push_back(g.elems[p].arg);
         if (!nullable[g.elems[p].arg]) break;
       }
+  // Depth-first with an explicit stack: a cycle is an edge back to a rule on the path.
   std::vector<int> mark(n, 0);  // 0 new, 1 on the path, 2 done
-  std::function<void(uint32_t)> visit = [&](uint32_t r) {
-    mark[r] = 1;
-    for (uint32_t t : starts[r]) {
+  std::vector<std::pair<uint32_t, size_t>> path;
+  for (uint32_t root = 0; root < n; ++root) {
+    if (mark[root] != 0) continue;
+    mark[root] = 1;
+    path.emplace_back(root, 0);
+    while (!path.empty()) {
+      auto& [r, i] = path.back();
+      if (i == starts[r].size()) {
+        mark[r] = 2;
+        path.pop_back();
+        continue;
+      }
+      const uint32_t t = starts[r][i++];
       if (mark[t] == 1) throw GrammarError(fmt::format("grammar: rule '{}' is left-recursive", g.names[t]));
-      if (mark[t] == 0) visit(t);
+      if (mark[t] == 0) {
+        mark[t] = 1;
+        path.emplace_back(t, 0);
+      }
     }
-    mark[r] = 2;
-  };
-  for (uint32_t r = 0; r < n; ++r)
-    if (mark[r] == 0) visit(r);
+  }
 }
 
 }  // namespace

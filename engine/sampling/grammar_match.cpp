@@ -14,6 +14,7 @@
 #include <numeric>
 #include <span>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "grammar_impl.h"
 
@@ -22,6 +23,10 @@ namespace {
 
 constexpr size_t kMaxStackDepth = 4096;  // deeper nesting than any real output: treated as a dead end
 constexpr int kMaxExpandDepth = 2048;    // rules that begin with rules that begin with …: the same
+// Per byte step: stacks kept and rule expansions made. Real grammars use a
+// few dozen; a hostile one is cut off here (its output may then end early)
+// instead of stalling the scheduler.
+constexpr size_t kMaxStacks = 4096, kMaxExpansions = 200000;
 
 }  // namespace
 
@@ -90,24 +95,40 @@ struct GrammarMatcher::State {
 
 namespace {
 
+// One step's expansions: the intermediate stacks already expanded (rules
+// that may match nothing in several ways reach the same stack by many paths:
+// without this, ("" | ""){60} would take 2^60 expansions) and a budget.
+struct Expansion {
+  std::unordered_set<uint64_t> seen;
+  size_t budget = kMaxExpansions;
+};
+
+uint64_t hash_of(const std::vector<uint32_t>& st) {
+  uint64_t h = 1469598103934665603ull;
+  for (uint32_t x : st) h = (h ^ x) * 1099511628211ull;
+  return h;
+}
+
 // Expands `st` until its top is a byte set (or it is empty: the sentence is
 // complete), adding each result to `out`. Leaves `st` as it found it.
-void expand(const Grammar& g, std::vector<uint32_t>& st, StackSet& out, int depth = 0) {
+void expand_in(const Grammar& g, std::vector<uint32_t>& st, StackSet& out, Expansion& x, int depth) {
   if (st.empty() || g.elems[st.back()].kind == Grammar::kBytes) {
-    out.add(st);
+    if (out.size() < kMaxStacks) out.add(st);
     return;
   }
-  if (st.size() > kMaxStackDepth || depth > kMaxExpandDepth) return;
+  if (st.size() > kMaxStackDepth || depth > kMaxExpandDepth || x.budget == 0) return;
+  --x.budget;
+  if (!x.seen.insert(hash_of(st)).second) return;
   const uint32_t pos = st.back();
   st.pop_back();
   const bool cont = g.elems[pos + 1].kind != Grammar::kEnd;
   if (cont) st.push_back(pos + 1);
   for (uint32_t s : g.alts[g.elems[pos].arg]) {
     if (g.elems[s].kind == Grammar::kEnd) {
-      expand(g, st, out, depth + 1);
+      expand_in(g, st, out, x, depth + 1);
     } else {
       st.push_back(s);
-      expand(g, st, out, depth + 1);
+      expand_in(g, st, out, x, depth + 1);
       st.pop_back();
     }
   }
@@ -115,8 +136,11 @@ void expand(const Grammar& g, std::vector<uint32_t>& st, StackSet& out, int dept
   st.push_back(pos);
 }
 
+void expand(const Grammar& g, std::vector<uint32_t>& st, StackSet& out, Expansion& x) { expand_in(g, st, out, x, 0); }
+
 void step(const Grammar& g, const StackSet& in, uint8_t b, StackSet& out, std::vector<uint32_t>& work) {
   out.clear();
+  Expansion x;
   for (size_t i = 0; i < in.size(); ++i) {
     const auto st = in.at(i);
     if (st.empty()) continue;
@@ -124,7 +148,7 @@ void step(const Grammar& g, const StackSet& in, uint8_t b, StackSet& out, std::v
     if (!has(g.sets[g.elems[pos].arg], b)) continue;
     work.assign(st.begin(), st.end() - 1);
     if (g.elems[pos + 1].kind != Grammar::kEnd) work.push_back(pos + 1);
-    expand(g, work, out);
+    expand(g, work, out, x);
   }
 }
 
@@ -186,10 +210,11 @@ bool run(const Grammar& g, const StackSet& from, std::string_view bytes, StackSe
 }  // namespace
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> g) : g_(std::move(g)), s_(std::make_unique<State>()) {
+  Expansion x;
   for (uint32_t s : g_->alts[g_->root]) {
     s_->work.clear();
     if (g_->elems[s].kind != Grammar::kEnd) s_->work.push_back(s);
-    expand(*g_, s_->work, s_->cur);
+    expand(*g_, s_->work, s_->cur, x);
   }
 }
 
