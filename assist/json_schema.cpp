@@ -588,34 +588,35 @@ std::string GbnfBuilder::add_rule(std::string_view name, const std::string& body
   }
 }
 
-std::string GbnfBuilder::add_schema(std::string_view name, std::string_view schema_json) {
+namespace {
+// Parses `schema_json` and runs `convert` on it; JSON errors, in the text or
+// from a keyword of the wrong JSON type, become SchemaError.
+template <class Convert>
+auto converted(std::string_view schema_json, Convert convert) {
   json schema;
   try {
     schema = json::parse(schema_json);
   } catch (const json::exception& e) {
     throw SchemaError(fmt::format("the schema is not JSON: {}", e.what()));
   }
-  SchemaConverter c(*this, schema);
   try {
-    return c.visit(schema, std::string(name), "schema");
-  } catch (const json::exception& e) {  // a keyword of the wrong JSON type
+    return convert(schema);
+  } catch (const json::exception& e) {
     throw SchemaError(fmt::format("schema: {}", e.what()));
   }
 }
+}  // namespace
+
+std::string GbnfBuilder::add_schema(std::string_view name, std::string_view schema_json) {
+  return converted(schema_json, [&](const json& schema) {
+    return SchemaConverter(*this, schema).visit(schema, std::string(name), "schema");
+  });
+}
 
 std::vector<GbnfBuilder::Param> GbnfBuilder::add_params(std::string_view name, std::string_view schema_json) {
-  json schema;
-  try {
-    schema = json::parse(schema_json);
-  } catch (const json::exception& e) {
-    throw SchemaError(fmt::format("the schema is not JSON: {}", e.what()));
-  }
-  SchemaConverter c(*this, schema);
-  try {
-    return c.params(schema, std::string(name));
-  } catch (const json::exception& e) {
-    throw SchemaError(fmt::format("schema: {}", e.what()));
-  }
+  return converted(schema_json, [&](const json& schema) {
+    return SchemaConverter(*this, schema).params(schema, std::string(name));
+  });
 }
 
 std::string GbnfBuilder::gbnf() const {

@@ -77,6 +77,13 @@ void constrain_calls(assist::ChatQuery& q, const Conversation& c, const ToolPlan
 }
 }  // namespace
 
+// A template that ends its generation prompt with <think> (Qwen3's thinking
+// models, DeepSeek V3.1 thinking) starts the answer inside the reasoning.
+bool opens_reasoning(std::string_view prompt) {
+  const size_t end = prompt.find_last_not_of(" \n");
+  return end != std::string_view::npos && prompt.substr(0, end + 1).ends_with("<think>");
+}
+
 // A response_format's grammar with room for the model's reasoning first
 // (assist::with_reasoning): a thinking model constrained to JSON from its
 // first token could not think, and would answer worse or not at all.
@@ -92,8 +99,7 @@ void Api::allow_reasoning(assist::ChatQuery& q) {
   } catch (const std::exception&) {  // the template refuses the conversation: the chat says so
     return;
   }
-  const size_t end = prompt ? prompt->find_last_not_of(" \n") : std::string::npos;
-  const bool opened = end != std::string::npos && std::string_view(*prompt).substr(0, end + 1).ends_with("<think>");
+  const bool opened = prompt && opens_reasoning(*prompt);
   try {
     q.constraint.grammar =
         compile_gbnf(assist::with_reasoning(family, grammar_source(*q.constraint.grammar), opened), "answer-root");
@@ -110,14 +116,11 @@ HttpResponse Api::run_chat(ChatRun run) {
   allow_reasoning(q);
   q.raw_channels = plan.syntax == assist::ToolSyntax::Harmony;
   assist::OutputParser parser(plan.syntax, q.template_options.tools_json);
-  // A template that ends its generation prompt with <think> (Qwen3's
-  // thinking models, DeepSeek V3.1 thinking) starts the answer inside the
-  // reasoning: the parser learns it from the rendered prompt.
+  // The parser learns from the rendered prompt whether the answer starts
+  // inside the reasoning.
   if (plan.prefix.empty())
     q.on_prompt = [&parser](const std::string& prompt) {
-      const size_t end = prompt.find_last_not_of(" \n");
-      if (end != std::string::npos && std::string_view(prompt).substr(0, end + 1).ends_with("<think>"))
-        parser.start_in_reasoning();
+      if (opens_reasoning(prompt)) parser.start_in_reasoning();
     };
   Calls calls{run.conversation.parallel_calls};
   AnswerShape& shape = run.shape;
