@@ -142,6 +142,7 @@ Generation EngineBackend::chat(const ChatInput& in, const std::function<void(con
   req.stop = in.stop;
   req.priority = in.priority;
   req.constraint = in.constraint;
+  req.store_prompt = true;  // a later session sends the same system prompt and tools
   return run(eng, std::move(req), on_text, nullptr, ticket, in.logprobs);
 }
 
@@ -197,6 +198,7 @@ Generation EngineBackend::text(const TextInput& in, const std::function<void(con
   req.ignore_eos = in.ignore_eos;
   req.priority = in.priority;
   req.constraint = in.constraint;
+  req.store_prompt = !in.suffix;  // not fill-in-the-middle, whose prompt changes with every keystroke
   return run(*engine_, std::move(req), on_text, nullptr, ticket, in.logprobs);
 }
 

@@ -150,6 +150,18 @@ const std::vector<SettingSpec> kSpecs = {
      .max = 1 << 20, .default_text = "plan: as many as fit in VRAM",
      .help = "routed experts per layer kept on the GPU; the rest compute on the CPU",
      PLAN(gpu_experts_per_layer)},
+    {.key = "promptCache.dir", .kind = K::String, .flag = "--prompt-cache", .commands = kLspFlag | kServeFlag,
+     .default_text = "none: off",
+     .help = "a directory for the KV cache of long prompts (an agent's system prompt and tools): a later session or "
+             "process computes only what follows the stored prefix; shared by servers of the same model",
+     TOP(prompt_cache_dir)},
+    {.key = "promptCache.maxMiB", .kind = K::Int, .flag = "--prompt-cache-max-mib", .commands = kLspFlag | kServeFlag,
+     .min = 16, .max = kBig, .default_int = 8192, .default_text = "8192",
+     .help = "the directory's size bound, least recently used files deleted first", TOP(prompt_cache_max_mib)},
+    {.key = "promptCache.minTokens", .kind = K::Int, .flag = "--prompt-cache-min-tokens",
+     .commands = kLspFlag | kServeFlag, .min = 1, .max = 1 << 22, .default_int = 1024, .default_text = "1024",
+     .help = "prompts shorter than this are not stored (chat and agent prompts only; completions never are)",
+     TOP(prompt_cache_min_tokens)},
     {.key = "backend.url", .kind = K::String, .flag = "--backend-url", .commands = kLspFlag,
      .default_text = "none: the embedded engine",
      .help = "a remote server generates instead: `http://` or `https://host:port` (see *A remote backend*)",
@@ -233,6 +245,16 @@ const SettingSpec* find_setting(std::string_view key) {
 
 void Settings::merge_from(const Settings& o) {
   for (const auto& s : kSpecs) s.merge(*this, o);
+}
+
+PromptCacheOptions prompt_cache_options(const Settings& s) {
+  PromptCacheOptions o;
+  o.dir = s.prompt_cache_dir.value_or("");
+  if (o.dir.starts_with("~/"))
+    if (const char* home = std::getenv("HOME"); home && *home) o.dir = std::string(home) + o.dir.substr(1);
+  if (s.prompt_cache_max_mib) o.max_bytes = uint64_t(*s.prompt_cache_max_mib) << 20;
+  if (s.prompt_cache_min_tokens) o.min_tokens = *s.prompt_cache_min_tokens;
+  return o;
 }
 
 Settings default_settings() {

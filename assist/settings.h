@@ -17,6 +17,7 @@
 #include <variant>
 #include <vector>
 
+#include "engine/kv.h"
 #include "engine/plan.h"
 
 namespace moelsp::assist {
@@ -31,6 +32,10 @@ struct Settings {
   std::optional<std::string> completion_fim_order;  // "psm" / "spm"; unset: the model's own
   std::optional<int> chat_max_tokens;
   std::optional<std::string> chat_template;  // when the model's is missing or unknown
+  // The prompt cache on disk (engine/prompt_cache.h): off unless a directory is given.
+  std::optional<std::string> prompt_cache_dir;
+  std::optional<int64_t> prompt_cache_max_mib;
+  std::optional<int> prompt_cache_min_tokens;
   // A remote server instead of the embedded engine (backend.url set).
   std::optional<std::string> backend_url, backend_api_key, backend_model, backend_api, backend_fim_template,
       backend_ca_file;
@@ -75,6 +80,8 @@ const SettingSpec* find_setting(std::string_view key);
 
 // The table's defaults (completion.*, chat.maxTokens); the plan decides the rest.
 Settings default_settings();
+// promptCache.* as the engine takes them (dir empty: off).
+PromptCacheOptions prompt_cache_options(const Settings& s);
 
 // Checks a value against a spec (type, range, choices) and stores it; throws
 // std::runtime_error naming the setting, the value and what is accepted.

@@ -14,6 +14,11 @@ fields: cached_tokens, cache_read_input_tokens), and the time to the first
 generated token. Then the same turns with two agents alternating on one
 server (A1 B1 A2 B2 …): each agent's turn still reuses its own prefix.
 
+With --prompt-cache, also each agent's first turn in a fresh moelsp process,
+twice over one --prompt-cache directory: the first process computes the whole
+prompt and stores it; the second (a new session after a restart) reads the
+stored prefix and computes only the rest.
+
 llama-server (--llama-server, built outside the repository) gets the same
 replay for a side-by-side table; its usage reports cached tokens for chat
 (`timings.cache_n`), so its cache share is read there.
@@ -156,6 +161,37 @@ def run(server, cmd, port, recs, alternate):
     return rows
 
 
+def fresh_processes(a, recs):
+    """Each agent's first turn in two fresh processes sharing a prompt cache directory."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="moelsp-prompt-cache-") as d:
+        for run_no, label in ((1, "empty cache"), (2, "stored prefix")):
+            port = free_port()
+            cmd = [a.moelsp, "serve", "--port", str(port), "-m", a.model, "--prompt-cache", d,
+                   "--prompt-cache-min-tokens", str(a.prompt_cache_min_tokens)]
+            proc = start(cmd, port)
+            try:
+                for rec in recs:
+                    got = replay_turn(port, rec["requests"][0])
+                    rows.append(dict(got, cli=rec["cli"], run=label, path=rec["requests"][0]["path"]))
+            finally:
+                proc.terminate()  # the server finishes its prompt-cache writes before it exits
+                proc.wait(timeout=60)
+            if run_no == 1:
+                files = [f for f in os.listdir(d) if f.endswith(".kvc")]
+                print(f"prompt cache after the first process: {len(files)} files, "
+                      f"{sum(os.path.getsize(os.path.join(d, f)) for f in files) / 2**20:.1f} MiB")
+    print()
+    print("| CLI | API | first turn of | prompt tokens | from the cache | computed | TTFT ms |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        p, c = r["prompt"], r["cached"]
+        comp = p - c if p is not None and c is not None else "-"
+        ttft = f"{r['ttft_ms']:.0f}" if r["ttft_ms"] is not None else "-"
+        print(f"| {r['cli']} | {r['path'].split('?')[0]} | a fresh process, {r['run']} | {p} | {c} | {comp} | {ttft} |")
+    return rows
+
+
 def table(rows):
     print("| server | order | CLI | API | turn | prompt tokens | from the cache | computed | cache share | TTFT ms |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -178,6 +214,9 @@ def main():
     ap.add_argument("--check", action="store_true",
                     help="exit 1 unless every later turn of every agent computed no more than what its prompt "
                          "grew by (moelsp's rows; a test, not a timing)")
+    ap.add_argument("--prompt-cache", action="store_true",
+                    help="also each first turn in two fresh moelsp processes sharing a --prompt-cache directory")
+    ap.add_argument("--prompt-cache-min-tokens", type=int, default=256)
     a = ap.parse_args()
     recs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(a.recordings, "*.json")))]
     if not recs:
@@ -194,9 +233,10 @@ def main():
         rows += run(server, cmd, port, recs, alternate=False)
         rows += run(server, cmd, port, recs, alternate=True)
     table(rows)
+    fresh = fresh_processes(a, recs) if a.prompt_cache and a.moelsp else []
     if a.json:
-        json.dump(rows, open(a.json, "w"), indent=1)
-    bad = [r for r in rows if r["status"] != 200]
+        json.dump({"turns": rows, "fresh_processes": fresh}, open(a.json, "w"), indent=1)
+    bad = [r for r in rows + fresh if r["status"] != 200]
     if a.check:
         prev = {}
         for r in rows:
@@ -211,7 +251,12 @@ def main():
                           f"computed {computed} tokens; its prompt grew by {grew}")
                     bad.append(r)
             prev[key] = r["prompt"]
-        print("PASS: each later turn computed only its new tokens" if not bad else "FAIL")
+        for r in fresh:  # the second process found each first turn's prompt on disk
+            if r["run"] == "stored prefix" and r["prompt"] >= 2 * a.prompt_cache_min_tokens and not r["cached"]:
+                print(f"FAIL: {r['cli']}'s first turn in a fresh process read nothing from the prompt cache")
+                bad.append(r)
+        print("PASS: each later turn computed only its new tokens" +
+              (", and a fresh process read each stored first turn from disk" if fresh else "") if not bad else "FAIL")
     sys.exit(1 if bad else 0)
 
 

@@ -234,6 +234,13 @@ json Server::Impl::status_json() {
                         {"blocksCached", m.kv.blocks_cached}, {"blocksFree", m.kv.blocks_free},
                         {"evictions", m.kv.evictions},        {"prefixHitRate", m.prefix_hit_rate},
                         {"prefixHitTokens", m.kv.hit_tokens}};
+        if (m.prompt_cache_on)
+          s["promptCache"] = {{"dir", engine.options().prompt_cache.dir},
+                              {"files", m.prompt_cache.files},
+                              {"bytes", m.prompt_cache.bytes},
+                              {"blocksWritten", m.prompt_cache.blocks_written},
+                              {"blocksRestored", m.prompt_cache.blocks_restored},
+                              {"filesRefused", m.prompt_cache.files_refused}};
         s["scheduler"] = {{"steps", m.steps},
                           {"meanBatch", m.mean_batch()},
                           {"lastBatch", m.last_batch},
@@ -331,6 +338,7 @@ void Server::Impl::start_loading() {
   s.model = model_or_default(s.model);
   loaded_model = s.model;
   loaded_plan = s.plan;
+  loaded_prompt_cache = assist::prompt_cache_options(s).dir;
   if (!s.model || s.model->empty()) {
     const std::string msg =
         "no model configured and the default model (models/moelsp-default.gguf) is not found: set "
@@ -360,7 +368,8 @@ void Server::Impl::start_loading() {
       // limits, each with its reason (moelsp/status "plan").
       PlannedModel pm = load_planned(*s.model, req);
       auto m = pm.model;
-      const EngineOptions eo = pm.plan.engine_options();
+      EngineOptions eo = pm.plan.engine_options();
+      eo.prompt_cache = assist::prompt_cache_options(s);
       log_message(3, "plan: " + pm.plan.to_text());
       auto b = std::make_shared<assist::EngineBackend>(std::make_unique<Engine>(m, eo));
       service.set_backend(b);
@@ -575,7 +584,8 @@ void Server::Impl::on_did_change_configuration(const DidChangeConfigurationParam
   const Settings now = effective();
   const bool engine_level = (in.model && model_or_default(now.model) != loaded_model) ||
                             (in.backend_url && now.backend_url != loaded_backend_url) ||
-                            (!(in.plan == PlanOverrides{}) && !(now.plan == loaded_plan));
+                            (!(in.plan == PlanOverrides{}) && !(now.plan == loaded_plan)) ||
+                            (in.prompt_cache_dir && assist::prompt_cache_options(now).dir != loaded_prompt_cache);
   // The model, the backend and the plan are what the engine is built from: a
   // change to them (or a model that failed to load) reloads it in place.
   bool failed;
@@ -583,7 +593,7 @@ void Server::Impl::on_did_change_configuration(const DidChangeConfigurationParam
     std::lock_guard lock(model_mu);
     failed = state == ModelState::Error;
   }
-  const bool touched = in.model || in.backend_url || !(in.plan == PlanOverrides{});
+  const bool touched = in.model || in.backend_url || in.prompt_cache_dir || !(in.plan == PlanOverrides{});
   if (engine_level || (failed && touched)) reload();
 }
 

@@ -93,6 +93,7 @@ struct Server::Impl {
   // change asks for a restart only when it changes one of these.
   std::optional<std::string> loaded_model, loaded_backend_url;
   PlanOverrides loaded_plan;
+  std::string loaded_prompt_cache;  // promptCache.dir as the engine was built
 
   std::mutex pending_mu;
   // Requests in flight by id.dump(). A multimap: a client that reuses the id

@@ -159,7 +159,9 @@ int serve(const ServeOptions& o) {
       req.over = over;
       req.full_context = true;  // agents' prompts: the model's whole context when memory allows
       PlannedModel pm = load_planned(o.model, req);
-      auto b = std::make_shared<assist::EngineBackend>(std::make_unique<Engine>(pm.model, pm.plan.engine_options()));
+      EngineOptions eo = pm.plan.engine_options();
+      eo.prompt_cache = assist::prompt_cache_options(settings);
+      auto b = std::make_shared<assist::EngineBackend>(std::make_unique<Engine>(pm.model, eo));
       backend = b;
       service.set_backend(b);
       const std::string id = pm.model->config().name.empty() ? pm.model->config().arch : pm.model->config().name;
@@ -178,7 +180,7 @@ int serve(const ServeOptions& o) {
            .status_json =
                [b, plan, hw, sampling_json] {
                  const EngineMetrics m = b->engine().metrics();
-                 return nlohmann::json{
+                 auto j = nlohmann::json{
                      {"plan", nlohmann::json::parse(plan)},
                      {"samplingDefaults", nlohmann::json::parse(sampling_json)},
                      {"hardware", nlohmann::json::parse(hw)},
@@ -187,8 +189,18 @@ int serve(const ServeOptions& o) {
                      {"kvCache",
                       {{"blocksInUse", m.kv.blocks_in_use},
                        {"blocksCached", m.kv.blocks_cached},
-                       {"prefixHitRate", m.prefix_hit_rate}}}}
-                     .dump();
+                       {"prefixHitRate", m.prefix_hit_rate}}}};
+                 if (m.prompt_cache_on) {
+                   const PromptCacheStats& p = m.prompt_cache;
+                   j["promptCache"] = {{"dir", b->engine().options().prompt_cache.dir},
+                                       {"files", p.files},
+                                       {"bytes", p.bytes},
+                                       {"blocksWritten", p.blocks_written},
+                                       {"blocksRestored", p.blocks_restored},
+                                       {"filesRefused", p.files_refused},
+                                       {"writesSkipped", p.writes_skipped}};
+                 }
+                 return j.dump();
                },
            .metrics_text = [b, model] { return engine_metrics(b->engine(), *model); },
            .experts = model->config().n_expert > 0 ? std::function<std::string(bool)>([model](bool svg) {

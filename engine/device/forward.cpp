@@ -49,6 +49,14 @@ class DeviceKv final : public KvMirror {
     dev->bind();
     for (int il = 0; il < layout.n_layer; ++il) dev->copy(block(il, to), block(il, from), layout.block_bytes());
   }
+  void read_block(int32_t b, int il, uint8_t* dst) override {
+    dev->bind();
+    dev->download(dst, block(il, b), layout.block_bytes());
+  }
+  void write_block(int32_t b, int il, const uint8_t* src) override {
+    dev->bind();
+    dev->upload(block(il, b), src, layout.block_bytes());
+  }
   uint8_t* block(int il, int32_t b) const {
     return rows.as<uint8_t>() + (size_t(il) * size_t(n_blocks) + size_t(b)) * layout.block_bytes();
   }
@@ -68,6 +76,10 @@ DeviceKv& device_kv(const std::shared_ptr<gpu::Device>& d, KvSequence& seq) {
       throw ModelError("the device KV cache holds f16, bf16 or f32 rows (this cache: q8_0)");
     auto made = std::make_unique<DeviceKv>(d, pool.layout(), pool.n_blocks());
     kv = made.get();
+    // Rows already in the pool were written on the host (restored from the
+    // prompt cache on disk, or computed by the host forward pass).
+    for (const int32_t b : pool.live_blocks())
+      for (int il = 0; il < pool.layout().n_layer; ++il) kv->write_block(b, il, pool.row(il, b, 0));
     pool.set_mirror(std::move(made));
   }
   return *kv;

@@ -255,6 +255,13 @@ void BlockPool::copy_block(int32_t from, int32_t to) {
   if (mirror_) mirror_->copy_block(from, to);
 }
 
+std::vector<int32_t> BlockPool::live_blocks() const {
+  std::vector<int32_t> out;
+  for (size_t b = 0; b < meta_.size(); ++b)
+    if (meta_[b].refs > 0 || meta_[b].in_lru) out.push_back(int32_t(b));
+  return out;
+}
+
 KvPoolStats BlockPool::stats() const {
   KvPoolStats s = stats_;
   s.blocks_free = int64_t(free_.size());

@@ -59,6 +59,18 @@ Scheduler::Scheduler(std::shared_ptr<Model> model, EngineOptions opt) : model_(s
   const int64_t n_blocks = (opt_.kv_tokens + layout.block_size - 1) / layout.block_size;
   pool_ = std::make_unique<BlockPool>(layout, n_blocks, model_->fingerprint(), opt_.prefix_cache);
   metrics_.kv = published_.kv = pool_->stats();
+  if (!opt_.prompt_cache.dir.empty()) {
+    if (!opt_.prefix_cache)
+      throw ModelError("the prompt cache on disk needs the prefix cache (it maps stored blocks as cached ones)");
+    prompt_cache_ = std::make_unique<PromptCache>(opt_.prompt_cache, *pool_, [this](std::function<void()> f) {
+      {
+        std::lock_guard lock(mu_);
+        tasks_.push_back(std::move(f));
+      }
+      cv_.notify_one();
+    });
+    metrics_.prompt_cache_on = published_.prompt_cache_on = true;
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -129,6 +141,7 @@ void Scheduler::publish_metrics(int running, int waiting) {
   metrics_.prefix_hit_rate =
       metrics_.kv.lookup_tokens ? double(metrics_.kv.hit_tokens) / double(metrics_.kv.lookup_tokens) : 0.0;
   metrics_.running = running;
+  if (prompt_cache_) metrics_.prompt_cache = prompt_cache_->stats();
   metrics_.waiting = waiting;
   {
     std::lock_guard lock(mu_);

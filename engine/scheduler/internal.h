@@ -17,6 +17,7 @@
 #include "engine/engine.h"
 #include "engine/grammar.h"
 #include "engine/model.h"
+#include "engine/prompt_cache.h"
 #include "engine/sampling.h"
 
 namespace moelsp {
@@ -173,7 +174,9 @@ class Scheduler {
   bool stop_ = false;
   uint64_t seq_ = 0;
   EngineMetrics metrics_, published_;  // the scheduler's own, and the snapshot under mu_
-  std::thread thread_;                 // last: starts after everything above exists
+  // After everything its writer hands blocks back through (pool_, mu_, tasks_).
+  std::unique_ptr<PromptCache> prompt_cache_;
+  std::thread thread_;  // last: starts after everything above exists
 };
 
 // The tokenizer's pieces (special tokens by their text) for GrammarMatcher.

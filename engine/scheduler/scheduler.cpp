@@ -232,10 +232,16 @@ void Scheduler::start(Live& l) {
     metrics_.queue_ms_max = std::max(metrics_.queue_ms_max, l.res.timings.queue_ms);
   }
   l.seq = std::make_unique<KvSequence>(*pool_);
-  // At least the last token runs again, for its logits.
+  // At least the last token runs again, for its logits. What the pool lacks
+  // of the prompt may be on disk: read into the pool first, mapped as cached.
+  PromptCache::Holds holds(*pool_);
+  const int restored = prompt_cache_ ? prompt_cache_->restore(*pool_, l.todo, int(l.todo.size()) - 1, holds) : 0;
   const int mapped = l.seq->map_prefix(l.todo, int(l.todo.size()) - 1);
   l.todo_pos = size_t(mapped);
-  if (l.res.timings.n_preempted == 0) l.res.timings.n_prompt_cached = mapped;
+  if (l.res.timings.n_preempted == 0) {
+    l.res.timings.n_prompt_cached = mapped;
+    l.res.timings.n_prompt_restored = std::min(restored, mapped);
+  }
   l.phase = Phase::Prefill;
 }
 

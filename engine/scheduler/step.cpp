@@ -127,6 +127,7 @@ void Scheduler::advance(Live& l, int n_ran, const float* logits) {
       l.t1 = Clock::now();
       l.res.timings.prompt_ms = std::chrono::duration<double, std::milli>(l.t1 - l.t0).count();
     }
+    if (prompt_cache_ && l.job->req.store_prompt) prompt_cache_->store(*l.seq);
     l.phase = Phase::Decode;
     l.todo.clear();
     l.todo_pos = 0;

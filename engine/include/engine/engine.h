@@ -51,6 +51,9 @@ struct EngineOptions {
   // use most of the compute, a chat token riding along nearly doubles each of
   // the completion's steps. Lower-priority requests pause (keeping their blocks).
   bool interactive_alone = true;
+  // Long prompts' KV blocks on disk, found again by later processes
+  // (engine/prompt_cache.h); needs the prefix cache. Empty dir: none.
+  PromptCacheOptions prompt_cache = {};
 };
 
 struct EngineMetrics {
@@ -66,6 +69,8 @@ struct EngineMetrics {
   // Prompt lookup decoding (Request::draft_max): steps that carried a draft,
   // draft tokens run, and those the model confirmed.
   int64_t draft_steps = 0, draft_tokens = 0, draft_accepted = 0;
+  bool prompt_cache_on = false;
+  PromptCacheStats prompt_cache;
 };
 
 // Prompt lookup (Request::draft_max): up to n_max tokens that followed the

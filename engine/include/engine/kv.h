@@ -71,6 +71,20 @@ struct KvPoolStats {
   size_t bytes = 0;                           // the pool's reserved size
 };
 
+// The prompt cache on disk (engine/prompt_cache.h): where, how large, what is stored.
+struct PromptCacheOptions {
+  std::string dir;                         // empty: no prompt cache
+  uint64_t max_bytes = uint64_t(8) << 30;  // the directory's size bound, all models together
+  int min_tokens = 1024;                   // shorter prompts are not stored
+};
+
+struct PromptCacheStats {
+  int64_t files = 0, bytes = 0;  // this model's files in the directory (bytes: of every file there)
+  int64_t blocks_written = 0, blocks_restored = 0;
+  int64_t files_refused = 0;   // damaged files deleted
+  int64_t writes_skipped = 0;  // prompts not stored because the writer was behind
+};
+
 // A second copy of a pool's rows kept elsewhere (the device forward pass's
 // cache in GPU memory, engine/device/): it holds the rows of the same block
 // ids, so the block tables, prefix sharing and eviction above serve it
@@ -79,6 +93,10 @@ class KvMirror {
  public:
   virtual ~KvMirror() = default;
   virtual void copy_block(int32_t from, int32_t to) = 0;
+  // One layer's rows of block b (block_bytes) to and from host memory: the
+  // prompt cache on disk (prompt_cache.h) stores and restores through them.
+  virtual void read_block(int32_t b, int layer, uint8_t* dst) = 0;
+  virtual void write_block(int32_t b, int layer, const uint8_t* src) = 0;
 };
 
 class BlockPool {
@@ -105,6 +123,9 @@ class BlockPool {
   // end), an unpublished one the free list.
   void release(int32_t b);
   int refs(int32_t b) const { return meta_[size_t(b)].refs; }
+  // Blocks whose rows someone may read: referenced or cached. A mirror made
+  // after rows were written on the host side (restored from disk) copies these.
+  std::vector<int32_t> live_blocks() const;
 
   uint64_t root_hash() const { return root_; }
   static uint64_t chain(uint64_t parent, std::span<const TokenId> tokens);
@@ -178,6 +199,8 @@ class KvSequence {
   int n_past() const { return int(tokens_.size()); }
   const std::vector<TokenId>& tokens() const { return tokens_; }
   const std::vector<int32_t>& blocks() const { return blocks_; }
+  // The chained hash (BlockPool::chain) of each full block, in order.
+  const std::vector<uint64_t>& block_hashes() const { return hashes_; }
   int capacity() const { return int(blocks_.size()) * pool_->layout().block_size; }
 
   // On an empty sequence: maps the longest run of cached full blocks that

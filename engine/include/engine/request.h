@@ -61,6 +61,12 @@ struct Request {
   // grammar's sentence is complete and nothing may follow, generation ends
   // (FinishReason::Eos). With triggers it applies from the first trigger on.
   OutputConstraint constraint;
+  // Once the prompt is done, its blocks not yet on disk are written to the
+  // prompt cache (EngineOptions::prompt_cache; prompts of at least its
+  // min_tokens): set for an agent's or a chat's prompt, whose head a later
+  // session sends again, not for completions, whose prompt changes with
+  // every keystroke. A request's prompt is looked up there either way.
+  bool store_prompt = false;
 };
 
 // A generated token's log-probability under the model: the log-softmax of the
@@ -104,9 +110,10 @@ class RequestError : public std::runtime_error {
 };
 
 struct Timings {
-  int n_prompt = 0;         // prompt tokens in the request (after fitting to the context)
-  int n_prompt_cached = 0;  // of which reused from the prefix cache
-  int n_prompt_cut = 0;     // tokens dropped to fit the context (Request::Fit::KeepEnd)
+  int n_prompt = 0;           // prompt tokens in the request (after fitting to the context)
+  int n_prompt_cached = 0;    // of which reused from the prefix cache
+  int n_prompt_restored = 0;  // of those, read from the prompt cache on disk
+  int n_prompt_cut = 0;       // tokens dropped to fit the context (Request::Fit::KeepEnd)
   int n_generated = 0;
   int n_preempted = 0;  // times its blocks were taken for a higher-priority request
   int n_masked = 0;     // Request::constraint: samples the grammar rejected, drawn again from a masked vocabulary
