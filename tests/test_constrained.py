@@ -251,7 +251,7 @@ def check_chat_formats(binary):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("binary")
-    ap.add_argument("--schemas", type=int, default=200)
+    ap.add_argument("--schemas", type=int, default=150)
     ap.add_argument("--samples", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()

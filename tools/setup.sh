@@ -8,7 +8,7 @@
 #   tools/setup.sh deps   only install what is missing
 #
 # Environment: BUILD_DIR (default build), MOELSP_CUDA (AUTO/ON/OFF, default AUTO),
-# JOBS (default: number of cores), FUZZ_SECONDS (per fuzz target in `test`, default 20; 0 skips).
+# JOBS (default: number of cores), FUZZ_SECONDS (per fuzz target in `test`, default 10; 0 skips).
 set -euo pipefail
 
 mode=${1:-demo}
@@ -76,6 +76,13 @@ configure_and_build() {
   cmake --build "$dir" -j "$jobs" "${targets[@]}"
 }
 
+# How long each part of `test` took (CI's budget is 30 minutes).
+t_phase=$SECONDS
+phase() {
+  echo "setup: $1 took $((SECONDS - t_phase)) s (total $SECONDS s)"
+  t_phase=$SECONDS
+}
+
 case "$mode" in
   deps)
     install_deps
@@ -108,30 +115,35 @@ case "$mode" in
     python3 tests/agents/run_agents.py --install-only
     targets=()
     configure_and_build "$build"
+    phase "installs and the build"
     (cd "$build" && ctest -j "$jobs" --output-on-failure)
+    phase "the tests"
     # The parser, tokenizer and chat-template interpreter face untrusted files,
     # and the engine runs threads over raw buffers (the KV pool hands out raw
     # rows, repacking moves weight bytes, the device pass's emulation indexes
     # paged rows and expert slots): run their tests under ASan + UBSan too.
     targets=(--target test_gguf test_gguf_malformed test_tokenizer test_tokenizer_vocab test_kernels test_repack
-             test_reference_logits test_engine test_kv test_plan test_experts test_model_synthetic test_assist test_settings test_lsp
+             test_reference_logits test_engine test_kv test_prompt_cache test_plan test_experts test_model_synthetic test_assist test_settings test_lsp
              test_jinja test_device_forward test_gpu_device test_tool_calls test_http_api)
     BUILD_TYPE=RelWithDebInfo configure_and_build "${build}-asan" -DMOELSP_SANITIZE=ON -DMOELSP_CUDA=OFF \
         -DMOELSP_BENCH=OFF
     (cd "${build}-asan" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-        ctest -j "$jobs" --output-on-failure -L 'test_gguf|test_tokenizer|test_kernels|test_repack|test_reference_logits|test_engine|test_kv|test_plan|test_experts|test_model_synthetic|test_assist|test_settings|test_lsp|test_jinja|test_device_forward|test_gpu_device|test_tool_calls|test_http_api')
+        ctest -j "$jobs" --output-on-failure -L 'test_gguf|test_tokenizer|test_kernels|test_repack|test_reference_logits|test_engine|test_kv|test_prompt_cache|test_plan|test_experts|test_model_synthetic|test_assist|test_settings|test_lsp|test_jinja|test_device_forward|test_gpu_device|test_tool_calls|test_http_api')
+    phase "ASan + UBSan"
     # ThreadSanitizer over what runs threads: the engine's pool and
     # scheduler, the KV block pool, the assistant service, the LSP server's
     # reader, worker lanes and loader. (tests/tsan.supp: spdlog's internals.)
-    targets=(--target test_engine test_kv test_assist test_lsp)
+    targets=(--target test_engine test_kv test_prompt_cache test_assist test_lsp)
     BUILD_TYPE=RelWithDebInfo configure_and_build "${build}-tsan" -DMOELSP_TSAN=ON -DMOELSP_CUDA=OFF -DMOELSP_BENCH=OFF
     (cd "${build}-tsan" && TSAN_OPTIONS="halt_on_error=1 suppressions=$root/tests/tsan.supp" \
-        ctest -j "$jobs" --output-on-failure -L 'test_engine|test_kv|test_assist|test_lsp')
+        ctest -j "$jobs" --output-on-failure -L 'test_engine|test_kv|test_prompt_cache|test_assist|test_lsp')
+    phase "TSan"
     # Fuzzing: each libFuzzer target (tests/fuzz) for a bounded time on its
     # seed corpus; a crash, leak, UB or timeout fails the run.
-    if [ "${FUZZ_SECONDS:-20}" -gt 0 ]; then
-      tools/fuzz.sh "${FUZZ_SECONDS:-20}"
+    if [ "${FUZZ_SECONDS:-10}" -gt 0 ]; then
+      tools/fuzz.sh "${FUZZ_SECONDS:-10}"
     fi
+    phase "fuzzing"
     ;;
   *)
     echo "usage: tools/setup.sh demo|test|deps" >&2

@@ -185,12 +185,22 @@ bool PromptCache::read_header(File& f) const {
   const int fd = open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   Fixed h{};
+  if (read_all(fd, &h, sizeof h, 0) && std::memcmp(h.magic, kMagic, 8) == 0 && h.version != kVersion) {
+    close(fd);  // another build's format: left alone, counted for the size bound
+    f.ours = false;
+    return true;
+  }
   bool ok = read_all(fd, &h, sizeof h, 0) && std::memcmp(h.magic, kMagic, 8) == 0 && h.version == kVersion &&
             h.n_blocks > 0 && h.block_size > 0 && h.n_layer > 0 && h.block_size <= (1 << 16) && h.n_blocks <= (1 << 24);
   if (ok) {
     f.ours = h.root == root_ && h.kv_type == uint32_t(layout_.type) && h.n_layer == layout_.n_layer &&
              h.k_dim == layout_.k_dim && h.v_dim == layout_.v_dim && h.block_size == layout_.block_size;
     const size_t n = size_t(h.n_blocks), bs = size_t(h.block_size);
+    // The arrays must fit in the file before anything is sized from them.
+    if (sizeof h + arrays_bytes(h.n_blocks, h.block_size) > uint64_t(f.bytes)) {
+      close(fd);
+      return false;
+    }
     f.names.resize(n), f.sums.resize(n), f.tokens.resize(n * bs);
     ok = read_all(fd, f.names.data(), n * 8, sizeof h) && read_all(fd, f.sums.data(), n * 8, off_t(sizeof h + n * 8)) &&
          read_all(fd, f.tokens.data(), n * bs * sizeof(TokenId), off_t(sizeof h + n * 16));
@@ -313,6 +323,25 @@ bool PromptCache::load_block(int fd, const File& f, int index, BlockPool& pool, 
 }
 
 int PromptCache::restore(BlockPool& pool, std::span<const TokenId> prompt, int max_tokens, Holds& holds) {
+  // A failure here (memory, a device copy) costs the request its restored
+  // prefix, never the server: it computes those tokens instead.
+  try {
+    return restore_locked(pool, prompt, max_tokens, holds);
+  } catch (const std::exception& e) {
+    spdlog::warn("prompt cache: restoring a prompt failed ({}); its tokens are computed", e.what());
+    return 0;
+  }
+}
+
+void PromptCache::store(const KvSequence& seq) {
+  try {
+    store_locked(seq);
+  } catch (const std::exception& e) {
+    spdlog::warn("prompt cache: storing a prompt failed ({}); it stays only in memory", e.what());
+  }
+}
+
+int PromptCache::restore_locked(BlockPool& pool, std::span<const TokenId> prompt, int max_tokens, Holds& holds) {
   std::lock_guard lock(mu_);
   if (rescan_due()) scan();
   if (by_name_.empty()) return 0;
@@ -373,7 +402,7 @@ int PromptCache::restore(BlockPool& pool, std::span<const TokenId> prompt, int m
 // ---------------------------------------------------------------------------
 // Storing: planned on the scheduler thread, written on the helper thread.
 
-void PromptCache::store(const KvSequence& seq) {
+void PromptCache::store_locked(const KvSequence& seq) {
   const auto& names = seq.block_hashes();
   const size_t bs = size_t(layout_.block_size);
   if (names.size() * bs < size_t(opt_.min_tokens) || names.empty()) return;

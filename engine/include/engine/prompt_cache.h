@@ -90,6 +90,8 @@ class PromptCache {
     int index;  // block within the file
   };
 
+  int restore_locked(BlockPool& pool, std::span<const TokenId> prompt, int max_tokens, Holds& holds);
+  void store_locked(const KvSequence& seq);
   void scan();                      // (re)reads the directory's headers; mu_ held
   bool rescan_due();                // the directory changed since the last scan; mu_ held
   bool read_header(File& f) const;  // false: damaged (or another format version)
