@@ -91,6 +91,14 @@ uint64_t checksum_of(const std::vector<T>& v, uint64_t seed) {
   return checksum(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(T), seed);
 }
 
+// Over the fixed part (its header_sum taken as 0) and the arrays after it.
+uint64_t header_sum(Fixed h, const std::vector<uint64_t>& names, const std::vector<uint64_t>& sums,
+                    const std::vector<TokenId>& tokens) {
+  h.header_sum = 0;
+  return checksum_of(
+      tokens, checksum_of(sums, checksum_of(names, checksum(reinterpret_cast<const uint8_t*>(&h), sizeof h, 0))));
+}
+
 size_t arrays_bytes(int n_blocks, int block_size) {
   return size_t(n_blocks) * (16 + size_t(block_size) * sizeof(TokenId));
 }
@@ -185,13 +193,14 @@ bool PromptCache::read_header(File& f) const {
   const int fd = open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   Fixed h{};
-  if (read_all(fd, &h, sizeof h, 0) && std::memcmp(h.magic, kMagic, 8) == 0 && h.version != kVersion) {
+  const bool magic = read_all(fd, &h, sizeof h, 0) && std::memcmp(h.magic, kMagic, 8) == 0;
+  if (magic && h.version != kVersion) {
     close(fd);  // another build's format: left alone, counted for the size bound
     f.ours = false;
     return true;
   }
-  bool ok = read_all(fd, &h, sizeof h, 0) && std::memcmp(h.magic, kMagic, 8) == 0 && h.version == kVersion &&
-            h.n_blocks > 0 && h.block_size > 0 && h.n_layer > 0 && h.block_size <= (1 << 16) && h.n_blocks <= (1 << 24);
+  bool ok = magic && h.n_blocks > 0 && h.block_size > 0 && h.n_layer > 0 && h.block_size <= (1 << 16) &&
+            h.n_blocks <= (1 << 24);
   if (ok) {
     f.ours = h.root == root_ && h.kv_type == uint32_t(layout_.type) && h.n_layer == layout_.n_layer &&
              h.k_dim == layout_.k_dim && h.v_dim == layout_.v_dim && h.block_size == layout_.block_size;
@@ -204,12 +213,7 @@ bool PromptCache::read_header(File& f) const {
     f.names.resize(n), f.sums.resize(n), f.tokens.resize(n * bs);
     ok = read_all(fd, f.names.data(), n * 8, sizeof h) && read_all(fd, f.sums.data(), n * 8, off_t(sizeof h + n * 8)) &&
          read_all(fd, f.tokens.data(), n * bs * sizeof(TokenId), off_t(sizeof h + n * 16));
-    const uint64_t want = h.header_sum;
-    h.header_sum = 0;
-    ok = ok &&
-         want == checksum_of(f.tokens,
-                             checksum_of(f.sums, checksum_of(f.names, checksum(reinterpret_cast<const uint8_t*>(&h),
-                                                                               sizeof h, 0))));
+    ok = ok && h.header_sum == header_sum(h, f.names, f.sums, f.tokens);
     f.parent = h.parent;
     f.rows_offset = rows_offset(h.n_blocks, h.block_size);
     // Rows of another format have another size: only ours can be checked for length.
@@ -263,16 +267,21 @@ void PromptCache::scan() {
 }
 
 void PromptCache::refuse(size_t file, const char* why) {
-  File& f = files_[file];
-  spdlog::warn("prompt cache: {} is damaged ({}); deleted, its tokens are computed", f.path, why);
+  spdlog::warn("prompt cache: {} is damaged ({}); deleted, its tokens are computed", files_[file].path, why);
+  ++stats_.files_refused;
+  remove_file(file);
+}
+
+void PromptCache::remove_file(size_t i) {
+  File& f = files_[i];
   std::error_code ec;
   fs::remove(f.path, ec);
-  ++stats_.files_refused;
   f.dead = true;
   stats_.bytes -= f.bytes;
+  if (!f.ours) return;
   --stats_.files;
   for (const uint64_t n : f.names)
-    if (auto it = by_name_.find(n); it != by_name_.end() && it->second.file == file) by_name_.erase(it);
+    if (auto it = by_name_.find(n); it != by_name_.end() && it->second.file == i) by_name_.erase(it);
 }
 
 void PromptCache::evict() {
@@ -283,16 +292,7 @@ void PromptCache::evict() {
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return files_[a].mtime_ns < files_[b].mtime_ns; });
   for (const size_t i : order) {
     if (uint64_t(stats_.bytes) <= opt_.max_bytes) break;
-    File& f = files_[i];
-    std::error_code ec;
-    fs::remove(f.path, ec);
-    f.dead = true;
-    stats_.bytes -= f.bytes;
-    if (f.ours) {
-      --stats_.files;
-      for (const uint64_t n : f.names)
-        if (auto it = by_name_.find(n); it != by_name_.end() && it->second.file == i) by_name_.erase(it);
-    }
+    remove_file(i);
   }
 }
 
@@ -492,8 +492,7 @@ void PromptCache::write(Write& w) {
   h.n_layer = layout_.n_layer, h.k_dim = layout_.k_dim, h.v_dim = layout_.v_dim, h.block_size = layout_.block_size;
   h.parent = w.parent;
   h.n_blocks = n;
-  h.header_sum = checksum_of(
-      f.tokens, checksum_of(f.sums, checksum_of(f.names, checksum(reinterpret_cast<const uint8_t*>(&h), sizeof h, 0))));
+  h.header_sum = header_sum(h, f.names, f.sums, f.tokens);
   std::vector<uint8_t> head(f.rows_offset, 0);
   std::memcpy(head.data(), &h, sizeof h);
   std::memcpy(head.data() + sizeof h, f.names.data(), size_t(n) * 8);

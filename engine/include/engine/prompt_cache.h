@@ -97,6 +97,7 @@ class PromptCache {
   bool read_header(File& f) const;  // false: damaged (or another format version)
   bool load_block(int fd, const File& f, int index, BlockPool& pool, int32_t b) const;  // rows, then checksum
   void refuse(size_t file, const char* why);  // deletes a damaged file and forgets its blocks; mu_ held
+  void remove_file(size_t file);              // deletes it and forgets its blocks; mu_ held
   void writer();
   void write(Write& w);
   void evict();  // least recently used files until under max_bytes; mu_ held
