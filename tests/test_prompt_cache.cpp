@@ -14,6 +14,7 @@
 #include <catch2/catch.hpp>
 
 #include "engine/engine.h"
+#include "engine/gguf.h"
 #include "engine/model.h"
 #include "test_data.h"
 
@@ -64,7 +65,7 @@ std::vector<TokenId> random_prompt(int n, int vocab, unsigned seed) {
   return t;
 }
 
-Result ask(Engine& e, const std::vector<TokenId>& prompt) {
+Request request(const std::vector<TokenId>& prompt) {
   Request req;
   req.prompt_tokens = prompt;
   req.sampling = SamplingParams::greedy();
@@ -72,7 +73,11 @@ Result ask(Engine& e, const std::vector<TokenId>& prompt) {
   req.ignore_eos = true;
   req.logprobs = 5;
   req.store_prompt = true;
-  const Result r = e.submit(req).wait();
+  return req;
+}
+
+Result ask(Engine& e, const std::vector<TokenId>& prompt) {
+  const Result r = e.submit(request(prompt)).wait();
   REQUIRE(r.error.empty());
   return r;
 }
@@ -210,10 +215,23 @@ TEST_CASE("prompt cache: another model's or another row format's files are left 
     Engine f32(m, options(&dir, KvType::F32));  // another row format: another name for every block
     CHECK(ask(f32, prompt).timings.n_prompt_restored == 0);
   }
+  const fs::path copy = dir.path / "copy.gguf";
+  fs::copy_file(ref("qwen3moe-ref"), copy);
   {
-    // The same weights in another file: another model as far as the cache knows.
-    const fs::path copy = dir.path / "copy.gguf";
-    fs::copy_file(ref("qwen3moe-ref"), copy);
+    // The same file under another path is the same model: it shares.
+    Engine same(load(copy.string()), options(&dir));
+    CHECK(ask(same, prompt).timings.n_prompt_restored == 6 * kBlock);
+  }
+  {
+    // One weight changed (a file re-quantized in place): another model.
+    const auto g = gguf::File::open(copy.string());
+    // The lowest byte of an f32 weight at a tensor's middle: a tiny change.
+    const auto t = std::find_if(g.tensors().begin(), g.tensors().end(), [](const gguf::TensorInfo& x) {
+      return x.type == gguf::DType::F32 && x.n_bytes % 8 == 0 && x.n_bytes > 64;
+    });
+    REQUIRE(t != g.tensors().end());
+    const uint64_t at = g.data_offset() + t->offset + t->n_bytes / 2;
+    flip_byte(copy, at);
     Engine other(load(copy.string()), options(&dir));
     CHECK(ask(other, prompt).timings.n_prompt_restored == 0);
     CHECK(other.metrics().prompt_cache.files_refused == 0);
@@ -259,6 +277,53 @@ TEST_CASE("prompt cache: a grown prompt writes only its new blocks; the size bou
   Engine e(m, options(&dir));
   CHECK(ask(e, other).timings.n_prompt_restored == 6 * kBlock);
   CHECK(ask(e, turn2).timings.n_prompt_restored < 10 * kBlock);
+}
+
+TEST_CASE("prompt cache: writes never leave a small pool short of blocks; copied rows restore the same bits") {
+  TempDir dir;
+  auto m = load(ref("qwen3moe-ref"));
+  const int nv = int(m->tokenizer().n_vocab());
+  EngineOptions small = options(&dir);
+  small.n_ctx = 64;
+  small.kv_tokens = 18 * kBlock;  // a write may hold 2 of its 18 blocks; past that its rows are copied
+  const auto p1 = random_prompt(10 * kBlock + 1, nv, 37), p2 = random_prompt(14 * kBlock + 1, nv, 41);
+  {
+    Engine a(m, small);
+    ask(a, p1);  // 10 blocks to write
+    ask(a, p2);  // at once 16 blocks: the write must not be holding p1's
+    CHECK(a.metrics().prompt_cache.writes_skipped == 0);
+  }
+  Engine b(m, options(&dir));
+  const Result restored = ask(b, p1);
+  CHECK(restored.timings.n_prompt_restored == 10 * kBlock);
+  Engine c(m, options(nullptr));
+  ask(c, p1);
+  check_identical(restored, ask(c, p1));
+}
+
+TEST_CASE("prompt cache: two engines storing the same prompt at once share one file") {
+  TempDir dir;
+  // Two models: an engine's scheduler owns its model's thread pool (two
+  // servers are two processes, each with its own).
+  auto m = load(ref("qwen3moe-ref")), m2 = load(ref("qwen3moe-ref"));
+  const auto prompt = random_prompt(6 * kBlock + 1, int(m->tokenizer().n_vocab()), 43);
+  for (int round = 0; round < 3; ++round) {  // the writes race differently each time
+    {
+      Engine a(m, options(&dir)), b(m2, options(&dir));
+      Handle ha = a.submit(request(prompt)), hb = b.submit(request(prompt));
+      const Result ra = ha.wait(), rb = hb.wait();
+      INFO(ra.error << " | " << rb.error);
+      REQUIRE(ra.error.empty());
+      REQUIRE(rb.error.empty());
+      CHECK(a.metrics().prompt_cache.files_refused == 0);
+      CHECK(b.metrics().prompt_cache.files_refused == 0);
+    }
+    CHECK(dir.files().size() == 1);
+    Engine c(m, options(&dir));
+    CHECK(ask(c, prompt).timings.n_prompt_restored == 6 * kBlock);
+    CHECK(c.metrics().prompt_cache.files_refused == 0);
+    for (const auto& f : dir.files()) fs::remove(f);
+  }
 }
 
 TEST_CASE("prompt cache: the device forward pass (emulated) restores into and stores from its copy of the rows") {

@@ -59,7 +59,14 @@ struct PromptCache::Write {
   uint64_t parent = 0;
   std::vector<uint64_t> names;
   std::vector<TokenId> tokens;
-  std::vector<int32_t> blocks;  // retained until written
+  std::vector<int32_t> blocks;  // retained until written (zero-copy), or
+  std::vector<uint8_t> rows;    // the blocks' rows copied: block after block, layer after layer
+
+  // Block k's rows of layer il, wherever they are.
+  const uint8_t* row(int k, int il, const KvLayout& l) const {
+    if (blocks.empty()) return rows.data() + (size_t(k) * size_t(l.n_layer) + size_t(il)) * l.block_bytes();
+    return pool->row(il, blocks[size_t(k)], 0);
+  }
 };
 
 namespace {
@@ -129,10 +136,11 @@ bool write_all(int fd, const void* src, size_t n, off_t at) {
   return true;
 }
 
-// One block's rows in the pool, layer after layer, as the checksum and the file see them.
-uint64_t block_sum(BlockPool& pool, int32_t b) {
+// One block's rows, layer after layer, as the checksum and the file see them.
+template <class RowOf>
+uint64_t block_sum(const KvLayout& l, const RowOf& row_of) {
   uint64_t h = 0;
-  for (int il = 0; il < pool.layout().n_layer; ++il) h = checksum(pool.row(il, b, 0), pool.layout().block_bytes(), h);
+  for (int il = 0; il < l.n_layer; ++il) h = checksum(row_of(il), l.block_bytes(), h);
   return h;
 }
 
@@ -319,7 +327,7 @@ bool PromptCache::load_block(int fd, const File& f, int index, BlockPool& pool, 
       at += off_t(v.iov_len);
     }
   }
-  return block_sum(pool, b) == f.sums[size_t(index)];
+  return block_sum(layout_, [&](int il) { return pool.row(il, b, 0); }) == f.sums[size_t(index)];
 }
 
 int PromptCache::restore(BlockPool& pool, std::span<const TokenId> prompt, int max_tokens, Holds& holds) {
@@ -348,18 +356,18 @@ int PromptCache::restore_locked(BlockPool& pool, std::span<const TokenId> prompt
   const size_t bs = size_t(layout_.block_size);
   const size_t want = std::min(prompt.size(), size_t(std::max(0, max_tokens))) / bs;
   uint64_t parent = pool.root_hash();
-  size_t i = 0;
-  for (; i < want; ++i) {  // what the pool has, held so that loading cannot evict it
-    const int32_t b = pool.lookup(parent, prompt.subspan(i * bs, bs));
-    if (b < 0) break;
-    holds.add(b);
-    parent = BlockPool::chain(parent, prompt.subspan(i * bs, bs));
-  }
   std::unordered_map<size_t, int> fds;
   int loaded = 0;
-  for (; i < want; ++i) {
+  for (size_t i = 0; i < want; ++i) {
     const auto toks = prompt.subspan(i * bs, bs);
     const uint64_t name = BlockPool::chain(parent, toks);
+    // What the pool has (computed, or restored by an earlier request) is held
+    // so that loading cannot evict it, and the chain goes on past it.
+    if (const int32_t b = pool.lookup(parent, toks); b >= 0) {
+      holds.add(b);
+      parent = name;
+      continue;
+    }
     const auto it = by_name_.find(name);
     if (it == by_name_.end()) break;
     const auto [file, index] = it->second;
@@ -416,6 +424,7 @@ void PromptCache::store_locked(const KvSequence& seq) {
       used.insert(it->second.file);
       continue;
     }
+    if (pending_.count(names[i])) continue;  // queued or being written by an earlier store
     if (runs.empty() || i == 0 || runs.back().names.back() != names[i - 1]) {  // a new run
       runs.emplace_back();
       runs.back().pool = &pool;
@@ -441,14 +450,40 @@ void PromptCache::store_locked(const KvSequence& seq) {
   }
   for (Write& w : runs) {
     if (uint64_t(w.names.size() * layout_.block_bytes() * size_t(layout_.n_layer)) > opt_.max_bytes) continue;
-    for (const int32_t b : w.blocks) {
-      pool.retain(b);
-      if (KvMirror* m = pool.mirror())  // the rows live on the device: the host copy is written from there
-        for (int il = 0; il < layout_.n_layer; ++il) m->read_block(b, il, pool.row(il, b, 0));
-    }
+    hand_over(w);
+    pending_.insert(w.names.begin(), w.names.end());
     queue_.push_back(std::move(w));
   }
   cv_.notify_one();
+}
+
+// The writer reads the pool's blocks in place while they hold a small share of
+// the pool (retained: the pool never rewrites a referenced block); past that
+// share their rows are copied, so that a request never finds the pool short
+// of blocks because a write is slow. Rows that live on the device (a KV
+// mirror) are read from there.
+void PromptCache::hand_over(Write& w) {
+  BlockPool& pool = *w.pool;
+  const int64_t n = int64_t(w.blocks.size());
+  KvMirror* m = pool.mirror();
+  if (retained_ + n <= pool.n_blocks() / 8) {
+    for (const int32_t b : w.blocks) {
+      pool.retain(b);
+      if (m)
+        for (int il = 0; il < layout_.n_layer; ++il) m->read_block(b, il, pool.row(il, b, 0));
+    }
+    retained_ += n;
+    return;
+  }
+  const size_t bb = layout_.block_bytes();
+  w.rows.resize(size_t(n) * size_t(layout_.n_layer) * bb);
+  for (size_t k = 0; k < size_t(n); ++k)
+    for (int il = 0; il < layout_.n_layer; ++il) {
+      uint8_t* dst = w.rows.data() + (k * size_t(layout_.n_layer) + size_t(il)) * bb;
+      if (m) m->read_block(w.blocks[k], il, dst);
+      else std::memcpy(dst, pool.row(il, w.blocks[k], 0), bb);
+    }
+  w.blocks.clear();
 }
 
 void PromptCache::writer() {
@@ -463,27 +498,28 @@ void PromptCache::writer() {
       writing_ = true;
     }
     write(w);
-    post_([pool = w.pool, blocks = std::move(w.blocks)] {
+    post_([pool = w.pool, blocks = w.blocks] {
       for (const int32_t b : blocks) pool->release(b);
     });
     {
       std::lock_guard lock(mu_);
+      retained_ -= int64_t(w.blocks.size());
+      for (const uint64_t n : w.names) pending_.erase(n);
       writing_ = false;
     }
     idle_.notify_all();
   }
 }
 
-void PromptCache::write(Write& w) {
-  BlockPool& pool = *w.pool;
+// The header and arrays of a file of w's blocks, padded to the rows' offset.
+std::vector<uint8_t> PromptCache::header_of(const Write& w, File& f) const {
   const int n = int(w.names.size());
-  File f;
   f.ours = true;
   f.parent = w.parent;
   f.names = w.names;
   f.tokens = w.tokens;
   f.rows_offset = rows_offset(n, layout_.block_size);
-  for (const int32_t b : w.blocks) f.sums.push_back(block_sum(pool, b));
+  for (int k = 0; k < n; ++k) f.sums.push_back(block_sum(layout_, [&](int il) { return w.row(k, il, layout_); }));
   Fixed h{};
   std::memcpy(h.magic, kMagic, 8);
   h.version = kVersion;
@@ -498,37 +534,66 @@ void PromptCache::write(Write& w) {
   std::memcpy(head.data() + sizeof h, f.names.data(), size_t(n) * 8);
   std::memcpy(head.data() + sizeof h + size_t(n) * 8, f.sums.data(), size_t(n) * 8);
   std::memcpy(head.data() + sizeof h + size_t(n) * 16, f.tokens.data(), f.tokens.size() * sizeof(TokenId));
+  return head;
+}
 
-  const uint64_t serial = serial_++;  // only this thread writes
-  const std::string tmp = fmt::format("{}/.tmp-{}-{}", opt_.dir, getpid(), serial);
+void PromptCache::write(Write& w) {
+  File f;
+  const std::vector<uint8_t> head = header_of(w, f);
+  // A unique temporary name (two caches of one process, or of two processes,
+  // never share one), renamed into place without replacing: a file of the
+  // same name written meanwhile by another server holds the same blocks, and
+  // replacing it under a reader would make its rows fail their checksums.
+  std::string tmp = fmt::format("{}/.tmp-XXXXXX", opt_.dir);
   f.path = fmt::format("{}/{:016x}-{:016x}.kvc", opt_.dir, w.names.front(), w.names.back());
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  bool ok = fd >= 0 && write_all(fd, head.data(), head.size(), 0);
+  const int fd = mkostemp(tmp.data(), O_CLOEXEC);
+  bool ok = fd >= 0 && fchmod(fd, 0644) == 0 && write_all(fd, head.data(), head.size(), 0);
   const size_t bb = layout_.block_bytes();
   off_t at = off_t(f.rows_offset);
-  for (int k = 0; ok && k < n; ++k)
+  for (int k = 0; ok && k < int(w.names.size()); ++k)
     for (int il = 0; ok && il < layout_.n_layer; ++il, at += off_t(bb))
-      ok = write_all(fd, pool.row(il, w.blocks[size_t(k)], 0), bb, at);
+      ok = write_all(fd, w.row(k, il, layout_), bb, at);
   if (fd >= 0) ok = close(fd) == 0 && ok;
-  std::error_code ec;
-  if (ok) fs::rename(tmp, f.path, ec);
-  if (!ok || ec) {
-    fs::remove(tmp, ec);
-    spdlog::warn("prompt cache: cannot write {} ({}); the prompt stays only in memory", f.path,
-                 ec ? ec.message() : std::string(std::strerror(errno)));
-    return;
+  bool exists = false;
+  int err = ok ? 0 : errno;
+  if (ok && renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, f.path.c_str(), RENAME_NOREPLACE) != 0) {
+    err = errno;
+    exists = err == EEXIST;
+    if (err == EINVAL && rename(tmp.c_str(), f.path.c_str()) == 0) err = 0;  // a file system without NOREPLACE
   }
-  struct stat st {};
+  if (err != 0 || exists) {
+    std::error_code ec;
+    if (fd >= 0) fs::remove(tmp, ec);
+    if (!exists) {
+      spdlog::warn("prompt cache: cannot write {} ({}); the prompt stays only in memory", f.path, std::strerror(err));
+      return;
+    }
+    f.names.clear(), f.sums.clear(), f.tokens.clear();  // the other server's file: indexed from its own header
+    f.ours = false;
+  }
   std::lock_guard lock(mu_);
-  if (stat(f.path.c_str(), &st) != 0) return;
+  if (add_file(std::move(f), exists) && !exists) stats_.blocks_written += int64_t(w.names.size());
+  evict();
+}
+
+// Indexes a file just written (or found written by another server: its header
+// is read). False when it is gone, damaged, or already indexed by a scan that
+// ran after the rename. mu_ held.
+bool PromptCache::add_file(File f, bool read_it) {
+  struct stat st {};
+  if (stat(f.path.c_str(), &st) != 0) return false;
+  for (const File& x : files_)
+    if (!x.dead && x.path == f.path) return false;
   f.bytes = st.st_size;
   f.mtime_ns = mtime_ns(st);
-  for (int i = 0; i < n; ++i) by_name_.emplace(f.names[size_t(i)], Loc{files_.size(), i});
+  if (read_it && !read_header(f)) return false;
+  stats_.bytes += f.bytes;
+  if (f.ours) {
+    ++stats_.files;
+    for (size_t i = 0; i < f.names.size(); ++i) by_name_.emplace(f.names[i], Loc{files_.size(), int(i)});
+  }
   files_.push_back(std::move(f));
-  ++stats_.files;
-  stats_.bytes += st.st_size;
-  stats_.blocks_written += n;
-  evict();
+  return true;
 }
 
 }  // namespace moelsp

@@ -38,21 +38,34 @@ Model::Model(std::unique_ptr<gguf::File> file, const LoadOptions& opt) : file_(s
   arch::read_common_config(*file_, cfg_);
   pool_ = std::make_unique<ThreadPool>(opt.threads > 0 ? opt.threads : physical_cores());
   reset_moe_stats();
-  // The file's identity: path, size, layout, and bytes from the first and last
-  // tensors (a file rewritten in place with the same size still changes it).
-  uint64_t h = std::hash<std::string>{}(file_->path());
+  // The file's identity, whatever its path (a copy or a link shares the
+  // prompt cache on disk): size, every tensor's name, type and place, the
+  // first 4 KiB of the first and last tensors and 64 bytes from the start and
+  // middle of every tensor, so a file re-quantized or rewritten in place
+  // changes it; kKvSemantics changes when what the forward pass writes into
+  // the KV cache changes meaning, so stored rows of an older build are not used.
+  constexpr uint64_t kKvSemantics = 1;
+  uint64_t h = 0xcbf29ce484222325ull ^ kKvSemantics;
   const auto add = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ull + (h >> 29); };
-  add(file_->file_size());
-  add(file_->data_offset());
-  add(file_->tensors().size());
-  for (const auto* t : {&file_->tensors().front(), &file_->tensors().back()}) {
-    const auto d = file_->tensor_data(*t);
-    for (size_t i = 0; i < std::min<size_t>(d.size(), 4096); i += 8) {
+  const auto add_bytes = [&](std::span<const uint8_t> d, size_t at, size_t n) {
+    for (size_t i = at; i < std::min(d.size(), at + n); i += 8) {
       uint64_t w = 0;
       std::memcpy(&w, d.data() + i, std::min<size_t>(8, d.size() - i));
       add(w);
     }
+  };
+  add(file_->file_size());
+  add(file_->data_offset());
+  add(file_->tensors().size());
+  for (const auto& t : file_->tensors()) {
+    add(std::hash<std::string>{}(t.name));
+    add(uint64_t(t.type) << 48 ^ t.offset);
+    const auto d = file_->tensor_data(t);
+    add_bytes(d, 0, 64);
+    add_bytes(d, d.size() / 2, 64);
   }
+  for (const auto* t : {&file_->tensors().front(), &file_->tensors().back()})
+    add_bytes(file_->tensor_data(*t), 0, 4096);
   fingerprint_ = h;
 }
 

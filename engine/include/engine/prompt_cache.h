@@ -19,8 +19,12 @@
 //
 // Writes happen on a helper thread once a prompt is done: the scheduler
 // retains the prompt's blocks not yet on disk (the pool never rewrites a
-// referenced block), the helper writes them to a temporary file, renames it
-// into place and hands the blocks back. Restores happen on the scheduler
+// referenced block) while the writes hold at most an eighth of the pool, and
+// copies their rows past that, so a slow disk never leaves a request short of
+// blocks. The helper writes them to a uniquely named temporary file, renames
+// it into place without replacing a file of that name (another server's,
+// with the same blocks), and hands the blocks back. Blocks already queued are
+// not queued again. Restores happen on the scheduler
 // thread as a request starts, before it maps its prefix: the rows are read
 // straight into free blocks of the pool, which are then published as if they
 // had been computed.
@@ -39,6 +43,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/kv.h"
@@ -98,9 +103,12 @@ class PromptCache {
   bool load_block(int fd, const File& f, int index, BlockPool& pool, int32_t b) const;  // rows, then checksum
   void refuse(size_t file, const char* why);  // deletes a damaged file and forgets its blocks; mu_ held
   void remove_file(size_t file);              // deletes it and forgets its blocks; mu_ held
+  void hand_over(Write& w);                   // retains w's blocks or copies their rows; mu_ held
   void writer();
+  std::vector<uint8_t> header_of(const Write& w, File& f) const;
   void write(Write& w);
-  void evict();  // least recently used files until under max_bytes; mu_ held
+  bool add_file(File f, bool read_it);  // mu_ held
+  void evict();                         // least recently used files until under max_bytes; mu_ held
 
   PromptCacheOptions opt_;
   KvLayout layout_;
@@ -114,7 +122,8 @@ class PromptCache {
   int64_t dir_mtime_ns_ = -1;
   std::deque<Write> queue_;
   bool writing_ = false, stop_ = false;
-  uint64_t serial_ = 0;
+  std::unordered_set<uint64_t> pending_;  // names of the blocks queued or being written
+  int64_t retained_ = 0;                  // pool blocks held by queued writes
   PromptCacheStats stats_;
   std::thread thread_;  // last: starts after everything above exists
 };
