@@ -498,12 +498,13 @@ void PromptCache::writer() {
       writing_ = true;
     }
     write(w);
-    post_([pool = w.pool, blocks = w.blocks] {
+    const int64_t held = int64_t(w.blocks.size());
+    post_([pool = w.pool, blocks = std::move(w.blocks)] {
       for (const int32_t b : blocks) pool->release(b);
     });
     {
       std::lock_guard lock(mu_);
-      retained_ -= int64_t(w.blocks.size());
+      retained_ -= held;
       for (const uint64_t n : w.names) pending_.erase(n);
       writing_ = false;
     }
@@ -567,9 +568,7 @@ void PromptCache::write(Write& w) {
     if (!exists) {
       spdlog::warn("prompt cache: cannot write {} ({}); the prompt stays only in memory", f.path, std::strerror(err));
       return;
-    }
-    f.names.clear(), f.sums.clear(), f.tokens.clear();  // the other server's file: indexed from its own header
-    f.ours = false;
+    }  // else the other server's file: indexed from its own header
   }
   std::lock_guard lock(mu_);
   if (add_file(std::move(f), exists) && !exists) stats_.blocks_written += int64_t(w.names.size());
