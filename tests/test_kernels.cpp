@@ -361,45 +361,6 @@ TEST_CASE("int8 activations: every quantized type against the scalar reference a
   set_isa(detected_isa());
 }
 
-// Tolerance: |opt − ref| ≤ 1e-5 · Σ_j |p·v| + 1e-6 (f32 vs double accumulation).
-// V as F32, or as F16 read in place (v_f16: a KV cache's rows); v holds the same values either way.
-TEST_CASE("P·V (weighted rows) matches the reference at every ISA level") {
-  std::mt19937 rng(17);
-  std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
-  for (Isa level : supported_isas())
-    for (int64_t m : {1, 3, 4, 9})
-      for (int64_t n : {8, 36, 64, 128, 200})  // 32-column tiles, 8-column steps, a scalar tail
-        for (bool acc : {false, true})         // overwrite y, or add to it (paged attention, block by block)
-          for (bool half : {false, true}) {
-            set_isa(level);
-            const int64_t n_v = 37, ldp = n_v + 3, ldv = n + 5, ldy = n + 2;
-            std::vector<float> p(size_t(m * ldp)), v(size_t(n_v * ldv)), y(size_t(m * ldy), 7.0f), yr(y.size(), 7.0f);
-            std::vector<uint16_t> v16(v.size());
-            for (auto& x : p) x = std::fabs(ud(rng));
-            for (size_t k = 0; k < v.size(); ++k) v16[k] = fp32_to_fp16(ud(rng)), v[k] = fp16_to_fp32(v16[k]);
-            WeightedRowsArgs a{p.data(), ldp, m, v.data(), ldv, n_v, n, y.data(), ldy, acc};
-            if (half) a.v = nullptr, a.v_f16 = v16.data();
-            weighted_rows(a);
-            WeightedRowsArgs b = a;
-            b.y = yr.data();
-            ref::weighted_rows(b);
-            for (int64_t i = 0; i < m; ++i)
-              for (int64_t c = 0; c < ldy; ++c) {
-                INFO(isa_name(level) << " m=" << m << " n=" << n << " i=" << i << " c=" << c << " acc=" << acc
-                                     << " half=" << half);
-                if (c >= n) {  // columns past n are left alone
-                  REQUIRE(y[size_t(i * ldy + c)] == 7.0f);
-                  continue;
-                }
-                double mag = acc ? 7.0 : 0.0;
-                for (int64_t j = 0; j < n_v; ++j)
-                  mag += std::fabs(double(p[size_t(i * ldp + j)]) * v[size_t(j * ldv + c)]);
-                REQUIRE(std::fabs(y[size_t(i * ldy + c)] - yr[size_t(i * ldy + c)]) <= 1e-5 * mag + 1e-6);
-              }
-          }
-  set_isa(detected_isa());
-}
-
 // Tolerance: each e^x within 4e-7 relative of std::exp (below f32's normal
 // range: 0 or a value under 1.2e-38), the sum within 1e-6 relative; the
 // scaled scores and their max are the same bits (one multiply each).

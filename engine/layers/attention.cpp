@@ -3,9 +3,9 @@
 //
 // Work is cut into (block of up to 16 query tokens) × (kv head) jobs: the
 // block's tokens times the group's query heads (e.g. 16 × 8 = 128 rows) meet
-// the kv head's keys in one matmul (the f32 4×2 register-tile kernel, K read
-// once per 4 keys for all rows) and its values in one P·V kernel (4 rows × 32
-// columns per tile), where a (token, head) at a time re-read K and V per row
+// the kv head's keys in one scores kernel (kernels::scores: 4 rows × 4 keys
+// per register tile, K read once per 4 rows) and its values in one P·V kernel
+// (4 rows × 32 or 64 columns per tile), where a (token, head) at a time re-read K and V per row
 // with scalar-width work. The block's last token sees pos0 + t1 keys; earlier
 // rows' extra (future) scores are masked to probability 0, at most 15 keys of
 // waste per row. Token blocks are visited in zigzag order (0, last, 1,
@@ -107,14 +107,16 @@ void run_job(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float
   for (int64_t j0 = jb0; j0 < je;) {
     const int64_t j1 = std::min(je, (j0 / K.block_size + 1) * int64_t(K.block_size));
     // scores s[row][j] = q_row · key_j for the block's keys
-    kernels::matmul({.w = {K.row(j0), K.type, a.hd_k, j1 - j0, K.row_bytes},
-                     .x = sc.qb.data(),
-                     .ldx = a.hd_k,
+    kernels::scores({.q = sc.qb.data(),
+                     .ldq = a.hd_k,
                      .m = rows,
-                     .y = sc.s.data() + (j0 - jb0),
-                     .ldy = n,
-                     .row_begin = 0,
-                     .row_end = j1 - j0});
+                     .k = K.row(j0),
+                     .k_type = K.type,
+                     .ldk = int64_t(K.row_bytes / sizeof(float)),
+                     .n = j1 - j0,
+                     .hd = a.hd_k,
+                     .s = sc.s.data() + (j0 - jb0),
+                     .lds = n});
     j0 = j1;
   }
   // e^(s − m) over each row's visible keys; later keys get 0.
@@ -197,8 +199,8 @@ void online_softmax(const AttentionArgs& a, const Job& jb, int rows, int64_t c0,
   }
 }
 
-// F16 cache rows read where they lie: the scores' matmul and P·V widen each
-// row in registers (kernels::matmul on F16 rows, weighted_rows' v_f16). The
+// F16 cache rows read where they lie: the scores and P·V widen each
+// row in registers (kernels::scores on F16 rows, weighted_rows' v_f16). The
 // sums are those of the widening paths below, in the same order, so the
 // results are the same bits. Rows are contiguous within a block of the paged
 // cache, so a chunk goes block by block: fn(s0, s1) for each block's rows.
@@ -214,18 +216,16 @@ void by_block(const PagedRows& r, int64_t c0, int64_t nc, const Fn& fn) {
 // s [m][nc] = q [m][hd] · key_j for j in [c0, c0 + nc): elements e0 … e0 + hd − 1 of K's rows.
 void scores_f16(const PagedRows& K, int64_t e0, int hd, int64_t c0, int64_t nc, const float* q, int64_t m, float* s) {
   by_block(K, c0, nc, [&](int64_t s0, int64_t s1) {
-    kernels::matmul({.w = {.data = K.row(s0) + size_t(e0) * 2,
-                           .type = kernels::DType::F16,
-                           .cols = hd,
-                           .rows = s1 - s0,
-                           .row_bytes = K.row_bytes},
-                     .x = q,
-                     .ldx = hd,
+    kernels::scores({.q = q,
+                     .ldq = hd,
                      .m = m,
-                     .y = s + (s0 - c0),
-                     .ldy = nc,
-                     .row_begin = 0,
-                     .row_end = s1 - s0});
+                     .k = K.row(s0) + size_t(e0) * 2,
+                     .k_type = kernels::DType::F16,
+                     .ldk = int64_t(K.row_bytes / 2),
+                     .n = s1 - s0,
+                     .hd = hd,
+                     .s = s + (s0 - c0),
+                     .lds = nc});
   });
 }
 
@@ -247,8 +247,13 @@ void pv_f16(const PagedRows& V, int64_t e0, int hd_v, int64_t c0, int64_t nc, co
 
 // Keys [j_lo, je) of F16 rows in chunks of `chunk`, each chunk's scores,
 // softmax and P·V: kv_heads kv heads side by side in each row, `group` query
-// rows (of sc.qb, o) for each. The next chunk's rows are requested as a chunk
-// starts (V's only when they are not K's rows: v_bytes 0).
+// rows (of sc.qb, o) for each. The next chunk's rows are requested while
+// this one is computed, a kv head's share before each kv head's scores (K)
+// and P·V (V; only when they are not K's rows: v_bytes 0). Requesting them
+// all as the chunk started (64 KiB of lines at once) left the decode step's
+// compute and memory time adding up rather than overlapping: on qwen3moe-mid
+// at depth 8192 on 2 threads the attention took 1.2-1.6 ms a layer that way,
+// 0.65-1.0 ms spread (moelsp_bench_attention, fastest of 31, a noisy VM).
 void chunks_f16(const AttentionArgs& a, const Job& jb, Scratch& sc, const PagedRows& K, const PagedRows& V,
                 int64_t j_lo, int64_t je, int kv_heads, int group, int64_t chunk, size_t v_bytes, float* o, float* m,
                 float* l) {
@@ -256,17 +261,22 @@ void chunks_f16(const AttentionArgs& a, const Job& jb, Scratch& sc, const PagedR
   const size_t k_bytes = size_t(kv_heads) * size_t(a.hd_k) * 2;
   for (int64_t c0 = j_lo; c0 < je; c0 += chunk) {
     const int64_t nc = std::min<int64_t>(chunk, je - c0), next = std::min<int64_t>(chunk, je - c0 - nc);
-    if (next > 0) {
-      prefetch_rows(K, c0 + nc, next, k_bytes);
-      if (v_bytes) prefetch_rows(V, c0 + nc, next, v_bytes);
-    }
-    for (int gi = 0; gi < kv_heads; ++gi)  // s [group rows of kv head g + gi][nc] = q_row · key_j
+    const int64_t part = (next + kv_heads - 1) / kv_heads;
+    const auto ahead = [&](const PagedRows& r, size_t bytes, int gi) {  // kv head gi's share of the next rows
+      const int64_t p0 = std::min<int64_t>(next, gi * part), p1 = std::min<int64_t>(next, p0 + part);
+      if (p1 > p0) prefetch_rows(r, c0 + nc + p0, p1 - p0, bytes);
+    };
+    for (int gi = 0; gi < kv_heads; ++gi) {  // s [group rows of kv head g + gi][nc] = q_row · key_j
+      ahead(K, k_bytes, gi);
       scores_f16(K, int64_t(gi) * a.hd_k, a.hd_k, c0, nc, sc.qb.data() + size_t(gi) * size_t(group) * size_t(a.hd_k),
                  group, sc.s.data() + size_t(gi) * size_t(group) * size_t(nc));
+    }
     online_softmax(a, jb, rows, c0, nc, sc.s.data(), o, m, l);
-    for (int gi = 0; gi < kv_heads; ++gi)  // o [group rows][hd_v] += p [group rows][nc] · v [nc][hd_v]
+    for (int gi = 0; gi < kv_heads; ++gi) {  // o [group rows][hd_v] += p [group rows][nc] · v [nc][hd_v]
+      if (v_bytes) ahead(V, v_bytes, gi);
       pv_f16(V, int64_t(gi) * a.hd_v, a.hd_v, c0, nc, sc.s.data() + size_t(gi) * size_t(group) * size_t(nc), group,
              o + size_t(gi) * size_t(group) * size_t(a.hd_v));
+    }
   }
 }
 
@@ -297,18 +307,16 @@ void run_job_widened(const AttentionArgs& a, const Job& jb, Scratch& sc, float* 
     for (int64_t j = 0; j < nc; ++j)
       kernels::dequantize_row(K.type, K.row(c0 + j), sc.kbuf.data() + size_t(j) * size_t(a.hd_k), a.hd_k);
     // s [rows][nc] = q_row · key_j
-    kernels::matmul({.w = {.data = sc.kbuf.data(),
-                           .type = kernels::DType::F32,
-                           .cols = a.hd_k,
-                           .rows = nc,
-                           .row_bytes = size_t(a.hd_k) * sizeof(float)},
-                     .x = sc.qb.data(),
-                     .ldx = a.hd_k,
+    kernels::scores({.q = sc.qb.data(),
+                     .ldq = a.hd_k,
                      .m = rows,
-                     .y = sc.s.data(),
-                     .ldy = nc,
-                     .row_begin = 0,
-                     .row_end = nc});
+                     .k = sc.kbuf.data(),
+                     .k_type = kernels::DType::F32,
+                     .ldk = a.hd_k,
+                     .n = nc,
+                     .hd = a.hd_k,
+                     .s = sc.s.data(),
+                     .lds = nc});
     online_softmax(a, jb, rows, c0, nc, sc.s.data(), o, m, l);
     const float* vp = sc.kbuf.data();
     int64_t ldv = a.hd_k;
@@ -377,18 +385,16 @@ void run_job_rows(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, 
       kernels::dequantize_row(V.type, V.row(c0 + j), sc.vbuf.data() + size_t(j) * size_t(vw), vw);
     }
     for (int gi = 0; gi < jb.kv_heads; ++gi)  // s [group rows of kv head g + gi][nc] = q_row · key_j
-      kernels::matmul({.w = {.data = sc.kbuf.data() + size_t(gi) * size_t(a.hd_k),
-                             .type = kernels::DType::F32,
-                             .cols = a.hd_k,
-                             .rows = nc,
-                             .row_bytes = size_t(kw) * sizeof(float)},
-                       .x = sc.qb.data() + size_t(gi) * size_t(group) * size_t(a.hd_k),
-                       .ldx = a.hd_k,
+      kernels::scores({.q = sc.qb.data() + size_t(gi) * size_t(group) * size_t(a.hd_k),
+                       .ldq = a.hd_k,
                        .m = group,
-                       .y = sc.s.data() + size_t(gi) * size_t(group) * size_t(nc),
-                       .ldy = nc,
-                       .row_begin = 0,
-                       .row_end = nc});
+                       .k = sc.kbuf.data() + size_t(gi) * size_t(a.hd_k),
+                       .k_type = kernels::DType::F32,
+                       .ldk = kw,
+                       .n = nc,
+                       .hd = a.hd_k,
+                       .s = sc.s.data() + size_t(gi) * size_t(group) * size_t(nc),
+                       .lds = nc});
     online_softmax(a, jb, rows, c0, nc, sc.s.data(), o, m, l);
     for (int gi = 0; gi < jb.kv_heads; ++gi)  // o [group rows][hd_v] += p [group rows][nc] · v [nc][hd_v]
       kernels::weighted_rows({.p = sc.s.data() + size_t(gi) * size_t(group) * size_t(nc),

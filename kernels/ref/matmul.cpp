@@ -186,4 +186,24 @@ void weighted_rows(const WeightedRowsArgs& a) {
     }
 }
 
+void scores(const ScoresArgs& a) {
+  const size_t el = (a.k_type == DType::F32 ? 4 : 2);
+  for (int64_t j = 0; j < a.n; ++j) {
+    const auto* k = static_cast<const uint8_t*>(a.k) + size_t(j) * size_t(a.ldk) * el;
+    for (int64_t i = 0; i < a.m; ++i) {
+      double s = 0;
+      for (int64_t c = 0; c < a.hd; ++c) {
+        float kv;
+        if (a.k_type == DType::F32) std::memcpy(&kv, k + size_t(c) * 4, 4);
+        else {
+          uint16_t h;
+          std::memcpy(&h, k + size_t(c) * 2, 2);
+          kv = a.k_type == DType::F16 ? kernels::fp16_to_fp32(h) : kernels::bf16_to_fp32(h);
+        }
+        s += double(a.q[i * a.ldq + c]) * double(kv);
+      }
+      a.s[i * a.lds + j] = float(s);
+    }
+  }
+}
 }  // namespace moelsp::kernels::ref

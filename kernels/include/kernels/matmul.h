@@ -115,6 +115,20 @@ struct WeightedRowsArgs {
 };
 void weighted_rows(const WeightedRowsArgs& a);
 
+// Attention's scores: s[i][j] = Σ_c q[i][c] · k_j[c] for i < m, j < n,
+// c < hd; key j at element j·ldk of k, of type k_type (F32, F16 or BF16: a
+// KV cache's rows where they lie). Rows of q and s are ldq and lds floats apart.
+struct ScoresArgs {
+  const float* q = nullptr;
+  int64_t ldq = 0, m = 0;
+  const void* k = nullptr;
+  DType k_type = DType::F32;
+  int64_t ldk = 0, n = 0, hd = 0;
+  float* s = nullptr;
+  int64_t lds = 0;
+};
+void scores(const ScoresArgs& a);
+
 // Attention's softmax over a row of scores, in two passes: scale_max
 // multiplies p[0, n) by `scale` in place and returns the largest of them and
 // `init`; exp_shift_sum replaces each p[j] by e^(p[j] − shift) (0 below f32's
@@ -145,6 +159,7 @@ void quantize_row_q8_k(const float* x, BlockQ8K* out, int64_t n);
 // Weights of any Kernel::Int8 type (kernels/types.h) against int8 activations.
 void matmul_int8(const MatmulArgs& a);
 void weighted_rows(const WeightedRowsArgs& a);
+void scores(const ScoresArgs& a);  // summed in double
 float scale_max(float* p, int64_t n, float scale, float init);
 float exp_shift_sum(float* p, int64_t n, float shift);               // std::exp, summed in double
 void silu_mul(const float* g, const float* u, float* h, int64_t n);  // std::exp

@@ -1,0 +1,165 @@
+// Attention's scores s = Q·Kᵀ over a KV cache's rows where they lie (F32,
+// F16 or BF16), for a job's query rows against a stretch of consecutive keys.
+//
+// Performance model. Each score is a 128-element (head size) dot product
+// whose operands both run along the contracted dimension, so every (row, key)
+// pair ends in a horizontal sum. The AVX2 path (matmul's 4×4 ymm tiles) pays
+// 16 hsums of ~6 shuffle/add ops per tile of 4 keys × 4 rows: ~40 % on top of
+// the tile's 64 FMAs over a 128-element head (measured: a qwen3moe-mid decode
+// step's attention spent as long in the scores as in P·V, which has no sums).
+// The AVX-512 tile keeps 16 zmm accumulators (4 rows × 4 keys, 16 elements a
+// step), widens each key's 16 halves once for the 4 rows, and reduces the 16
+// accumulators together: pairs of them are interleaved and added (unpack
+// lo/hi in f32, then f64 pairs, then 128-bit lanes twice), 45 ops for the 16
+// sums, which land as one vector holding the tile's 4 × 4 scores row by row.
+// On Zen 4 (AVX-512 on 256-bit units) the FMAs cost what they cost in ymm;
+// the saving is the sums and half the loads, conversions and loop overhead.
+// A Xeon with two 512-bit FMA units also doubles the FMA rate.
+//
+// The sums' order differs from the AVX2 path's, so results differ in the last
+// bits between ISA levels; within one level every key type takes the same
+// path, so F16 keys and the same values widened to F32 give the same bits.
+// GCC 12's 512-bit intrinsics start from _mm512_undefined_*, which it then
+// reports as used uninitialized (GCC bug 105593): a false positive.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <cstring>
+
+#include "kernels/convert.h"
+#include "kernels/isa.h"
+#include "kernels/matmul.h"
+
+namespace moelsp::kernels {
+namespace {
+
+#define MOELSP_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,f16c")))
+#define MOELSP_AVX512_INLINE \
+  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,f16c"), always_inline)) inline
+
+// 16 elements of a key row from element c (n < 16: the first n, zeros after).
+template <DType T>
+MOELSP_AVX512_INLINE __m512 load_k(const void* k, int64_t c, __mmask16 mask) {
+  if constexpr (T == DType::F32) {
+    return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(k) + c);
+  } else {
+    const __m256i h = _mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(k) + c);
+    if constexpr (T == DType::F16) return _mm512_cvtph_ps(h);
+    else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
+// 16 vectors → one whose lane l is the sum of a[l]'s 16 lanes.
+MOELSP_AVX512_INLINE __m512 reduce16(const __m512 a[16]) {
+  __m512 b[8], c[4];
+#pragma GCC unroll 8
+  for (int p = 0; p < 8; ++p)  // per 128-bit lane: a[2p]'s pair sums at 0 and 2, a[2p + 1]'s at 1 and 3
+    b[p] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * p], a[2 * p + 1]), _mm512_unpackhi_ps(a[2 * p], a[2 * p + 1]));
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {  // per 128-bit lane: a[4q … 4q + 3]'s sums over that lane
+    const __m512d x = _mm512_castps_pd(b[2 * q]), y = _mm512_castps_pd(b[2 * q + 1]);
+    c[q] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+  }
+  // Across the four 128-bit lanes: even lanes plus odd lanes, twice.
+  const __m512 f0 = _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], 0x88), _mm512_shuffle_f32x4(c[0], c[1], 0xDD));
+  const __m512 f1 = _mm512_add_ps(_mm512_shuffle_f32x4(c[2], c[3], 0x88), _mm512_shuffle_f32x4(c[2], c[3], 0xDD));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(f0, f1, 0x88), _mm512_shuffle_f32x4(f0, f1, 0xDD));
+}
+
+// One 16-element step of a tile: M rows' elements c … c + 15 against N keys'.
+template <DType T, int M, int N>
+MOELSP_AVX512_INLINE void step(const float* const qr[M], const uint8_t* const kr[N], int64_t c, __mmask16 mask,
+                               __m512 acc[16]) {
+  __m512 q[M];
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i) q[i] = _mm512_maskz_loadu_ps(mask, qr[i] + c);
+#pragma GCC unroll 4
+  for (int j = 0; j < N; ++j) {
+    const __m512 k = load_k<T>(kr[j], c, mask);
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i) acc[i * 4 + j] = _mm512_fmadd_ps(q[i], k, acc[i * 4 + j]);
+  }
+}
+
+// Rows i0 … i0 + M − 1 against keys j0 … j0 + N − 1 (M, N ≤ 4).
+template <DType T, int M, int N>
+MOELSP_AVX512 void tile(const ScoresArgs& a, int64_t i0, int64_t j0) {
+  const size_t el = T == DType::F32 ? 4 : 2;
+  const auto* kb = static_cast<const uint8_t*>(a.k) + size_t(j0) * size_t(a.ldk) * el;
+  const float* qr[M];
+  const uint8_t* kr[N];
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i) qr[i] = a.q + (i0 + i) * a.ldq;
+#pragma GCC unroll 4
+  for (int j = 0; j < N; ++j) kr[j] = kb + size_t(j) * size_t(a.ldk) * el;
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+  const int64_t full = a.hd / 16 * 16;
+  for (int64_t c = 0; c < full; c += 16) step<T, M, N>(qr, kr, c, __mmask16(0xffff), acc);
+  if (full < a.hd) step<T, M, N>(qr, kr, full, __mmask16((1u << (a.hd - full)) - 1), acc);
+  alignas(64) float out[16];
+  _mm512_store_ps(out, reduce16(acc));
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < N; ++j) a.s[(i0 + i) * a.lds + j0 + j] = out[i * 4 + j];
+}
+
+template <DType T, int M>
+void row_tiles(const ScoresArgs& a, int64_t i0) {
+  int64_t j = 0;
+  for (; j + 4 <= a.n; j += 4) tile<T, M, 4>(a, i0, j);
+  switch (a.n - j) {
+    case 3: tile<T, M, 3>(a, i0, j); break;
+    case 2: tile<T, M, 2>(a, i0, j); break;
+    case 1: tile<T, M, 1>(a, i0, j); break;
+    default: break;
+  }
+}
+
+template <DType T>
+void scores_avx512(const ScoresArgs& a) {
+  int64_t i = 0;
+  for (; i + 4 <= a.m; i += 4) row_tiles<T, 4>(a, i);
+  switch (a.m - i) {
+    case 3: row_tiles<T, 3>(a, i); break;
+    case 2: row_tiles<T, 2>(a, i); break;
+    case 1: row_tiles<T, 1>(a, i); break;
+    default: break;
+  }
+}
+
+size_t element_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
+
+}  // namespace
+
+void scores(const ScoresArgs& a) {
+  if (a.m <= 0 || a.n <= 0) return;
+  if (kernel_config().isa >= Isa::Avx512Vnni) {
+    switch (a.k_type) {
+      case DType::F32: return scores_avx512<DType::F32>(a);
+      case DType::F16: return scores_avx512<DType::F16>(a);
+      case DType::BF16: return scores_avx512<DType::BF16>(a);
+      default: break;
+    }
+  }
+  // Below AVX-512: matmul's tiles (for F16 and BF16 rows, widened in registers).
+  matmul({.w = {.data = a.k,
+                .type = a.k_type,
+                .cols = a.hd,
+                .rows = a.n,
+                .row_bytes = size_t(a.ldk) * element_bytes(a.k_type)},
+          .x = a.q,
+          .ldx = a.ldq,
+          .m = a.m,
+          .y = a.s,
+          .ldy = a.lds,
+          .row_begin = 0,
+          .row_end = a.n});
+}
+
+}  // namespace moelsp::kernels

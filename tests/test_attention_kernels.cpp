@@ -1,0 +1,116 @@
+// Attention's kernels against their references at every ISA level this CPU
+// runs: the scores over a KV cache's rows (F32, F16, BF16 keys read where they
+// lie) and P·V (F32 values, or F16 read in place).
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "kernels/convert.h"
+#include "kernels/isa.h"
+#include "kernels/matmul.h"
+
+using namespace moelsp::kernels;
+
+namespace {
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> out;
+  for (Isa l : {Isa::Generic, Isa::Avx2, Isa::Avx512Vnni})
+    if (l <= detected_isa()) out.push_back(l);
+  return out;
+}
+
+}  // namespace
+
+// Tolerance: |opt − ref| ≤ 1e-5 · Σ_c |q·k| + 1e-6 (f32 vs double accumulation).
+// Keys of every type hold the same values (exact in F16 and BF16 alike), so
+// within one ISA level the three types must also give the same bits.
+TEST_CASE("attention scores match the reference for F32, F16 and BF16 keys at every ISA level") {
+  std::mt19937 rng(29);
+  std::uniform_int_distribution<int> grid(-255, 255);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (Isa level : supported_isas())
+    for (int64_t m : {1, 3, 4, 9})
+      for (int64_t n : {1, 4, 7, 16, 33})
+        for (int64_t hd : {8, 64, 100, 128, 576}) {  // a masked tail (8, 100), MLA's latent rows (576)
+          set_isa(level);
+          const int64_t ldq = hd + 3, ldk = hd + 16, lds = n + 5;
+          std::vector<float> q(size_t(m * ldq)), k32(size_t(n * ldk));
+          std::vector<uint16_t> k16(k32.size()), kb16(k32.size());
+          for (auto& x : q) x = nd(rng);
+          for (size_t i = 0; i < k32.size(); ++i) {
+            k32[i] = float(grid(rng)) / 64.0f;  // exact in F16 and BF16
+            k16[i] = fp32_to_fp16(k32[i]), kb16[i] = fp32_to_bf16(k32[i]);
+          }
+          std::vector<float> ref_s(size_t(m * lds), 7.0f);
+          ScoresArgs a{q.data(), ldq, m, k32.data(), DType::F32, ldk, n, hd, ref_s.data(), lds};
+          ref::scores(a);
+          std::vector<std::vector<float>> got;
+          for (auto [t, k] : {std::pair{DType::F32, static_cast<const void*>(k32.data())},
+                              {DType::F16, k16.data()},
+                              {DType::BF16, kb16.data()}}) {
+            std::vector<float> s(ref_s.size(), 7.0f);
+            ScoresArgs b = a;
+            b.k = k, b.k_type = t, b.s = s.data();
+            scores(b);
+            got.push_back(s);
+          }
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < lds; ++j) {
+              INFO(isa_name(level) << " m=" << m << " n=" << n << " hd=" << hd << " i=" << i << " j=" << j);
+              const size_t at = size_t(i * lds + j);
+              if (j >= n) {  // columns past n are left alone
+                for (const auto& s : got) REQUIRE(s[at] == 7.0f);
+                continue;
+              }
+              double mag = 0;
+              for (int64_t c = 0; c < hd; ++c)
+                mag += std::fabs(double(q[size_t(i * ldq + c)]) * k32[size_t(j * ldk + c)]);
+              REQUIRE(std::fabs(got[0][at] - ref_s[at]) <= 1e-5 * mag + 1e-6);
+              REQUIRE(got[1][at] == got[0][at]);
+              REQUIRE(got[2][at] == got[0][at]);
+            }
+        }
+  set_isa(detected_isa());
+}
+
+// Tolerance: |opt − ref| ≤ 1e-5 · Σ_j |p·v| + 1e-6 (f32 vs double accumulation).
+// V as F32, or as F16 read in place (v_f16: a KV cache's rows); v holds the same values either way.
+TEST_CASE("P·V (weighted rows) matches the reference at every ISA level") {
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
+  for (Isa level : supported_isas())
+    for (int64_t m : {1, 3, 4, 9})
+      for (int64_t n : {8, 36, 64, 128, 200})  // 32-column tiles, 8-column steps, a scalar tail
+        for (bool acc : {false, true})         // overwrite y, or add to it (paged attention, block by block)
+          for (bool half : {false, true}) {
+            set_isa(level);
+            const int64_t n_v = 37, ldp = n_v + 3, ldv = n + 5, ldy = n + 2;
+            std::vector<float> p(size_t(m * ldp)), v(size_t(n_v * ldv)), y(size_t(m * ldy), 7.0f), yr(y.size(), 7.0f);
+            std::vector<uint16_t> v16(v.size());
+            for (auto& x : p) x = std::fabs(ud(rng));
+            for (size_t k = 0; k < v.size(); ++k) v16[k] = fp32_to_fp16(ud(rng)), v[k] = fp16_to_fp32(v16[k]);
+            WeightedRowsArgs a{p.data(), ldp, m, v.data(), ldv, n_v, n, y.data(), ldy, acc};
+            if (half) a.v = nullptr, a.v_f16 = v16.data();
+            weighted_rows(a);
+            WeightedRowsArgs b = a;
+            b.y = yr.data();
+            ref::weighted_rows(b);
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t c = 0; c < ldy; ++c) {
+                INFO(isa_name(level) << " m=" << m << " n=" << n << " i=" << i << " c=" << c << " acc=" << acc
+                                     << " half=" << half);
+                if (c >= n) {  // columns past n are left alone
+                  REQUIRE(y[size_t(i * ldy + c)] == 7.0f);
+                  continue;
+                }
+                double mag = acc ? 7.0 : 0.0;
+                for (int64_t j = 0; j < n_v; ++j)
+                  mag += std::fabs(double(p[size_t(i * ldp + j)]) * v[size_t(j * ldv + c)]);
+                REQUIRE(std::fabs(y[size_t(i * ldy + c)] - yr[size_t(i * ldy + c)]) <= 1e-5 * mag + 1e-6);
+              }
+          }
+  set_isa(detected_isa());
+}
