@@ -24,6 +24,7 @@
 #include "commands.h"
 #include "engine/gguf.h"
 #include "engine/hw.h"
+#include "engine/kv_type.h"
 #include "engine/model.h"
 #include "engine/plan.h"
 #include "engine/profile.h"
@@ -119,8 +120,9 @@ PeerResult run_peer(const BenchOptions& o, int threads, const ModelConfig& c) {
                       int(std::lround(moe_layers * (1.0 - double(std::min(o.gpu_experts, c.n_expert)) / c.n_expert))));
     }
   }
-  const std::string cmd = fmt::format("'{}' -m '{}' -p {} -n {} -d {} -t {} -r {}{} -o json 2>/dev/null", o.peer,
-                                      o.model, o.n_prompt, o.n_gen, o.n_depth, threads, o.reps, gpu);
+  const std::string cmd =
+      fmt::format("'{}' -m '{}' -p {} -n {} -d {} -t {} -r {} -ctk {} -ctv {}{} -o json 2>/dev/null", o.peer, o.model,
+                  o.n_prompt, o.n_gen, o.n_depth, threads, o.reps, o.kv_type, o.kv_type, gpu);
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) {
     r.error = "cannot run " + o.peer;
@@ -219,8 +221,9 @@ int bench(const BenchOptions& o) {
     // earlier run already faulted in (a fresh cache's page faults were ~3 % of
     // a qwen3moe-mid tg128 on this VM).
     const int depth = o.n_depth;
-    const auto pp_cache = o.n_prompt > 0 ? model->new_cache(depth + o.n_prompt + 1) : nullptr;
-    const auto tg_cache = o.n_gen > 0 ? model->new_cache(depth + o.n_gen + 1) : nullptr;
+    const KvType kv = kv_type_from_name(o.kv_type);
+    const auto pp_cache = o.n_prompt > 0 ? model->new_cache(depth + o.n_prompt + 1, kv) : nullptr;
+    const auto tg_cache = o.n_gen > 0 ? model->new_cache(depth + o.n_gen + 1, kv) : nullptr;
     // -d: the depth's tokens are computed once into each cache (not timed);
     // every repetition then cuts the cache back to them, as llama-bench does.
     if (depth > 0) {
@@ -276,7 +279,7 @@ int bench(const BenchOptions& o) {
       std::vector<double> runs;
       std::vector<float> rows(size_t(n) * size_t(c.n_vocab));
       std::vector<std::unique_ptr<KvCache>> caches;
-      for (int s = 0; s < n; ++s) caches.push_back(model->new_cache(stream_gen + 1));
+      for (int s = 0; s < n; ++s) caches.push_back(model->new_cache(stream_gen + 1, kv));
       for (int rep = 0; rep < o.reps; ++rep) {
         std::vector<TokenId> next(static_cast<size_t>(n));
         for (int s = 0; s < n; ++s) {
@@ -343,13 +346,13 @@ int bench(const BenchOptions& o) {
     const double bw = median(bws);
     const double roof = bw * 1e9 / (bpt + kv_bytes);
     fmt::print(
-        "model: {} ({}), {:.1f} M parameters in {:.1f} MiB, threads {}, kernels {}\n", o.model, c.arch,
+        "model: {} ({}), {:.1f} M parameters in {:.1f} MiB, threads {}, kernels {}, KV cache {}\n", o.model, c.arch,
         [&] {
           double n = 0;
           for (const auto& t : model->file().tensors()) n += double(t.n_elements);
           return n / 1e6;
         }(),
-        double(model->file().file_size()) / (1 << 20), threads, cpu_kernel_isa());
+        double(model->file().file_size()) / (1 << 20), threads, cpu_kernel_isa(), o.kv_type);
     if (!on_cpu) fmt::print("forward pass on {}\n", model->device_description());
     if (!on_cpu && c.n_expert > 0 && model->device_experts_per_layer() < c.n_expert) {
       const ExpertMetrics em = model->expert_metrics();

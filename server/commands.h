@@ -128,7 +128,8 @@ struct BenchOptions {
   int threads = 0;
   int n_prompt = 512;
   int n_gen = 128;
-  int n_depth = 0;  // tokens already in the context when pp and tg are measured (llama-bench's -d)
+  int n_depth = 0;              // tokens already in the context when pp and tg are measured (llama-bench's -d)
+  std::string kv_type = "f16";  // the KV cache's type (llama-bench's -ctk/-ctv)
   int reps = 3;
   std::string peer;             // path to llama.cpp's llama-bench
   int background = 0;           // > 0: measure again (both engines) with this many busy processes running

@@ -223,6 +223,11 @@ int main(int argc, char** argv) {
                    "(llama-bench's -d); the roofline then counts the KV bytes each decode step reads")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 22));
+  c_bo->add_option("--kv-type", bo.kv_type,
+                   "KV cache type: f16, bf16, f32 or q8_0 (the peer gets the same as -ctk/-ctv); q8_0 halves the KV "
+                   "bytes a decode step at depth reads")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f16", "bf16", "f32", "q8_0"}));
   c_bo->add_option("-r,--repetitions", bo.reps, "Repetitions (the median is reported)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));

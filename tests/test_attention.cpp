@@ -36,12 +36,13 @@ struct Cache {
   std::vector<int32_t> blocks;
   std::vector<float> k, v;  // [pos][n_head_kv·hd], the values as stored (rounded to the type)
 
-  // grid: values k/64 with |k| ≤ 255, exact in F16 and BF16 alike.
+  // grid: values k/64 with |k| ≤ 127, exact in F16, BF16 and Q8_0 (blocks
+  // of scale 1/64) alike; Q8_0 needs the grid and a head size of 32s.
   Cache(kernels::DType t, const Shape& s, int n_pos, int bs, std::mt19937& rng, bool grid = false)
       : type(t), block_size(bs) {
     const int w = s.n_head_kv * s.hd;
     const size_t el = t == kernels::DType::F32 ? 4 : 2;
-    row_bytes = size_t(2 * w) * el;
+    row_bytes = t == kernels::DType::Q8_0 ? size_t(2 * w) / 32 * 34 : size_t(2 * w) * el;
     const int n_blocks = (n_pos + bs - 1) / bs;
     blocks.resize(size_t(n_blocks));
     std::iota(blocks.begin(), blocks.end(), 0);
@@ -54,8 +55,13 @@ struct Cache {
       uint8_t* row = data.data() + size_t(blocks[size_t(p / bs)]) * size_t(bs) * row_bytes + size_t(p % bs) * row_bytes;
       for (int i = 0; i < 2 * w; ++i) {
         float x = nd(rng);
-        if (grid) x = std::clamp(std::round(x * 64.0f), -255.0f, 255.0f) / 64.0f;
-        if (t == kernels::DType::F16) {
+        if (grid) x = std::clamp(std::round(x * 64.0f), -127.0f, 127.0f) / 64.0f;
+        if (t == kernels::DType::Q8_0) {
+          uint8_t* blk = row + size_t(i / 32) * 34;
+          const uint16_t d = kernels::fp32_to_fp16(1.0f / 64.0f);
+          std::memcpy(blk, &d, 2);
+          blk[2 + i % 32] = uint8_t(int8_t(std::lround(x * 64.0f)));
+        } else if (t == kernels::DType::F16) {
           const uint16_t h = kernels::fp32_to_fp16(x);
           x = kernels::fp16_to_fp32(h);
           std::memcpy(row + size_t(i) * 2, &h, 2);
@@ -213,6 +219,30 @@ TEST_CASE("F16 cache rows read in place give the bits of the same values widened
         Case x(s, n_tokens, rng);
         Case y = x;
         layers::attention(pool, x.args(s, h, n_tokens, pos0));
+        layers::attention(pool, y.args(s, b, n_tokens, pos0));
+        INFO("heads " << s.n_head << "/" << s.n_head_kv << " hd " << s.hd << " threads " << threads << " tokens "
+                      << n_tokens << " at " << pos0);
+        CHECK(std::memcmp(x.out.data(), y.out.data(), x.out.size() * 4) == 0);
+      }
+}
+
+// Q8_0 rows are read where they lie too, each value widened to d·q (exact):
+// the bits of the same values widened from BF16 rows into a buffer.
+TEST_CASE("Q8_0 cache rows read in place give the bits of the same values widened from BF16") {
+  std::mt19937 rng(37);
+  for (const Shape& s : {Shape{16, 4, 128}, Shape{8, 2, 64, 40, true}, Shape{16, 1, 64}, Shape{6, 2, 32}})
+    for (const int threads : {1, 2})
+      for (const auto& [n_tokens, pos0] : {std::pair{1, 0}, {1, 37}, {1, 1000}, {3, 90}, {40, 7}}) {
+        ThreadPool pool(threads);
+        std::mt19937 values(uint32_t(pos0 + 1));
+        const Cache q(kernels::DType::Q8_0, s, pos0 + n_tokens, 16, values, true);
+        values.seed(uint32_t(pos0 + 1));
+        const Cache b(kernels::DType::BF16, s, pos0 + n_tokens, 16, values, true);
+        REQUIRE(q.k == b.k);
+        REQUIRE(q.v == b.v);
+        Case x(s, n_tokens, rng);
+        Case y = x;
+        layers::attention(pool, x.args(s, q, n_tokens, pos0));
         layers::attention(pool, y.args(s, b, n_tokens, pos0));
         INFO("heads " << s.n_head << "/" << s.n_head_kv << " hd " << s.hd << " threads " << threads << " tokens "
                       << n_tokens << " at " << pos0);

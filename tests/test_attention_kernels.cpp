@@ -1,8 +1,10 @@
 // Attention's kernels against their references at every ISA level this CPU
-// runs: the scores over a KV cache's rows (F32, F16, BF16 keys read where they
-// lie) and P·V (F32 values, or F16 read in place).
+// runs: the scores over a KV cache's rows (F32, F16, BF16, Q8_0 keys read where they
+// lie) and P·V (F32 values, or F16 and Q8_0 read in place).
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -24,36 +26,55 @@ std::vector<Isa> supported_isas() {
 
 }  // namespace
 
+// Q8_0 rows of values q/64 (|q| ≤ 127): each block's scale 1/64, exact in
+// fp16, so the rows hold exactly the F32 values. `ld` elements per row (a
+// multiple of 32).
+std::vector<uint8_t> q8_rows(const std::vector<float>& x, int64_t rows, int64_t ld) {
+  std::vector<uint8_t> out(size_t(rows * ld / 32) * 34);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < ld / 32; ++b) {
+      uint8_t* blk = out.data() + size_t(r * ld / 32 + b) * 34;
+      const uint16_t d = fp32_to_fp16(1.0f / 64.0f);
+      std::memcpy(blk, &d, 2);
+      for (int i = 0; i < 32; ++i) blk[2 + i] = uint8_t(int8_t(std::lround(x[size_t(r * ld + b * 32 + i)] * 64.0f)));
+    }
+  return out;
+}
+
 // Tolerance: |opt − ref| ≤ 1e-5 · Σ_c |q·k| + 1e-6 (f32 vs double accumulation).
-// Keys of every type hold the same values (exact in F16 and BF16 alike), so
-// within one ISA level the three types must also give the same bits.
-TEST_CASE("attention scores match the reference for F32, F16 and BF16 keys at every ISA level") {
+// Keys of every type hold the same values (q/64, |q| ≤ 127: exact in F16,
+// BF16 and Q8_0 alike), so within one ISA level the types must also give the
+// same bits (Q8_0 only where hd is a multiple of 32).
+TEST_CASE("attention scores match the reference for F32, F16, BF16 and Q8_0 keys at every ISA level") {
   std::mt19937 rng(29);
-  std::uniform_int_distribution<int> grid(-255, 255);
+  std::uniform_int_distribution<int> grid(-127, 127);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (Isa level : supported_isas())
     for (int64_t m : {1, 3, 4, 9})
       for (int64_t n : {1, 4, 7, 16, 33})
         for (int64_t hd : {8, 64, 100, 128, 576}) {  // a masked tail (8, 100), MLA's latent rows (576)
           set_isa(level);
-          const int64_t ldq = hd + 3, ldk = hd + 16, lds = n + 5;
+          const int64_t ldq = hd + 3, ldk = (hd + 16 + 31) / 32 * 32, lds = n + 5;
           std::vector<float> q(size_t(m * ldq)), k32(size_t(n * ldk));
           std::vector<uint16_t> k16(k32.size()), kb16(k32.size());
           for (auto& x : q) x = nd(rng);
           for (size_t i = 0; i < k32.size(); ++i) {
-            k32[i] = float(grid(rng)) / 64.0f;  // exact in F16 and BF16
+            k32[i] = float(grid(rng)) / 64.0f;
             k16[i] = fp32_to_fp16(k32[i]), kb16[i] = fp32_to_bf16(k32[i]);
           }
+          const std::vector<uint8_t> k8 = q8_rows(k32, n, ldk);
           std::vector<float> ref_s(size_t(m * lds), 7.0f);
-          ScoresArgs a{q.data(), ldq, m, k32.data(), DType::F32, ldk, n, hd, ref_s.data(), lds};
+          ScoresArgs a{q.data(), ldq, m, k32.data(), DType::F32, size_t(ldk) * 4, n, hd, ref_s.data(), lds};
           ref::scores(a);
           std::vector<std::vector<float>> got;
-          for (auto [t, k] : {std::pair{DType::F32, static_cast<const void*>(k32.data())},
-                              {DType::F16, k16.data()},
-                              {DType::BF16, kb16.data()}}) {
+          for (auto [t, k, stride] : {std::tuple{DType::F32, static_cast<const void*>(k32.data()), size_t(ldk) * 4},
+                                      {DType::F16, k16.data(), size_t(ldk) * 2},
+                                      {DType::BF16, kb16.data(), size_t(ldk) * 2},
+                                      {DType::Q8_0, k8.data(), size_t(ldk / 32) * 34}}) {
+            if (t == DType::Q8_0 && hd % 32 != 0) continue;
             std::vector<float> s(ref_s.size(), 7.0f);
             ScoresArgs b = a;
-            b.k = k, b.k_type = t, b.s = s.data();
+            b.k = k, b.k_type = t, b.k_stride = stride, b.s = s.data();
             scores(b);
             got.push_back(s);
           }
@@ -69,8 +90,7 @@ TEST_CASE("attention scores match the reference for F32, F16 and BF16 keys at ev
               for (int64_t c = 0; c < hd; ++c)
                 mag += std::fabs(double(q[size_t(i * ldq + c)]) * k32[size_t(j * ldk + c)]);
               REQUIRE(std::fabs(got[0][at] - ref_s[at]) <= 1e-5 * mag + 1e-6);
-              REQUIRE(got[1][at] == got[0][at]);
-              REQUIRE(got[2][at] == got[0][at]);
+              for (size_t t = 1; t < got.size(); ++t) REQUIRE(got[t][at] == got[0][at]);
             }
         }
   set_isa(detected_isa());
@@ -112,5 +132,44 @@ TEST_CASE("P·V (weighted rows) matches the reference at every ISA level") {
                 REQUIRE(std::fabs(y[size_t(i * ldy + c)] - yr[size_t(i * ldy + c)]) <= 1e-5 * mag + 1e-6);
               }
           }
+  set_isa(detected_isa());
+}
+
+// Q8_0 values read in place (v_q8) widen to exactly the F32 values (q/64),
+// so they must give the F32 path's bits at each ISA level; the reference
+// bounds both.
+TEST_CASE("P·V over Q8_0 rows gives the bits of the same values in F32") {
+  std::mt19937 rng(31);
+  std::uniform_int_distribution<int> grid(-127, 127);
+  std::uniform_real_distribution<float> ud(0.0f, 1.0f);
+  for (Isa level : supported_isas())
+    for (int64_t m : {1, 4, 9})
+      for (int64_t n : {32, 96, 128, 576})
+        for (bool acc : {false, true}) {
+          set_isa(level);
+          const int64_t n_v = 19, ldp = n_v + 1, ldv = n + 32, ldy = n + 2;
+          std::vector<float> p(size_t(m * ldp)), v(size_t(n_v * ldv)), y(size_t(m * ldy), 7.0f), yq(y), yr(y);
+          for (auto& x : p) x = ud(rng);
+          for (auto& x : v) x = float(grid(rng)) / 64.0f;
+          const std::vector<uint8_t> v8 = q8_rows(v, n_v, ldv);
+          WeightedRowsArgs a{p.data(), ldp, m, v.data(), ldv, n_v, n, y.data(), ldy, acc};
+          weighted_rows(a);
+          WeightedRowsArgs b = a;
+          b.v = nullptr, b.v_q8 = v8.data(), b.v_q8_stride = size_t(ldv / 32) * 34, b.y = yq.data();
+          weighted_rows(b);
+          b.y = yr.data();
+          ref::weighted_rows(b);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t c = 0; c < ldy; ++c) {
+              INFO(isa_name(level) << " m=" << m << " n=" << n << " i=" << i << " c=" << c << " acc=" << acc);
+              const size_t at = size_t(i * ldy + c);
+              REQUIRE(yq[at] == y[at]);
+              if (c >= n) continue;
+              double mag = acc ? 7.0 : 0.0;
+              for (int64_t j = 0; j < n_v; ++j)
+                mag += std::fabs(double(p[size_t(i * ldp + j)]) * v[size_t(j * ldv + c)]);
+              REQUIRE(std::fabs(yq[at] - yr[at]) <= 1e-5 * mag + 1e-6);
+            }
+        }
   set_isa(detected_isa());
 }

@@ -24,8 +24,10 @@
 //
 // Keys and values are read through the paged cache's block table
 // (`PagedRows`): f32 rows in place, one block of consecutive rows at a time;
-// F16/BF16/Q8_0 rows widened to f32 once per chunk of 64 positions, with an
-// online softmax over the chunks (run_job_widened). Q8_0 keys could meet
+// the other types in chunks of positions with an online softmax over the
+// chunks (run_job_widened, run_job_rows): F16 and Q8_0 rows read where they
+// lie and widened in the kernels' registers, BF16 rows (or K and V of two
+// types) widened into a buffer once per chunk. Q8_0 keys could meet
 // int8-quantized queries in the int8 kernel, as llama.cpp's quantized cache
 // does, but on the qwen3moe reference that made the logit error 0.69 instead
 // of 0.064: the queries' outliers do not survive 8 bits.
@@ -112,7 +114,7 @@ void run_job(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float
                      .m = rows,
                      .k = K.row(j0),
                      .k_type = K.type,
-                     .ldk = int64_t(K.row_bytes / sizeof(float)),
+                     .k_stride = K.row_bytes,
                      .n = j1 - j0,
                      .hd = a.hd_k,
                      .s = sc.s.data() + (j0 - jb0),
@@ -199,10 +201,12 @@ void online_softmax(const AttentionArgs& a, const Job& jb, int rows, int64_t c0,
   }
 }
 
-// F16 cache rows read where they lie: the scores and P·V widen each
-// row in registers (kernels::scores on F16 rows, weighted_rows' v_f16). The
-// sums are those of the widening paths below, in the same order, so the
-// results are the same bits. Rows are contiguous within a block of the paged
+// F16 and Q8_0 cache rows read where they lie: the scores and P·V widen each
+// row in registers (kernels::scores on the rows, weighted_rows' v_f16 / v_q8;
+// a Q8_0 value widens to d·q, exact in f32). The sums are those of the
+// widening paths below, in the same order, so the results are the same bits.
+// For a decode step at depth over a Q8_0 cache this halves the bytes read
+// without the buffer pass the widening paths cost. Rows are contiguous within a block of the paged
 // cache, so a chunk goes block by block: fn(s0, s1) for each block's rows.
 template <class Fn>
 void by_block(const PagedRows& r, int64_t c0, int64_t nc, const Fn& fn) {
@@ -213,15 +217,22 @@ void by_block(const PagedRows& r, int64_t c0, int64_t nc, const Fn& fn) {
   }
 }
 
+// Bytes from a row's start to its element e (e starts a block of the type).
+size_t offset_of(const PagedRows& r, int64_t e) { return kernels::row_bytes(r.type, uint64_t(e)).value_or(0); }
+
+// Rows read where they lie: F16 (the cache's default) and Q8_0 keys and values.
+bool in_place(kernels::DType t) { return t == kernels::DType::F16 || t == kernels::DType::Q8_0; }
+
 // s [m][nc] = q [m][hd] · key_j for j in [c0, c0 + nc): elements e0 … e0 + hd − 1 of K's rows.
-void scores_f16(const PagedRows& K, int64_t e0, int hd, int64_t c0, int64_t nc, const float* q, int64_t m, float* s) {
+void scores_in_place(const PagedRows& K, int64_t e0, int hd, int64_t c0, int64_t nc, const float* q, int64_t m,
+                     float* s) {
   by_block(K, c0, nc, [&](int64_t s0, int64_t s1) {
     kernels::scores({.q = q,
                      .ldq = hd,
                      .m = m,
-                     .k = K.row(s0) + size_t(e0) * 2,
-                     .k_type = kernels::DType::F16,
-                     .ldk = int64_t(K.row_bytes / 2),
+                     .k = K.row(s0) + offset_of(K, e0),
+                     .k_type = K.type,
+                     .k_stride = K.row_bytes,
                      .n = s1 - s0,
                      .hd = hd,
                      .s = s + (s0 - c0),
@@ -230,8 +241,11 @@ void scores_f16(const PagedRows& K, int64_t e0, int hd, int64_t c0, int64_t nc, 
 }
 
 // o [m][hd_v] += p [m][nc] · v_j for j in [c0, c0 + nc): elements e0 … e0 + hd_v − 1 of V's rows.
-void pv_f16(const PagedRows& V, int64_t e0, int hd_v, int64_t c0, int64_t nc, const float* p, int64_t m, float* o) {
+void pv_in_place(const PagedRows& V, int64_t e0, int hd_v, int64_t c0, int64_t nc, const float* p, int64_t m,
+                 float* o) {
+  const bool q8 = V.type == kernels::DType::Q8_0;
   by_block(V, c0, nc, [&](int64_t s0, int64_t s1) {
+    const uint8_t* row = V.row(s0) + offset_of(V, e0);
     kernels::weighted_rows({.p = p + (s0 - c0),
                             .ldp = nc,
                             .m = m,
@@ -241,11 +255,13 @@ void pv_f16(const PagedRows& V, int64_t e0, int hd_v, int64_t c0, int64_t nc, co
                             .y = o,
                             .ldy = hd_v,
                             .accumulate = true,
-                            .v_f16 = reinterpret_cast<const uint16_t*>(V.row(s0)) + e0});
+                            .v_f16 = q8 ? nullptr : reinterpret_cast<const uint16_t*>(row),
+                            .v_q8 = q8 ? row : nullptr,
+                            .v_q8_stride = V.row_bytes});
   });
 }
 
-// Keys [j_lo, je) of F16 rows in chunks of `chunk`, each chunk's scores,
+// Keys [j_lo, je) of F16 or Q8_0 rows in chunks of `chunk`, each chunk's scores,
 // softmax and P·V: kv_heads kv heads side by side in each row, `group` query
 // rows (of sc.qb, o) for each. The next chunk's rows are requested while
 // this one is computed, a kv head's share before each kv head's scores (K)
@@ -254,11 +270,11 @@ void pv_f16(const PagedRows& V, int64_t e0, int hd_v, int64_t c0, int64_t nc, co
 // compute and memory time adding up rather than overlapping: on qwen3moe-mid
 // at depth 8192 on 2 threads the attention took 1.2-1.6 ms a layer that way,
 // 0.65-1.0 ms spread (moelsp_bench_attention, fastest of 31, a noisy VM).
-void chunks_f16(const AttentionArgs& a, const Job& jb, Scratch& sc, const PagedRows& K, const PagedRows& V,
-                int64_t j_lo, int64_t je, int kv_heads, int group, int64_t chunk, size_t v_bytes, float* o, float* m,
-                float* l) {
+void chunks_in_place(const AttentionArgs& a, const Job& jb, Scratch& sc, const PagedRows& K, const PagedRows& V,
+                     int64_t j_lo, int64_t je, int kv_heads, int group, int64_t chunk, size_t v_bytes, float* o,
+                     float* m, float* l) {
   const int rows = kv_heads * group;
-  const size_t k_bytes = size_t(kv_heads) * size_t(a.hd_k) * 2;
+  const size_t k_bytes = offset_of(K, int64_t(kv_heads) * a.hd_k);
   for (int64_t c0 = j_lo; c0 < je; c0 += chunk) {
     const int64_t nc = std::min<int64_t>(chunk, je - c0), next = std::min<int64_t>(chunk, je - c0 - nc);
     const int64_t part = (next + kv_heads - 1) / kv_heads;
@@ -268,14 +284,15 @@ void chunks_f16(const AttentionArgs& a, const Job& jb, Scratch& sc, const PagedR
     };
     for (int gi = 0; gi < kv_heads; ++gi) {  // s [group rows of kv head g + gi][nc] = q_row · key_j
       ahead(K, k_bytes, gi);
-      scores_f16(K, int64_t(gi) * a.hd_k, a.hd_k, c0, nc, sc.qb.data() + size_t(gi) * size_t(group) * size_t(a.hd_k),
-                 group, sc.s.data() + size_t(gi) * size_t(group) * size_t(nc));
+      scores_in_place(K, int64_t(gi) * a.hd_k, a.hd_k, c0, nc,
+                      sc.qb.data() + size_t(gi) * size_t(group) * size_t(a.hd_k), group,
+                      sc.s.data() + size_t(gi) * size_t(group) * size_t(nc));
     }
     online_softmax(a, jb, rows, c0, nc, sc.s.data(), o, m, l);
     for (int gi = 0; gi < kv_heads; ++gi) {  // o [group rows][hd_v] += p [group rows][nc] · v [nc][hd_v]
       if (v_bytes) ahead(V, v_bytes, gi);
-      pv_f16(V, int64_t(gi) * a.hd_v, a.hd_v, c0, nc, sc.s.data() + size_t(gi) * size_t(group) * size_t(nc), group,
-             o + size_t(gi) * size_t(group) * size_t(a.hd_v));
+      pv_in_place(V, int64_t(gi) * a.hd_v, a.hd_v, c0, nc, sc.s.data() + size_t(gi) * size_t(group) * size_t(nc), group,
+                  o + size_t(gi) * size_t(group) * size_t(a.hd_v));
     }
   }
 }
@@ -293,10 +310,10 @@ void run_job_widened(const AttentionArgs& a, const Job& jb, Scratch& sc, float* 
   std::fill(m, m + rows, -INFINITY);
   std::fill(l, l + rows, 0.0f);
   sc.s.resize(size_t(rows) * size_t(kChunk));
-  if (K.type == kernels::DType::F16 && V.type == kernels::DType::F16) {  // MLA's latent rows, or one kv head's
+  if (in_place(K.type) && V.type == K.type) {  // MLA's latent rows, or one kv head's
     prefetch_rows(K, j_lo, std::min<int64_t>(kChunk, je - j_lo), k_bytes);
     if (!shared) prefetch_rows(V, j_lo, std::min<int64_t>(kChunk, je - j_lo), v_bytes);
-    return chunks_f16(a, jb, sc, K, V, j_lo, je, 1, rows, kChunk, shared ? 0 : v_bytes, o, m, l);
+    return chunks_in_place(a, jb, sc, K, V, j_lo, je, 1, rows, kChunk, shared ? 0 : v_bytes, o, m, l);
   }
   sc.kbuf.resize(size_t(kChunk) * size_t(a.hd_k));
   if (!shared) sc.vbuf.resize(size_t(kChunk) * size_t(a.hd_v));
@@ -312,7 +329,7 @@ void run_job_widened(const AttentionArgs& a, const Job& jb, Scratch& sc, float* 
                      .m = rows,
                      .k = sc.kbuf.data(),
                      .k_type = kernels::DType::F32,
-                     .ldk = a.hd_k,
+                     .k_stride = size_t(a.hd_k) * sizeof(float),
                      .n = nc,
                      .hd = a.hd_k,
                      .s = sc.s.data(),
@@ -349,7 +366,7 @@ void run_job_widened(const AttentionArgs& a, const Job& jb, Scratch& sc, float* 
 // TSC cycles per position (all heads) that way, 290 now, and tg512 went from
 // 108-116 to 135-139 tokens/s. Rows r of the job: query heads h0 + r, of kv
 // head g + r / group.
-constexpr int kRowChunk = 32;  // positions per chunk (other than F16: K and V widened, 2 × 64 KiB at 4 × 128 elements)
+constexpr int kRowChunk = 32;  // positions per chunk (BF16: K and V widened, 2 × 64 KiB at 4 × 128 elements)
 constexpr int kAhead = 8;      // positions requested ahead (4 and 16 measured the same)
 
 void run_job_rows(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float* m, float* l) {
@@ -366,11 +383,11 @@ void run_job_rows(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, 
   std::fill(m, m + rows, -INFINITY);
   std::fill(l, l + rows, 0.0f);
   sc.s.resize(size_t(rows) * size_t(kRowChunk));
-  // F16 rows (the cache's default type) are read where they lie (scores_f16,
-  // pv_f16); other types are widened, every chunk of rows into kbuf / vbuf
+  // F16 and Q8_0 rows are read where they lie (scores_in_place,
+  // pv_in_place); other types are widened, every chunk of rows into kbuf / vbuf
   // (32 rows × 4 kv heads × 128, 2 × 64 KiB), and read back.
-  if (K.type == kernels::DType::F16 && V.type == kernels::DType::F16)
-    return chunks_f16(a, jb, sc, K, V, j_lo, je, jb.kv_heads, group, kRowChunk, v_bytes, o, m, l);
+  if (in_place(K.type) && V.type == K.type)
+    return chunks_in_place(a, jb, sc, K, V, j_lo, je, jb.kv_heads, group, kRowChunk, v_bytes, o, m, l);
   sc.kbuf.resize(size_t(kRowChunk) * size_t(kw));
   sc.vbuf.resize(size_t(kRowChunk) * size_t(vw));
   for (int64_t c0 = j_lo; c0 < je; c0 += kRowChunk) {
@@ -390,7 +407,7 @@ void run_job_rows(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, 
                        .m = group,
                        .k = sc.kbuf.data() + size_t(gi) * size_t(a.hd_k),
                        .k_type = kernels::DType::F32,
-                       .ldk = kw,
+                       .k_stride = size_t(kw) * sizeof(float),
                        .n = nc,
                        .hd = a.hd_k,
                        .s = sc.s.data() + size_t(gi) * size_t(group) * size_t(nc),

@@ -29,6 +29,9 @@
 
 #include <cstring>
 
+#include <vector>
+
+#include "../quant_blocks.h"
 #include "kernels/convert.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
@@ -40,13 +43,19 @@ namespace {
 #define MOELSP_AVX512_INLINE \
   __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,f16c"), always_inline)) inline
 
-// 16 elements of a key row from element c (n < 16: the first n, zeros after).
+// 16 elements of a key row from element c (n < 16: the first n, zeros after;
+// Q8_0 rows have no tails: hd is a multiple of 32).
 template <DType T>
-MOELSP_AVX512_INLINE __m512 load_k(const void* k, int64_t c, __mmask16 mask) {
+MOELSP_AVX512_INLINE __m512 load_k(const uint8_t* k, int64_t c, __mmask16 mask) {
   if constexpr (T == DType::F32) {
-    return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(k) + c);
+    return _mm512_maskz_loadu_ps(mask, reinterpret_cast<const float*>(k) + c);
+  } else if constexpr (T == DType::Q8_0) {
+    const uint8_t* b = k + size_t(c / 32) * sizeof(blocks::Q8_0);
+    const __m512 d = _mm512_set1_ps(_cvtsh_ss(*reinterpret_cast<const uint16_t*>(b)));
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + c % 32));
+    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
   } else {
-    const __m256i h = _mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(k) + c);
+    const __m256i h = _mm256_maskz_loadu_epi16(mask, reinterpret_cast<const uint16_t*>(k) + c);
     if constexpr (T == DType::F16) return _mm512_cvtph_ps(h);
     else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
@@ -87,14 +96,13 @@ MOELSP_AVX512_INLINE void step(const float* const qr[M], const uint8_t* const kr
 // Rows i0 … i0 + M − 1 against keys j0 … j0 + N − 1 (M, N ≤ 4).
 template <DType T, int M, int N>
 MOELSP_AVX512 void tile(const ScoresArgs& a, int64_t i0, int64_t j0) {
-  const size_t el = T == DType::F32 ? 4 : 2;
-  const auto* kb = static_cast<const uint8_t*>(a.k) + size_t(j0) * size_t(a.ldk) * el;
+  const auto* kb = static_cast<const uint8_t*>(a.k) + size_t(j0) * a.k_stride;
   const float* qr[M];
   const uint8_t* kr[N];
 #pragma GCC unroll 4
   for (int i = 0; i < M; ++i) qr[i] = a.q + (i0 + i) * a.ldq;
 #pragma GCC unroll 4
-  for (int j = 0; j < N; ++j) kr[j] = kb + size_t(j) * size_t(a.ldk) * el;
+  for (int j = 0; j < N; ++j) kr[j] = kb + size_t(j) * a.k_stride;
   __m512 acc[16];
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
@@ -133,7 +141,28 @@ void scores_avx512(const ScoresArgs& a) {
   }
 }
 
-size_t element_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
+// Below AVX-512: matmul's tiles (F16 and BF16 rows widened in registers);
+// Q8_0 rows widened into a buffer first (matmul would meet them with int8
+// queries, which attention must not: engine/layers/attention.cpp).
+void scores_matmul(const ScoresArgs& a) {
+  MatmulArgs m{.w = {.data = a.k, .type = a.k_type, .cols = a.hd, .rows = a.n, .row_bytes = a.k_stride},
+               .x = a.q,
+               .ldx = a.ldq,
+               .m = a.m,
+               .y = a.s,
+               .ldy = a.lds,
+               .row_begin = 0,
+               .row_end = a.n};
+  thread_local std::vector<float> wide;
+  if (a.k_type == DType::Q8_0) {
+    wide.resize(size_t(a.n) * size_t(a.hd));
+    for (int64_t j = 0; j < a.n; ++j)
+      dequantize_row(DType::Q8_0, static_cast<const uint8_t*>(a.k) + size_t(j) * a.k_stride,
+                     wide.data() + size_t(j) * size_t(a.hd), a.hd);
+    m.w = {.data = wide.data(), .type = DType::F32, .cols = a.hd, .rows = a.n, .row_bytes = size_t(a.hd) * 4};
+  }
+  matmul(m);
+}
 
 }  // namespace
 
@@ -144,22 +173,11 @@ void scores(const ScoresArgs& a) {
       case DType::F32: return scores_avx512<DType::F32>(a);
       case DType::F16: return scores_avx512<DType::F16>(a);
       case DType::BF16: return scores_avx512<DType::BF16>(a);
+      case DType::Q8_0: return scores_avx512<DType::Q8_0>(a);
       default: break;
     }
   }
-  // Below AVX-512: matmul's tiles (for F16 and BF16 rows, widened in registers).
-  matmul({.w = {.data = a.k,
-                .type = a.k_type,
-                .cols = a.hd,
-                .rows = a.n,
-                .row_bytes = size_t(a.ldk) * element_bytes(a.k_type)},
-          .x = a.q,
-          .ldx = a.ldq,
-          .m = a.m,
-          .y = a.s,
-          .ldy = a.lds,
-          .row_begin = 0,
-          .row_end = a.n});
+  scores_matmul(a);
 }
 
 }  // namespace moelsp::kernels

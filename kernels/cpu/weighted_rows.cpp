@@ -12,6 +12,8 @@
 #pragma GCC diagnostic pop
 
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "kernels/convert.h"
 #include "kernels/isa.h"
@@ -82,17 +84,27 @@ void weighted_rows_avx2(const WeightedRowsArgs& a) {
 // Half the instructions per FMA (loads, conversions, broadcasts); on Zen 4
 // the FMA rate is the same, on a Xeon with two 512-bit units it doubles.
 
-template <bool Half>
-__attribute__((target("avx512f,avx512vl,avx2,fma,f16c"))) inline __m512 load_v16(const WeightedRowsArgs& a, int64_t j,
-                                                                                 int64_t c) {
-  if constexpr (Half)
+enum class VKind { F32, F16, Q8_0 };
+
+template <VKind K>
+__attribute__((target("avx512f,avx512vl,avx512bw,avx2,fma,f16c"))) inline __m512 load_v16(const WeightedRowsArgs& a,
+                                                                                          int64_t j, int64_t c) {
+  if constexpr (K == VKind::F16) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.v_f16 + j * a.ldv + c)));
-  else return _mm512_loadu_ps(a.v + j * a.ldv + c);
+  } else if constexpr (K == VKind::Q8_0) {  // d·q, exact in f32: the dequantized row's value
+    const uint8_t* b = a.v_q8 + size_t(j) * a.v_q8_stride + size_t(c / 32) * 34;
+    uint16_t d;
+    std::memcpy(&d, b, 2);
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + c % 32));
+    return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(d)), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+  } else {
+    return _mm512_loadu_ps(a.v + j * a.ldv + c);
+  }
 }
 
-template <int R, int NC, bool Half>
-__attribute__((target("avx512f,avx512vl,avx2,fma,f16c"))) void tile512(const WeightedRowsArgs& a, int64_t i0,
-                                                                       int64_t c0) {
+template <int R, int NC, VKind K>
+__attribute__((target("avx512f,avx512vl,avx512bw,avx2,fma,f16c"))) void tile512(const WeightedRowsArgs& a, int64_t i0,
+                                                                                int64_t c0) {
   __m512 acc[R][NC];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
@@ -102,7 +114,7 @@ __attribute__((target("avx512f,avx512vl,avx2,fma,f16c"))) void tile512(const Wei
   for (int64_t j = 0; j < a.n_v; ++j) {
     __m512 vv[NC];
 #pragma GCC unroll 4
-    for (int c = 0; c < NC; ++c) vv[c] = load_v16<Half>(a, j, c0 + 16 * c);
+    for (int c = 0; c < NC; ++c) vv[c] = load_v16<K>(a, j, c0 + 16 * c);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m512 p = _mm512_set1_ps(a.p[(i0 + r) * a.ldp + j]);
@@ -116,27 +128,43 @@ __attribute__((target("avx512f,avx512vl,avx2,fma,f16c"))) void tile512(const Wei
     for (int c = 0; c < NC; ++c) _mm512_storeu_ps(a.y + (i0 + r) * a.ldy + c0 + 16 * c, acc[r][c]);
 }
 
-template <int R, bool Half>
+template <int R, VKind K>
 void rows_avx512(const WeightedRowsArgs& a, int64_t i0) {
   int64_t c = 0;
-  for (; c + 64 <= a.n; c += 64) tile512<R, 4, Half>(a, i0, c);
-  for (; c + 16 <= a.n; c += 16) tile512<R, 1, Half>(a, i0, c);
-  if (c < a.n) rows_avx2<R, Half>(a, i0, c);
+  for (; c + 64 <= a.n; c += 64) tile512<R, 4, K>(a, i0, c);
+  for (; c + 16 <= a.n; c += 16) tile512<R, 1, K>(a, i0, c);
+  if constexpr (K != VKind::Q8_0)  // (Q8_0 rows come in whole blocks of 32)
+    if (c < a.n) rows_avx2<R, K == VKind::F16>(a, i0, c);
 }
 
-template <bool Half>
+template <VKind K>
 void weighted_rows_avx512(const WeightedRowsArgs& a) {
   int64_t i = 0;
-  for (; i + 4 <= a.m; i += 4) rows_avx512<4, Half>(a, i);
-  for (; i < a.m; ++i) rows_avx512<1, Half>(a, i);
+  for (; i + 4 <= a.m; i += 4) rows_avx512<4, K>(a, i);
+  for (; i < a.m; ++i) rows_avx512<1, K>(a, i);
+}
+
+// Q8_0 values below AVX-512: the rows dequantized into a buffer, then the f32 path.
+void weighted_rows_widened(const WeightedRowsArgs& a) {
+  thread_local std::vector<float> wide;
+  wide.resize(size_t(a.n_v) * size_t(a.n));
+  for (int64_t j = 0; j < a.n_v; ++j)
+    dequantize_row(DType::Q8_0, a.v_q8 + size_t(j) * a.v_q8_stride, wide.data() + size_t(j) * size_t(a.n), a.n);
+  WeightedRowsArgs f = a;
+  f.v = wide.data(), f.ldv = a.n, f.v_q8 = nullptr;
+  weighted_rows(f);
 }
 
 }  // namespace
 
 void weighted_rows(const WeightedRowsArgs& a) {
   const Isa isa = kernel_config().isa;
+  if (isa >= Isa::Avx512Vnni) {
+    if (a.v_q8) return weighted_rows_avx512<VKind::Q8_0>(a);
+    return a.v_f16 ? weighted_rows_avx512<VKind::F16>(a) : weighted_rows_avx512<VKind::F32>(a);
+  }
+  if (a.v_q8) return weighted_rows_widened(a);
   if (isa < Isa::Avx2) return ref::weighted_rows(a);
-  if (isa >= Isa::Avx512Vnni) return a.v_f16 ? weighted_rows_avx512<true>(a) : weighted_rows_avx512<false>(a);
   if (a.v_f16) weighted_rows_avx2<true>(a);
   else weighted_rows_avx2<false>(a);
 }

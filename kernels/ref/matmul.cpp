@@ -175,11 +175,19 @@ void matmul(const MatmulArgs& a) {
 }
 
 void weighted_rows(const WeightedRowsArgs& a) {
+  std::vector<float> q8;  // Q8_0 values: the rows dequantized, n apart
+  if (a.v_q8) {
+    q8.resize(size_t(a.n_v) * size_t(a.n));
+    for (int64_t j = 0; j < a.n_v; ++j)
+      ref::dequantize_row(DType::Q8_0, a.v_q8 + size_t(j) * a.v_q8_stride, q8.data() + size_t(j) * size_t(a.n), a.n);
+  }
   for (int64_t i = 0; i < a.m; ++i)
     for (int64_t c = 0; c < a.n; ++c) {
       double s = a.accumulate ? double(a.y[i * a.ldy + c]) : 0.0;
       for (int64_t j = 0; j < a.n_v; ++j) {
-        const float v = a.v_f16 ? kernels::fp16_to_fp32(a.v_f16[j * a.ldv + c]) : a.v[j * a.ldv + c];
+        const float v = a.v_q8    ? q8[size_t(j * a.n + c)]
+                        : a.v_f16 ? kernels::fp16_to_fp32(a.v_f16[j * a.ldv + c])
+                                  : a.v[j * a.ldv + c];
         s += double(a.p[i * a.ldp + j]) * double(v);
       }
       a.y[i * a.ldy + c] = float(s);
@@ -187,21 +195,12 @@ void weighted_rows(const WeightedRowsArgs& a) {
 }
 
 void scores(const ScoresArgs& a) {
-  const size_t el = (a.k_type == DType::F32 ? 4 : 2);
+  std::vector<float> k(size_t(a.hd));
   for (int64_t j = 0; j < a.n; ++j) {
-    const auto* k = static_cast<const uint8_t*>(a.k) + size_t(j) * size_t(a.ldk) * el;
+    ref::dequantize_row(a.k_type, static_cast<const uint8_t*>(a.k) + size_t(j) * a.k_stride, k.data(), a.hd);
     for (int64_t i = 0; i < a.m; ++i) {
       double s = 0;
-      for (int64_t c = 0; c < a.hd; ++c) {
-        float kv;
-        if (a.k_type == DType::F32) std::memcpy(&kv, k + size_t(c) * 4, 4);
-        else {
-          uint16_t h;
-          std::memcpy(&h, k + size_t(c) * 2, 2);
-          kv = a.k_type == DType::F16 ? kernels::fp16_to_fp32(h) : kernels::bf16_to_fp32(h);
-        }
-        s += double(a.q[i * a.ldq + c]) * double(kv);
-      }
+      for (int64_t c = 0; c < a.hd; ++c) s += double(a.q[i * a.ldq + c]) * double(k[size_t(c)]);
       a.s[i * a.lds + j] = float(s);
     }
   }

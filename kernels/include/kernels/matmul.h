@@ -112,18 +112,27 @@ struct WeightedRowsArgs {
   // ldv elements apart) and v is ignored: the same sums, the values widened
   // in registers instead of in a buffer first.
   const uint16_t* v_f16 = nullptr;
+  // The same for Q8_0 rows, v_q8_stride bytes apart (n a multiple of 32):
+  // each value widened to d·q (exact in f32), so the sums are those of the
+  // rows dequantized to F32.
+  const uint8_t* v_q8 = nullptr;
+  size_t v_q8_stride = 0;
 };
 void weighted_rows(const WeightedRowsArgs& a);
 
 // Attention's scores: s[i][j] = Σ_c q[i][c] · k_j[c] for i < m, j < n,
-// c < hd; key j at element j·ldk of k, of type k_type (F32, F16 or BF16: a
-// KV cache's rows where they lie). Rows of q and s are ldq and lds floats apart.
+// c < hd; key j at byte j·k_stride of k, of type k_type (F32, F16, BF16 or
+// Q8_0 with hd a multiple of 32: a KV cache's rows where they lie). Rows of q
+// and s are ldq and lds floats apart. Q8_0 elements are widened to d·q (exact
+// in f32) before they meet q, so every type gives what its values widened to
+// F32 give, bit for bit, at one ISA level.
 struct ScoresArgs {
   const float* q = nullptr;
   int64_t ldq = 0, m = 0;
   const void* k = nullptr;
   DType k_type = DType::F32;
-  int64_t ldk = 0, n = 0, hd = 0;
+  size_t k_stride = 0;
+  int64_t n = 0, hd = 0;
   float* s = nullptr;
   int64_t lds = 0;
 };
