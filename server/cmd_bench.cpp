@@ -121,8 +121,10 @@ PeerResult run_peer(const BenchOptions& o, int threads, const ModelConfig& c) {
     }
   }
   const std::string cmd =
-      fmt::format("'{}' -m '{}' -p {} -n {} -d {} -t {} -r {} -ctk {} -ctv {}{} -o json 2>/dev/null", o.peer, o.model,
-                  o.n_prompt, o.n_gen, o.n_depth, threads, o.reps, o.kv_type, o.kv_type, gpu);
+      fmt::format("'{}' -m '{}' -p {} -n {} -d {} -t {} -r {} -ctk {} -ctv {}{}{} -o json 2>/dev/null", o.peer, o.model,
+                  o.n_prompt, o.n_gen, o.n_depth, threads, o.reps, o.kv_type, o.kv_type,
+                  o.kv_type == "q8_0" ? " -fa on" : "",  // llama.cpp's quantized V cache needs flash attention
+                  gpu);
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) {
     r.error = "cannot run " + o.peer;

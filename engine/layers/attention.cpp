@@ -39,7 +39,10 @@
 // normalised (after merging the ranges in the split form).
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "kernels/matmul.h"
 #include "layers.h"
@@ -150,12 +153,12 @@ void run_job(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, float
   }
 }
 
-// run_job for caches whose rows are not f32 (F16 by default; BF16, Q8_0):
-// keys are widened to f32 once per chunk of up to kChunk positions (gathered
-// across blocks), and when the values are the keys' own leading elements
-// (MLA's absorbed form: attention over the latents) the widened chunk serves
-// as the values too, where reading F16 rows in the score matmul and widening
-// them again for P·V converted every row twice, block by block (16 keys).
+// run_job for caches whose rows are not f32. F16 and Q8_0 rows (below
+// AVX-512: F16 only) are read where they lie (chunks_in_place, below); the
+// others (BF16, or K and V of two types) have their keys widened to f32 once
+// per chunk of up to kChunk positions (gathered across blocks), and when the
+// values are the keys' own leading elements (MLA's absorbed form: attention
+// over the latents) the widened chunk serves as the values too.
 // The softmax is online: per chunk each row's max moves up, rescaling its
 // sum and output so far by e^(m_old − m_new). The same state as run_job.
 constexpr int kChunk = 64;
@@ -218,10 +221,17 @@ void by_block(const PagedRows& r, int64_t c0, int64_t nc, const Fn& fn) {
 }
 
 // Bytes from a row's start to its element e (e starts a block of the type).
+// Head sizes on whole blocks of the type are checked before any job runs
+// (check_heads), so every head's offset is on a block's start.
 size_t offset_of(const PagedRows& r, int64_t e) { return kernels::row_bytes(r.type, uint64_t(e)).value_or(0); }
 
-// Rows read where they lie: F16 (the cache's default) and Q8_0 keys and values.
-bool in_place(kernels::DType t) { return t == kernels::DType::F16 || t == kernels::DType::Q8_0; }
+// Rows read where they lie: F16 (the cache's default) and Q8_0 keys and
+// values. Below AVX-512 the scores kernel widens Q8_0 rows into a buffer
+// anyway (kernels::scores), and P·V would again: those go to the widening
+// path, which widens MLA's shared rows once for both.
+bool in_place(kernels::DType t) {
+  return t == kernels::DType::F16 || (t == kernels::DType::Q8_0 && kernels::isa_level() >= kernels::Isa::Avx512Vnni);
+}
 
 // s [m][nc] = q [m][hd] · key_j for j in [c0, c0 + nc): elements e0 … e0 + hd − 1 of K's rows.
 void scores_in_place(const PagedRows& K, int64_t e0, int hd, int64_t c0, int64_t nc, const float* q, int64_t m,
@@ -511,6 +521,17 @@ Plan plan_of(const AttentionArgs& a, int threads) {
 
 void attention(ThreadPool& pool, const AttentionArgs& a) { attention(pool, std::span<const AttentionArgs>(&a, 1)); }
 
+namespace {
+// A head of K or V that does not fill whole blocks of its row type (Q8_0: 32
+// elements) cannot be addressed; the cache's layout rules it out, and this
+// says so rather than reading another head's bytes.
+void check_heads(const AttentionArgs& a) {
+  if (!kernels::row_bytes(a.k.type, uint64_t(a.hd_k)) || !kernels::row_bytes(a.v.type, uint64_t(a.hd_v)))
+    throw std::invalid_argument(
+        fmt::format("attention: head sizes {} / {} are not whole blocks of the cache's rows", a.hd_k, a.hd_v));
+}
+}  // namespace
+
 void attention(ThreadPool& pool, std::span<const AttentionArgs> batch) {
   // Kept, with the states below: a decode step comes here once per layer.
   // (Named through references: the loop's lambda runs on other threads too,
@@ -522,6 +543,7 @@ void attention(ThreadPool& pool, std::span<const AttentionArgs> batch) {
   size_t states = 0, max_rows = 0;
   int max_hd = 0;
   for (const AttentionArgs& a : batch) {
+    check_heads(a);
     Plan p = plan_of(a, pool.size());
     p.job0 = n_jobs;
     n_jobs += p.n_jobs;

@@ -1,12 +1,14 @@
 // Attention's scores s = Q·Kᵀ over a KV cache's rows where they lie (F32,
-// F16 or BF16), for a job's query rows against a stretch of consecutive keys.
+// F16, BF16 or Q8_0), for a job's query rows against a stretch of
+// consecutive keys.
 //
 // Performance model. Each score is a 128-element (head size) dot product
 // whose operands both run along the contracted dimension, so every (row, key)
-// pair ends in a horizontal sum. The AVX2 path (matmul's 4×4 ymm tiles) pays
-// 16 hsums of ~6 shuffle/add ops per tile of 4 keys × 4 rows: ~40 % on top of
-// the tile's 64 FMAs over a 128-element head (measured: a qwen3moe-mid decode
-// step's attention spent as long in the scores as in P·V, which has no sums).
+// pair ends in a horizontal sum. matmul's ymm tiles (the path below AVX-512,
+// and before this kernel at every level) pay a ~6-op hsum per (row, key):
+// ~40 % on top of a 4 × 4 tile's 64 FMAs over a 128-element head (measured:
+// a qwen3moe-mid decode step's attention spent as long in the scores as in
+// P·V, which has no sums).
 // The AVX-512 tile keeps 16 zmm accumulators (4 rows × 4 keys, 16 elements a
 // step), widens each key's 16 halves once for the 4 rows, and reduces the 16
 // accumulators together: pairs of them are interleaved and added (unpack
@@ -39,9 +41,8 @@
 namespace moelsp::kernels {
 namespace {
 
-#define MOELSP_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,f16c")))
-#define MOELSP_AVX512_INLINE \
-  __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,f16c"), always_inline)) inline
+#define MOELSP_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx2,fma,f16c")))
+#define MOELSP_AVX512_INLINE __attribute__((target("avx512f,avx512vl,avx512bw,avx2,fma,f16c"), always_inline)) inline
 
 // 16 elements of a key row from element c (n < 16: the first n, zeros after;
 // Q8_0 rows have no tails: hd is a multiple of 32).
@@ -51,7 +52,9 @@ MOELSP_AVX512_INLINE __m512 load_k(const uint8_t* k, int64_t c, __mmask16 mask) 
     return _mm512_maskz_loadu_ps(mask, reinterpret_cast<const float*>(k) + c);
   } else if constexpr (T == DType::Q8_0) {
     const uint8_t* b = k + size_t(c / 32) * sizeof(blocks::Q8_0);
-    const __m512 d = _mm512_set1_ps(_cvtsh_ss(*reinterpret_cast<const uint16_t*>(b)));
+    uint16_t dh;
+    std::memcpy(&dh, b, 2);
+    const __m512 d = _mm512_set1_ps(_cvtsh_ss(dh));
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + c % 32));
     return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
   } else {

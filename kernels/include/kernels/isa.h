@@ -16,7 +16,8 @@ namespace moelsp::kernels {
 enum class Isa {
   Generic,     // scalar C++ (any x86-64)
   Avx2,        // AVX2 + FMA + F16C: 256-bit f32 FMA, maddubs for int8
-  Avx512Vnni,  // + AVX-512 F/BW/VL/VNNI: vpdpbusd (u8·s8 → s32) on 256-bit vectors, 32 registers
+  Avx512Vnni,  // + AVX-512 F/BW/VL/VNNI: vpdpbusd (u8·s8 → s32) on 256-bit vectors, 32 registers;
+               // attention's scores, P·V and the softmax's exponentials in zmm
 };
 
 // How activations meet quantized weights. Int8 (the default, as llama.cpp
