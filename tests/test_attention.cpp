@@ -200,23 +200,23 @@ TEST_CASE("a batch of sequences' attention gives each the bits it gets alone") {
     CHECK(std::memcmp(alone[i].out.data(), batched[i].out.data(), alone[i].out.size() * 4) == 0);
 }
 
-// F16 rows are read where they lie (widened in registers); other types are
-// widened into a buffer first. The sums are the same, in the same order, so
-// BF16 rows holding the same values (exact in both) must give the same bits:
-// decode over several kv heads' rows, one kv head (MLA's latent rows), prompts.
-TEST_CASE("F16 cache rows read in place give the bits of the same values widened from BF16") {
+// `type`'s rows read in place against BF16 rows holding the same values
+// (exact in both) widened into a buffer: the same sums in the same order, so
+// the same bits, at every ISA level; decode over several kv heads' rows, one
+// kv head (MLA's latent rows), prompts.
+namespace {
+void check_in_place_bits(kernels::DType type, std::initializer_list<Shape> shapes, uint32_t seed) {
   for (const kernels::Isa level : {kernels::Isa::Avx2, kernels::Isa::Avx512Vnni}) {
     if (level > kernels::detected_isa()) continue;
     kernels::set_isa(level);
-    std::mt19937 rng(23);
-    for (const Shape& s : {Shape{16, 4, 128}, Shape{8, 2, 64, 40, true}, Shape{12, 3, 72}, Shape{6, 3, 36},
-                           Shape{16, 1, 64}, Shape{4, 1, 36, 0, true}})
+    std::mt19937 rng(seed);
+    for (const Shape& s : shapes)
       for (const int threads : {1, 2})
         for (const auto& [n_tokens, pos0] :
              {std::pair{1, 0}, {1, 15}, {1, 37}, {1, 300}, {1, 1000}, {3, 90}, {40, 7}}) {
           ThreadPool pool(threads);
           std::mt19937 values(uint32_t(pos0 + 1));
-          const Cache h(kernels::DType::F16, s, pos0 + n_tokens, 16, values, true);
+          const Cache h(type, s, pos0 + n_tokens, 16, values, true);
           values.seed(uint32_t(pos0 + 1));
           const Cache b(kernels::DType::BF16, s, pos0 + n_tokens, 16, values, true);
           REQUIRE(h.k == b.k);
@@ -232,32 +232,18 @@ TEST_CASE("F16 cache rows read in place give the bits of the same values widened
   }
   kernels::set_isa(kernels::detected_isa());
 }
+}  // namespace
 
-// Q8_0 rows are read where they lie too, each value widened to d·q (exact):
-// the bits of the same values widened from BF16 rows into a buffer.
+TEST_CASE("F16 cache rows read in place give the bits of the same values widened from BF16") {
+  check_in_place_bits(kernels::DType::F16,
+                      {Shape{16, 4, 128}, Shape{8, 2, 64, 40, true}, Shape{12, 3, 72}, Shape{6, 3, 36},
+                       Shape{16, 1, 64}, Shape{4, 1, 36, 0, true}},
+                      23);
+}
+
+// Q8_0 rows are read where they lie too (at AVX-512), each value widened to
+// d·q, exact in f32. Head sizes of whole 32-value blocks only.
 TEST_CASE("Q8_0 cache rows read in place give the bits of the same values widened from BF16") {
-  for (const kernels::Isa level : {kernels::Isa::Avx2, kernels::Isa::Avx512Vnni}) {
-    if (level > kernels::detected_isa()) continue;
-    kernels::set_isa(level);
-    std::mt19937 rng(37);
-    for (const Shape& s : {Shape{16, 4, 128}, Shape{8, 2, 64, 40, true}, Shape{16, 1, 64}, Shape{6, 2, 32}})
-      for (const int threads : {1, 2})
-        for (const auto& [n_tokens, pos0] : {std::pair{1, 0}, {1, 37}, {1, 1000}, {3, 90}, {40, 7}}) {
-          ThreadPool pool(threads);
-          std::mt19937 values(uint32_t(pos0 + 1));
-          const Cache q(kernels::DType::Q8_0, s, pos0 + n_tokens, 16, values, true);
-          values.seed(uint32_t(pos0 + 1));
-          const Cache b(kernels::DType::BF16, s, pos0 + n_tokens, 16, values, true);
-          REQUIRE(q.k == b.k);
-          REQUIRE(q.v == b.v);
-          Case x(s, n_tokens, rng);
-          Case y = x;
-          layers::attention(pool, x.args(s, q, n_tokens, pos0));
-          layers::attention(pool, y.args(s, b, n_tokens, pos0));
-          INFO(kernels::isa_name(level) << " heads " << s.n_head << "/" << s.n_head_kv << " hd " << s.hd << " threads "
-                                        << threads << " tokens " << n_tokens << " at " << pos0);
-          CHECK(std::memcmp(x.out.data(), y.out.data(), x.out.size() * 4) == 0);
-        }
-  }
-  kernels::set_isa(kernels::detected_isa());
+  check_in_place_bits(kernels::DType::Q8_0,
+                      {Shape{16, 4, 128}, Shape{8, 2, 64, 40, true}, Shape{16, 1, 64}, Shape{6, 2, 32}}, 37);
 }

@@ -9,22 +9,16 @@
 
 #include <catch2/catch.hpp>
 
+#include "isa_levels.h"
 #include "kernels/convert.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
 
 using namespace moelsp::kernels;
 
+using moelsp::test::supported_isas;
+
 namespace {
-
-std::vector<Isa> supported_isas() {
-  std::vector<Isa> out;
-  for (Isa l : {Isa::Generic, Isa::Avx2, Isa::Avx512Vnni})
-    if (l <= detected_isa()) out.push_back(l);
-  return out;
-}
-
-}  // namespace
 
 // Q8_0 rows of values q/64 (|q| ≤ 127): each block's scale 1/64, exact in
 // fp16, so the rows hold exactly the F32 values. `ld` elements per row (a
@@ -40,6 +34,8 @@ std::vector<uint8_t> q8_rows(const std::vector<float>& x, int64_t rows, int64_t 
     }
   return out;
 }
+
+}  // namespace
 
 // Tolerance: |opt − ref| ≤ 1e-5 · Σ_c |q·k| + 1e-6 (f32 vs double accumulation).
 // Keys of every type hold the same values (q/64, |q| ≤ 127: exact in F16,

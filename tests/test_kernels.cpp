@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "isa_levels.h"
 #include "kernels/convert.h"
 #include "kernels/cuda.h"
 #include "kernels/isa.h"
@@ -153,13 +154,7 @@ std::vector<float> split_rows(const MatmulArgs& a, int64_t at) {
   return y;
 }
 
-// Every ISA level this CPU can run, from generic up (kernels/isa.h).
-std::vector<Isa> supported_isas() {
-  std::vector<Isa> out;
-  for (Isa l : {Isa::Generic, Isa::Avx2, Isa::Avx512Vnni})
-    if (l <= detected_isa()) out.push_back(l);
-  return out;
-}
+using moelsp::test::supported_isas;
 
 }  // namespace
 
