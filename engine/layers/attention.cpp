@@ -4,9 +4,9 @@
 // Work is cut into (block of up to 16 query tokens) × (kv head) jobs: the
 // block's tokens times the group's query heads (e.g. 16 × 8 = 128 rows) meet
 // the kv head's keys in one scores kernel (kernels::scores: 4 rows × 4 keys
-// per register tile, K read once per 4 rows) and its values in one P·V kernel
-// (4 rows × 32 or 64 columns per tile), where a (token, head) at a time re-read K and V per row
-// with scalar-width work. The block's last token sees pos0 + t1 keys; earlier
+// per register tile, K read once per 4 rows) and its values in one P·V
+// kernel (4 rows × 32 or 64 columns per tile), where a (token, head) at a
+// time re-read K and V per row with scalar-width work. The block's last token sees pos0 + t1 keys; earlier
 // rows' extra (future) scores are masked to probability 0, at most 15 keys of
 // waste per row. Token blocks are visited in zigzag order (0, last, 1,
 // last − 1, …) so the pool's contiguous job ranges carry equal causal work.
@@ -209,8 +209,9 @@ void online_softmax(const AttentionArgs& a, const Job& jb, int rows, int64_t c0,
 // a Q8_0 value widens to d·q, exact in f32). The sums are those of the
 // widening paths below, in the same order, so the results are the same bits.
 // For a decode step at depth over a Q8_0 cache this halves the bytes read
-// without the buffer pass the widening paths cost. Rows are contiguous within a block of the paged
-// cache, so a chunk goes block by block: fn(s0, s1) for each block's rows.
+// without the buffer pass the widening paths cost. Rows are contiguous
+// within a block of the paged cache, so a chunk goes block by block:
+// fn(s0, s1) for each block's rows.
 template <class Fn>
 void by_block(const PagedRows& r, int64_t c0, int64_t nc, const Fn& fn) {
   for (int64_t s0 = c0; s0 < c0 + nc;) {
@@ -271,8 +272,8 @@ void pv_in_place(const PagedRows& V, int64_t e0, int hd_v, int64_t c0, int64_t n
   });
 }
 
-// Keys [j_lo, je) of F16 or Q8_0 rows in chunks of `chunk`, each chunk's scores,
-// softmax and P·V: kv_heads kv heads side by side in each row, `group` query
+// Keys [j_lo, je) of F16 or Q8_0 rows in chunks of `chunk`, each chunk's
+// scores, softmax and P·V: kv_heads kv heads side by side in each row, `group` query
 // rows (of sc.qb, o) for each. The next chunk's rows are requested while
 // this one is computed, a kv head's share before each kv head's scores (K)
 // and P·V (V; only when they are not K's rows: v_bytes 0). Requesting them

@@ -21,6 +21,7 @@
 // The sums' order differs from the AVX2 path's, so results differ in the last
 // bits between ISA levels; within one level every key type takes the same
 // path, so F16 keys and the same values widened to F32 give the same bits.
+//
 // GCC 12's 512-bit intrinsics start from _mm512_undefined_*, which it then
 // reports as used uninitialized (GCC bug 105593): a false positive.
 #pragma GCC diagnostic push
@@ -30,7 +31,6 @@
 #pragma GCC diagnostic pop
 
 #include <cstring>
-
 #include <vector>
 
 #include "../quant_blocks.h"
