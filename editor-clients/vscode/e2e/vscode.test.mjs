@@ -115,15 +115,22 @@ async function freePort() {
   });
 }
 
-// Polls fn until it returns something truthy, or fails after ms.
-async function until(what, fn, ms = 30000, every = 100) {
+// Polls fn until it returns something truthy; null after ms.
+async function poll(fn, ms, every) {
   const end = Date.now() + ms;
   for (;;) {
     const v = await fn();
     if (v) return v;
-    if (Date.now() > end) fail(`timed out after ${ms / 1000} s waiting for ${what}`);
+    if (Date.now() > end) return null;
     await sleep(every);
   }
+}
+
+// Polls fn until it returns something truthy, or fails after ms.
+async function until(what, fn, ms = 30000, every = 100) {
+  const v = await poll(fn, ms, every);
+  if (!v) fail(`timed out after ${ms / 1000} s waiting for ${what}`);
+  return v;
 }
 
 async function main() {
@@ -246,16 +253,25 @@ async function main() {
   await page.screenshot({ path: path.join(out, '4-status.png') });
 
   // 8. The chat view: ask about area.py, and watch the answer stream.
+  // Under load (the other tests running beside this one) the webview twice
+  // did not appear within 30 s of the command: the command runs again, up to
+  // three times, before that counts as a failure.
   await openFile('area.py');
-  await runCommand(page, 'moelsp: Open Chat');
-  const frame = await until('the chat webview', async () => {
+  const chatFrame = async () => {
     for (const f of page.frames()) {
       try {
         if (await f.$('#q')) return f;
       } catch {}
     }
     return null;
-  }, 30000, 250);
+  };
+  let frame = null;
+  for (let attempt = 1; attempt <= 3 && !frame; ++attempt) {
+    if (attempt > 1) log(`the chat webview did not appear in 30 s: "moelsp: Open Chat" again (attempt ${attempt})`);
+    await runCommand(page, 'moelsp: Open Chat');
+    frame = await poll(chatFrame, 30000, 250);
+  }
+  if (!frame) fail('timed out after 3 × 30 s waiting for the chat webview');
   await frame.click('#q');
   await frame.type('#q', 'What does the function area do?');
   await frame.$eval('#send', (b) => b.click());
