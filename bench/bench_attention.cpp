@@ -18,7 +18,6 @@
 #include <memory>
 #include <numeric>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -93,27 +92,19 @@ double min_seconds(int reps, const Fn& fn) {
   return t.front();
 }
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Attention at a context depth: decode step and prefill batch, per KV cache type"};
   Shape s;
   int depth = 8192, tokens = 512, threads = 2, reps = 9;
-  std::string types = "F16,Q8_0";
+  std::vector<std::string> types = {"F16", "Q8_0"};
   app.add_option("--depth", depth, "Positions already in the cache")->check(CLI::Range(1, 1 << 20));
   app.add_option("--tokens", tokens, "Query tokens of the prefill batch (0: decode only)")->check(CLI::Range(0, 8192));
   app.add_option("--heads", s.heads, "Query heads");
   app.add_option("--kv-heads", s.kv_heads, "KV heads");
   app.add_option("--hd", s.hd, "Head size (K and V)");
-  app.add_option("--types", types, "KV cache types, comma-separated (F16, BF16, Q8_0, F32)");
+  app.add_option("--types", types, "KV cache types, comma-separated (F16, BF16, Q8_0, F32)")->delimiter(',');
   app.add_option("--threads", threads, "Threads")->check(CLI::Range(1, 256));
   app.add_option("--reps", reps, "Repetitions (the fastest is reported)")->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
@@ -126,7 +117,7 @@ int main(int argc, char** argv) {
   std::vector<float> q(size_t(n_q) * size_t(s.heads) * size_t(s.hd)), out(q.size());
   for (float& x : q) x = nd(rng);
   std::printf("shape: %d heads, %d kv heads, hd %d; depth %d; %d threads\n", s.heads, s.kv_heads, s.hd, depth, threads);
-  for (const std::string& name : split(types)) {
+  for (const std::string& name : types) {
     const auto t = kernels::dtype_from_name(name);
     if (!t) {
       std::fprintf(stderr, "unknown type %s\n", name.c_str());

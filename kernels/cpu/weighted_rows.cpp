@@ -1,8 +1,9 @@
 // Attention's P·V (y = P·V, P [m][n_v] probabilities, V [n_v][n] values).
 // Performance model: a 4-row × 32-column register tile (16 accumulators; 64
-// columns in zmm) takes
-// 4 loads of V and 4 broadcasts of P per 16 FMAs, so V streams from cache
-// once per 4 query rows instead of once per row as a row-at-a-time axpy does.
+// columns in zmm) takes 4 loads of V and 4 broadcasts of P per 16 FMAs, so V
+// streams from cache once per 4 query rows instead of once per row as a
+// row-at-a-time axpy does.
+//
 // GCC 12's 512-bit intrinsics start from _mm512_undefined_*, which it then
 // reports as used uninitialized (GCC bug 105593): a false positive.
 #pragma GCC diagnostic push
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <vector>
 
+#include "../quant_blocks.h"
 #include "kernels/convert.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
@@ -83,7 +85,6 @@ void weighted_rows_avx2(const WeightedRowsArgs& a) {
 // chain of FMAs in the same order, so the results are the AVX2 path's bits.
 // Half the instructions per FMA (loads, conversions, broadcasts); on Zen 4
 // the FMA rate is the same, on a Xeon with two 512-bit units it doubles.
-
 enum class VKind { F32, F16, Q8_0 };
 
 template <VKind K>
@@ -92,7 +93,7 @@ __attribute__((target("avx512f,avx512vl,avx512bw,avx2,fma,f16c"))) inline __m512
   if constexpr (K == VKind::F16) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.v_f16 + j * a.ldv + c)));
   } else if constexpr (K == VKind::Q8_0) {  // d·q, exact in f32: the dequantized row's value
-    const uint8_t* b = a.v_q8 + size_t(j) * a.v_q8_stride + size_t(c / 32) * 34;
+    const uint8_t* b = a.v_q8 + size_t(j) * a.v_q8_stride + size_t(c / 32) * sizeof(blocks::Q8_0);
     uint16_t d;
     std::memcpy(&d, b, 2);
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + c % 32));
