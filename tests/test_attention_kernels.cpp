@@ -169,3 +169,73 @@ TEST_CASE("P·V over Q8_0 rows gives the bits of the same values in F32") {
         }
   set_isa(detected_isa());
 }
+
+// Lines requested ahead (the decode step's next chunk of KV rows) are a hint:
+// spread over the tiles or requested at once, they change no bit of the
+// results and leave the lines' memory as it was, for any number of lines
+// against the kernel's steps (fewer, as many, several a step).
+TEST_CASE("lines requested ahead change no result") {
+  std::mt19937 rng(37);
+  std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
+  const int64_t m = 4, n = 16, hd = 128;
+  std::vector<float> q(size_t(m * hd)), p(size_t(m * n));
+  std::vector<uint16_t> k16(size_t(n * hd)), v16(size_t(n * hd));
+  for (auto& x : q) x = ud(rng);
+  for (auto& x : p) x = std::fabs(ud(rng));
+  for (auto& x : k16) x = fp32_to_fp16(ud(rng));
+  for (auto& x : v16) x = fp32_to_fp16(ud(rng));
+  alignas(64) static uint8_t lines[64 * 600];
+  for (size_t i = 0; i < sizeof lines; ++i) lines[i] = uint8_t(i * 7);
+  for (Isa level : supported_isas()) {
+    set_isa(level);
+    std::vector<float> s0(size_t(m * n)), y0(size_t(m * hd));
+    scores({.q = q.data(),
+            .ldq = hd,
+            .m = m,
+            .k = k16.data(),
+            .k_type = DType::F16,
+            .k_stride = size_t(hd) * 2,
+            .n = n,
+            .hd = hd,
+            .s = s0.data(),
+            .lds = n});
+    weighted_rows({.p = p.data(),
+                   .ldp = n,
+                   .m = m,
+                   .ldv = hd,
+                   .n_v = n,
+                   .n = hd,
+                   .y = y0.data(),
+                   .ldy = hd,
+                   .v_f16 = v16.data()});
+    for (int64_t count : {1, 7, 32, 64, 600}) {
+      INFO(isa_name(level) << " lines=" << count);
+      std::vector<float> s(s0.size()), y(y0.size());
+      scores({.q = q.data(),
+              .ldq = hd,
+              .m = m,
+              .k = k16.data(),
+              .k_type = DType::F16,
+              .k_stride = size_t(hd) * 2,
+              .n = n,
+              .hd = hd,
+              .s = s.data(),
+              .lds = n,
+              .ahead = {lines, count}});
+      weighted_rows({.p = p.data(),
+                     .ldp = n,
+                     .m = m,
+                     .ldv = hd,
+                     .n_v = n,
+                     .n = hd,
+                     .y = y.data(),
+                     .ldy = hd,
+                     .v_f16 = v16.data(),
+                     .ahead = {lines, count}});
+      REQUIRE(s == s0);
+      REQUIRE(y == y0);
+    }
+  }
+  for (size_t i = 0; i < sizeof lines; ++i) REQUIRE(lines[i] == uint8_t(i * 7));
+  set_isa(detected_isa());
+}

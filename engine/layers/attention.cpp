@@ -69,6 +69,7 @@ struct Job {
 
 struct Scratch {
   std::vector<float> qb, s, kbuf, vbuf;
+  std::vector<PagedRows> kh, vh;  // chunks_in_place: each kv head's K and V rows
 };
 
 // The first key a job reads: a sliding window hides keys older than
@@ -176,6 +177,75 @@ void prefetch_rows(const PagedRows& r, int64_t j0, int64_t n, size_t bytes) {
   }
 }
 
+// The rows of the next chunk, requested while the current chunk is computed:
+// in address order (each position's K span, then its V span; adjacent in the
+// cache's rows, so a block's rows are one run of consecutive lines), a share
+// to each kernel call, which spreads its share over its tiles
+// (kernels::LinesAhead). A decode step at depth streams its KV from memory,
+// and what limits it is how many lines are in flight while the FMAs run:
+//  - a kv head's share of the K lines, then of the V lines (the old order),
+//    walks each 2 KiB row twice with 1 KiB gaps; a plain read in that order
+//    ran at 21-37 GB/s where a sequential one ran at 35-58 (two threads, 320
+//    MiB, this VM), and 45-58 in address order;
+//  - a call's share requested at its start (64 lines at once) stalls the
+//    core until miss buffers free up, so compute and memory add up; spread
+//    over the tiles they overlap. Fastest of 8 alternating rounds at depth
+//    8192, 20 layers (moelsp_bench_attention): F16 703 µs a layer spread,
+//    935 at each call's start; Q8_0 600 against 710. Blocks that lie next to
+//    each other joined into one call (fewer, larger shares) measured 755.
+struct Ahead {
+  const PagedRows *k = nullptr, *v = nullptr;
+  size_t k_bytes = 0, v_bytes = 0;  // per position (v_bytes 0: the values are K's rows)
+  // The lines still to request, as runs of consecutive addresses: a
+  // position's K span and V span, and a block's consecutive positions, join
+  // into one run (in the common case a chunk is one run per block it spans).
+  struct Run {
+    uintptr_t p, end;
+  };
+  Run runs[8] = {};
+  int n_runs = 0, at = 0;
+  size_t per_step = 0;     // lines a share holds at most
+  int64_t j = 0, end = 0;  // positions not yet turned into runs
+
+  void add(const uint8_t* p0, size_t bytes) {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(p0) & ~uintptr_t(63),
+                    e = (reinterpret_cast<uintptr_t>(p0) + bytes + 63) & ~uintptr_t(63);
+    if (n_runs > at && runs[n_runs - 1].end >= p && runs[n_runs - 1].p <= p)
+      runs[n_runs - 1].end = std::max(runs[n_runs - 1].end, e);
+    else runs[n_runs++] = {p, e};
+  }
+  // Positions [j0, j1), in `steps` shares (what is left of the last
+  // positions is requested first).
+  void start(int64_t j0, int64_t j1, int steps) {
+    flush();
+    n_runs = at = 0, j = j0, end = j1;
+    const size_t lines = size_t(std::max<int64_t>(0, j1 - j0)) * ((k_bytes + v_bytes) / 64 + 2);
+    per_step = (lines + size_t(std::max(steps, 1)) - 1) / size_t(std::max(steps, 1));
+  }
+  // The next share for a kernel call to request (kernels::LinesAhead): up
+  // to per_step lines, from one run.
+  kernels::LinesAhead take() {
+    if (at == n_runs) {  // the next positions' runs
+      if (j >= end) return {};
+      n_runs = at = 0;
+      for (; j < end && n_runs < 6; ++j) {
+        add(k->row(j), k_bytes);
+        if (v_bytes) add(v->row(j), v_bytes);
+      }
+    }
+    Run& r = runs[at];
+    const int64_t lines = std::min<int64_t>(int64_t(per_step), int64_t(r.end - r.p) / 64);
+    const kernels::LinesAhead out{reinterpret_cast<const uint8_t*>(r.p), lines};
+    if ((r.p += uintptr_t(lines) * 64) >= r.end) ++at;
+    return out;
+  }
+  // Requests what is left now.
+  void flush() {
+    per_step = ~size_t(0) >> 1;
+    for (kernels::LinesAhead x = take(); x.lines > 0; x = take()) kernels::prefetch_lines(x);
+  }
+};
+
 // One chunk of the online softmax: scores s [rows][nc] for keys c0 … c0 +
 // nc − 1 become e^(s − m) over the keys each row sees (0 elsewhere); each
 // row's max m moves up, rescaling its sum l and output o so far by
@@ -234,29 +304,30 @@ bool in_place(kernels::DType t) {
   return t == kernels::DType::F16 || (t == kernels::DType::Q8_0 && kernels::isa_level() >= kernels::Isa::Avx512Vnni);
 }
 
-// s [m][nc] = q [m][hd] · key_j for j in [c0, c0 + nc): elements e0 … e0 + hd − 1 of K's rows.
-void scores_in_place(const PagedRows& K, int64_t e0, int hd, int64_t c0, int64_t nc, const float* q, int64_t m,
-                     float* s) {
+// s [m][nc] = q [m][hd] · key_j for j in [c0, c0 + nc): the first hd elements of K's rows (K.at: a kv head's).
+void scores_in_place(const PagedRows& K, int hd, int64_t c0, int64_t nc, const float* q, int64_t m, float* s,
+                     Ahead& ahead) {
   by_block(K, c0, nc, [&](int64_t s0, int64_t s1) {
     kernels::scores({.q = q,
                      .ldq = hd,
                      .m = m,
-                     .k = K.row(s0) + offset_of(K, e0),
+                     .k = K.row(s0),
                      .k_type = K.type,
                      .k_stride = K.row_bytes,
                      .n = s1 - s0,
                      .hd = hd,
                      .s = s + (s0 - c0),
-                     .lds = nc});
+                     .lds = nc,
+                     .ahead = ahead.take()});
   });
 }
 
-// o [m][hd_v] += p [m][nc] · v_j for j in [c0, c0 + nc): elements e0 … e0 + hd_v − 1 of V's rows.
-void pv_in_place(const PagedRows& V, int64_t e0, int hd_v, int64_t c0, int64_t nc, const float* p, int64_t m,
-                 float* o) {
+// o [m][hd_v] += p [m][nc] · v_j for j in [c0, c0 + nc): the first hd_v elements of V's rows.
+void pv_in_place(const PagedRows& V, int hd_v, int64_t c0, int64_t nc, const float* p, int64_t m, float* o,
+                 Ahead& ahead) {
   const bool q8 = V.type == kernels::DType::Q8_0;
   by_block(V, c0, nc, [&](int64_t s0, int64_t s1) {
-    const uint8_t* row = V.row(s0) + offset_of(V, e0);
+    const uint8_t* row = V.row(s0);
     kernels::weighted_rows({.p = p + (s0 - c0),
                             .ldp = nc,
                             .m = m,
@@ -268,43 +339,39 @@ void pv_in_place(const PagedRows& V, int64_t e0, int hd_v, int64_t c0, int64_t n
                             .accumulate = true,
                             .v_f16 = q8 ? nullptr : reinterpret_cast<const uint16_t*>(row),
                             .v_q8 = q8 ? row : nullptr,
-                            .v_q8_stride = V.row_bytes});
+                            .v_q8_stride = V.row_bytes,
+                            .ahead = ahead.take()});
   });
 }
 
 // Keys [j_lo, je) of F16 or Q8_0 rows in chunks of `chunk`, each chunk's
-// scores, softmax and P·V: kv_heads kv heads side by side in each row, `group` query
-// rows (of sc.qb, o) for each. The next chunk's rows are requested while
-// this one is computed, a kv head's share before each kv head's scores (K)
-// and P·V (V; only when they are not K's rows: v_bytes 0). Requesting them
-// all as the chunk started (64 KiB of lines at once) left the decode step's
-// compute and memory time adding up rather than overlapping: on qwen3moe-mid
-// at depth 8192 on 2 threads the attention took 1.2-1.6 ms a layer that way,
-// 0.65-1.0 ms spread (moelsp_bench_attention, fastest of 31, a noisy VM).
+// scores, softmax and P·V: kv_heads kv heads side by side in each row, `group`
+// query rows (of sc.qb, o) for each. The next chunk's rows are requested
+// while this one is computed (Ahead: in address order, spread over the
+// chunk's kernel calls, a block of one kv head's rows a call); the first
+// chunk's are requested at once.
 void chunks_in_place(const AttentionArgs& a, const Job& jb, Scratch& sc, const PagedRows& K, const PagedRows& V,
                      int64_t j_lo, int64_t je, int kv_heads, int group, int64_t chunk, size_t v_bytes, float* o,
                      float* m, float* l) {
   const int rows = kv_heads * group;
-  const size_t k_bytes = offset_of(K, int64_t(kv_heads) * a.hd_k);
+  sc.kh.clear(), sc.vh.clear();
+  for (int gi = 0; gi < kv_heads; ++gi)
+    sc.kh.push_back(K.at(int64_t(gi) * a.hd_k)), sc.vh.push_back(V.at(int64_t(gi) * a.hd_v));
+  Ahead ahead{.k = &K, .v = &V, .k_bytes = offset_of(K, int64_t(kv_heads) * a.hd_k), .v_bytes = v_bytes};
+  ahead.start(j_lo, std::min(je, j_lo + chunk), 1);
+  ahead.flush();
   for (int64_t c0 = j_lo; c0 < je; c0 += chunk) {
-    const int64_t nc = std::min<int64_t>(chunk, je - c0), next = std::min<int64_t>(chunk, je - c0 - nc);
-    const int64_t part = (next + kv_heads - 1) / kv_heads;
-    const auto ahead = [&](const PagedRows& r, size_t bytes, int gi) {  // kv head gi's share of the next rows
-      const int64_t p0 = std::min<int64_t>(next, gi * part), p1 = std::min<int64_t>(next, p0 + part);
-      if (p1 > p0) prefetch_rows(r, c0 + nc + p0, p1 - p0, bytes);
-    };
-    for (int gi = 0; gi < kv_heads; ++gi) {  // s [group rows of kv head g + gi][nc] = q_row · key_j
-      ahead(K, k_bytes, gi);
-      scores_in_place(K, int64_t(gi) * a.hd_k, a.hd_k, c0, nc,
-                      sc.qb.data() + size_t(gi) * size_t(group) * size_t(a.hd_k), group,
-                      sc.s.data() + size_t(gi) * size_t(group) * size_t(nc));
-    }
+    const int64_t nc = std::min<int64_t>(chunk, je - c0);
+    int runs = 0;  // kernel calls per kv head and pass
+    by_block(K, c0, nc, [&](int64_t, int64_t) { ++runs; });
+    ahead.start(c0 + nc, std::min(je, c0 + nc + chunk), 2 * kv_heads * runs);
+    for (int gi = 0; gi < kv_heads; ++gi)  // s [group rows of kv head g + gi][nc] = q_row · key_j
+      scores_in_place(sc.kh[size_t(gi)], a.hd_k, c0, nc, sc.qb.data() + size_t(gi) * size_t(group) * size_t(a.hd_k),
+                      group, sc.s.data() + size_t(gi) * size_t(group) * size_t(nc), ahead);
     online_softmax(a, jb, rows, c0, nc, sc.s.data(), o, m, l);
-    for (int gi = 0; gi < kv_heads; ++gi) {  // o [group rows][hd_v] += p [group rows][nc] · v [nc][hd_v]
-      if (v_bytes) ahead(V, v_bytes, gi);
-      pv_in_place(V, int64_t(gi) * a.hd_v, a.hd_v, c0, nc, sc.s.data() + size_t(gi) * size_t(group) * size_t(nc), group,
-                  o + size_t(gi) * size_t(group) * size_t(a.hd_v));
-    }
+    for (int gi = 0; gi < kv_heads; ++gi)  // o [group rows][hd_v] += p [group rows][nc] · v [nc][hd_v]
+      pv_in_place(sc.vh[size_t(gi)], a.hd_v, c0, nc, sc.s.data() + size_t(gi) * size_t(group) * size_t(nc), group,
+                  o + size_t(gi) * size_t(group) * size_t(a.hd_v), ahead);
   }
 }
 
@@ -321,11 +388,8 @@ void run_job_widened(const AttentionArgs& a, const Job& jb, Scratch& sc, float* 
   std::fill(m, m + rows, -INFINITY);
   std::fill(l, l + rows, 0.0f);
   sc.s.resize(size_t(rows) * size_t(kChunk));
-  if (in_place(K.type) && V.type == K.type) {  // MLA's latent rows, or one kv head's
-    prefetch_rows(K, j_lo, std::min<int64_t>(kChunk, je - j_lo), k_bytes);
-    if (!shared) prefetch_rows(V, j_lo, std::min<int64_t>(kChunk, je - j_lo), v_bytes);
+  if (in_place(K.type) && V.type == K.type)  // MLA's latent rows, or one kv head's
     return chunks_in_place(a, jb, sc, K, V, j_lo, je, 1, rows, kChunk, shared ? 0 : v_bytes, o, m, l);
-  }
   sc.kbuf.resize(size_t(kChunk) * size_t(a.hd_k));
   if (!shared) sc.vbuf.resize(size_t(kChunk) * size_t(a.hd_v));
   for (int64_t c0 = j_lo; c0 < je; c0 += kChunk) {
@@ -387,8 +451,6 @@ void run_job_rows(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, 
   const int64_t kw = int64_t(jb.kv_heads) * a.hd_k, vw = int64_t(jb.kv_heads) * a.hd_v;  // elements per row
   const size_t k_bytes = kernels::row_bytes(K.type, uint64_t(kw)).value_or(0),
                v_bytes = kernels::row_bytes(V.type, uint64_t(vw)).value_or(0);
-  prefetch_rows(K, j_lo, std::min<int64_t>(kAhead, je - j_lo), k_bytes);
-  prefetch_rows(V, j_lo, std::min<int64_t>(kAhead, je - j_lo), v_bytes);
   gather_queries(a, jb, sc);  // [rows][hd_k]
   std::fill(o, o + size_t(rows) * size_t(a.hd_v), 0.0f);
   std::fill(m, m + rows, -INFINITY);
@@ -399,6 +461,8 @@ void run_job_rows(const AttentionArgs& a, const Job& jb, Scratch& sc, float* o, 
   // (32 rows × 4 kv heads × 128, 2 × 64 KiB), and read back.
   if (in_place(K.type) && V.type == K.type)
     return chunks_in_place(a, jb, sc, K, V, j_lo, je, jb.kv_heads, group, kRowChunk, v_bytes, o, m, l);
+  prefetch_rows(K, j_lo, std::min<int64_t>(kAhead, je - j_lo), k_bytes);
+  prefetch_rows(V, j_lo, std::min<int64_t>(kAhead, je - j_lo), v_bytes);
   sc.kbuf.resize(size_t(kRowChunk) * size_t(kw));
   sc.vbuf.resize(size_t(kRowChunk) * size_t(vw));
   for (int64_t c0 = j_lo; c0 < je; c0 += kRowChunk) {

@@ -30,6 +30,7 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -43,6 +44,18 @@ namespace {
 
 #define MOELSP_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx2,fma,f16c")))
 #define MOELSP_AVX512_INLINE __attribute__((target("avx512f,avx512vl,avx512bw,avx2,fma,f16c"), always_inline)) inline
+
+// LinesAhead spread over a kernel's steps: `per` lines a step, from p, until
+// `left` run out. Kept in locals inside a tile (a reference would be loaded
+// and stored around every step).
+struct Spread {
+  const uint8_t* p = nullptr;
+  int64_t left = 0, per = 0;
+};
+MOELSP_AVX512_INLINE void spread_step(const uint8_t*& p, int64_t& left, int64_t per) {
+  for (int64_t i = 0; i < per && left > 0; ++i, --left, p += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+}
 
 // 16 elements of a key row from element c (n < 16: the first n, zeros after;
 // Q8_0 rows have no tails: hd is a multiple of 32).
@@ -98,7 +111,7 @@ MOELSP_AVX512_INLINE void step(const float* const qr[M], const uint8_t* const kr
 
 // Rows i0 … i0 + M − 1 against keys j0 … j0 + N − 1 (M, N ≤ 4).
 template <DType T, int M, int N>
-MOELSP_AVX512 void tile(const ScoresArgs& a, int64_t i0, int64_t j0) {
+MOELSP_AVX512 void tile(const ScoresArgs& a, int64_t i0, int64_t j0, Spread& sp) {
   const auto* kb = static_cast<const uint8_t*>(a.k) + size_t(j0) * a.k_stride;
   const float* qr[M];
   const uint8_t* kr[N];
@@ -110,7 +123,13 @@ MOELSP_AVX512 void tile(const ScoresArgs& a, int64_t i0, int64_t j0) {
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
   const int64_t full = a.hd / 16 * 16;
-  for (int64_t c = 0; c < full; c += 16) step<T, M, N>(qr, kr, c, __mmask16(0xffff), acc);
+  const uint8_t* pf = sp.p;
+  int64_t left = sp.left;
+  for (int64_t c = 0; c < full; c += 16) {
+    spread_step(pf, left, sp.per);
+    step<T, M, N>(qr, kr, c, __mmask16(0xffff), acc);
+  }
+  sp.p = pf, sp.left = left;
   if (full < a.hd) step<T, M, N>(qr, kr, full, __mmask16((1u << (a.hd - full)) - 1), acc);
   alignas(64) float out[16];
   _mm512_store_ps(out, reduce16(acc));
@@ -121,27 +140,31 @@ MOELSP_AVX512 void tile(const ScoresArgs& a, int64_t i0, int64_t j0) {
 }
 
 template <DType T, int M>
-void row_tiles(const ScoresArgs& a, int64_t i0) {
+void row_tiles(const ScoresArgs& a, int64_t i0, Spread& sp) {
   int64_t j = 0;
-  for (; j + 4 <= a.n; j += 4) tile<T, M, 4>(a, i0, j);
+  for (; j + 4 <= a.n; j += 4) tile<T, M, 4>(a, i0, j, sp);
   switch (a.n - j) {
-    case 3: tile<T, M, 3>(a, i0, j); break;
-    case 2: tile<T, M, 2>(a, i0, j); break;
-    case 1: tile<T, M, 1>(a, i0, j); break;
+    case 3: tile<T, M, 3>(a, i0, j, sp); break;
+    case 2: tile<T, M, 2>(a, i0, j, sp); break;
+    case 1: tile<T, M, 1>(a, i0, j, sp); break;
     default: break;
   }
 }
 
 template <DType T>
 void scores_avx512(const ScoresArgs& a) {
+  // a.ahead over the tiles' 16-element steps
+  const int64_t steps = (a.m + 3) / 4 * ((a.n + 3) / 4) * std::max<int64_t>(1, a.hd / 16);
+  Spread sp{.p = a.ahead.p, .left = a.ahead.lines, .per = (a.ahead.lines + steps - 1) / steps};
   int64_t i = 0;
-  for (; i + 4 <= a.m; i += 4) row_tiles<T, 4>(a, i);
+  for (; i + 4 <= a.m; i += 4) row_tiles<T, 4>(a, i, sp);
   switch (a.m - i) {
-    case 3: row_tiles<T, 3>(a, i); break;
-    case 2: row_tiles<T, 2>(a, i); break;
-    case 1: row_tiles<T, 1>(a, i); break;
+    case 3: row_tiles<T, 3>(a, i, sp); break;
+    case 2: row_tiles<T, 2>(a, i, sp); break;
+    case 1: row_tiles<T, 1>(a, i, sp); break;
     default: break;
   }
+  prefetch_lines({sp.p, sp.left});  // (none left: the steps cover them)
 }
 
 // Below AVX-512: matmul's tiles (F16 and BF16 rows widened in registers);
@@ -169,8 +192,12 @@ void scores_matmul(const ScoresArgs& a) {
 
 }  // namespace
 
+void prefetch_lines(const LinesAhead& a) {
+  for (int64_t i = 0; i < a.lines; ++i) __builtin_prefetch(a.p + i * 64);
+}
+
 void scores(const ScoresArgs& a) {
-  if (a.m <= 0 || a.n <= 0) return;
+  if (a.m <= 0 || a.n <= 0) return prefetch_lines(a.ahead);
   if (kernel_config().isa >= Isa::Avx512Vnni) {
     switch (a.k_type) {
       case DType::F32: return scores_avx512<DType::F32>(a);
@@ -180,6 +207,7 @@ void scores(const ScoresArgs& a) {
       default: break;
     }
   }
+  prefetch_lines(a.ahead);
   scores_matmul(a);
 }
 

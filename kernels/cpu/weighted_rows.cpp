@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -103,16 +104,27 @@ __attribute__((target("avx512f,avx512vl,avx512bw,avx2,fma,f16c"))) inline __m512
   }
 }
 
+// LinesAhead spread over the tiles' keys: `per` lines a key, from p, until
+// `left` run out (locals inside a tile: see scores.cpp).
+struct Spread {
+  const uint8_t* p = nullptr;
+  int64_t left = 0, per = 0;
+};
+
 template <int R, int NC, VKind K>
 __attribute__((target("avx512f,avx512vl,avx512bw,avx2,fma,f16c"))) void tile512(const WeightedRowsArgs& a, int64_t i0,
-                                                                                int64_t c0) {
+                                                                                int64_t c0, Spread& sp) {
   __m512 acc[R][NC];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int c = 0; c < NC; ++c)
       acc[r][c] = a.accumulate ? _mm512_loadu_ps(a.y + (i0 + r) * a.ldy + c0 + 16 * c) : _mm512_setzero_ps();
+  const uint8_t* pf = sp.p;
+  int64_t left = sp.left;
   for (int64_t j = 0; j < a.n_v; ++j) {
+    for (int64_t i = 0; i < sp.per && left > 0; ++i, --left, pf += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
     __m512 vv[NC];
 #pragma GCC unroll 4
     for (int c = 0; c < NC; ++c) vv[c] = load_v16<K>(a, j, c0 + 16 * c);
@@ -123,6 +135,7 @@ __attribute__((target("avx512f,avx512vl,avx512bw,avx2,fma,f16c"))) void tile512(
       for (int c = 0; c < NC; ++c) acc[r][c] = _mm512_fmadd_ps(p, vv[c], acc[r][c]);
     }
   }
+  sp.p = pf, sp.left = left;
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
@@ -130,19 +143,23 @@ __attribute__((target("avx512f,avx512vl,avx512bw,avx2,fma,f16c"))) void tile512(
 }
 
 template <int R, VKind K>
-void rows_avx512(const WeightedRowsArgs& a, int64_t i0) {
+void rows_avx512(const WeightedRowsArgs& a, int64_t i0, Spread& sp) {
   int64_t c = 0;
-  for (; c + 64 <= a.n; c += 64) tile512<R, 4, K>(a, i0, c);
-  for (; c + 16 <= a.n; c += 16) tile512<R, 1, K>(a, i0, c);
+  for (; c + 64 <= a.n; c += 64) tile512<R, 4, K>(a, i0, c, sp);
+  for (; c + 16 <= a.n; c += 16) tile512<R, 1, K>(a, i0, c, sp);
   if constexpr (K != VKind::Q8_0)  // (Q8_0 rows come in whole blocks of 32)
     if (c < a.n) rows_avx2<R, K == VKind::F16>(a, i0, c);
 }
 
 template <VKind K>
 void weighted_rows_avx512(const WeightedRowsArgs& a) {
+  // a.ahead over the tiles' keys: (row groups) × (column tiles) × n_v steps
+  const int64_t steps = std::max<int64_t>(1, (a.m / 4 + a.m % 4) * (a.n / 64 + a.n % 64 / 16) * a.n_v);
+  Spread sp{.p = a.ahead.p, .left = a.ahead.lines, .per = (a.ahead.lines + steps - 1) / steps};
   int64_t i = 0;
-  for (; i + 4 <= a.m; i += 4) rows_avx512<4, K>(a, i);
-  for (; i < a.m; ++i) rows_avx512<1, K>(a, i);
+  for (; i + 4 <= a.m; i += 4) rows_avx512<4, K>(a, i, sp);
+  for (; i < a.m; ++i) rows_avx512<1, K>(a, i, sp);
+  prefetch_lines({sp.p, sp.left});  // (none left unless the tiles did not cover the columns)
 }
 
 // Q8_0 values below AVX-512: the rows dequantized into a buffer, then the f32 path.
@@ -152,7 +169,7 @@ void weighted_rows_widened(const WeightedRowsArgs& a) {
   for (int64_t j = 0; j < a.n_v; ++j)
     dequantize_row(DType::Q8_0, a.v_q8 + size_t(j) * a.v_q8_stride, wide.data() + size_t(j) * size_t(a.n), a.n);
   WeightedRowsArgs f = a;
-  f.v = wide.data(), f.ldv = a.n, f.v_q8 = nullptr;
+  f.v = wide.data(), f.ldv = a.n, f.v_q8 = nullptr, f.ahead = {};
   weighted_rows(f);
 }
 
@@ -164,6 +181,7 @@ void weighted_rows(const WeightedRowsArgs& a) {
     if (a.v_q8) return weighted_rows_avx512<VKind::Q8_0>(a);
     return a.v_f16 ? weighted_rows_avx512<VKind::F16>(a) : weighted_rows_avx512<VKind::F32>(a);
   }
+  prefetch_lines(a.ahead);
   if (a.v_q8) return weighted_rows_widened(a);
   if (isa < Isa::Avx2) return ref::weighted_rows(a);
   if (a.v_f16) weighted_rows_avx2<true>(a);

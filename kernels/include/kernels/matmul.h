@@ -97,6 +97,18 @@ void gather_act_rows(const QuantizedActs& src, const int64_t* rows, int64_t n, Q
 // Optimized (SIMD, runtime ISA dispatch). Tolerance vs ref: see tests/test_kernels.cpp.
 void matmul(const MatmulArgs& a);
 
+// Cache lines a kernel requests while it computes: `lines` consecutive lines
+// from p (64-byte aligned). Attention's decode step passes the next chunk's
+// KV rows, a share to each kernel call; the AVX-512 tiles spread the requests
+// over their steps (a line or two every few FMAs), where a burst of 64 at
+// the call's start held the core until the lines' miss buffers freed
+// (engine/layers/attention.cpp, Ahead). Other paths request them at once.
+struct LinesAhead {
+  const uint8_t* p = nullptr;
+  int64_t lines = 0;
+};
+void prefetch_lines(const LinesAhead& a);
+
 // Attention's P·V: y[i][c] = Σ_j p[i][j] · v[j][c] for i < m, j < n_v, c < n
 // (rows ldp, ldv and ldy floats apart). Overwrites y, or adds to it when
 // `accumulate` (attention over a paged cache sums one block at a time).
@@ -117,6 +129,7 @@ struct WeightedRowsArgs {
   // rows dequantized to F32.
   const uint8_t* v_q8 = nullptr;
   size_t v_q8_stride = 0;
+  LinesAhead ahead{};  // requested while the sums run (LinesAhead)
 };
 void weighted_rows(const WeightedRowsArgs& a);
 
@@ -135,6 +148,7 @@ struct ScoresArgs {
   int64_t n = 0, hd = 0;
   float* s = nullptr;
   int64_t lds = 0;
+  LinesAhead ahead{};  // requested while the scores run (LinesAhead)
 };
 void scores(const ScoresArgs& a);
 
