@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "assist/exclude.h"
 #include "engine/json_limits.h"
 
 namespace moelsp::assist {
@@ -114,6 +115,11 @@ const std::vector<SettingSpec> kSpecs = {
      .help = "the order of the fill-in-the-middle prompt: prefix-suffix-middle, or suffix-prefix-middle (which "
              "the embedded default model is trained for and says so in its file; other FIM models know PSM)",
      TOP(completion_fim_order)},
+    {.key = "exclude", .kind = K::String, .flag = "--exclude", .commands = kLspFlag, .default_text = kDefaultExclude,
+     .help = "comma-separated globs of files whose text never reaches a model: no completion inside them, left out of "
+             "other files' context, refused as chat context (a glob without `/` matches the file name, one with `/` "
+             "the whole path); setting it replaces the defaults",
+     TOP(exclude)},
     {.key = "chat.maxTokens", .kind = K::Int, .flag = "--chat-max-tokens", .commands = kLspFlag, .min = 1,
      .max = 1 << 20, .default_int = 1024, .default_text = "1024", .help = "tokens per chat answer",
      TOP(chat_max_tokens)},

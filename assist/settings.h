@@ -30,6 +30,7 @@ struct Settings {
   std::optional<int> completion_debounce_ms;
   std::optional<int> completion_draft_tokens;
   std::optional<std::string> completion_fim_order;  // "psm" / "spm"; unset: the model's own
+  std::optional<std::string> exclude;  // globs of files never sent to a model (assist/exclude.h); unset: the defaults
   std::optional<int> chat_max_tokens;
   std::optional<std::string> chat_template;  // when the model's is missing or unknown
   // The prompt cache on disk (engine/prompt_cache.h): off unless a directory is given.

@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "assist/exclude.h"
 #include "server_impl.h"
 
 namespace moelsp::lsp {
@@ -55,9 +56,13 @@ void Server::Impl::chat(const std::string& command, const ChatParams& args, Repl
            : command == "moelsp.fix"      ? assist::ChatKind::Fix
            : command == "moelsp.document" ? assist::ChatKind::Document
                                           : assist::ChatKind::Chat;
+  const Settings s = effective();
   if (args.uri) {
     const auto doc = docs.get(*args.uri);
     if (!doc) return reply.error(kInvalidParams, "document not open: " + *args.uri);
+    if (assist::ExcludeList(s.exclude.value_or(std::string(assist::kDefaultExclude))).excluded(*args.uri))
+      return reply.error(kInvalidParams, assist::path_of_uri(*args.uri) +
+                                             " is excluded (setting exclude): its text is not sent to a model");
     q.code = selection(*doc, args.range);
     q.language = doc->language;
   }
@@ -68,7 +73,6 @@ void Server::Impl::chat(const std::string& command, const ChatParams& args, Repl
     return reply.error(kInvalidParams, command + " needs uri (and range) of the code");
   }
   auto ticket = track(reply.id());
-  const Settings s = effective();
   q.max_tokens = *s.chat_max_tokens;
   q.template_override = s.chat_template.value_or("");
   const json work_token = args.work_done_token, partial_token = args.partial_result_token;

@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "assist/exclude.h"
 #include "server_impl.h"
 
 namespace moelsp::lsp {
@@ -15,10 +16,11 @@ constexpr size_t kExtraContextBytes = 2000;
 
 // Other open documents, in a stable order, as a header of the prefix: the
 // same files give the same bytes, so the engine reuses their KV prefix.
-std::string extra_context(const DocumentStore& docs, const std::string& uri) {
+// Excluded files (the `exclude` setting: secrets) are left out.
+std::string extra_context(const DocumentStore& docs, const std::string& uri, const assist::ExcludeList& exclude) {
   std::string out;
   for (const auto& [u, head] : docs.heads(kExtraContextBytes)) {
-    if (u == uri || out.size() >= kExtraContextBytes) continue;
+    if (u == uri || out.size() >= kExtraContextBytes || exclude.excluded(u)) continue;
     std::string chunk = head.substr(0, std::min(head.size(), kExtraContextBytes - out.size()));
     // Whole lines only where the budget cut the document (the same files then
     // give the same bytes, so the engine reuses their KV prefix).
@@ -48,10 +50,16 @@ void Server::Impl::complete(const CompletionParams& params, Reply reply, bool in
   // The item selected in the client's completion popup: the suggestion must
   // start with it and replace its range.
   const std::optional<SelectedCompletionInfo> selected = inline_kind ? params.selected : std::nullopt;
+  const Settings s = effective();
+  const assist::ExcludeList exclude(s.exclude.value_or(std::string(assist::kDefaultExclude)));
+  if (exclude.excluded(params.uri)) {  // a secret's file: nothing of it goes to a model
+    spdlog::debug("completion: {} is excluded (setting exclude); no suggestion", params.uri);
+    return reply(inline_kind ? json{{"items", json::array()}}
+                             : json{{"isIncomplete", false}, {"items", json::array()}});
+  }
   auto ticket = track(reply.id());
   service.claim(params.uri, ticket);  // a newer completion for the same document makes this one moot
-  const Settings s = effective();
-  enqueue(Lane::Completion, reply, [this, params, reply, ticket, s, inline_kind, invoked, selected] {
+  enqueue(Lane::Completion, reply, [this, params, reply, ticket, s, exclude, inline_kind, invoked, selected] {
     const std::string& uri = params.uri;
     const Position pos = params.position;
     assist::CompletionAnswer answer;
@@ -69,7 +77,7 @@ void Server::Impl::complete(const CompletionParams& params, Reply reply, bool in
           q.cursor = a - q.text_offset + selected->text.size();
         }
       }
-      q.extra = extra_context(docs, uri);
+      q.extra = extra_context(docs, uri, exclude);
       q.invoked = invoked;
       q.settings = {*s.completion_max_tokens, *s.completion_time_budget_ms, *s.completion_debounce_ms,
                     *s.completion_draft_tokens, assist::FimOrder::kModel};

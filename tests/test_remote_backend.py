@@ -2,7 +2,8 @@
 """`moelsp lsp` with the remote backend pointed at a `moelsp serve` this test
 starts: greedy completions and chat are byte-identical to the embedded
 backend's; a server that is down is an error named in moelsp/status, and the
-LSP recovers by itself when the server is back. Over https (a TLS proxy in
+LSP recovers by itself when the server is back. A secret in an excluded
+file (.env) never reaches the server. Over https (a TLS proxy in
 front of the same server, its certificate from a throwaway CA made with the
 openssl command): the same answers with backend.caFile, on reused keep-alive
 connections; refused without the CA or for a name the certificate lacks;
@@ -94,12 +95,14 @@ def make_certs(d):
 
 
 class TlsProxy:
-    """HTTPS in front of an http server; counts connections and requests."""
+    """HTTPS (or, without cert and key, plain HTTP) in front of an http server;
+    counts connections and requests and keeps every request body."""
 
-    def __init__(self, upstream_port, cert, key):
+    def __init__(self, upstream_port, cert=None, key=None):
         proxy = self
         self.connections = 0
         self.requests = 0
+        self.bodies = []
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive
@@ -114,6 +117,7 @@ class TlsProxy:
             def do_POST(self):
                 proxy.requests += 1
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                proxy.bodies.append(body.decode("utf-8", "replace"))
                 up = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=120)
                 headers = {k: v for k, v in self.headers.items() if k.lower() in ("content-type", "authorization", "accept")}
                 up.request("POST", self.path, body=body, headers=headers)
@@ -126,11 +130,12 @@ class TlsProxy:
                 self.wfile.write(data)
                 up.close()
 
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(cert, key)
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        if cert:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(cert, key)
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
@@ -254,6 +259,57 @@ def check_https(port, embedded, budget):
             proxy.close()
 
 
+def check_secrets(port, budget):
+    """A secret in an excluded file (the `exclude` setting's defaults: .env*)
+    never reaches the remote server: not as other files' context, not from a
+    completion inside it, not as chat context; a file that is not excluded
+    does reach it (so the capture can see context at all), until the setting
+    excludes it too."""
+    proxy = TlsProxy(port)
+    try:
+        c = lsp({**budget, "backend": {"url": f"http://127.0.0.1:{proxy.port}", "fimTemplate": "suffix"}})
+        secret = "sk-live-5ecret0123456789"
+        files = {"file:///tmp/moelsp-proj/.env": f"API_TOKEN={secret}\n",
+                 "file:///tmp/moelsp-proj/util.py": "def helper_marker_fn():\n    return 42\n",
+                 "file:///tmp/moelsp-proj/app.py": "import util\n\n\ndef main():\n    return "}
+        for uri, text in files.items():
+            c.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                               "text": text}})
+
+        def complete(uri):
+            lines = files[uri].split("\n")
+            r, _ = c.request("textDocument/inlineCompletion", {"textDocument": {"uri": uri}, "position": {
+                "line": len(lines) - 1, "character": len(lines[-1])}, "context": {"triggerKind": 2}})
+            return r["items"]
+
+        complete("file:///tmp/moelsp-proj/app.py")
+        sent = "\n".join(proxy.bodies)
+        if "helper_marker_fn" not in sent:
+            fail(f"another open file's context did not reach the server (the check would see nothing): {sent[:300]!r}")
+        if secret in sent or "API_TOKEN" in sent:
+            fail(f"an excluded .env file's text was sent to the remote server: {sent[:300]!r}")
+        before = proxy.requests
+        if complete("file:///tmp/moelsp-proj/.env") or proxy.requests != before:
+            fail("a completion inside .env offered something or asked the server")
+        try:
+            c.request("moelsp/chat", {"uri": "file:///tmp/moelsp-proj/.env",
+                                      "messages": [{"role": "user", "content": "What is in this file?"}]})
+            err = None
+        except RuntimeError as e:
+            err = str(e)
+        if not err or "excluded" not in err or proxy.requests != before:
+            fail(f"chat with .env as context was not refused before any request: {err!r}")
+        c.notify("workspace/didChangeConfiguration", {"settings": {"exclude": "util.py,.env*"}})
+        proxy.bodies.clear()
+        complete("file:///tmp/moelsp-proj/app.py")
+        if "helper_marker_fn" in "\n".join(proxy.bodies):
+            fail("util.py's text was sent after the exclude setting named it")
+        print(f"remote backend: an excluded .env never reached the server ({before} requests seen); "
+              "the exclude setting took effect without a restart")
+    finally:
+        proxy.close()
+
+
 def main():
     if not BINARY or not os.access(BINARY, os.X_OK):
         fail("give the moelsp binary as the first argument")
@@ -282,6 +338,7 @@ def main():
             fail(f"moelsp/status does not show a healthy backend: {st.get('backend')}")
         print(f"remote backend: {len(TEXTS)} completions and a chat byte-identical to the embedded backend")
         check_https(port, embedded, budget)
+        check_secrets(port, budget)
 
         check_killed_mid_stream(budget)
 

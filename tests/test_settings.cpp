@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "assist/exclude.h"
 #include "assist/settings.h"
 #include "engine/json_limits.h"
 
@@ -206,4 +207,32 @@ TEST_CASE("JSON nested beyond the limit is refused before parsing; brackets in s
   // Settings (LSP initializationOptions, config files) go through it too.
   CHECK_THROWS_WITH(moelsp::assist::settings_from_json_text("{\"a\":" + over + "}"),
                     Catch::Contains("deeper than 128 levels"));
+}
+
+TEST_CASE("exclude: the default globs hide secrets' files, by name or by path, and nothing else") {
+  using moelsp::assist::ExcludeList;
+  const ExcludeList d{moelsp::assist::kDefaultExclude};
+  for (const char* secret : {"file:///home/u/proj/.env", "file:///home/u/proj/.env.local", "/srv/app/.envrc",
+                             "file:///home/u/proj/certs/server.pem", "file:///home/u/.ssh/id_ed25519",
+                             "file:///home/u/.ssh/id_rsa.pub", "file:///home/u/proj/tls.key", "secrets.yaml",
+                             "file:///home/u/vault.kdbx", "file:///home/u/.netrc", "file:///home/u/my%20proj/.env"}) {
+    INFO(secret);
+    CHECK(d.excluded(secret));
+  }
+  for (const char* code : {"file:///home/u/proj/app.py", "file:///home/u/proj/id_map.py",
+                           "file:///home/u/proj/environment.py", "file:///home/u/proj/keys.py",
+                           "file:///home/u/.env/src/main.py", "untitled:Untitled-1", "file:///home/u/proj/key.c"}) {
+    INFO(code);
+    CHECK_FALSE(d.excluded(code));
+  }
+  // A glob with '/' matches the whole path ('*' crossing '/'); blanks around globs and empty ones are ignored.
+  const ExcludeList custom{" */private/* , ,*.secret "};
+  CHECK(custom.globs() == std::vector<std::string>{"*/private/*", "*.secret"});
+  CHECK(custom.excluded("file:///home/u/proj/private/notes.py"));
+  CHECK(custom.excluded("file:///home/u/proj/a.secret"));
+  CHECK_FALSE(custom.excluded("file:///home/u/proj/.env"));  // the setting replaces the defaults
+  CHECK_FALSE(ExcludeList{""}.excluded("file:///home/u/proj/.env"));
+  CHECK(moelsp::assist::path_of_uri("file:///a%20b/c%2Ed") == "/a b/c.d");
+  CHECK(moelsp::assist::path_of_uri("file://host/share/x") == "/share/x");
+  CHECK(moelsp::assist::path_of_uri("file:///bad%zz") == "/bad%zz");
 }

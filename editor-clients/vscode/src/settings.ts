@@ -22,6 +22,7 @@ export const SERVER_KEYS = [
   'completion.debounceMs',
   'completion.draftTokens',
   'completion.fimOrder',
+  'exclude',
   'chat.maxTokens',
   'chat.template',
   'weights',

@@ -21,7 +21,7 @@ M.defaults = {
   root_markers = { ".git", ".hg", ".svn", ".jj" },
   -- initializationOptions, see the server's settings (model, threads,
   -- contextSize, completion = { maxTokens, timeBudgetMs, debounceMs, draftTokens, fimOrder },
-  -- chat = { maxTokens, template }, ...). `settings` is an alias merged in.
+  -- chat = { maxTokens, template }, exclude = ".env*,*.pem,...", ...). `settings` is an alias merged in.
   init_options = {},
   settings = nil,
   -- Inline completions on at start (:MoeToggle switches).
