@@ -280,9 +280,42 @@ size_t line_end_at(const std::string& text, const CompletionContext& ctx) {
   return opens ? std::string::npos : nl;
 }
 
+namespace {
+
+// A line that starts a definition at the top level, in the languages people
+// complete in (Python, Rust, Go, JavaScript/TypeScript, C-family, Ruby).
+bool starts_definition(std::string_view line) {
+  static constexpr std::string_view kWords[] = {"def ",  "class ",    "async ",     "@",       "fn ",     "pub ",
+                                                "func ", "function ", "export ",    "struct ", "impl ",   "trait ",
+                                                "enum ", "type ",     "interface ", "module ", "template"};
+  for (std::string_view w : kWords)
+    if (line.substr(0, w.size()) == w) return true;
+  return false;
+}
+
+}  // namespace
+
+size_t block_end_at(const std::string& text, const CompletionContext& ctx) {
+  if (ctx.single_line) return std::string::npos;
+  const std::string_view cur = std::string_view(ctx.prefix).substr(ctx.prefix.rfind('\n') + 1);  // npos + 1 == 0
+  const size_t base = std::min(cur.size(), cur.find_first_not_of(" \t"));  // the statement's indentation
+  bool decorated = text.starts_with('@');  // the line before was a decorator: this definition is its
+  for (size_t nl = text.find('\n'); nl != std::string::npos; nl = text.find('\n', nl + 1)) {
+    const size_t end = text.find('\n', nl + 1);
+    const std::string_view line =
+        std::string_view(text).substr(nl + 1, end == std::string::npos ? std::string::npos : end - nl - 1);
+    const size_t indent = line.find_first_not_of(" \t\r");
+    if (indent == std::string::npos) continue;  // blank, or not yet known
+    if (indent < base || (base == 0 && indent == 0 && !decorated && starts_definition(line))) return nl;
+    decorated = indent == 0 && line.starts_with('@');
+  }
+  return std::string::npos;
+}
+
 std::string postprocess(const std::string& raw, const CompletionContext& ctx) {
   std::string out = raw;
   if (const size_t end = line_end_at(out, ctx); end != std::string::npos) out.resize(end);
+  if (const size_t end = block_end_at(out, ctx); end != std::string::npos) out.resize(end);
   // Indentation: when the cursor already stands after the line's indentation,
   // a completion that starts with whitespace would indent twice.
   const size_t line_start = ctx.prefix.rfind('\n') + 1;  // npos + 1 == 0

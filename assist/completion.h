@@ -91,13 +91,24 @@ size_t degenerate_at(const std::string& text, bool complete_lines_only = false);
 // what follows it.
 size_t line_end_at(const std::string& text, const CompletionContext& ctx);
 
+// Where a multi-line continuation leaves the cursor's block: the '\n' before
+// its first later line indented less than the cursor's statement (the
+// cursor's line's indentation), or, at the top level, before a later line
+// that starts a new definition (`def`, `class`, `@`, `fn`, `func`,
+// `function`, `struct`, `impl`, …). npos when it stays inside. A line is
+// judged once it holds a character other than blanks, so decoding can stop
+// there (llama.vscode's n_indent): small models finish `return …` and go on
+// to write the next function.
+size_t block_end_at(const std::string& text, const CompletionContext& ctx);
+
 // Cleans a raw continuation: no doubled indentation when the cursor already
 // stands after the line's indentation, no retyping of the code before the
 // cursor on its line (the model starting the line over; at least 3
 // characters or the whole line), nothing indented right after a block's
 // header (`def f():`, `{`) on its line, cut where it starts repeating the text
-// after the cursor, stop at the end of the line for single-line contexts and
-// where a typed line ends (line_end_at), drop
+// after the cursor, stop at the end of the line for single-line contexts,
+// where a typed line ends (line_end_at) and where the block ends
+// (block_end_at), drop
 // trailing blank lines and whitespace, and cut before a closing bracket that
 // has no opener in the completion when the text after the cursor closes it,
 // or when nothing before the cursor opened it (as far as the prefix shows).

@@ -116,7 +116,8 @@ CompletionAnswer Service::complete(const CompletionQuery& q, Ticket& ticket) {
     // the post-processing would cut it anyway.
     // So does the end of the line the user is typing (line_end_at).
     in.should_stop = [ctx](const std::string& t) {
-      return degenerate_at(t, true) != std::string::npos || line_end_at(t, ctx) != std::string::npos;
+      return degenerate_at(t, true) != std::string::npos || line_end_at(t, ctx) != std::string::npos ||
+             block_end_at(t, ctx) != std::string::npos;
     };
     const int alternatives = q.alternatives > 0 ? q.alternatives : q.invoked ? 3 : 1;
     begin_busy();

@@ -302,11 +302,11 @@ TEST_CASE("degenerate suggestions are cut back to their last sensible line or dr
   CHECK(postprocess("return width * height\nreturn width * height\nreturn width * height\nreturn width", body) ==
         "return width * height");
   // a long line written twice (what the default model did in a real VS Code)
-  CHECK(postprocess("x = 1\nthe file, and return the file, or None,\nthe file, and return the file, or None,", body) ==
-        "x = 1\nthe file, and return the file, or None,");
-  CHECK(postprocess("i += 1\ni += 1", body) == "i += 1\ni += 1");  // short lines may repeat
+  CHECK(postprocess("x = 1\n    the file, and return the file, or None,\n    the file, and return the file, or None,",
+                    body) == "x = 1\n    the file, and return the file, or None,");
+  CHECK(postprocess("i += 1\n    i += 1", body) == "i += 1\n    i += 1");  // short lines may repeat
   // a block of two lines written three times
-  CHECK(postprocess("a = 1\nb = 2\na = 1\nb = 2\na = 1\nb = 2\n", body) == "a = 1\nb = 2");
+  CHECK(postprocess("a = 1\n    b = 2\n    a = 1\n    b = 2\n    a = 1\n    b = 2\n", body) == "a = 1\n    b = 2");
   // alternating tokens
   CHECK(postprocess("foo bar foo bar foo bar foo bar foo bar", body).empty());
   CHECK(postprocess("x = 1\ny = foo bar foo bar foo bar foo bar foo bar", body) == "x = 1");
@@ -503,4 +503,37 @@ TEST_CASE("FIM prompt fits the token budget, keeping the text nearest the cursor
     want.insert(want.end(), pre.begin(), pre.end());
     CHECK(spm == want);
   }
+}
+
+TEST_CASE("a multi-line suggestion ends where the cursor's block ends") {
+  // Inside a function: the next definition (less indented) is not part of it.
+  const std::string fn = "def area(w, h):\n    return ";
+  const CompletionContext body = make_context(fn, fn.size(), 1000, 1000);
+  CHECK(postprocess("w * h\n\ndef other():\n    pass", body) == "w * h");
+  CHECK(block_end_at("w * h\n\nd", body) == 6);                 // decoding can stop as soon as the line shows
+  CHECK(block_end_at("w * h\n\n", body) == std::string::npos);  // blank lines say nothing yet
+  CHECK(block_end_at("w * h\n    + 1", body) == std::string::npos);
+  // A method: the next method (indented less than the body) ends it.
+  const std::string cls = "class A:\n    def f(self):\n        ";
+  const CompletionContext method = make_context(cls, cls.size(), 1000, 1000);
+  CHECK(postprocess("x = 1\n        return x\n\n    def g(self):\n        return 2", method) ==
+        "x = 1\n        return x");
+  // Braces: the block's closer is less indented than its statements.
+  const std::string c = "int f(void) {\n    ";
+  CHECK(postprocess("int x = 1;\n    return x;\n}\n\nint g(void) {", make_context(c, c.size(), 1000, 1000)) ==
+        "int x = 1;\n    return x;");
+  // Tabs count as they are written.
+  const std::string tabs = "def f():\n\t";
+  CHECK(postprocess("x = 1\n\ty = 2\nz = 3", make_context(tabs, tabs.size(), 1000, 1000)) == "x = 1\n\ty = 2");
+  // At the top level nothing is less indented: a new definition after the first line ends it.
+  const CompletionContext top = make_context("import os\n\n", 11, 1000, 1000);
+  CHECK(postprocess("def read(p):\n    return open(p).read()\n\n\ndef write(p):\n    pass", top) ==
+        "def read(p):\n    return open(p).read()");
+  CHECK(postprocess("@dataclass\nclass P:\n    x: int\n\n@dataclass\nclass Q:", top) ==
+        "@dataclass\nclass P:\n    x: int");
+  CHECK(postprocess("x = 1\ny = 2", top) == "x = 1\ny = 2");  // statements, not definitions
+  // A signature finished by the suggestion: its body stays, the next definition goes.
+  const std::string sig = "def fib(n";
+  CHECK(postprocess("):\n    return n\n\ndef next():", make_context(sig, sig.size(), 1000, 1000)) ==
+        "):\n    return n");
 }

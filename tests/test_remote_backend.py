@@ -233,6 +233,10 @@ def check_https(port, embedded, budget):
             got = answers(c)
             if got != embedded:
                 fail(f"https answers differ from embedded ones:\n  embedded {embedded!r}\n  https    {got!r}")
+            # A completion that stops early (the end of its block, a loop)
+            # closes its connection with the stream unfinished; two chats that
+            # run to their end share one.
+            c.request("moelsp/chat", {"messages": [{"role": "user", "content": "What is a list?"}]})
             if proxy.connections >= proxy.requests:
                 fail(f"no keep-alive reuse: {proxy.connections} connections for {proxy.requests} requests")
             print(f"https: the same answers with backend.caFile; {proxy.requests} requests on {proxy.connections} "
