@@ -15,8 +15,9 @@
 // than the model's own (completion.fimOrder in the language server).
 //
 // Prints exact match, first-line exact match and edit similarity for the
-// single-line and multi-line cases and both together; --json writes them and
-// every case's suggestion.
+// single-line and multi-line cases and both together, and how many
+// suggestions of several lines run past the end of the cursor's block
+// (assist::block_end_at); --json writes them and every case's suggestion.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "assist/backend.h"
+#include "assist/completion.h"
 #include "assist/service.h"
 #include "engine/default_model.h"
 #include "engine/engine.h"
@@ -105,6 +107,7 @@ int main(int argc, char** argv) {
         std::make_shared<assist::EngineBackend>(std::make_unique<Engine>(pm.model, pm.plan.engine_options())));
 
     Totals line_t, block_t, all_t;
+    size_t multi_line = 0, past_block = 0;  // suggestions of several lines; those that leave the cursor's block
     nlohmann::json per_case = nlohmann::json::array();
     size_t shown_lines = 0, shown_blocks = 0;
     for (size_t i = 0; i < cases.size(); ++i) {
@@ -125,6 +128,11 @@ int main(int argc, char** argv) {
       const bench::FimScore s = bench::score(suggestion, c.middle);
       (c.multi_line ? block_t : line_t).add(s, ms);
       all_t.add(s, ms);
+      if (suggestion.find('\n') != std::string::npos) {
+        ++multi_line;
+        const assist::CompletionContext ctx = assist::make_context(c.document, c.cursor, c.cursor, c.document.size());
+        past_block += assist::block_end_at(suggestion, ctx) != std::string::npos;
+      }
       per_case.push_back({{"file", c.file},
                           {"kind", c.multi_line ? "block" : "line"},
                           {"cursor", c.cursor},
@@ -156,8 +164,12 @@ int main(int argc, char** argv) {
       std::printf("%-12s %6zu %12.3f %18.3f %16.3f %10.1f\n", name, t.n, double(t.exact) / d, double(t.first_line) / d,
                   t.similarity / d, t.ms / d);
     }
+    std::printf("suggestions of several lines: %zu, of which past the end of the cursor's block: %zu\n", multi_line,
+                past_block);
     if (!json_out.empty()) {
       const nlohmann::json j = {{"model", model},
+                                {"multiLineSuggestions", multi_line},
+                                {"pastBlockEnd", past_block},
                                 {"maxTokens", max_tokens},
                                 {"order", used},
                                 {"singleLine", line_t.json()},
