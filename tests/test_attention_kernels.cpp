@@ -186,9 +186,9 @@ TEST_CASE("lines requested ahead change no result") {
   for (auto& x : v16) x = fp32_to_fp16(ud(rng));
   alignas(64) static uint8_t lines[64 * 600];
   for (size_t i = 0; i < sizeof lines; ++i) lines[i] = uint8_t(i * 7);
-  for (Isa level : supported_isas()) {
-    set_isa(level);
-    std::vector<float> s0(size_t(m * n)), y0(size_t(m * hd));
+  // Both kernels over the same rows, with `ahead` requested on the side.
+  const auto run = [&](LinesAhead ahead, std::vector<float>& s, std::vector<float>& y) {
+    s.assign(size_t(m * n), 0.0f), y.assign(size_t(m * hd), 0.0f);
     scores({.q = q.data(),
             .ldq = hd,
             .m = m,
@@ -197,41 +197,27 @@ TEST_CASE("lines requested ahead change no result") {
             .k_stride = size_t(hd) * 2,
             .n = n,
             .hd = hd,
-            .s = s0.data(),
-            .lds = n});
+            .s = s.data(),
+            .lds = n,
+            .ahead = ahead});
     weighted_rows({.p = p.data(),
                    .ldp = n,
                    .m = m,
                    .ldv = hd,
                    .n_v = n,
                    .n = hd,
-                   .y = y0.data(),
+                   .y = y.data(),
                    .ldy = hd,
-                   .v_f16 = v16.data()});
+                   .v_f16 = v16.data(),
+                   .ahead = ahead});
+  };
+  for (Isa level : supported_isas()) {
+    set_isa(level);
+    std::vector<float> s0, y0, s, y;
+    run({}, s0, y0);
     for (int64_t count : {1, 7, 32, 64, 600}) {
       INFO(isa_name(level) << " lines=" << count);
-      std::vector<float> s(s0.size()), y(y0.size());
-      scores({.q = q.data(),
-              .ldq = hd,
-              .m = m,
-              .k = k16.data(),
-              .k_type = DType::F16,
-              .k_stride = size_t(hd) * 2,
-              .n = n,
-              .hd = hd,
-              .s = s.data(),
-              .lds = n,
-              .ahead = {lines, count}});
-      weighted_rows({.p = p.data(),
-                     .ldp = n,
-                     .m = m,
-                     .ldv = hd,
-                     .n_v = n,
-                     .n = hd,
-                     .y = y.data(),
-                     .ldy = hd,
-                     .v_f16 = v16.data(),
-                     .ahead = {lines, count}});
+      run({lines, count}, s, y);
       REQUIRE(s == s0);
       REQUIRE(y == y0);
     }
