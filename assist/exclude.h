@@ -6,6 +6,7 @@
 // whole path, where `*` also matches `/` (fnmatch(3) without FNM_PATHNAME).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +29,11 @@ class ExcludeList {
  private:
   std::vector<std::string> globs_;
 };
+
+// The `exclude` setting's list: its globs, or the defaults when it is unset.
+inline ExcludeList exclude_list(const std::optional<std::string>& setting) {
+  return ExcludeList(setting ? std::string_view(*setting) : kDefaultExclude);
+}
 
 // The path a file:// URI names (percent-decoding applied); other URIs as they are.
 std::string path_of_uri(std::string_view uri);

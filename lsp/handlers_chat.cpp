@@ -60,7 +60,7 @@ void Server::Impl::chat(const std::string& command, const ChatParams& args, Repl
   if (args.uri) {
     const auto doc = docs.get(*args.uri);
     if (!doc) return reply.error(kInvalidParams, "document not open: " + *args.uri);
-    if (assist::ExcludeList(s.exclude.value_or(std::string(assist::kDefaultExclude))).excluded(*args.uri))
+    if (assist::exclude_list(s.exclude).excluded(*args.uri))
       return reply.error(kInvalidParams, assist::path_of_uri(*args.uri) +
                                              " is excluded (setting exclude): its text is not sent to a model");
     q.code = selection(*doc, args.range);

@@ -51,7 +51,7 @@ void Server::Impl::complete(const CompletionParams& params, Reply reply, bool in
   // start with it and replace its range.
   const std::optional<SelectedCompletionInfo> selected = inline_kind ? params.selected : std::nullopt;
   const Settings s = effective();
-  const assist::ExcludeList exclude(s.exclude.value_or(std::string(assist::kDefaultExclude)));
+  const assist::ExcludeList exclude = assist::exclude_list(s.exclude);
   if (exclude.excluded(params.uri)) {  // a secret's file: nothing of it goes to a model
     spdlog::debug("completion: {} is excluded (setting exclude); no suggestion", params.uri);
     return reply(inline_kind ? json{{"items", json::array()}}

@@ -38,6 +38,7 @@
 #include "kernels/convert.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
+#include "lines_ahead.h"
 
 namespace moelsp::kernels {
 namespace {
@@ -45,17 +46,8 @@ namespace {
 #define MOELSP_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx2,fma,f16c")))
 #define MOELSP_AVX512_INLINE __attribute__((target("avx512f,avx512vl,avx512bw,avx2,fma,f16c"), always_inline)) inline
 
-// LinesAhead spread over a kernel's steps: `per` lines a step, from p, until
-// `left` run out. Kept in locals inside a tile (a reference would be loaded
-// and stored around every step).
-struct Spread {
-  const uint8_t* p = nullptr;
-  int64_t left = 0, per = 0;
-};
-MOELSP_AVX512_INLINE void spread_step(const uint8_t*& p, int64_t& left, int64_t per) {
-  for (int64_t i = 0; i < per && left > 0; ++i, --left, p += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
-}
+using detail::Spread;
+using detail::spread_step;
 
 // 16 elements of a key row from element c (n < 16: the first n, zeros after;
 // Q8_0 rows have no tails: hd is a multiple of 32).
@@ -155,7 +147,7 @@ template <DType T>
 void scores_avx512(const ScoresArgs& a) {
   // a.ahead over the tiles' 16-element steps
   const int64_t steps = (a.m + 3) / 4 * ((a.n + 3) / 4) * std::max<int64_t>(1, a.hd / 16);
-  Spread sp{.p = a.ahead.p, .left = a.ahead.lines, .per = (a.ahead.lines + steps - 1) / steps};
+  Spread sp = detail::spread(a.ahead, steps);
   int64_t i = 0;
   for (; i + 4 <= a.m; i += 4) row_tiles<T, 4>(a, i, sp);
   switch (a.m - i) {

@@ -21,6 +21,7 @@
 #include "kernels/convert.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
+#include "lines_ahead.h"
 
 namespace moelsp::kernels {
 namespace {
@@ -104,12 +105,7 @@ __attribute__((target("avx512f,avx512vl,avx512bw,avx2,fma,f16c"))) inline __m512
   }
 }
 
-// LinesAhead spread over the tiles' keys: `per` lines a key, from p, until
-// `left` run out (locals inside a tile: see scores.cpp).
-struct Spread {
-  const uint8_t* p = nullptr;
-  int64_t left = 0, per = 0;
-};
+using detail::Spread;
 
 template <int R, int NC, VKind K>
 __attribute__((target("avx512f,avx512vl,avx512bw,avx2,fma,f16c"))) void tile512(const WeightedRowsArgs& a, int64_t i0,
@@ -123,8 +119,7 @@ __attribute__((target("avx512f,avx512vl,avx512bw,avx2,fma,f16c"))) void tile512(
   const uint8_t* pf = sp.p;
   int64_t left = sp.left;
   for (int64_t j = 0; j < a.n_v; ++j) {
-    for (int64_t i = 0; i < sp.per && left > 0; ++i, --left, pf += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
+    detail::spread_step(pf, left, sp.per);
     __m512 vv[NC];
 #pragma GCC unroll 4
     for (int c = 0; c < NC; ++c) vv[c] = load_v16<K>(a, j, c0 + 16 * c);
@@ -155,7 +150,7 @@ template <VKind K>
 void weighted_rows_avx512(const WeightedRowsArgs& a) {
   // a.ahead over the tiles' keys: (row groups) × (column tiles) × n_v steps
   const int64_t steps = std::max<int64_t>(1, (a.m / 4 + a.m % 4) * (a.n / 64 + a.n % 64 / 16) * a.n_v);
-  Spread sp{.p = a.ahead.p, .left = a.ahead.lines, .per = (a.ahead.lines + steps - 1) / steps};
+  Spread sp = detail::spread(a.ahead, steps);
   int64_t i = 0;
   for (; i + 4 <= a.m; i += 4) rows_avx512<4, K>(a, i, sp);
   for (; i < a.m; ++i) rows_avx512<1, K>(a, i, sp);
