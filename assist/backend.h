@@ -131,6 +131,9 @@ class Backend {
   // nullopt where another server tokenizes (a remote backend).
   virtual std::optional<int> count_tokens(const std::string& /*prompt*/) const { return std::nullopt; }
   virtual Generation fim(const FimInput& in, Ticket& ticket) = 0;
+  // The tokens a FIM prompt may take beside an answer of `max_tokens`
+  // (fim() fits the prompt to it); 0 where another server decides.
+  virtual int fim_prompt_budget(int /*max_tokens*/) const { return 0; }
   virtual Generation chat(const ChatInput& in, const std::function<void(const std::string&)>& on_text,
                           Ticket& ticket) = 0;
   virtual Generation text(const TextInput& in, const std::function<void(const std::string&)>& on_text,
@@ -151,6 +154,7 @@ class EngineBackend final : public Backend {
   std::optional<std::string> chat_prompt(const ChatInput& in) override;  // throws ChatTemplateError
   std::optional<int> count_tokens(const std::string& prompt) const override;
   Generation fim(const FimInput& in, Ticket& ticket) override;
+  int fim_prompt_budget(int max_tokens) const override;
   Generation chat(const ChatInput& in, const std::function<void(const std::string&)>& on_text, Ticket& ticket) override;
   Generation text(const TextInput& in, const std::function<void(const std::string&)>& on_text, Ticket& ticket) override;
   ToolSyntax tool_syntax(const std::string& template_override) const override;

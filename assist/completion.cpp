@@ -225,6 +225,48 @@ CompletionContext make_context(std::string_view text, size_t cursor, size_t max_
   return c;
 }
 
+namespace {
+
+// ctx.repo's tokens, at most `cap` of them (0: no cap), whole snippets
+// dropped from the first. Each snippet is encoded on its own, so one
+// snippet's tokens never depend on its neighbours'.
+std::vector<TokenId> context_tokens(const Tokenizer& tok, const RepoContext& repo, bool fim, size_t cap) {
+  if (repo.empty()) return {};
+  const TokenId name = tok.find("<|repo_name|>"), sep = tok.find("<|file_sep|>");
+  const bool repo_format = fim && name != kNoToken && sep != kNoToken;
+  std::vector<std::vector<TokenId>> parts;
+  for (const Snippet& s : repo.snippets) {
+    std::string text = s.text;
+    if (!text.empty() && text.back() != '\n') text += '\n';
+    if (repo_format) {
+      parts.push_back({sep});
+      const auto t = tok.encode(s.path + "\n" + text);
+      parts.back().insert(parts.back().end(), t.begin(), t.end());
+    } else {
+      parts.push_back(tok.encode(std::string(comment_prefix(repo.path)) + " " + s.path + "\n" + text));
+    }
+  }
+  std::vector<TokenId> head, tail;
+  if (repo_format) {
+    head.push_back(name);
+    const auto r = tok.encode(repo.repo + "\n");
+    head.insert(head.end(), r.begin(), r.end());
+    tail.push_back(sep);
+    const auto p = tok.encode(repo.path + "\n");
+    tail.insert(tail.end(), p.begin(), p.end());
+  }
+  size_t total = head.size() + tail.size(), first = 0;
+  for (const auto& p : parts) total += p.size();
+  while (cap > 0 && total > cap && first < parts.size()) total -= parts[first++].size();
+  if (first == parts.size()) return {};
+  std::vector<TokenId> out = head;
+  for (size_t i = first; i < parts.size(); ++i) out.insert(out.end(), parts[i].begin(), parts[i].end());
+  out.insert(out.end(), tail.begin(), tail.end());
+  return out;
+}
+
+}  // namespace
+
 std::vector<TokenId> fim_prompt(const Tokenizer& tok, const CompletionContext& ctx, size_t max_tokens, FimOrder order,
                                 std::string* heal) {
   const SpecialTokens& s = tok.special();
@@ -244,8 +286,9 @@ std::vector<TokenId> fim_prompt(const Tokenizer& tok, const CompletionContext& c
       }
     }
   }
+  std::vector<TokenId> context = context_tokens(tok, ctx.repo, fim, max_tokens > 0 ? max_tokens / 2 : 0);
   if (max_tokens > 0) {
-    const size_t fixed = (bos ? 1 : 0) + (fim ? 3 : 0);
+    const size_t fixed = (bos ? 1 : 0) + (fim ? 3 : 0) + context.size();
     const size_t room = max_tokens > fixed ? max_tokens - fixed : 0;
     if (suffix.size() > room / 4 && prefix.size() + suffix.size() > room)
       suffix.resize(std::max(room / 4, room > prefix.size() ? room - prefix.size() : 0));
@@ -253,6 +296,7 @@ std::vector<TokenId> fim_prompt(const Tokenizer& tok, const CompletionContext& c
   }
   std::vector<TokenId> out;
   if (bos) out.push_back(s.bos);
+  out.insert(out.end(), context.begin(), context.end());
   if (!fim) {
     out.insert(out.end(), prefix.begin(), prefix.end());
     return out;

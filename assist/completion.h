@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "assist/repo_context.h"
 #include "engine/tokenizer.h"
 
 namespace moelsp::assist {
@@ -16,6 +17,7 @@ struct CompletionContext {
   std::string suffix;        // text after the cursor
   bool single_line = false;  // the cursor's line has code after the cursor: complete only this line
   bool prefix_whole = true;  // the prefix starts at the start of the document (nothing cut off above)
+  RepoContext repo;          // other files' code, ahead of the whole FIM prompt (fim_prompt)
 };
 
 // The prefix starts at a line whose number is a multiple of kAnchorLines
@@ -52,10 +54,14 @@ enum class FimOrder { kModel, kPsm, kSpm };
 // when the model has FIM tokens; otherwise [BOS] prefix (left-to-right
 // completion). In SPM the answer continues the prefix directly, and a
 // keystroke changes only the prompt's end, so the KV cache keeps the suffix
-// too. With a budget (max_tokens > 0) the prompt is fitted to it: the suffix
-// keeps its start and at most a quarter of the budget, the prefix keeps its
-// end (the text nearest the cursor) and the rest; extra context, which
-// stands ahead of the prefix, goes first.
+// too. Other files' code (ctx.repo) stands ahead of all of it, where it stays
+// put while the user types: in the repository format when the vocabulary has
+// `<|repo_name|>` and `<|file_sep|>` (Qwen2.5/3-Coder), else as comment-
+// headed snippets (repo_context.h). With a budget (max_tokens > 0) the prompt
+// is fitted to it: the other files' code gets at most half (whole snippets
+// dropped from the first), the suffix keeps its start and at most a quarter
+// of the rest, the prefix keeps its end (the text nearest the cursor) and
+// what remains — a long prefix no longer pushes the context out.
 //
 // With `heal`, token healing (Request::heal): when the prefix ends inside or
 // right after a word and its last token is made of word characters only

@@ -39,10 +39,10 @@ Generation cancelled() {
 }
 
 // FIM prompt tokens that leave room in the context for the answer.
+int prompt_budget(const Engine& eng, int max_tokens) { return std::max(eng.n_ctx() - max_tokens, eng.n_ctx() / 2); }
 std::vector<TokenId> fim_tokens(const Engine& eng, const CompletionContext& ctx, int max_tokens, FimOrder order,
                                 std::string* heal = nullptr) {
-  const int room = eng.n_ctx() - max_tokens;
-  return fim_prompt(eng.model().tokenizer(), ctx, size_t(std::max(room, eng.n_ctx() / 2)), order, heal);
+  return fim_prompt(eng.model().tokenizer(), ctx, size_t(prompt_budget(eng, max_tokens)), order, heal);
 }
 
 // Submits through the ticket and waits; the text streams to on_text.
@@ -57,6 +57,8 @@ Generation run(Engine& eng, Request req, const std::function<void(const std::str
   return h ? from_result(h->wait()) : cancelled();
 }
 }  // namespace
+
+int EngineBackend::fim_prompt_budget(int max_tokens) const { return prompt_budget(*engine_, max_tokens); }
 
 Generation EngineBackend::fim(const FimInput& in, Ticket& ticket) {
   Request req;
@@ -189,7 +191,7 @@ Generation EngineBackend::text(const TextInput& in, const std::function<void(con
   req.prompt_tokens = in.prompt_tokens;
   if (in.suffix)
     req.prompt_tokens =
-        fim_tokens(*engine_, {.prefix = in.prompt, .suffix = *in.suffix}, in.max_tokens, FimOrder::kModel);
+        fim_tokens(*engine_, {.prefix = in.prompt, .suffix = *in.suffix, .repo = {}}, in.max_tokens, FimOrder::kModel);
   req.max_tokens = in.max_tokens;
   req.sampling = in.sampling;
   req.stop = in.stop;

@@ -244,6 +244,11 @@ Generation RemoteBackend::fim(const FimInput& in, Ticket& ticket) {
                  {"cache_prompt", true},
                  {"stream", true}});
     if (in.context.single_line) body["stop"] = {"\n"};
+    if (!in.context.repo.empty()) {  // llama-server formats them (its model's repo format, or comments)
+      json extra = json::array();
+      for (const Snippet& s : in.context.repo.snippets) extra.push_back({{"filename", s.path}, {"text", s.text}});
+      body["input_extra"] = std::move(extra);
+    }
     err = impl_->post(
         "/infill", body,
         [&](const std::string& data) {
@@ -255,11 +260,19 @@ Generation RemoteBackend::fim(const FimInput& in, Ticket& ticket) {
         ticket);
   } else {
     body.update({{"model", o.model}, {"max_tokens", in.max_tokens}, {"stream", true}});
+    // Other files' code ahead: Qwen's repository format with its preset,
+    // comment-headed snippets otherwise (repo_context.h).
+    const RepoContext& repo = in.context.repo;
+    const std::string context = repo.empty()               ? std::string()
+                                : o.fim_template == "qwen" ? context_as_repo(repo, "<|repo_name|>", "<|file_sep|>")
+                                                           : context_as_comments(repo);
     if (o.fim_template == "suffix") {
-      body["prompt"] = in.context.prefix;
+      body["prompt"] = context + in.context.prefix;
       body["suffix"] = in.context.suffix;
+    } else if (o.fim_template == "qwen") {
+      body["prompt"] = context + fim_template_prompt(o.fim_template, in.context.prefix, in.context.suffix);
     } else {
-      body["prompt"] = fim_template_prompt(o.fim_template, in.context.prefix, in.context.suffix);
+      body["prompt"] = fim_template_prompt(o.fim_template, context + in.context.prefix, in.context.suffix);
     }
     if (in.context.single_line) body["stop"] = {"\n"};
     err = impl_->post("/v1/completions", body, completion_events(c), ticket);

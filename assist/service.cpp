@@ -97,11 +97,11 @@ CompletionAnswer Service::complete(const CompletionQuery& q, Ticket& ticket) {
   }
   const auto backend = this->backend();
   if (!out.from_cache && backend && !ticket.cancelled()) {
-    // 3. The backend: FIM with the other files ahead of the prefix; greedy
+    // 3. The backend: FIM with the other files' code ahead; greedy
     //    first, then sampled alternatives when the user asked.
     FimInput in;
     in.context = ctx;
-    in.context.prefix = q.extra + ctx.prefix;
+    in.context.repo = q.repo;
     in.max_tokens = s.max_tokens;
     in.t_max_predict_ms = s.time_budget_ms;
     // The prompt may take 10× the generation budget (15 s by default): a

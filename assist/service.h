@@ -37,7 +37,7 @@ struct CompletionQuery {
   std::string text;        // the document, or the excerpt of it a completion reads (query_at)
   size_t cursor = 0;       // byte offset of the cursor in `text`
   size_t text_offset = 0;  // where `text` starts in the document
-  std::string extra;       // other files' text, ahead of the prefix, in a stable order
+  RepoContext repo;        // other files' code for the prompt (the workspace index's picks, /infill's input_extra)
   bool invoked = false;    // the user asked: up to three alternatives, not from the cache
   int alternatives = 0;    // > 0: this many tries (the first greedy, the others sampled); 0: 3 if invoked, else 1
   CompletionSettings settings;

@@ -115,8 +115,25 @@ const std::vector<SettingSpec> kSpecs = {
      .help = "the order of the fill-in-the-middle prompt: prefix-suffix-middle, or suffix-prefix-middle (which "
              "the embedded default model is trained for and says so in its file; other FIM models know PSM)",
      TOP(completion_fim_order)},
+    {.key = "completion.contextTokens", .kind = K::Int, .flag = "--completion-context-tokens", .commands = kLspFlag,
+     .min = 0, .max = 1 << 20, .default_int = 1024, .default_text = "1024",
+     .help = "tokens of other files' code ahead of each completion prompt (definitions of the names near the cursor, "
+             "then code like the text around it, from the workspace index and open documents); never more than "
+             "half the prompt; 0: none",
+     TOP(completion_context_tokens)},
+    {.key = "workspace.index", .kind = K::Bool, .flag = "--workspace-index", .commands = kLspFlag,
+     .default_text = "on",
+     .help = "read the workspace folders' source files for completion context, in the background (skipping what "
+             ".gitignore hides, `exclude`, hidden and vendor folders, binary, generated and files over 1 MiB); off: "
+             "open documents only",
+     TOP(workspace_index)},
+    {.key = "workspace.maxFiles", .kind = K::Int, .flag = "--workspace-max-files", .commands = kLspFlag, .min = 0,
+     .max = 1 << 24, .default_int = 20000, .default_text = "20000",
+     .help = "files the workspace index reads at most (a larger tree is indexed in walk order up to it)",
+     TOP(workspace_max_files)},
     {.key = "exclude", .kind = K::String, .flag = "--exclude", .commands = kLspFlag, .default_text = kDefaultExclude,
-     .help = "comma-separated globs of files whose text never reaches a model: no completion inside them, left out of "
+     .help = "comma-separated globs of files whose text never reaches a model: never read by the workspace index, no "
+             "completion inside them, left out of "
              "other files' context, refused as chat context (a glob without `/` matches the file name, one with `/` "
              "the whole path); setting it replaces the defaults",
      TOP(exclude)},

@@ -91,12 +91,4 @@ std::optional<Document> DocumentStore::get(const std::string& uri) const {
   return Document{uri, e.language, e.text, e.version};
 }
 
-std::vector<std::pair<std::string, std::string>> DocumentStore::heads(size_t max_bytes) const {
-  std::lock_guard lock(mu_);
-  std::vector<std::pair<std::string, std::string>> out;
-  out.reserve(docs_.size());
-  for (const auto& [uri, d] : docs_) out.emplace_back(uri, d.text->substr(0, std::min(d.text->size(), max_bytes)));
-  return out;
-}
-
 }  // namespace moelsp::lsp

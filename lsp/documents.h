@@ -47,10 +47,6 @@ class DocumentStore {
   // The size of the text closed (0 if it was not open).
   size_t close(const std::string& uri);
   std::optional<Document> get(const std::string& uri) const;
-  // Each open document's uri and its first `max_bytes` bytes (in uri order),
-  // copied under the lock: never whole documents (a 20 MB file would be
-  // copied on every keystroke's completion otherwise).
-  std::vector<std::pair<std::string, std::string>> heads(size_t max_bytes) const;
 
  private:
   struct Entry {

@@ -12,27 +12,6 @@ namespace moelsp::lsp {
 
 namespace {
 
-constexpr size_t kExtraContextBytes = 2000;
-
-// Other open documents, in a stable order, as a header of the prefix: the
-// same files give the same bytes, so the engine reuses their KV prefix.
-// Excluded files (the `exclude` setting: secrets) are left out.
-std::string extra_context(const DocumentStore& docs, const std::string& uri, const assist::ExcludeList& exclude) {
-  std::string out;
-  for (const auto& [u, head] : docs.heads(kExtraContextBytes)) {
-    if (u == uri || out.size() >= kExtraContextBytes || exclude.excluded(u)) continue;
-    std::string chunk = head.substr(0, std::min(head.size(), kExtraContextBytes - out.size()));
-    // Whole lines only where the budget cut the document (the same files then
-    // give the same bytes, so the engine reuses their KV prefix).
-    const bool cut = chunk.size() < head.size() || head.size() == kExtraContextBytes;
-    if (const size_t nl = chunk.rfind('\n'); nl != std::string::npos && cut) chunk.resize(nl + 1);
-    if (chunk.empty()) continue;
-    out += "// " + u + "\n" + chunk;
-    if (out.back() != '\n') out += '\n';
-  }
-  return out;
-}
-
 // The identifier the cursor stands in (ASCII: as many UTF-16 units as bytes).
 std::string word_before(const std::string& text, size_t cursor) {
   size_t i = std::min(cursor, text.size());
@@ -52,8 +31,17 @@ void Server::Impl::complete(const CompletionParams& params, Reply reply, bool in
   const std::optional<SelectedCompletionInfo> selected = inline_kind ? params.selected : std::nullopt;
   const Settings s = effective();
   const assist::ExcludeList exclude = assist::exclude_list(s.exclude);
-  if (exclude.excluded(params.uri)) {  // a secret's file: nothing of it goes to a model
-    spdlog::debug("completion: {} is excluded (setting exclude); no suggestion", params.uri);
+  bool to_remote;
+  {
+    std::lock_guard lock(model_mu);
+    to_remote = remote != nullptr;
+  }
+  // A secret's file: nothing of it goes to a model. A file .gitignore hides
+  // (local configuration, often credentials) is completed by the embedded
+  // engine, in this process, but never sent to a remote server.
+  if (exclude.excluded(params.uri) || (to_remote && index.git_ignored(assist::path_of_uri(params.uri)))) {
+    spdlog::debug("completion: {} is excluded (setting exclude, or .gitignore with a remote backend); no suggestion",
+                  params.uri);
     return reply(inline_kind ? json{{"items", json::array()}}
                              : json{{"isIncomplete", false}, {"items", json::array()}});
   }
@@ -77,7 +65,7 @@ void Server::Impl::complete(const CompletionParams& params, Reply reply, bool in
           q.cursor = a - q.text_offset + selected->text.size();
         }
       }
-      q.extra = extra_context(docs, uri, exclude);
+      q.repo = repo_context(uri, q, s, exclude);
       q.invoked = invoked;
       q.settings = {*s.completion_max_tokens, *s.completion_time_budget_ms, *s.completion_debounce_ms,
                     *s.completion_draft_tokens, assist::FimOrder::kModel};

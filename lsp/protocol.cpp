@@ -148,11 +148,40 @@ void from_json(const json& j, InitializeParams& p) {
   c.work_done_progress = flag_at(caps, {"window", "workDoneProgress"});
   c.dynamic_completion = c.completion && flag_at(caps, {"textDocument", "completion", "dynamicRegistration"});
   c.dynamic_inline = c.inline_completion && flag_at(caps, {"textDocument", "inlineCompletion", "dynamicRegistration"});
+  c.dynamic_watch = flag_at(caps, {"workspace", "didChangeWatchedFiles", "dynamicRegistration"});
   p.trace = f.str_or("trace", "off");
+  // The workspace's folders, leniently too: a malformed entry is skipped.
+  if (const json* wf = f.find("workspaceFolders"); wf && wf->is_array()) {
+    for (const json& w : *wf)
+      if (w.is_object() && w.contains("uri") && w["uri"].is_string()) p.roots.push_back(w["uri"]);
+  } else if (const json* r = f.find("rootUri"); r && r->is_string()) {
+    p.roots.push_back(*r);
+  } else if (const json* rp = f.find("rootPath"); rp && rp->is_string() && !rp->get<std::string>().empty()) {
+    p.roots.push_back(*rp);
+  }
   p.initialization_options = f.raw_or_null("initializationOptions");
   if (!p.initialization_options.is_null() && !p.initialization_options.is_object())
     throw ParamError("initializationOptions: expected an object, got " +
                      std::string(type_name(p.initialization_options)));
+}
+
+void from_json(const json& j, DidChangeWatchedFilesParams& p) {
+  const json& list = Fields(j, "").array("changes");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Fields c(list[i], "changes[" + std::to_string(i) + "]");
+    p.changes.push_back({c.str("uri"), c.int_or("type", 2)});
+  }
+}
+
+void from_json(const json& j, DidChangeWorkspaceFoldersParams& p) {
+  const Fields e = Fields(j, "").object("event");
+  for (const char* key : {"added", "removed"}) {
+    const json& list = e.array(key);
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Fields w(list[i], std::string("event.") + key + "[" + std::to_string(i) + "]");
+      (std::string_view(key) == "added" ? p.added : p.removed).push_back(w.str("uri"));
+    }
+  }
 }
 
 void from_json(const json& j, DidOpenParams& p) {

@@ -27,12 +27,15 @@ struct NoParams {};
 struct ClientCapabilities {
   bool completion = false, inline_completion = false, execute_command = false, work_done_progress = false;
   bool dynamic_configuration = false, dynamic_completion = false, dynamic_inline = false;
+  bool dynamic_watch = false;  // workspace/didChangeWatchedFiles registered at run time
 };
 
 struct InitializeParams {
   ClientCapabilities capabilities;
   std::string trace = "off";    // off, messages, verbose
   json initialization_options;  // settings, read through the settings table
+  // The workspace's folders (workspaceFolders, else rootUri, else rootPath), as URIs.
+  std::vector<std::string> roots;
 };
 
 struct TextDocumentItem {
@@ -59,6 +62,19 @@ struct DocumentParams {  // didClose, didSave
 
 struct DidChangeConfigurationParams {
   json settings;  // the "moelsp" section when the client nests it
+};
+
+// workspace/didChangeWatchedFiles: FileChangeType 1 created, 2 changed, 3 deleted.
+struct FileEvent {
+  std::string uri;
+  int type = 2;
+};
+struct DidChangeWatchedFilesParams {
+  std::vector<FileEvent> changes;
+};
+// workspace/didChangeWorkspaceFolders: the folders' URIs.
+struct DidChangeWorkspaceFoldersParams {
+  std::vector<std::string> added, removed;
 };
 
 struct SetTraceParams {
@@ -106,6 +122,8 @@ void from_json(const json& j, DidChangeParams& p);
 void from_json(const json& j, DocumentParams& p);
 void from_json(const json& j, DidChangeConfigurationParams& p);
 void from_json(const json& j, CancelParams& p);
+void from_json(const json& j, DidChangeWatchedFilesParams& p);
+void from_json(const json& j, DidChangeWorkspaceFoldersParams& p);
 void from_json(const json& j, SetTraceParams& p);
 void from_json(const json& j, CompletionParams& p);
 void from_json(const json& j, ChatParams& p);

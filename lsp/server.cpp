@@ -117,6 +117,8 @@ Server::Impl::Impl(Transport& tr, ServerOptions o) : t(tr), opt(std::move(o)) {
   on_notification("textDocument/didClose", &Impl::on_did_close);
   on_notification("textDocument/didSave", &Impl::on_did_save);
   on_notification("workspace/didChangeConfiguration", &Impl::on_did_change_configuration);
+  on_notification("workspace/didChangeWatchedFiles", &Impl::on_did_change_watched_files);
+  on_notification("workspace/didChangeWorkspaceFolders", &Impl::on_did_change_workspace_folders);
   on_notification("moelsp/didShowCompletion", &Impl::on_did_show);
   on_notification("textDocument/didShowCompletion", &Impl::on_did_show);
   on_notification("moelsp/didAcceptCompletion", &Impl::on_did_accept);
@@ -269,6 +271,7 @@ json Server::Impl::status_json() {
                       {"lastError", remote->last_error()}};
     }
   }
+  s["index"] = index_status();
   const assist::TelemetrySnapshot t = service.telemetry();
   s["completions"] = {
       {"requests", t.requests},
@@ -512,6 +515,10 @@ void Server::Impl::on_initialize(const InitializeParams& p, Reply reply) {
   if (phase != Phase::Uninitialized) return reply.error(kInvalidRequest, "initialize was already received");
   client = p.capabilities;
   trace = p.trace;
+  {
+    std::lock_guard lock(roots_mu);
+    for (const auto& r : p.roots) roots.push_back(assist::path_of_uri(r));
+  }
   if (p.initialization_options.is_object()) {
     Settings in = editor_settings(p.initialization_options);
     std::lock_guard lock(settings_mu);
@@ -524,6 +531,7 @@ void Server::Impl::on_initialize(const InitializeParams& p, Reply reply) {
   if (client.completion && !client.dynamic_completion) sc["completionProvider"] = completion_options();
   if (client.inline_completion && !client.dynamic_inline) sc["inlineCompletionProvider"] = json::object();
   if (client.execute_command) sc["executeCommandProvider"] = {{"commands", commands()}};
+  sc["workspace"] = {{"workspaceFolders", {{"supported", true}, {"changeNotifications", true}}}};
   reply({{"capabilities", sc}, {"serverInfo", {{"name", "moelsp"}, {"version", "0.1.0"}}}});
   phase = Phase::Running;
   start_loading();
@@ -544,6 +552,13 @@ void Server::Impl::on_initialized(const NoParams&) {
     regs.push_back({{"id", "moelsp-inline"},
                     {"method", "textDocument/inlineCompletion"},
                     {"registerOptions", {{"documentSelector", nullptr}}}});
+  // The index follows files changed outside the editor (git checkout, a
+  // formatter, a build) when the client watches them for us.
+  if (client.dynamic_watch)
+    regs.push_back({{"id", "moelsp-watch"},
+                    {"method", "workspace/didChangeWatchedFiles"},
+                    {"registerOptions", {{"watchers", {{{"globPattern", "**/*"}}}}}}});
+  start_index(effective());
   if (!regs.empty())
     send({{"jsonrpc", "2.0"},
           {"id", "moelsp-" + std::to_string(next_server_request_id++)},
@@ -582,6 +597,7 @@ void Server::Impl::on_did_change_configuration(const DidChangeConfigurationParam
   // Editors (Helix, Neovim) often repeat their initial settings right after
   // `initialized`: only a real change to what the engine was built with counts.
   const Settings now = effective();
+  start_index(now);  // restarts the walk only when its folders or settings changed
   const bool engine_level = (in.model && model_or_default(now.model) != loaded_model) ||
                             (in.backend_url && now.backend_url != loaded_backend_url) ||
                             (!(in.plan == PlanOverrides{}) && !(now.plan == loaded_plan)) ||
@@ -602,18 +618,21 @@ void Server::Impl::on_did_change_configuration(const DidChangeConfigurationParam
 void Server::Impl::on_did_open(const DidOpenParams& p) {
   const auto& d = p.text_document;
   docs.open(d.uri, d.language_id, d.version, d.text);
+  if (const auto doc = docs.get(d.uri)) index.document_text(assist::path_of_uri(d.uri), doc->text);
 }
 
 void Server::Impl::on_did_change(const DidChangeParams& p) {
   for (const auto& c : p.changes)
     if (!docs.change(p.uri, p.version, c.range, c.text))
       return spdlog::warn("didChange for a document that is not open: {}", p.uri);
+  if (const auto doc = docs.get(p.uri)) index.document_text(assist::path_of_uri(p.uri), doc->text);
 }
 
 void Server::Impl::on_did_close(const DocumentParams& p) {
+  index.close_document(assist::path_of_uri(p.uri));
   if (docs.close(p.uri) >= kLargeMessageBytes) release_free_memory();
 }
-void Server::Impl::on_did_save(const DocumentParams&) {}
+void Server::Impl::on_did_save(const DocumentParams& p) { index.file_changed(assist::path_of_uri(p.uri)); }
 
 // ---- telemetry notifications ------------------------------------------------------
 

@@ -19,6 +19,7 @@
 
 #include "assist/remote_backend.h"
 #include "assist/service.h"
+#include "assist/workspace_index.h"
 #include "documents.h"
 #include "engine/model.h"
 #include "protocol.h"
@@ -81,6 +82,12 @@ struct Server::Impl {
 
   DocumentStore docs;
   assist::Service service;  // the completion pipeline, chat, telemetry
+  // The workspace index (handlers_workspace.cpp): the folders' files and the
+  // open documents, for completion context.
+  std::mutex roots_mu;
+  std::vector<std::string> roots;  // the workspace folders' paths
+  std::string index_key;           // what the index was started with (roots + settings), to restart on a change
+  assist::WorkspaceIndex index;
 
   std::mutex model_mu;
   std::shared_ptr<Model> model;
@@ -173,9 +180,19 @@ struct Server::Impl {
   void on_did_close(const DocumentParams& p);
   void on_did_save(const DocumentParams& p);
   void on_did_change_configuration(const DidChangeConfigurationParams& p);
+  void on_did_change_watched_files(const DidChangeWatchedFilesParams& p);
+  void on_did_change_workspace_folders(const DidChangeWorkspaceFoldersParams& p);
   void on_did_show(const NoParams& p);
   void on_did_accept(const NoParams& p);
   void on_did_partially_accept(const NoParams& p);
+
+  // the workspace index
+  // (Re)starts the walk when the folders or the settings it reads changed.
+  void start_index(const Settings& s);
+  json index_status();
+  // Other files' code for a completion in `uri` (at most budget_bytes of it).
+  assist::RepoContext repo_context(const std::string& uri, const assist::CompletionQuery& q, const Settings& s,
+                                   const assist::ExcludeList& exclude);
 
   // features
   void complete(const CompletionParams& p, Reply reply, bool inline_kind);

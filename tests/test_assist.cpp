@@ -383,7 +383,7 @@ TEST_CASE("a suggestion that starts the cursor's line over continues it instead"
 TEST_CASE("token healing: a prefix ending in a word leaves its last token out, for the answer to begin with") {
   const auto file = moelsp::gguf::File::open(moelsp::test::data_path("reference/deepseek2-lite-ref.gguf"));
   const auto tok = moelsp::Tokenizer::from_gguf(file);
-  const CompletionContext word{"def f(self):\n    return self.valu", "\n", false};
+  const CompletionContext word{"def f(self):\n    return self.valu", "\n", false, true, {}};
   std::string heal = "stale";
   const auto healed = fim_prompt(*tok, word, 0, FimOrder::kSpm, &heal);
   const auto plain = fim_prompt(*tok, word, 0, FimOrder::kSpm);
@@ -394,7 +394,7 @@ TEST_CASE("token healing: a prefix ending in a word leaves its last token out, f
   CHECK(tok->piece(plain.back()) == heal);
   // Not after punctuation, blanks or a bracket: nothing is healed, nothing left out.
   for (const char* p : {"x = foo(", "return ", "a.", "    "}) {
-    const CompletionContext c{p, "\n", false};
+    const CompletionContext c{p, "\n", false, true, {}};
     CHECK(fim_prompt(*tok, c, 0, FimOrder::kPsm, &heal) == fim_prompt(*tok, c, 0, FimOrder::kPsm));
     CHECK(heal.empty());
   }
@@ -464,7 +464,7 @@ TEST_CASE("FIM prompt fits the token budget, keeping the text nearest the cursor
   std::string prefix, suffix;
   for (int i = 0; i < 300; ++i) prefix += "value_" + std::to_string(i) + " = compute(" + std::to_string(i) + ")\n";
   for (int i = 0; i < 100; ++i) suffix += "after_" + std::to_string(i) + " = 1\n";
-  const CompletionContext ctx{prefix + "result = ", suffix, false};
+  const CompletionContext ctx{prefix + "result = ", suffix, false, true, {}};
   const auto full = fim_prompt(*tok, ctx);
   REQUIRE(full.size() > 1000);
   for (size_t budget : {64, 200, 500}) {
@@ -482,7 +482,7 @@ TEST_CASE("FIM prompt fits the token budget, keeping the text nearest the cursor
     CHECK(std::equal(suf + 1, suf + 6, full_suf + 1));
   }
   // Short text: nothing is cut, whatever the budget.
-  const CompletionContext small{"x = ", "\n", false};
+  const CompletionContext small{"x = ", "\n", false, true, {}};
   CHECK(fim_prompt(*tok, small, 64) == fim_prompt(*tok, small));
 
   // SPM: the same fitted parts, the suffix first and the prefix last, so the

@@ -209,7 +209,7 @@ TEST_CASE("JSON nested beyond the limit is refused before parsing; brackets in s
                     Catch::Contains("deeper than 128 levels"));
 }
 
-TEST_CASE("exclude: the default globs hide secrets' files, by name or by path, and nothing else") {
+TEST_CASE("exclude: the default globs hide secrets' files by name or by path and nothing else") {
   using moelsp::assist::ExcludeList;
   const ExcludeList d{moelsp::assist::kDefaultExclude};
   for (const char* secret : {"file:///home/u/proj/.env", "file:///home/u/proj/.env.local", "/srv/app/.envrc",

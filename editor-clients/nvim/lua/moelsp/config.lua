@@ -20,8 +20,9 @@ M.defaults = {
   -- these, else the current directory.
   root_markers = { ".git", ".hg", ".svn", ".jj" },
   -- initializationOptions, see the server's settings (model, threads,
-  -- contextSize, completion = { maxTokens, timeBudgetMs, debounceMs, draftTokens, fimOrder },
-  -- chat = { maxTokens, template }, exclude = ".env*,*.pem,...", ...). `settings` is an alias merged in.
+  -- contextSize, completion = { maxTokens, timeBudgetMs, debounceMs, draftTokens, fimOrder, contextTokens },
+  -- workspace = { index, maxFiles }, chat = { maxTokens, template }, exclude = ".env*,*.pem,...", ...).
+  -- `settings` is an alias merged in.
   init_options = {},
   settings = nil,
   -- Inline completions on at start (:MoeToggle switches).

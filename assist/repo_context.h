@@ -1,0 +1,43 @@
+// Other files' code ahead of a completion prompt: what the workspace index
+// (workspace_index.h) picked for one cursor, and how a prompt spells it.
+// Two spellings: a model trained on repository-level FIM (Qwen2.5/3-Coder:
+// `<|repo_name|>`, `<|file_sep|>`) gets its own format; any other model gets
+// each snippet under a comment line naming its path, in the comment syntax of
+// the file being completed (`# path` in Python, `// path` in C++), so the
+// prompt still reads as code of that language.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace moelsp::assist {
+
+struct Snippet {
+  std::string path;  // relative to its workspace root (or the file's name outside any root)
+  std::string text;  // whole lines, ending in '\n'
+};
+
+// Snippets in a stable order (by path, then position in the file: the same
+// picks give the same bytes, so the engine's KV prefix survives keystrokes).
+struct RepoContext {
+  std::string repo;  // the root folder's name
+  std::string path;  // the file being completed, relative like the snippets'
+  std::vector<Snippet> snippets;
+  bool empty() const { return snippets.empty(); }
+};
+
+// The line-comment marker of a file's language, from its name: "#" (Python,
+// shell, Ruby, TOML, YAML, CMake…), "--" (Lua, SQL, Haskell), ";" (Lisp,
+// assembly), "%" (TeX, Erlang), "//" otherwise (C-family, Rust, Go, JS/TS…).
+std::string_view comment_prefix(std::string_view path);
+
+// The snippets as comment-headed code: "<c> <path>\n<text>" each.
+std::string context_as_comments(const RepoContext& c);
+
+// The snippets in the repository format: "<|repo_name|>repo\n" then
+// "<|file_sep|>path\ntext" each, then "<|file_sep|>current-path\n" (the
+// FIM part follows). `file_sep`/`repo_name`: the tokens' texts.
+std::string context_as_repo(const RepoContext& c, std::string_view repo_name, std::string_view file_sep);
+
+}  // namespace moelsp::assist

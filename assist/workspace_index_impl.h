@@ -1,0 +1,108 @@
+// WorkspaceIndex's state, shared by workspace_index.cpp (the walk, updates,
+// the background thread) and workspace_query.cpp (context_for). Internal.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "assist/workspace_index.h"
+
+namespace moelsp::assist {
+
+// Identifier terms: the identifier lower-cased (unless a keyword or shorter
+// than 2) and, when it has several snake_case / camelCase parts, each part
+// of 3+ characters.
+void for_each_term(std::string_view text, const std::function<void(std::string_view term)>& f);
+// Identifiers of 3+ characters that are not keywords, as written.
+void for_each_name(std::string_view text, const std::function<void(std::string_view name)>& f);
+
+struct WorkspaceIndex::Impl {
+  struct Chunk {
+    uint32_t file = 0;
+    uint32_t begin = 0, end = 0;  // bytes in the file
+    uint32_t length = 0;          // terms (BM25's document length)
+    bool alive = true;
+  };
+  struct Posting {
+    uint32_t chunk;
+    uint32_t tf;
+  };
+  struct Def {
+    uint32_t chunk;
+    uint32_t offset;  // the defining line's first byte in the file
+  };
+  struct File {
+    std::string path, rel;
+    int root = -1;  // index into opt.roots; −1: an open document outside them
+    uint32_t first_chunk = 0, n_chunks = 0;
+    uint64_t size = 0;
+    int64_t mtime_ns = 0;
+    std::shared_ptr<const std::string> overlay;  // an open document's text
+    bool alive = false;
+  };
+
+  mutable std::shared_mutex mu;  // everything below up to the queue
+  IndexOptions opt;              // written only by the background thread (under mu), so it reads it without
+  std::vector<File> files;
+  std::unordered_map<std::string, uint32_t> file_ids;
+  std::vector<Chunk> chunks;
+  size_t live_files = 0, live_chunks = 0, dead_chunks = 0;
+  uint64_t live_bytes = 0;
+  uint64_t total_length = 0;  // of live chunks
+  std::unordered_map<std::string, uint32_t> term_ids;
+  std::vector<std::vector<Posting>> postings;
+  size_t n_postings = 0;
+  std::unordered_map<std::string, std::vector<Def>> defs;
+  IndexStats counters;  // state, skips, updates, build time, bytes
+
+  // The background thread's queue.
+  enum class Op { Walk, Changed, Deleted, Overlay, CloseOverlay };
+  struct Task {
+    Op op;
+    std::string path;
+    std::shared_ptr<const std::string> text;
+    std::shared_ptr<const IndexOptions> options;  // Walk
+  };
+  std::mutex q_mu;
+  std::condition_variable q_cv, idle_cv;
+  std::deque<Task> queue;
+  bool busy = false, stop = false;
+  std::atomic<uint64_t> walk_gen{0};  // start() moves it: a walk under way gives up
+  std::thread worker;
+
+  void run();
+  void push(Task t);
+  void walk(const IndexOptions& o);
+  void apply(const Task& t);
+  // Reads and indexes one file (the caller decided it may be read).
+  void index_file(const std::string& path, const std::string& rel, int root,
+                  std::shared_ptr<const std::string> overlay);
+  void drop_file_locked(uint32_t id);
+  void compact_locked();
+  // The file's place under a root: (root, relative path), or (−1, name).
+  std::pair<int, std::string> locate(const std::string& path) const;
+  // Whether a file under a root may be read: not ignored by the .gitignore
+  // files on its way down, nor excluded, nor vendor/hidden, nor non-source.
+  bool admissible(const std::string& path, int root, const std::string& rel) const;
+  // Whether the .gitignore files (or a skipped directory) hide a path under a root.
+  bool git_ignored(int root, const std::string& rel) const;
+  // A chunk's text (overlay or file on disk; "" when the file changed since).
+  std::string chunk_text(const Chunk& c, uint32_t from, uint32_t max_bytes) const;
+  uint64_t memory_locked() const;
+};
+
+// Whether a file name looks like source code or project text worth
+// indexing (by extension and a few well-known names).
+bool is_source_name(std::string_view name);
+// A directory never walked: hidden, VCS, vendor and cache directories.
+bool is_skipped_dir(std::string_view name);
+// Generated code: a marker near the top, or a generated file's name.
+bool looks_generated(std::string_view name, std::string_view text);
+
+}  // namespace moelsp::assist

@@ -1,0 +1,205 @@
+// What the workspace index offers one cursor (WorkspaceIndex::context_for).
+//
+// Evidence, strongest first:
+// 1. Definitions of the names near the cursor: names on the cursor's line
+//    and the three lines above it (nearest first), then the names the file
+//    imports, then the other names of the last lines — each looked up in
+//    the table of defined names, skipping names the visible text defines
+//    itself. A definition's snippet is its first lines (the signature and
+//    docstring: what a caller needs), kDefLines at most.
+// 2. Chunks similar to the text around the cursor: Okapi BM25 (k1 1.2,
+//    b 0.75) of the identifier terms of the last kQueryLines lines before
+//    the cursor's line and the first lines after it, over all chunks.
+// Both read only whole identifiers before the word being typed and whole
+// lines above the cursor's line, so the picks (and with them the prompt's
+// KV prefix) change when a line or a name is finished, not per keystroke.
+// Never from the file being completed (its text is the prefix already).
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+#include "assist/completion.h"
+#include "assist/workspace_index_impl.h"
+
+namespace moelsp::assist {
+
+namespace {
+
+constexpr size_t kNearLines = 4, kQueryLines = 24, kSuffixLines = 6;
+constexpr size_t kDefLines = 12, kDefBytes = 900, kChunkBytes = 1600;
+constexpr size_t kMaxNames = 24, kMaxQueryTerms = 96;
+
+// The last `n` whole lines of `text` before its last (unfinished) line, and
+// that last line up to its last whole word.
+struct Window {
+  std::string_view cursor_line;  // up to the word being typed
+  std::string_view above;        // the lines before it
+};
+Window window_of(std::string_view prefix, size_t n) {
+  const size_t line_start = prefix.rfind('\n') + 1;  // npos + 1 == 0
+  std::string_view line = prefix.substr(line_start);
+  while (!line.empty() && is_word_char(line.back())) line.remove_suffix(1);
+  size_t b = line_start;
+  for (size_t k = 0; k < n && b > 0; ++k) {
+    const size_t nl = prefix.rfind('\n', b >= 2 ? b - 2 : 0);
+    b = nl == std::string_view::npos || b < 2 ? 0 : nl + 1;
+  }
+  return {line, prefix.substr(b, line_start - b)};
+}
+
+std::string_view head_lines(std::string_view s, size_t n) {
+  size_t e = 0;
+  for (size_t k = 0; k < n && e < s.size(); ++k) {
+    const size_t nl = s.find('\n', e);
+    e = nl == std::string_view::npos ? s.size() : nl + 1;
+  }
+  return s.substr(0, e);
+}
+
+std::string_view tail_lines(std::string_view s, size_t n) { return window_of(s, n).above; }
+
+// Names in the order of evidence (see the file's comment), without repeats.
+std::vector<std::string> names_near(std::string_view prefix, std::string_view suffix) {
+  std::vector<std::string> out;
+  std::unordered_set<std::string> seen, defined;
+  for (std::string_view text : {prefix, suffix})
+    for (size_t at = 0; at < text.size();) {  // names the visible text defines need no lookup
+      const size_t nl = text.find('\n', at);
+      const std::string_view line = text.substr(at, nl == std::string_view::npos ? std::string_view::npos : nl - at);
+      if (const std::string_view d = defined_name(line); !d.empty()) defined.emplace(d);
+      at = nl == std::string_view::npos ? text.size() : nl + 1;
+    }
+  const auto add = [&](std::string_view n) {
+    std::string s(n);
+    if (!defined.count(s) && seen.insert(s).second) out.push_back(std::move(s));
+  };
+  const auto add_reversed = [&](std::string_view text) {  // nearest (last) first
+    std::vector<std::string_view> v;
+    for_each_name(text, [&](std::string_view n) { v.push_back(n); });
+    for (auto it = v.rbegin(); it != v.rend(); ++it) add(*it);
+  };
+  const Window near = window_of(prefix, kNearLines);
+  add_reversed(near.cursor_line);
+  add_reversed(near.above);
+  for (size_t at = 0; at < prefix.size();) {  // imports: `from m import a, b`, `import {a} from`, `use a::b`
+    const size_t nl = prefix.find('\n', at);
+    const std::string_view line = prefix.substr(at, nl == std::string_view::npos ? std::string_view::npos : nl - at);
+    if (line.starts_with("from ") || line.starts_with("import ") || line.starts_with("use ") ||
+        line.starts_with("#include") || line.starts_with("const {") || line.starts_with("require"))
+      for_each_name(line, add);
+    at = nl == std::string_view::npos ? prefix.size() : nl + 1;
+  }
+  add_reversed(window_of(prefix, kQueryLines).above);
+  for_each_name(head_lines(suffix, kSuffixLines), add);
+  if (out.size() > kMaxNames) out.resize(kMaxNames);
+  return out;
+}
+
+// Whole lines of `text` from its start, at most `lines` lines and `bytes` bytes.
+std::string whole_lines(const std::string& text, size_t lines, size_t bytes) {
+  size_t e = 0;
+  for (size_t k = 0; k < lines && e < text.size(); ++k) {
+    const size_t nl = text.find('\n', e);
+    const size_t next = nl == std::string::npos ? text.size() : nl + 1;
+    if (next > bytes) break;
+    e = next;
+  }
+  std::string out = text.substr(0, e);
+  if (!out.empty() && out.back() != '\n') out += '\n';
+  return out;
+}
+
+}  // namespace
+
+RepoContext WorkspaceIndex::context_for(const ContextQuery& q, const ExcludeList& exclude) const {
+  RepoContext rc;
+  const Impl& m = *impl_;
+  std::shared_lock lock(m.mu);
+  const auto [root, rel] = m.locate(q.path);
+  rc.path = rel;
+  rc.repo = root >= 0 ? m.opt.roots[size_t(root)].substr(m.opt.roots[size_t(root)].rfind('/') + 1) : "";
+  if (q.budget_bytes == 0 || m.live_chunks == 0) return rc;
+
+  struct Pick {
+    uint32_t chunk, from;
+    std::string text;
+  };
+  std::vector<Pick> picks;
+  std::unordered_set<uint32_t> taken;
+  size_t used = 0;
+  const auto usable = [&](uint32_t c) {
+    const Impl::File& f = m.files[m.chunks[c].file];
+    return m.chunks[c].alive && f.path != q.path && !taken.count(c) && !exclude.excluded(f.path);
+  };
+  const auto take = [&](uint32_t c, uint32_t from, size_t lines, size_t bytes) {
+    const size_t cost = m.files[m.chunks[c].file].rel.size() + 4;  // the snippet's header
+    if (used + cost >= q.budget_bytes) return false;
+    const std::string text = whole_lines(m.chunk_text(m.chunks[c], from, uint32_t(bytes)), lines,
+                                         std::min(bytes, q.budget_bytes - used - cost));
+    if (text.empty()) return false;
+    used += text.size() + cost;
+    taken.insert(c);
+    picks.push_back({c, from, text});
+    return true;
+  };
+
+  // 1. Definitions of the names near the cursor (up to two thirds of the budget).
+  for (const std::string& name : names_near(q.prefix, q.suffix)) {
+    if (used >= q.budget_bytes * 2 / 3) break;
+    const auto it = m.defs.find(name);
+    if (it == m.defs.end()) continue;
+    // Several files may define it: the one nearest the current file's folder.
+    const Impl::Def* best = nullptr;
+    size_t best_shared = 0;
+    for (const Impl::Def& d : it->second) {
+      if (!usable(d.chunk)) continue;
+      const std::string& r = m.files[m.chunks[d.chunk].file].rel;
+      const size_t shared = size_t(std::mismatch(r.begin(), r.end(), rel.begin(), rel.end()).first - r.begin());
+      if (!best || shared > best_shared) best = &d, best_shared = shared;
+    }
+    if (best) take(best->chunk, best->offset, kDefLines, kDefBytes);
+  }
+
+  // 2. Chunks like the text around the cursor (BM25).
+  if (used < q.budget_bytes) {
+    std::unordered_map<uint32_t, uint32_t> qtf;  // term id → count in the query
+    const std::string_view around[] = {tail_lines(q.prefix, kQueryLines), head_lines(q.suffix, kSuffixLines)};
+    for (std::string_view text : around)
+      for_each_term(text, [&](std::string_view t) {
+        if (qtf.size() >= kMaxQueryTerms) return;
+        if (const auto it = m.term_ids.find(std::string(t)); it != m.term_ids.end()) ++qtf[it->second];
+      });
+    const double n = double(m.live_chunks), avg = double(m.total_length) / std::max(1.0, n);
+    constexpr double k1 = 1.2, b = 0.75;
+    std::unordered_map<uint32_t, double> score;
+    for (const auto& [t, count] : qtf) {
+      const auto& list = m.postings[t];
+      const double df = double(list.size());
+      if (df > n / 8 + 16) continue;  // in one chunk of eight: says little, costs much
+      const double idf = std::log(1 + (n - df + 0.5) / (df + 0.5)) * std::min(count, 3u);
+      for (const Impl::Posting& p : list) {
+        const Impl::Chunk& c = m.chunks[p.chunk];
+        if (!c.alive) continue;
+        const double tf = double(p.tf);
+        score[p.chunk] += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * double(c.length) / avg));
+      }
+    }
+    std::vector<std::pair<double, uint32_t>> ranked;
+    ranked.reserve(score.size());
+    for (const auto& [c, s] : score) ranked.emplace_back(-s, c);
+    const size_t top = std::min<size_t>(ranked.size(), 32);
+    std::partial_sort(ranked.begin(), ranked.begin() + long(top), ranked.end());
+    for (size_t i = 0; i < top && used < q.budget_bytes; ++i)
+      if (usable(ranked[i].second)) take(ranked[i].second, m.chunks[ranked[i].second].begin, 64, kChunkBytes);
+  }
+
+  // A stable order: by file, then place in it.
+  std::sort(picks.begin(), picks.end(), [&](const Pick& a, const Pick& b) {
+    const std::string &ra = m.files[m.chunks[a.chunk].file].rel, &rb = m.files[m.chunks[b.chunk].file].rel;
+    return ra != rb ? ra < rb : a.from < b.from;
+  });
+  for (Pick& p : picks) rc.snippets.push_back({m.files[m.chunks[p.chunk].file].rel, std::move(p.text)});
+  return rc;
+}
+
+}  // namespace moelsp::assist

@@ -1,0 +1,100 @@
+// The workspace index's protocol side: the folders from initialize and
+// workspace/didChangeWorkspaceFolders, file events from
+// workspace/didChangeWatchedFiles (registered for `**/*` when the client
+// can), open documents' text, moelsp/status "index", and the context a
+// completion gets. The index itself is assist::WorkspaceIndex.
+#include <spdlog/spdlog.h>
+
+#include "assist/exclude.h"
+#include "server_impl.h"
+
+namespace moelsp::lsp {
+
+namespace {
+
+// Bytes of code per token, to turn a token budget into a byte budget for the
+// index (the prompt builder then fits tokens exactly): code runs about 3
+// bytes a token in the embedded model's vocabulary and 3.5-4 in the 150 k
+// vocabularies, so 3 errs towards picking a little more than fits.
+constexpr size_t kBytesPerToken = 3;
+
+}  // namespace
+
+void Server::Impl::start_index(const Settings& s) {
+  assist::IndexOptions o;
+  {
+    std::lock_guard lock(roots_mu);
+    if (s.workspace_index.value_or(true)) o.roots = roots;
+  }
+  o.exclude = assist::exclude_list(s.exclude);
+  if (s.workspace_max_files) o.max_files = size_t(*s.workspace_max_files);
+  std::string key = fmt::format("{}|{}|", o.max_files, s.exclude.value_or("(default)"));
+  for (const auto& r : o.roots) key += r + "|";
+  {
+    std::lock_guard lock(roots_mu);
+    if (key == index_key) return;
+    index_key = key;
+  }
+  spdlog::info("index: {} workspace folder{}", o.roots.size(), o.roots.size() == 1 ? "" : "s");
+  index.start(std::move(o));
+}
+
+json Server::Impl::index_status() {
+  const assist::IndexStats st = index.stats();
+  return {{"state", st.state},
+          {"roots", st.roots},
+          {"files", st.files},
+          {"bytes", st.bytes},
+          {"chunks", st.chunks},
+          {"terms", st.terms},
+          {"postings", st.postings},
+          {"memoryBytes", st.memory_bytes},
+          {"buildMs", st.build_ms},
+          {"updates", st.updates},
+          {"skipped",
+           {{"ignored", st.skipped_ignored},
+            {"excluded", st.skipped_excluded},
+            {"large", st.skipped_large},
+            {"binary", st.skipped_binary},
+            {"generated", st.skipped_generated},
+            {"overLimit", st.skipped_limit}}}};
+}
+
+assist::RepoContext Server::Impl::repo_context(const std::string& uri, const assist::CompletionQuery& q,
+                                               const Settings& s, const assist::ExcludeList& exclude) {
+  size_t tokens = size_t(s.completion_context_tokens.value_or(1024));
+  if (const auto b = service.backend()) {
+    // At most half of what the prompt may take (fim_prompt enforces it in tokens).
+    if (const int budget = b->fim_prompt_budget(*s.completion_max_tokens); budget > 0)
+      tokens = std::min(tokens, size_t(budget / 2));
+  }
+  if (tokens == 0) return {};
+  const std::string_view text = q.text;
+  const size_t cursor = std::min(q.cursor, text.size());
+  return index.context_for({.path = assist::path_of_uri(uri),
+                            .prefix = text.substr(0, cursor),
+                            .suffix = text.substr(cursor),
+                            .budget_bytes = tokens * kBytesPerToken},
+                           exclude);
+}
+
+void Server::Impl::on_did_change_watched_files(const DidChangeWatchedFilesParams& p) {
+  for (const FileEvent& e : p.changes) {
+    const std::string path = assist::path_of_uri(e.uri);
+    if (e.type == 3) index.file_deleted(path);
+    else index.file_changed(path);
+  }
+}
+
+void Server::Impl::on_did_change_workspace_folders(const DidChangeWorkspaceFoldersParams& p) {
+  {
+    std::lock_guard lock(roots_mu);
+    for (const auto& uri : p.removed) std::erase(roots, assist::path_of_uri(uri));
+    for (const auto& uri : p.added)
+      if (std::find(roots.begin(), roots.end(), assist::path_of_uri(uri)) == roots.end())
+        roots.push_back(assist::path_of_uri(uri));
+  }
+  start_index(effective());
+}
+
+}  // namespace moelsp::lsp
