@@ -25,6 +25,37 @@ std::string_view comment_prefix(std::string_view path) {
   return "//";
 }
 
+namespace {
+size_t cost(const Snippet& s) { return s.text.size() + s.path.size() + 4; }
+bool has(const std::vector<Snippet>& v, const Snippet& s) {
+  return std::any_of(v.begin(), v.end(), [&](const Snippet& x) { return x.path == s.path && x.text == s.text; });
+}
+}  // namespace
+
+std::vector<Snippet> merge_context(const std::vector<Snippet>& last, const std::vector<Snippet>& picks,
+                                   size_t budget_bytes) {
+  size_t need = 0, last_size = 0;
+  for (const Snippet& s : picks)
+    if (!has(last, s)) need += cost(s);
+  for (const Snippet& s : last) last_size += cost(s);
+  if (need == 0 && last_size <= budget_bytes) return last;
+  std::vector<Snippet> out;
+  size_t used = 0, stale = 0;
+  for (const Snippet& s : last) {
+    if (used + cost(s) + need > budget_bytes) break;
+    out.push_back(s);
+    used += cost(s);
+    if (!has(picks, s)) stale += cost(s);
+  }
+  if (stale * 2 > budget_bytes) return picks;
+  for (const Snippet& s : picks)
+    if (!has(out, s) && used + cost(s) <= budget_bytes) {
+      out.push_back(s);
+      used += cost(s);
+    }
+  return out;
+}
+
 std::string context_as_comments(const RepoContext& c) {
   const std::string_view mark = comment_prefix(c.path);
   std::string out;

@@ -27,6 +27,19 @@ struct RepoContext {
   bool empty() const { return snippets.empty(); }
 };
 
+// The snippets for a document's next completion, given those its last one
+// sent (`last`) and the index's picks now (`picks`), within budget_bytes (a
+// snippet costs its text, its path and 4): the prompt's head — and the KV
+// the engine holds for it — survives when the picks move. Nothing new picked:
+// `last` again. Otherwise the longest head of `last` that leaves room for the
+// picks it lacks, then those picks (in their order); from `picks` alone when
+// more than half the budget would go to snippets no longer picked. A snippet
+// is the same when its path and text are. Kept snippets may be out of date
+// (a file edited since) until the picks move past them, as llama.vscode's
+// ring of chunks is.
+std::vector<Snippet> merge_context(const std::vector<Snippet>& last, const std::vector<Snippet>& picks,
+                                   size_t budget_bytes);
+
 // The line-comment marker of a file's language, from its name: "#" (Python,
 // shell, Ruby, TOML, YAML, CMake…), "--" (Lua, SQL, Haskell), ";" (Lisp,
 // assembly), "%" (TeX, Erlang), "//" otherwise (C-family, Rust, Go, JS/TS…).

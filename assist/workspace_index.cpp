@@ -88,8 +88,19 @@ void WorkspaceIndex::Impl::run() {
       idle_cv.notify_all();
       q_cv.wait(lock, [&] { return stop || !queue.empty(); });
       if (stop) return;
-      t = std::move(queue.front());
-      queue.pop_front();
+      // The first task that is due: an overlay still being typed waits for
+      // its pause (a newer keystroke moves it), and the others pass it.
+      const auto now = std::chrono::steady_clock::now();
+      auto next = std::find_if(queue.begin(), queue.end(), [&](const Task& q) { return q.due <= now; });
+      if (next == queue.end()) {
+        const auto due = std::min_element(queue.begin(), queue.end(), [](const Task& a, const Task& b) {
+                           return a.due < b.due;
+                         })->due;
+        q_cv.wait_until(lock, due);  // or sooner, when a task arrives
+        continue;
+      }
+      t = std::move(*next);
+      queue.erase(next);
       busy = true;
     }
     try {
@@ -103,11 +114,15 @@ void WorkspaceIndex::Impl::run() {
 void WorkspaceIndex::Impl::push(Task t) {
   {
     std::lock_guard lock(q_mu);
-    // A newer overlay of the same document replaces one still waiting.
+    // Closing a document drops its text still waiting to be indexed; a newer
+    // overlay of it replaces one still waiting.
+    if (t.op == Op::CloseOverlay)
+      std::erase_if(queue, [&](const Task& q) { return q.op == Op::Overlay && q.path == t.path; });
     if (t.op == Op::Overlay)
       for (Task& q : queue)
         if (q.op == Op::Overlay && q.path == t.path) {
           q.text = std::move(t.text);
+          q.due = t.due;
           return;
         }
     queue.push_back(std::move(t));
@@ -127,15 +142,21 @@ void WorkspaceIndex::start(IndexOptions opt) {
     std::erase_if(impl_->queue, [](const Impl::Task& t) { return t.op == Impl::Op::Walk; });
   }
   ++impl_->walk_gen;
-  impl_->push({Impl::Op::Walk, "", nullptr, std::make_shared<const IndexOptions>(std::move(opt))});
+  impl_->push({Impl::Op::Walk, "", nullptr, std::make_shared<const IndexOptions>(std::move(opt)), {}});
 }
-void WorkspaceIndex::file_changed(const std::string& path) { impl_->push({Impl::Op::Changed, path, nullptr, nullptr}); }
-void WorkspaceIndex::file_deleted(const std::string& path) { impl_->push({Impl::Op::Deleted, path, nullptr, nullptr}); }
-void WorkspaceIndex::document_text(const std::string& path, std::shared_ptr<const std::string> text) {
-  impl_->push({Impl::Op::Overlay, path, std::move(text), nullptr});
+void WorkspaceIndex::file_changed(const std::string& path) {
+  impl_->push({Impl::Op::Changed, path, nullptr, nullptr, {}});
+}
+void WorkspaceIndex::file_deleted(const std::string& path) {
+  impl_->push({Impl::Op::Deleted, path, nullptr, nullptr, {}});
+}
+void WorkspaceIndex::document_text(const std::string& path, std::shared_ptr<const std::string> text, bool typing) {
+  const auto due = typing ? std::chrono::steady_clock::now() + std::chrono::milliseconds(kTypingPauseMs)
+                          : std::chrono::steady_clock::time_point{};
+  impl_->push({Impl::Op::Overlay, path, std::move(text), nullptr, due});
 }
 void WorkspaceIndex::close_document(const std::string& path) {
-  impl_->push({Impl::Op::CloseOverlay, path, nullptr, nullptr});
+  impl_->push({Impl::Op::CloseOverlay, path, nullptr, nullptr, {}});
 }
 void WorkspaceIndex::wait_idle() {
   std::unique_lock lock(impl_->q_mu);
@@ -348,6 +369,10 @@ void WorkspaceIndex::Impl::index_file(const std::string& path, const std::string
   }
 
   std::unique_lock lock(mu);
+  if (chunks.size() + pieces.size() >= Posting::kMaxChunks) {  // 67 M chunk ids used: a new walk renumbers
+    spdlog::warn("index: out of chunk ids; {} is left out until the next walk", path);
+    return;
+  }
   uint32_t id;
   if (const auto it = file_ids.find(path); it != file_ids.end()) {
     id = it->second;
@@ -397,7 +422,7 @@ void WorkspaceIndex::Impl::drop_file_locked(uint32_t id) {
 void WorkspaceIndex::Impl::compact_locked() {
   n_postings = 0;
   for (auto& list : postings) {
-    std::erase_if(list, [&](const Posting& p) { return !chunks[p.chunk].alive; });
+    std::erase_if(list, [&](const Posting& p) { return !chunks[p.chunk()].alive; });
     list.shrink_to_fit();
     n_postings += list.size();
   }

@@ -79,9 +79,13 @@ class WorkspaceIndex {
   void file_changed(const std::string& path);
   void file_deleted(const std::string& path);
   // An open document's text replaces its file's (also outside any root);
-  // `text` is a snapshot, indexed in the background. close_document goes
-  // back to the file on disk.
-  void document_text(const std::string& path, std::shared_ptr<const std::string> text);
+  // `text` is a snapshot, indexed in the background. With `typing` (an
+  // edit, not an open) it waits until the document has been still for
+  // kTypingPauseMs: the file being typed in is never its own context, and
+  // indexing it again per keystroke would take CPU from the keystroke's own
+  // completion. close_document goes back to the file on disk.
+  static constexpr int kTypingPauseMs = 750;
+  void document_text(const std::string& path, std::shared_ptr<const std::string> text, bool typing = false);
   void close_document(const std::string& path);
   // Waits until the background queue is empty (tests, benchmarks).
   void wait_idle();

@@ -8,11 +8,13 @@
 //    itself. A definition's snippet is its first lines (the signature and
 //    docstring: what a caller needs), kDefLines at most.
 // 2. Chunks similar to the text around the cursor: Okapi BM25 (k1 1.2,
-//    b 0.75) of the identifier terms of the last kQueryLines lines before
-//    the cursor's line and the first lines after it, over all chunks.
+//    b 0.75) of the identifier terms of kQueryLines lines above the cursor
+//    (ending at a line whose number is a multiple of 8) and the first lines
+//    after it, over all chunks.
 // Both read only whole identifiers before the word being typed and whole
 // lines above the cursor's line, so the picks (and with them the prompt's
-// KV prefix) change when a line or a name is finished, not per keystroke.
+// KV prefix) change when a name is finished or every 8 lines, not per
+// keystroke.
 // Never from the file being completed (its text is the prefix already).
 #include <algorithm>
 #include <cmath>
@@ -27,7 +29,7 @@ namespace {
 
 constexpr size_t kNearLines = 4, kQueryLines = 24, kSuffixLines = 6;
 constexpr size_t kDefLines = 12, kDefBytes = 900, kChunkBytes = 1600;
-constexpr size_t kMaxNames = 24, kMaxQueryTerms = 96;
+constexpr size_t kMaxNames = 24, kMaxQueryTerms = 96, kMaxPostings = 200000;
 
 // The last `n` whole lines of `text` before its last (unfinished) line, and
 // that last line up to its last whole word.
@@ -57,6 +59,26 @@ std::string_view head_lines(std::string_view s, size_t n) {
 }
 
 std::string_view tail_lines(std::string_view s, size_t n) { return window_of(s, n).above; }
+
+// The prefix up to the start of its last line whose number is a multiple of
+// kQueryStep (the prefix starts at such a line: make_context's anchor). The
+// similarity query reads the lines before it, so its picks move every
+// kQueryStep lines, not on every new line: each move re-prefills the prompt
+// after the first changed snippet, the file's prefix included. (Before
+// line kQueryStep: the whole lines above the cursor.)
+constexpr size_t kQueryStep = 8;
+std::string_view anchored(std::string_view prefix) {
+  // Line k starts after the k-th '\n'; the cursor's line is line `lines`.
+  const size_t lines = size_t(std::count(prefix.begin(), prefix.end(), '\n'));
+  if (lines < kQueryStep) return prefix.substr(0, prefix.rfind('\n') + 1);  // a file's first lines: each line counts
+  size_t at = prefix.size();
+  for (size_t k = 0; k <= lines % kQueryStep; ++k) {  // back to the '\n' before line lines − lines % kQueryStep
+    if (at == 0) return prefix.substr(0, 0);
+    at = prefix.rfind('\n', at - 1);
+    if (at == std::string_view::npos) return prefix.substr(0, 0);
+  }
+  return prefix.substr(0, at + 1);
+}
 
 // Names in the order of evidence (see the file's comment), without repeats.
 std::vector<std::string> names_near(std::string_view prefix, std::string_view suffix) {
@@ -89,7 +111,7 @@ std::vector<std::string> names_near(std::string_view prefix, std::string_view su
       for_each_name(line, add);
     at = nl == std::string_view::npos ? prefix.size() : nl + 1;
   }
-  add_reversed(window_of(prefix, kQueryLines).above);
+  add_reversed(tail_lines(anchored(prefix), kQueryLines));
   for_each_name(head_lines(suffix, kSuffixLines), add);
   if (out.size() > kMaxNames) out.resize(kMaxNames);
   return out;
@@ -163,7 +185,7 @@ RepoContext WorkspaceIndex::context_for(const ContextQuery& q, const ExcludeList
   // 2. Chunks like the text around the cursor (BM25).
   if (used < q.budget_bytes) {
     std::unordered_map<uint32_t, uint32_t> qtf;  // term id → count in the query
-    const std::string_view around[] = {tail_lines(q.prefix, kQueryLines), head_lines(q.suffix, kSuffixLines)};
+    const std::string_view around[] = {tail_lines(anchored(q.prefix), kQueryLines), head_lines(q.suffix, kSuffixLines)};
     for (std::string_view text : around)
       for_each_term(text, [&](std::string_view t) {
         if (qtf.size() >= kMaxQueryTerms) return;
@@ -171,22 +193,39 @@ RepoContext WorkspaceIndex::context_for(const ContextQuery& q, const ExcludeList
       });
     const double n = double(m.live_chunks), avg = double(m.total_length) / std::max(1.0, n);
     constexpr double k1 = 1.2, b = 0.75;
-    std::unordered_map<uint32_t, double> score;
-    for (const auto& [t, count] : qtf) {
-      const auto& list = m.postings[t];
-      const double df = double(list.size());
-      if (df > n / 8 + 16) continue;  // in one chunk of eight: says little, costs much
-      const double idf = std::log(1 + (n - df + 0.5) / (df + 0.5)) * std::min(count, 3u);
-      for (const Impl::Posting& p : list) {
-        const Impl::Chunk& c = m.chunks[p.chunk];
+    // Rarest terms first, and at most kMaxPostings postings visited: the
+    // rare terms carry the ranking (idf), the common ones the cost (on
+    // /usr/include/boost a query's terms list up to a million postings).
+    std::vector<std::pair<size_t, uint32_t>> order;  // (df, term)
+    for (const auto& [t, count] : qtf) order.emplace_back(m.postings[t].size(), t);
+    std::sort(order.begin(), order.end());
+    // Scores in a dense array reused by the thread's queries (one float per
+    // chunk; the touched ones are reset after), not a hash map per query.
+    thread_local std::vector<float> score;
+    thread_local std::vector<uint32_t> touched;
+    if (score.size() < m.chunks.size()) score.resize(m.chunks.size(), 0.0f);
+    touched.clear();
+    size_t visited = 0;
+    for (const auto& [df_n, t] : order) {
+      const double df = double(df_n);
+      if (df > n / 8 + 16 || visited + df_n > kMaxPostings) break;  // in one chunk of eight: says little
+      visited += df_n;
+      const float idf = float(std::log(1 + (n - df + 0.5) / (df + 0.5)) * std::min(qtf.at(t), 3u));
+      for (const Impl::Posting p : m.postings[t]) {
+        const uint32_t id = p.chunk();
+        const Impl::Chunk& c = m.chunks[id];
         if (!c.alive) continue;
-        const double tf = double(p.tf);
-        score[p.chunk] += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * double(c.length) / avg));
+        const float tf = float(p.tf());
+        if (score[id] == 0.0f) touched.push_back(id);
+        score[id] += idf * tf * float(k1 + 1) / (tf + float(k1 * (1 - b + b * double(c.length) / avg)));
       }
     }
     std::vector<std::pair<double, uint32_t>> ranked;
-    ranked.reserve(score.size());
-    for (const auto& [c, s] : score) ranked.emplace_back(-s, c);
+    ranked.reserve(touched.size());
+    for (const uint32_t c : touched) {
+      ranked.emplace_back(-double(score[c]), c);
+      score[c] = 0.0f;
+    }
     const size_t top = std::min<size_t>(ranked.size(), 32);
     std::partial_sort(ranked.begin(), ranked.begin() + long(top), ranked.end());
     for (size_t i = 0; i < top && used < q.budget_bytes; ++i)

@@ -196,6 +196,7 @@ int main(int argc, char** argv) {
             {"contextSize", 4096},
             {"completion", completion},
             {"chat", {{"maxTokens", 2000}, {"template", "chatml"}}}}}}}});
+  send({{"jsonrpc", "2.0"}, {"method", "initialized"}, {"params", json::object()}});
   for (int i = 0; i < 600; ++i) {
     {
       std::lock_guard lock(mu);

@@ -535,6 +535,7 @@ void Server::Impl::on_initialize(const InitializeParams& p, Reply reply) {
   reply({{"capabilities", sc}, {"serverInfo", {{"name", "moelsp"}, {"version", "0.1.0"}}}});
   phase = Phase::Running;
   start_loading();
+  start_index(effective());  // the walk runs beside the model's loading
 }
 
 json Server::Impl::completion_options() { return {{"resolveProvider", false}, {"triggerCharacters", {".", "(", " "}}}; }
@@ -558,7 +559,6 @@ void Server::Impl::on_initialized(const NoParams&) {
     regs.push_back({{"id", "moelsp-watch"},
                     {"method", "workspace/didChangeWatchedFiles"},
                     {"registerOptions", {{"watchers", {{{"globPattern", "**/*"}}}}}}});
-  start_index(effective());
   if (!regs.empty())
     send({{"jsonrpc", "2.0"},
           {"id", "moelsp-" + std::to_string(next_server_request_id++)},
@@ -625,11 +625,15 @@ void Server::Impl::on_did_change(const DidChangeParams& p) {
   for (const auto& c : p.changes)
     if (!docs.change(p.uri, p.version, c.range, c.text))
       return spdlog::warn("didChange for a document that is not open: {}", p.uri);
-  if (const auto doc = docs.get(p.uri)) index.document_text(assist::path_of_uri(p.uri), doc->text);
+  if (const auto doc = docs.get(p.uri)) index.document_text(assist::path_of_uri(p.uri), doc->text, true);
 }
 
 void Server::Impl::on_did_close(const DocumentParams& p) {
   index.close_document(assist::path_of_uri(p.uri));
+  {
+    std::lock_guard lock(sticky_mu);
+    sticky.erase(p.uri);
+  }
   if (docs.close(p.uri) >= kLargeMessageBytes) release_free_memory();
 }
 void Server::Impl::on_did_save(const DocumentParams& p) { index.file_changed(assist::path_of_uri(p.uri)); }

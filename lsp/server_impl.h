@@ -88,6 +88,9 @@ struct Server::Impl {
   std::vector<std::string> roots;  // the workspace folders' paths
   std::string index_key;           // what the index was started with (roots + settings), to restart on a change
   assist::WorkspaceIndex index;
+  // Per document, the snippets its last completion sent (assist::merge_context).
+  std::mutex sticky_mu;
+  std::unordered_map<std::string, std::vector<assist::Snippet>> sticky;
 
   std::mutex model_mu;
   std::shared_ptr<Model> model;

@@ -246,10 +246,18 @@ TEST_CASE("the index follows the editor's buffers and the file system") {
   index.wait_idle();
   CHECK(find("new_name"));
   CHECK_FALSE(find("old_name"));
+  // While typing, the buffer is indexed once the document has been still for a while.
+  index.document_text(util, std::make_shared<const std::string>("def typed_name():\n    pass\n"), true);
+  CHECK(find("new_name"));  // not yet
+  index.wait_idle();
+  CHECK(find("typed_name"));
+  // A close drops a typed text still waiting.
+  index.document_text(util, std::make_shared<const std::string>("def never_indexed():\n    pass\n"), true);
   // Closed: the file on disk again.
   index.close_document(util);
   index.wait_idle();
   CHECK(find("old_name"));
+  CHECK_FALSE(find("never_indexed"));
   // A file created, changed, deleted outside the editor.
   const std::string added = t.write("added.py", "def fresh_function():\n    pass\n");
   index.file_changed(added);
@@ -332,4 +340,25 @@ TEST_CASE("repository format and comment syntax for the context") {
   CHECK(comment_prefix("x.lua") == "--");
   CHECK(comment_prefix("CMakeLists.txt") == "#");
   CHECK(comment_prefix("main.cpp") == "//");
+}
+
+TEST_CASE("a document's context keeps its head while the picks move") {
+  const Snippet a{"a.py", "def a(): pass\n"}, b{"b.py", "def b(): pass\n"}, c{"c.py", "def c(): pass\n"},
+      d{"d.py", "def d(): pass\n"};
+  const size_t each = a.text.size() + a.path.size() + 4;
+  const auto same = [](const std::vector<Snippet>& x, const std::vector<Snippet>& y) {
+    return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin(), [](const Snippet& p, const Snippet& q) {
+             return p.path == q.path && p.text == q.text;
+           });
+  };
+  // Nothing new picked: the last context again, even with a pick dropped.
+  CHECK(same(merge_context({a, b, c}, {a, c}, 10 * each), {a, b, c}));
+  // A new pick goes at the end; the head stays.
+  CHECK(same(merge_context({a, b}, {b, c}, 10 * each), {a, b, c}));
+  // No room: the head is cut from its end to make room.
+  CHECK(same(merge_context({a, b, c}, {a, d}, 3 * each), {a, b, d}));
+  // Mostly stale: start over from the picks.
+  CHECK(same(merge_context({a, b, c}, {d}, 4 * each), {d}));
+  CHECK(same(merge_context({}, {c, d}, 10 * each), {c, d}));
+  CHECK(merge_context({a}, {b}, 0).empty());
 }
