@@ -32,19 +32,6 @@ bool stat_file(const std::string& path, uint64_t& size, int64_t& mtime_ns) {
   return true;
 }
 
-bool read_all(const std::string& path, std::string& out, size_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  out.clear();
-  char buf[65536];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) {
-    out.append(buf, size_t(n));
-    if (out.size() > max_bytes) break;
-  }
-  ::close(fd);
-  return true;
-}
-
 std::vector<IgnoreRule> read_ignore_file(const std::string& path) {
   std::string text;
   if (!read_all(path, text, 1 << 20)) return {};
@@ -57,6 +44,19 @@ std::string name_of(const std::string& path) {
 }
 
 }  // namespace
+
+bool read_all(const std::string& path, std::string& out, size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  out.clear();
+  char buf[65536];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) {
+    out.append(buf, size_t(n));
+    if (out.size() > max_bytes) break;
+  }
+  ::close(fd);
+  return true;
+}
 
 // ---- the background thread -------------------------------------------------------
 

@@ -106,6 +106,9 @@ struct WorkspaceIndex::Impl {
   uint64_t memory_locked() const;
 };
 
+// A file's bytes, at most max_bytes (a little more: whole reads); false if it cannot be opened.
+bool read_all(const std::string& path, std::string& out, size_t max_bytes);
+
 // Whether a file name looks like source code or project text worth
 // indexing (by extension and a few well-known names).
 bool is_source_name(std::string_view name);

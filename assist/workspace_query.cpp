@@ -3,10 +3,11 @@
 // Evidence, strongest first:
 // 1. Definitions of the names near the cursor: names on the cursor's line
 //    and the three lines above it (nearest first), then the names the file
-//    imports, then the other names of the last lines — each looked up in
-//    the table of defined names, skipping names the visible text defines
+//    imports, then the other names of the last lines, then the names the
+//    whole file uses most (file_names) — each looked up in the table of
+//    defined names, skipping names the visible text (or the file) defines
 //    itself. A definition's snippet is its first lines (the signature and
-//    docstring: what a caller needs), kDefLines at most.
+//    the docstring's start: what a caller needs), kDefLines at most.
 // 2. Chunks similar to the text around the cursor: Okapi BM25 (k1 1.2,
 //    b 0.75) of the identifier terms of kQueryLines lines above the cursor
 //    (ending at a line whose number is a multiple of 8) and the first lines
@@ -28,7 +29,7 @@ namespace moelsp::assist {
 namespace {
 
 constexpr size_t kNearLines = 4, kQueryLines = 24, kSuffixLines = 6;
-constexpr size_t kDefLines = 12, kDefBytes = 900, kChunkBytes = 1600;
+constexpr size_t kDefLines = 6, kDefBytes = 480, kChunkBytes = 1600;
 constexpr size_t kMaxNames = 24, kMaxQueryTerms = 96, kMaxPostings = 200000;
 
 // The last `n` whole lines of `text` before its last (unfinished) line, and
@@ -117,6 +118,38 @@ std::vector<std::string> names_near(std::string_view prefix, std::string_view su
   return out;
 }
 
+// Names the whole file uses (its text as indexed: the editor's buffer or the
+// file on disk) that only other files define, most used first: the name the
+// user is about to write at the cursor is often used further down the file,
+// beyond the 400 bytes after the cursor that the window holds (on the
+// cross-file benchmark this took the definition into the prompt in ~2 % of
+// cases without it).
+std::vector<std::string> file_names(const WorkspaceIndex::Impl& m, const std::string& path,
+                                    const std::vector<std::string>& have) {
+  const auto it = m.file_ids.find(path);
+  if (it == m.file_ids.end() || !m.files[it->second].alive) return {};
+  const uint32_t self = it->second;
+  const auto& f = m.files[self];
+  std::string disk;
+  if (!f.overlay && !read_all(f.path, disk, m.opt.max_file_bytes)) return {};
+  const std::string_view text = f.overlay ? std::string_view(*f.overlay) : std::string_view(disk);
+  std::unordered_map<std::string_view, int> count;
+  for_each_name(text, [&](std::string_view n) { ++count[n]; });
+  std::vector<std::pair<int, std::string_view>> ranked;
+  for (const auto& [n, c] : count) {
+    const auto d = m.defs.find(std::string(n));
+    if (d == m.defs.end() || std::find(have.begin(), have.end(), n) != have.end()) continue;
+    const bool here = std::any_of(d->second.begin(), d->second.end(), [&](const WorkspaceIndex::Impl::Def& x) {
+      return m.chunks[x.chunk].alive && m.chunks[x.chunk].file == self;
+    });
+    if (!here) ranked.emplace_back(-c, n);
+  }
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<std::string> out;
+  for (size_t i = 0; i < ranked.size() && i < kMaxNames; ++i) out.emplace_back(ranked[i].second);
+  return out;
+}
+
 // Whole lines of `text` from its start, at most `lines` lines and `bytes` bytes.
 std::string whole_lines(const std::string& text, size_t lines, size_t bytes) {
   size_t e = 0;
@@ -166,7 +199,9 @@ RepoContext WorkspaceIndex::context_for(const ContextQuery& q, const ExcludeList
   };
 
   // 1. Definitions of the names near the cursor (up to two thirds of the budget).
-  for (const std::string& name : names_near(q.prefix, q.suffix)) {
+  std::vector<std::string> names = names_near(q.prefix, q.suffix);
+  for (std::string& n : file_names(m, q.path, names)) names.push_back(std::move(n));
+  for (const std::string& name : names) {
     if (used >= q.budget_bytes * 2 / 3) break;
     const auto it = m.defs.find(name);
     if (it == m.defs.end()) continue;

@@ -102,10 +102,34 @@ std::vector<Case> package_cases(const std::string& dir) {
   std::vector<Case> out;
   for (size_t f = 0; f < files.size(); ++f) {
     const std::string& text = files[f].second;
+    std::map<std::string, size_t, std::less<>> first_at;  // each word's first offset in the file
+    for (size_t i = 0; i < text.size();) {
+      if (!assist::is_word_char(text[i])) {
+        ++i;
+        continue;
+      }
+      size_t e = i;
+      while (e < text.size() && assist::is_word_char(text[e])) ++e;
+      first_at.try_emplace(text.substr(i, e - i), i);
+      i = e;
+    }
     size_t taken = 0;
+    bool in_import = false;  // inside `from m import (` … `)` or `\`-continued: names imported, not used
+    bool in_string = false;  // inside a triple-quoted string (a docstring): prose, not code
     for (const auto& l : bench::fim_detail::split_lines(text)) {
-      if (taken >= 2 || l.indent < 4) continue;  // a line in a body
       const std::string_view line = std::string_view(text).substr(l.begin, l.end - l.begin);
+      if (in_import || line.starts_with("from ") || line.starts_with("import ")) {
+        const bool opens = line.find('(') != std::string_view::npos, closes = line.find(')') != std::string_view::npos;
+        in_import = ((in_import || opens) && !closes) || line.ends_with('\\');
+        continue;
+      }
+      size_t quotes = 0;
+      for (size_t q = line.find("\"\"\""); q != std::string_view::npos; q = line.find("\"\"\"", q + 3)) ++quotes;
+      for (size_t q = line.find("'''"); q != std::string_view::npos; q = line.find("'''", q + 3)) ++quotes;
+      const bool was_string = in_string;
+      if (quotes % 2 == 1) in_string = !in_string;
+      if (was_string || quotes > 0) continue;
+      if (taken >= 2 || l.indent < 4) continue;  // a line in a body
       const std::string_view code = line.substr(size_t(l.indent));
       if (code.size() < 8 || code.size() > 100 || code.starts_with('#') || code.starts_with("def ") ||
           code.starts_with("class ") || code.starts_with('@') || code.starts_with("import ") ||
@@ -120,8 +144,12 @@ std::vector<Case> package_cases(const std::string& dir) {
         size_t e = i;
         while (e < code.size() && assist::is_word_char(code[e])) ++e;
         const std::string w(code.substr(i, e - i));
+        // Used as code: called (`N(`) or reached through an object (`.N`);
+        // defined in at most 3 files (`format`, `get`, `run` say nothing).
+        const bool used = (e < code.size() && code[e] == '(') || (i > 0 && code[i - 1] == '.');
         const auto it = defined_in.find(w);
-        if (it != defined_in.end() && !it->second.count(f) && !has_word(std::string_view(text).substr(0, l.begin), w))
+        if (used && w.size() >= 5 && it != defined_in.end() && it->second.size() <= 3 && !it->second.count(f) &&
+            first_at.find(w)->second >= l.begin)
           name = w;
         i = e;
       }
@@ -151,7 +179,12 @@ class Lsp {
         if (!m->error.empty()) continue;
         json j = json::parse(m->body, nullptr, false);
         std::lock_guard lock(mu_);
-        if (j.contains("id") && !j.contains("method")) answers_[j["id"].dump()] = std::move(j);
+        // (The key first: json's operator= takes its argument by value, so
+        // `answers_[j["id"].dump()] = std::move(j)` would move j before reading its id.)
+        if (j.contains("id") && !j.contains("method")) {
+          const std::string key = j["id"].dump();
+          answers_[key] = std::move(j);
+        }
         cv_.notify_all();
       }
     });
