@@ -30,7 +30,13 @@ ClassResult match_class(std::string_view p, size_t& i, char c) {
 
 }  // namespace
 
-bool glob_match(std::string_view p, std::string_view s) {
+namespace {
+
+// `steps` bounds the backtracking: a pattern such as `*a*a*a*b` against a
+// long name would otherwise take exponential time (a repository's
+// .gitignore is input we do not control); past it, no match.
+bool match(std::string_view p, std::string_view s, int& steps) {
+  if (--steps < 0) return false;
   size_t pi = 0, si = 0;
   while (pi < p.size()) {
     const char c = p[pi];
@@ -39,15 +45,15 @@ bool glob_match(std::string_view p, std::string_view s) {
       if (across && (pi + 2 == p.size() || p[pi + 2] == '/')) {
         if (pi + 2 == p.size()) return true;             // trailing `/**`: everything below
         const std::string_view rest = p.substr(pi + 3);  // `**/`: zero or more whole components
-        if (glob_match(rest, s.substr(si))) return true;
+        if (match(rest, s.substr(si), steps)) return true;
         for (size_t k = si; k < s.size(); ++k)
-          if (s[k] == '/' && glob_match(rest, s.substr(k + 1))) return true;
+          if (s[k] == '/' && match(rest, s.substr(k + 1), steps)) return true;
         return false;
       }
       while (pi < p.size() && p[pi] == '*') ++pi;  // `*`, or a `**` inside a component: the same
       const std::string_view rest = p.substr(pi);
       for (size_t k = si;; ++k) {
-        if (glob_match(rest, s.substr(k))) return true;
+        if (match(rest, s.substr(k), steps)) return true;
         if (k >= s.size() || s[k] == '/') return false;
       }
     }
@@ -73,8 +79,16 @@ bool glob_match(std::string_view p, std::string_view s) {
   return si == s.size();
 }
 
+}  // namespace
+
+bool glob_match(std::string_view pattern, std::string_view path) {
+  int steps = 100000;
+  return match(pattern, path, steps);
+}
+
 std::vector<IgnoreRule> parse_gitignore(std::string_view text) {
   std::vector<IgnoreRule> rules;
+  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);  // a UTF-8 BOM, as git skips it
   while (!text.empty()) {
     const size_t nl = text.find('\n');
     std::string_view line = text.substr(0, nl);

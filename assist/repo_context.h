@@ -16,6 +16,7 @@ namespace moelsp::assist {
 struct Snippet {
   std::string path;  // relative to its workspace root (or the file's name outside any root)
   std::string text;  // whole lines, ending in '\n'
+  std::string file;  // its absolute path (not in the prompt; "" where unknown, e.g. /infill's input_extra)
 };
 
 // Snippets in a stable order (by path, then position in the file: the same

@@ -176,16 +176,22 @@ std::pair<int, std::string> WorkspaceIndex::Impl::locate(const std::string& path
 
 bool WorkspaceIndex::Impl::admissible(const std::string& path, int root, const std::string& rel) const {
   if (opt.exclude.excluded(path) || !is_source_name(name_of(path))) return false;
-  return root < 0 || !git_ignored(root, rel);
+  return root < 0 || !git_ignored(root, rel, true);
+}
+
+bool WorkspaceIndex::holds(const std::string& path) const {
+  std::shared_lock lock(impl_->mu);
+  const auto it = impl_->file_ids.find(path);
+  return it != impl_->file_ids.end() && impl_->files[it->second].alive;
 }
 
 bool WorkspaceIndex::git_ignored(const std::string& path) const {
   std::shared_lock lock(impl_->mu);
   const auto [root, rel] = impl_->locate(path);
-  return root >= 0 && impl_->git_ignored(root, rel);
+  return root >= 0 && impl_->git_ignored(root, rel, false);
 }
 
-bool WorkspaceIndex::Impl::git_ignored(int root, const std::string& rel) const {
+bool WorkspaceIndex::Impl::git_ignored(int root, const std::string& rel, bool skipped_dirs) const {
   // The .gitignore files from the root down to the file's directory.
   IgnoreStack stack;
   const std::string& base = opt.roots[size_t(root)];
@@ -193,7 +199,7 @@ bool WorkspaceIndex::Impl::git_ignored(int root, const std::string& rel) const {
   stack.push({"", read_ignore_file(base + "/.gitignore")});
   for (size_t slash = rel.find('/'); slash != std::string::npos; slash = rel.find('/', slash + 1)) {
     const std::string dir = rel.substr(0, slash);
-    if (is_skipped_dir(name_of(dir)) || stack.ignored(dir, true)) return true;
+    if ((skipped_dirs && is_skipped_dir(name_of(dir))) || stack.ignored(dir, true)) return true;
     stack.push({dir, read_ignore_file(base + "/" + dir + "/.gitignore")});
   }
   return stack.ignored(rel, false);
@@ -238,15 +244,31 @@ void WorkspaceIndex::Impl::apply(const Task& t) {
 void WorkspaceIndex::Impl::walk(const IndexOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   const IndexOptions o = options;  // (may be `opt` itself)
+  std::vector<std::pair<std::string, std::shared_ptr<const std::string>>> open_docs;
   {
+    // A walk starts from an empty index (chunk ids start again at 0, no
+    // per-file compaction under the lock); the open documents are indexed
+    // again from their buffers below, checked against the new rules.
     std::unique_lock lock(mu);
     opt = o;
-    for (uint32_t id = 0; id < files.size(); ++id)  // what came from disk is read again; open documents stay
-      if (files[id].alive && !files[id].overlay) drop_file_locked(id);
+    for (const File& f : files)
+      if (f.alive && f.overlay) open_docs.emplace_back(f.path, f.overlay);
+    files.clear();
+    file_ids.clear();
+    chunks.clear();
+    term_ids.clear();
+    postings.clear();
+    defs.clear();
+    live_files = live_chunks = dead_chunks = n_postings = 0;
+    live_bytes = total_length = 0;
     const IndexStats keep = counters;
     counters = IndexStats{};
     counters.state = "indexing";
     counters.updates = keep.updates;
+  }
+  for (const auto& [path, text] : open_docs) {
+    const auto [root, rel] = locate(path);
+    if (admissible(path, root, rel)) index_file(path, rel, root, text);
   }
   size_t seen = 0;
   IndexStats skips;
@@ -295,11 +317,16 @@ void WorkspaceIndex::Impl::walk(const IndexOptions& options) {
       if (o.exclude.excluded(abs)) return void(++skips.skipped_excluded);
       if (seen >= o.max_files) return void(++skips.skipped_limit);
       ++seen;
+      {
+        std::shared_lock lock(self.mu);  // an open document is indexed from its buffer, not from disk
+        if (const auto it = self.file_ids.find(abs); it != self.file_ids.end() && self.files[it->second].overlay)
+          return;
+      }
       self.index_file(abs, rel, root, nullptr);
     }
   };
   Walker w{*this, o, skips, seen, walk_gen.load(), {}};
-  for (size_t r = 0; r < o.roots.size(); ++r) {
+  for (size_t r = 0; r < o.roots.size() && o.walk; ++r) {
     w.stack = IgnoreStack{};
     w.stack.push({"", read_ignore_file(o.roots[r] + "/.git/info/exclude")});
     w.dir(int(r), o.roots[r], "", 0);
@@ -328,10 +355,14 @@ void WorkspaceIndex::Impl::index_file(const std::string& path, const std::string
     ++(counters.*field);
     if (const auto it = file_ids.find(path); it != file_ids.end()) drop_file_locked(it->second);
   };
+  const auto gone = [&] {  // deleted, or never saved: what was indexed for it goes too (an old buffer's text)
+    std::unique_lock lock(mu);
+    if (const auto it = file_ids.find(path); it != file_ids.end()) drop_file_locked(it->second);
+  };
   if (!overlay) {
-    if (!stat_file(path, size, mtime)) return;
+    if (!stat_file(path, size, mtime)) return gone();
     if (size > opt.max_file_bytes) return count(&IndexStats::skipped_large);
-    if (!read_all(path, disk, opt.max_file_bytes)) return;
+    if (!read_all(path, disk, opt.max_file_bytes)) return gone();
     size = disk.size();
   }
   const std::string_view text = overlay ? std::string_view(*overlay) : std::string_view(disk);
@@ -369,7 +400,7 @@ void WorkspaceIndex::Impl::index_file(const std::string& path, const std::string
   }
 
   std::unique_lock lock(mu);
-  if (chunks.size() + pieces.size() >= Posting::kMaxChunks) {  // 67 M chunk ids used: a new walk renumbers
+  if (chunks.size() + pieces.size() >= Posting::kMaxChunks) {  // 67 M chunk ids used: a new walk starts at 0
     spdlog::warn("index: out of chunk ids; {} is left out until the next walk", path);
     return;
   }

@@ -42,6 +42,9 @@ struct IndexOptions {
   ExcludeList exclude{kDefaultExclude};
   size_t max_files = 20000;
   size_t max_file_bytes = 1 << 20;
+  // Walk the roots (workspace.index); off: only open documents are indexed,
+  // and the roots still place them (relative paths, .gitignore).
+  bool walk = true;
 };
 
 struct IndexStats {
@@ -91,8 +94,10 @@ class WorkspaceIndex {
   void wait_idle();
 
   IndexStats stats() const;
+  // Whether a file is in the index now (read, not dropped, not excluded by the last walk's rules).
+  bool holds(const std::string& path) const;
   // Whether a file under one of the roots is hidden by the .gitignore files
-  // on its way down (or lies in a skipped directory). Reads them: not for
+  // on its way down (not counting hidden or vendor folders the walk skips). Reads them: not for
   // every keystroke's hot path of a large tree, but cheap for a few levels.
   bool git_ignored(const std::string& path) const;
   // What goes ahead of the prompt for one cursor (see workspace_index.cpp:

@@ -99,8 +99,9 @@ struct WorkspaceIndex::Impl {
   // Whether a file under a root may be read: not ignored by the .gitignore
   // files on its way down, nor excluded, nor vendor/hidden, nor non-source.
   bool admissible(const std::string& path, int root, const std::string& rel) const;
-  // Whether the .gitignore files (or a skipped directory) hide a path under a root.
-  bool git_ignored(int root, const std::string& rel) const;
+  // Whether the .gitignore files (and, with skipped_dirs, a hidden or vendor
+  // directory) hide a path under a root.
+  bool git_ignored(int root, const std::string& rel, bool skipped_dirs) const;
   // A chunk's text (overlay or file on disk; "" when the file changed since).
   std::string chunk_text(const Chunk& c, uint32_t from, uint32_t max_bytes) const;
   uint64_t memory_locked() const;

@@ -272,7 +272,10 @@ RepoContext WorkspaceIndex::context_for(const ContextQuery& q, const ExcludeList
     const std::string &ra = m.files[m.chunks[a.chunk].file].rel, &rb = m.files[m.chunks[b.chunk].file].rel;
     return ra != rb ? ra < rb : a.from < b.from;
   });
-  for (Pick& p : picks) rc.snippets.push_back({m.files[m.chunks[p.chunk].file].rel, std::move(p.text)});
+  for (Pick& p : picks) {
+    const Impl::File& f = m.files[m.chunks[p.chunk].file];
+    rc.snippets.push_back({f.rel, std::move(p.text), f.path});
+  }
   return rc;
 }
 

@@ -24,11 +24,12 @@ void Server::Impl::start_index(const Settings& s) {
   assist::IndexOptions o;
   {
     std::lock_guard lock(roots_mu);
-    if (s.workspace_index.value_or(true)) o.roots = roots;
+    o.roots = roots;
   }
+  o.walk = s.workspace_index.value_or(true);
   o.exclude = assist::exclude_list(s.exclude);
   if (s.workspace_max_files) o.max_files = size_t(*s.workspace_max_files);
-  std::string key = fmt::format("{}|{}|", o.max_files, s.exclude.value_or("(default)"));
+  std::string key = fmt::format("{}|{}|{}|", o.walk, o.max_files, s.exclude.value_or("(default)"));
   for (const auto& r : o.roots) key += r + "|";
   {
     std::lock_guard lock(roots_mu);
@@ -38,6 +39,7 @@ void Server::Impl::start_index(const Settings& s) {
   {
     std::lock_guard lock(sticky_mu);  // what was sent under other settings (an exclude glob) is not sent again
     sticky.clear();
+    ++sticky_gen;
   }
   spdlog::info("index: {} workspace folder{}", o.roots.size(), o.roots.size() == 1 ? "" : "s");
   index.start(std::move(o));
@@ -75,6 +77,11 @@ assist::RepoContext Server::Impl::repo_context(const std::string& uri, const ass
   if (tokens == 0) return {};
   const std::string_view text = q.text;
   const size_t cursor = std::min(q.cursor, text.size());
+  uint64_t gen;
+  {
+    std::lock_guard lock(sticky_mu);
+    gen = sticky_gen;
+  }
   assist::RepoContext c = index.context_for({.path = assist::path_of_uri(uri),
                                              .prefix = text.substr(0, cursor),
                                              .suffix = text.substr(cursor),
@@ -84,7 +91,11 @@ assist::RepoContext Server::Impl::repo_context(const std::string& uri, const ass
   // the engine keeps its KV (typing with context on cost 1.4× the latency of
   // context off at p50 before this: each new pick moved every later one).
   std::lock_guard lock(sticky_mu);
+  if (gen != sticky_gen) return c;  // the index restarted meanwhile (new rules): these picks start afresh
   auto& last = sticky[uri];
+  // A kept snippet's file must still be in the index and not excluded: a
+  // file deleted, gitignored or named by `exclude` since is not sent again.
+  std::erase_if(last, [&](const assist::Snippet& sn) { return !index.holds(sn.file) || exclude.excluded(sn.file); });
   c.snippets = assist::merge_context(last, c.snippets, tokens * kBytesPerToken);
   last = c.snippets;
   return c;

@@ -618,14 +618,19 @@ void Server::Impl::on_did_change_configuration(const DidChangeConfigurationParam
 void Server::Impl::on_did_open(const DidOpenParams& p) {
   const auto& d = p.text_document;
   docs.open(d.uri, d.language_id, d.version, d.text);
-  if (const auto doc = docs.get(d.uri)) index.document_text(assist::path_of_uri(d.uri), doc->text);
+  // (A document over the index's size limit is not handed over: its snapshot
+  // held there would make the store copy it on every keystroke.)
+  if (const auto doc = docs.get(d.uri); doc && doc->text->size() <= assist::IndexOptions{}.max_file_bytes)
+    index.document_text(assist::path_of_uri(d.uri), doc->text);
 }
 
 void Server::Impl::on_did_change(const DidChangeParams& p) {
   for (const auto& c : p.changes)
     if (!docs.change(p.uri, p.version, c.range, c.text))
       return spdlog::warn("didChange for a document that is not open: {}", p.uri);
-  if (const auto doc = docs.get(p.uri)) index.document_text(assist::path_of_uri(p.uri), doc->text, true);
+  if (const auto doc = docs.get(p.uri); doc && doc->text->size() <= assist::IndexOptions{}.max_file_bytes)
+    index.document_text(assist::path_of_uri(p.uri), doc->text, true);
+  else if (doc) index.close_document(assist::path_of_uri(p.uri));  // grown past the limit: its last text goes
 }
 
 void Server::Impl::on_did_close(const DocumentParams& p) {

@@ -91,6 +91,7 @@ struct Server::Impl {
   // Per document, the snippets its last completion sent (assist::merge_context).
   std::mutex sticky_mu;
   std::unordered_map<std::string, std::vector<assist::Snippet>> sticky;
+  uint64_t sticky_gen = 0;  // moves when the index restarts: picks made before are not kept
 
   std::mutex model_mu;
   std::shared_ptr<Model> model;

@@ -305,7 +305,8 @@ TEST_CASE("FIM prompt: other files' code first, at most half the budget, the pre
   for (int i = 0; i < 300; ++i) prefix += "value_" + std::to_string(i) + " = compute(" + std::to_string(i) + ")\n";
   CompletionContext ctx{prefix + "result = ", "\n", false, true, {}};
   ctx.repo.path = "pkg/app.py";
-  ctx.repo.snippets = {{"pkg/a.py", "def alpha():\n    return 1\n"}, {"pkg/b.py", "def beta():\n    return 2\n"}};
+  ctx.repo.snippets = {{"pkg/a.py", "def alpha():\n    return 1\n", ""},
+                       {"pkg/b.py", "def beta():\n    return 2\n", ""}};
   const auto first = tok->encode("# pkg/a.py\ndef alpha():\n    return 1\n");
   const auto second = tok->encode("# pkg/b.py\ndef beta():\n    return 2\n");
   for (size_t budget : {200, 500}) {
@@ -331,7 +332,7 @@ TEST_CASE("FIM prompt: other files' code first, at most half the budget, the pre
 }
 
 TEST_CASE("repository format and comment syntax for the context") {
-  RepoContext c{"proj", "src/main.rs", {{"src/lib.rs", "pub fn helper() {}\n"}, {"build.py", "x = 1"}}};
+  RepoContext c{"proj", "src/main.rs", {{"src/lib.rs", "pub fn helper() {}\n", ""}, {"build.py", "x = 1", ""}}};
   CHECK(context_as_comments(c) == "// src/lib.rs\npub fn helper() {}\n// build.py\nx = 1\n");
   CHECK(context_as_repo(c, "<|repo_name|>", "<|file_sep|>") ==
         "<|repo_name|>proj\n<|file_sep|>src/lib.rs\npub fn helper() {}\n<|file_sep|>build.py\nx = 1\n"
@@ -343,8 +344,8 @@ TEST_CASE("repository format and comment syntax for the context") {
 }
 
 TEST_CASE("a document's context keeps its head while the picks move") {
-  const Snippet a{"a.py", "def a(): pass\n"}, b{"b.py", "def b(): pass\n"}, c{"c.py", "def c(): pass\n"},
-      d{"d.py", "def d(): pass\n"};
+  const Snippet a{"a.py", "def a(): pass\n", ""}, b{"b.py", "def b(): pass\n", ""}, c{"c.py", "def c(): pass\n", ""},
+      d{"d.py", "def d(): pass\n", ""};
   const size_t each = a.text.size() + a.path.size() + 4;
   const auto same = [](const std::vector<Snippet>& x, const std::vector<Snippet>& y) {
     return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin(), [](const Snippet& p, const Snippet& q) {
@@ -361,4 +362,71 @@ TEST_CASE("a document's context keeps its head while the picks move") {
   CHECK(same(merge_context({a, b, c}, {d}, 4 * each), {d}));
   CHECK(same(merge_context({}, {c, d}, 10 * each), {c, d}));
   CHECK(merge_context({a}, {b}, 0).empty());
+}
+
+TEST_CASE("open documents: never-saved text leaves with its close, a walk keeps buffers and checks them again") {
+  TempTree t;
+  t.write("util.py", "def on_disk():\n    pass\n");
+  const std::string cur = t.write("main.py", "");
+  WorkspaceIndex index;
+  index.start({.roots = {t.root.string()}});
+  index.wait_idle();
+  const auto find = [&](const std::string& name) {
+    const RepoContext c =
+        index.context_for({.path = cur, .prefix = "x = " + name + "(\ny = ", .suffix = "", .budget_bytes = 1000},
+                          exclude_list(std::nullopt));
+    return all_text(c).find("def " + name) != std::string::npos;
+  };
+  // A new file, never saved, closed without saving: its text goes with it.
+  const std::string scratch = (t.root / "scratch.py").string();
+  index.document_text(scratch, std::make_shared<const std::string>("def pasted_secret():\n    pass\n"));
+  index.wait_idle();
+  CHECK(find("pasted_secret"));
+  index.close_document(scratch);
+  index.wait_idle();
+  CHECK_FALSE(find("pasted_secret"));
+  // A walk (here: a .gitignore saved) keeps an open document's buffer, not the file on disk...
+  const std::string util = (t.root / "util.py").string();
+  index.document_text(util, std::make_shared<const std::string>("def in_buffer():\n    pass\n"));
+  index.file_changed(t.write(".gitignore", "build/\n"));
+  index.wait_idle();
+  CHECK(find("in_buffer"));
+  CHECK_FALSE(find("on_disk"));
+  // ... and drops it when the new rules hide it.
+  index.file_changed(t.write(".gitignore", "util.py\n"));
+  index.wait_idle();
+  CHECK_FALSE(find("in_buffer"));
+  CHECK(index.git_ignored(util));
+  CHECK_FALSE(index.holds(util));
+}
+
+TEST_CASE("walking off: open documents only, placed and filtered by the roots' .gitignore") {
+  TempTree t;
+  t.write("lib.py", "def from_disk():\n    pass\n");
+  t.write(".gitignore", "private.py\n");
+  const std::string cur = t.write("main.py", "");
+  WorkspaceIndex index;
+  index.start({.roots = {t.root.string()}, .walk = false});
+  index.document_text((t.root / "open.py").string(), std::make_shared<const std::string>("def opened():\n    pass\n"));
+  index.document_text((t.root / "private.py").string(),
+                      std::make_shared<const std::string>("def hidden():\n    pass\n"));
+  index.wait_idle();
+  const RepoContext c = index.context_for(
+      {.path = cur, .prefix = "from_disk()\nopened()\nhidden()\n", .suffix = "", .budget_bytes = 2000},
+      exclude_list(std::nullopt));
+  const std::string text = all_text(c);
+  CHECK(text.find("def opened") != std::string::npos);
+  CHECK(text.find("[open.py]") != std::string::npos);  // placed relative to its root
+  CHECK(text.find("def from_disk") == std::string::npos);
+  CHECK(text.find("def hidden") == std::string::npos);
+  CHECK(index.git_ignored((t.root / "private.py").string()));
+}
+
+TEST_CASE("gitignore: a BOM is skipped and a pathological glob gives up instead of hanging") {
+  IgnoreStack st;
+  st.push({"", parse_gitignore("\xEF\xBB\xBF.env\nsecrets/\n")});
+  CHECK(st.ignored(".env", false));
+  CHECK(st.ignored("secrets", true));
+  CHECK_FALSE(glob_match("*a*a*a*a*a*a*a*a*a*a*a*a*b", std::string(200, 'a')));
+  CHECK(glob_match("*a*b", "xxaxxb"));
 }

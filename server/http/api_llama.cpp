@@ -42,7 +42,7 @@ assist::CompletionQuery infill_query(const json& j, int n_predict) {
     for (const auto& chunk : j["input_extra"]) {
       if (!chunk.is_object()) throw BadField("field 'input_extra' must be an array of {filename, text}", "input_extra");
       const std::string name = string_field(chunk, "filename", "(unnamed)"), text = string_field(chunk, "text");
-      q.repo.snippets.push_back({name, text});
+      q.repo.snippets.push_back({name, text, ""});
     }
   }
   q.settings.max_tokens = n_predict == 0 ? 1 : n_predict;
