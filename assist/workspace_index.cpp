@@ -221,10 +221,8 @@ void WorkspaceIndex::Impl::apply(const Task& t) {
   }
   switch (t.op) {
     case Op::Deleted:
-      if (overlay) return;  // the editor's buffer still stands for it
-      [[fallthrough]];
     case Op::Changed:
-      if (overlay) return;  // the buffer, not the disk, is what the user sees
+      if (overlay) return;  // the editor's buffer, not the disk, stands for an open document
       break;
     case Op::Overlay: overlay = t.text; break;
     case Op::CloseOverlay: overlay.reset(); break;
@@ -253,6 +251,7 @@ void WorkspaceIndex::Impl::walk(const IndexOptions& options) {
     opt = o;
     for (const File& f : files)
       if (f.alive && f.overlay) open_docs.emplace_back(f.path, f.overlay);
+    ++version;
     files.clear();
     file_ids.clear();
     chunks.clear();
@@ -413,6 +412,7 @@ void WorkspaceIndex::Impl::index_file(const std::string& path, const std::string
     files.emplace_back();
     file_ids.emplace(path, id);
   }
+  ++version;
   File& f = files[id];
   f = File{path, rel, root, uint32_t(chunks.size()), uint32_t(pieces.size()), size, mtime, overlay, true};
   ++live_files;
@@ -435,6 +435,7 @@ void WorkspaceIndex::Impl::index_file(const std::string& path, const std::string
 void WorkspaceIndex::Impl::drop_file_locked(uint32_t id) {
   File& f = files[id];
   if (!f.alive) return;
+  ++version;
   for (uint32_t c = f.first_chunk; c < f.first_chunk + f.n_chunks; ++c) {
     chunks[c].alive = false;
     total_length -= chunks[c].length;
@@ -500,7 +501,13 @@ IndexStats WorkspaceIndex::stats() const {
   s.chunks = impl_->live_chunks;
   s.terms = impl_->term_ids.size();
   s.postings = impl_->n_postings;
-  s.memory_bytes = impl_->memory_locked();
+  // Summing every container is a pass over the whole index: once per
+  // change, not once per moelsp/status (sent on every completion).
+  if (impl_->memory_version != impl_->version) {
+    impl_->memory_cached = impl_->memory_locked();
+    impl_->memory_version = impl_->version.load();
+  }
+  s.memory_bytes = impl_->memory_cached;
   return s;
 }
 

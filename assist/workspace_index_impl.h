@@ -68,6 +68,10 @@ struct WorkspaceIndex::Impl {
   size_t n_postings = 0;
   std::unordered_map<std::string, std::vector<Def>> defs;
   IndexStats counters;  // state, skips, updates, build time, bytes
+  // Moves on every change (under the write lock); stats() recomputes the
+  // memory estimate only when it has (readers race benignly: atomics).
+  std::atomic<uint64_t> version{0};
+  mutable std::atomic<uint64_t> memory_version{~uint64_t(0)}, memory_cached{0};
 
   // The background thread's queue.
   enum class Op { Walk, Changed, Deleted, Overlay, CloseOverlay };

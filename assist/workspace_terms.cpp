@@ -74,12 +74,12 @@ void for_each_term(std::string_view text, const std::function<void(std::string_v
     const std::string whole = lower(id);
     if (id.size() >= 2 && !is_keyword(whole)) f(whole);
     // snake_case and camelCase parts: `get_unused_data`, `getUnusedData` → get, unused, data
-    size_t parts = 0, b = 0;
+    size_t b = 0;
     std::string part;
     const auto flush = [&](size_t e) {
       if (e > b) {
         part = lower(id.substr(b, e - b));
-        if (part.size() >= 3 && part != whole && !is_keyword(part)) f(part), ++parts;
+        if (part.size() >= 3 && part != whole && !is_keyword(part)) f(part);
       }
     };
     for (size_t k = 1; k <= id.size(); ++k) {
@@ -91,7 +91,6 @@ void for_each_term(std::string_view text, const std::function<void(std::string_v
         b = end ? k : (id[k] == '_' ? k + 1 : k);
       }
     }
-    (void)parts;
   });
 }
 

@@ -47,6 +47,14 @@ std::string all_text(const RepoContext& c) {
   return out;
 }
 
+// Whether a completion in `cur` that calls `name` gets its definition.
+bool context_defines(const WorkspaceIndex& index, const std::string& cur, const std::string& name) {
+  const RepoContext c =
+      index.context_for({.path = cur, .prefix = "x = " + name + "(\ny = ", .suffix = "", .budget_bytes = 1000},
+                        exclude_list(std::nullopt));
+  return all_text(c).find("def " + name) != std::string::npos;
+}
+
 const char* kUtil =
     "\"\"\"Helpers.\"\"\"\n"
     "import zlib\n"
@@ -234,12 +242,7 @@ TEST_CASE("the index follows the editor's buffers and the file system") {
   WorkspaceIndex index;
   index.start({.roots = {t.root.string()}});
   index.wait_idle();
-  const auto find = [&](const std::string& name) {
-    const RepoContext c =
-        index.context_for({.path = cur, .prefix = "x = " + name + "(\ny = ", .suffix = "", .budget_bytes = 1000},
-                          exclude_list(std::nullopt));
-    return all_text(c).find("def " + name) != std::string::npos;
-  };
+  const auto find = [&](const std::string& name) { return context_defines(index, cur, name); };
   CHECK(find("old_name"));
   // An open document's text stands for its file.
   index.document_text(util, std::make_shared<const std::string>("def new_name():\n    pass\n"));
@@ -371,12 +374,7 @@ TEST_CASE("open documents: never-saved text leaves with its close, a walk keeps 
   WorkspaceIndex index;
   index.start({.roots = {t.root.string()}});
   index.wait_idle();
-  const auto find = [&](const std::string& name) {
-    const RepoContext c =
-        index.context_for({.path = cur, .prefix = "x = " + name + "(\ny = ", .suffix = "", .budget_bytes = 1000},
-                          exclude_list(std::nullopt));
-    return all_text(c).find("def " + name) != std::string::npos;
-  };
+  const auto find = [&](const std::string& name) { return context_defines(index, cur, name); };
   // A new file, never saved, closed without saving: its text goes with it.
   const std::string scratch = (t.root / "scratch.py").string();
   index.document_text(scratch, std::make_shared<const std::string>("def pasted_secret():\n    pass\n"));
