@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "assist/completion_gate.h"
 #include "assist/exclude.h"
 #include "engine/json_limits.h"
 
@@ -121,6 +122,17 @@ const std::vector<SettingSpec> kSpecs = {
              "then code like the text around it, from the workspace index and open documents); never more than "
              "half the prompt; 0: none",
      TOP(completion_context_tokens)},
+    {.key = "completion.languages", .kind = K::String, .flag = "--completion-languages", .commands = kLspFlag,
+     .default_text = kDefaultLanguages,
+     .help = "where suggestions come as you type, by LSP languageId: comma-separated rules, `*` every language, `id` "
+             "one, `!` before either turns it off (an id's own rule wins over `*`); a suggestion asked for "
+             "explicitly is still answered; setting it replaces the defaults",
+     TOP(completion_languages)},
+    {.key = "completion.trigger", .kind = K::String, .flag = "--completion-trigger", .commands = kLspFlag,
+     .choices = {"automatic", "manual"}, .default_text = "`automatic`",
+     .help = "`manual`: inline suggestions only when asked for (the client's suggest key: triggerKind Invoked), "
+             "none as you type; the classic completion list is the client's to schedule",
+     TOP(completion_trigger)},
     {.key = "workspace.index", .kind = K::Bool, .flag = "--workspace-index", .commands = kLspFlag,
      .default_text = "on",
      .help = "read the workspace folders' source files for completion context, in the background (skipping what "

@@ -31,7 +31,10 @@ struct Settings {
   std::optional<int> completion_draft_tokens;
   std::optional<std::string> completion_fim_order;  // "psm" / "spm"; unset: the model's own
   std::optional<int> completion_context_tokens;     // other files' code per prompt (workspace index)
-  std::optional<bool> workspace_index;              // read the workspace folders for it
+  std::optional<std::string>
+      completion_languages;                       // per-language rules (assist/completion_gate.h); unset: the defaults
+  std::optional<std::string> completion_trigger;  // "automatic" / "manual"
+  std::optional<bool> workspace_index;            // read the workspace folders for it
   std::optional<int> workspace_max_files;
   std::optional<std::string> exclude;  // globs of files never sent to a model (assist/exclude.h); unset: the defaults
   std::optional<int> chat_max_tokens;

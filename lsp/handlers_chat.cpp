@@ -25,8 +25,8 @@ std::string selection(const Document& d, const std::optional<Range>& range) {
 }  // namespace
 
 const std::vector<std::string>& Server::Impl::commands() {
-  static const std::vector<std::string> list{"moelsp.accepted", "moelsp.chat",     "moelsp.explain",
-                                             "moelsp.fix",      "moelsp.document", "moelsp.reload"};
+  static const std::vector<std::string> list{"moelsp.accepted", "moelsp.chat",   "moelsp.explain", "moelsp.fix",
+                                             "moelsp.document", "moelsp.reload", "moelsp.snooze",  "moelsp.resume"};
   return list;
 }
 
@@ -37,6 +37,7 @@ void Server::Impl::on_execute_command(const ExecuteCommandParams& p, Reply reply
     reload();
     return reply(nullptr);
   }
+  if (p.command == "moelsp.snooze" || p.command == "moelsp.resume") return snooze(p, std::move(reply));
   if (p.command == "moelsp.accepted") {  // the inline item's command: the user took the suggestion
     service.count_accepted();
     return reply(nullptr);

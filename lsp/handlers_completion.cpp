@@ -2,9 +2,12 @@
 // side only. The pipeline (context window, FIM prompt, cache, debounce,
 // post-processing) is assist::Service::complete.
 #include <algorithm>
+#include <chrono>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "assist/completion_gate.h"
 #include "assist/exclude.h"
 #include "server_impl.h"
 
@@ -24,6 +27,26 @@ std::string word_before(const std::string& text, size_t cursor) {
 void Server::Impl::on_completion(const CompletionParams& p, Reply reply) { complete(p, std::move(reply), false); }
 void Server::Impl::on_inline_completion(const CompletionParams& p, Reply reply) { complete(p, std::move(reply), true); }
 
+int64_t Server::Impl::snooze_left_ms() const {
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count(),
+                until = snooze_until_ms.load();
+  return until > now ? until - now : 0;
+}
+
+void Server::Impl::snooze(const ExecuteCommandParams& p, Reply reply) {
+  constexpr double kDefaultMinutes = 5;  // Copilot's snooze step
+  const double minutes = p.command == "moelsp.resume" ? 0 : p.minutes.value_or(kDefaultMinutes);
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+  snooze_until_ms = minutes > 0 ? now + int64_t(minutes * 60000.0) : 0;
+  spdlog::info("completions: {}", minutes > 0 ? fmt::format("snoozed for {} min", minutes) : "resumed");
+  reply(json{{"snoozeLeftMs", snooze_left_ms()}});
+  send_status();  // status bars show it
+}
+
 void Server::Impl::complete(const CompletionParams& params, Reply reply, bool inline_kind) {
   const bool invoked = inline_kind && params.trigger_kind == 1;
   // The item selected in the client's completion popup: the suggestion must
@@ -42,6 +65,19 @@ void Server::Impl::complete(const CompletionParams& params, Reply reply, bool in
   if (exclude.excluded(params.uri) || (to_remote && index.git_ignored(assist::path_of_uri(params.uri)))) {
     spdlog::debug("completion: {} is excluded (setting exclude, or .gitignore with a remote backend); no suggestion",
                   params.uri);
+    return reply(inline_kind ? json{{"items", json::array()}}
+                             : json{{"isIncomplete", false}, {"items", json::array()}});
+  }
+  // The user's controls: languages, manual mode, a snooze (assist/completion_gate.h).
+  const auto open_doc = docs.get(params.uri);
+  const std::string why = assist::gate(assist::language_rules(s.completion_languages),
+                                       {.language_id = open_doc ? std::string_view(open_doc->language) : "",
+                                        .inline_kind = inline_kind,
+                                        .invoked = invoked,
+                                        .manual_only = s.completion_trigger.value_or("automatic") == "manual",
+                                        .snooze_left_ms = snooze_left_ms()});
+  if (!why.empty()) {
+    spdlog::debug("completion: {}; no suggestion", why);
     return reply(inline_kind ? json{{"items", json::array()}}
                              : json{{"isIncomplete", false}, {"items", json::array()}});
   }

@@ -255,7 +255,18 @@ void from_json(const json& j, ExecuteCommandParams& p) {
   p.work_done_token = f.raw_or_null("workDoneToken");
   if (f.has("arguments")) {
     const json& args = f.array("arguments");
-    if (!args.empty() && !args[0].is_null()) p.chat = read_chat(Fields(args[0], "arguments[0]"));
+    if (args.empty() || args[0].is_null()) return;
+    const json& a = args[0];
+    if (p.command == "moelsp.snooze") {
+      const json* m = a.is_object() ? Fields(a, "arguments[0]").find("minutes") : &a;
+      if (!m) return;
+      if (!m->is_number() || m->get<double>() < 0 || m->get<double>() > 1e6)
+        throw ParamError(std::string(a.is_object() ? "arguments[0].minutes" : "arguments[0]") +
+                         ": expected minutes, a number from 0 to 1000000, got " + m->dump());
+      p.minutes = m->get<double>();
+    } else {
+      p.chat = read_chat(Fields(a, "arguments[0]"));
+    }
   }
 }
 

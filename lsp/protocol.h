@@ -111,6 +111,8 @@ struct ChatParams {
 struct ExecuteCommandParams {
   std::string command;
   ChatParams chat;  // arguments[0], for the chat commands
+  // moelsp.snooze: arguments[0] as a number or {"minutes": n}; unset: the default.
+  std::optional<double> minutes;
   json work_done_token;
 };
 

@@ -282,6 +282,8 @@ json Server::Impl::status_json() {
       {"cacheHits", t.cache_hits},
       {"promptTokens", t.prompt_tokens},
       {"promptTokensReused", t.prompt_tokens_reused},
+      {"snoozeLeftMs", snooze_left_ms()},
+      {"trigger", effective().completion_trigger.value_or("automatic")},
       {"latencyMs", {{"p50", t.latency_p50_ms}, {"p95", t.latency_p95_ms}, {"samples", t.latency_samples}}},
       // Sums over `answers`, to be divided by it: where the time went.
       {"breakdown",

@@ -122,6 +122,10 @@ struct Server::Impl {
   std::vector<std::thread> workers;
   std::thread loader;
   std::atomic<int> next_server_request_id{1};
+  // moelsp.snooze: automatic completions get nothing until this moment
+  // (steady clock, ms since its epoch; 0: not snoozed).
+  std::atomic<int64_t> snooze_until_ms{0};
+  int64_t snooze_left_ms() const;
 
   // The typed method table: each entry parses its params struct once
   // (-32602 naming the field) and calls a member with it.
@@ -175,6 +179,8 @@ struct Server::Impl {
   void on_inline_completion(const CompletionParams& p, Reply reply);
   void on_execute_command(const ExecuteCommandParams& p, Reply reply);
   void on_chat(const ChatParams& p, Reply reply);
+  // moelsp.snooze [minutes] (default 5; 0 ends it) and moelsp.resume.
+  void snooze(const ExecuteCommandParams& p, Reply reply);
 
   void on_initialized(const NoParams& p);
   void on_cancel(const CancelParams& p);

@@ -54,7 +54,7 @@ TEST_CASE("without a backend: completions are empty, chat says the model is not 
   CHECK_THAT(c.error, Catch::Contains("not loaded"));
 }
 
-TEST_CASE("completions: the cache answers a repeat and a typed-through suggestion; Invoked asks the model") {
+TEST_CASE("completions: the cache answers a repeat and a typed-through suggestion, Invoked asks the model") {
   Service s;
   s.set_backend(backend());
   const std::string text = "import os\n\ndef main():\n    ";
@@ -86,7 +86,7 @@ TEST_CASE("completions: the cache answers a repeat and a typed-through suggestio
   CHECK(tel.latency_samples >= 2);
 }
 
-TEST_CASE("a newer request on the same stream cancels the older; other streams are left alone") {
+TEST_CASE("a newer request on the same stream cancels the older, other streams are left alone") {
   Service s;
   auto a = std::make_shared<Ticket>(), b = std::make_shared<Ticket>(), other = std::make_shared<Ticket>();
   s.claim("file:///a.py", a);
@@ -107,7 +107,7 @@ TEST_CASE("a newer request on the same stream cancels the older; other streams a
   CHECK(s.telemetry().cancelled == 1);
 }
 
-TEST_CASE("chat streams through on_text; the model's missing template is a clear error") {
+TEST_CASE("chat streams through on_text, the model's missing template is a clear error") {
   Service s;
   s.set_backend(backend());
   ChatQuery q;
@@ -153,7 +153,7 @@ class ScriptedBackend final : public Backend {
 };
 }  // namespace
 
-TEST_CASE("a harmony answer (gpt-oss) shows only its final channel; the analysis is the reasoning") {
+TEST_CASE("a harmony answer (gpt-oss) shows only its final channel, the analysis is the reasoning") {
   const std::string harmony =
       "<|channel|>analysis<|message|>The user wants a sum.<|end|>"
       "<|start|>assistant<|channel|>final<|message|>Use `sum(xs)`.";

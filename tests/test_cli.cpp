@@ -137,7 +137,7 @@ TEST_CASE("logits writes llama.cpp-layout rows, batch and incremental") {
   }
 }
 
-TEST_CASE("generate --json-schema and --grammar constrain the output; a bad one is refused by name") {
+TEST_CASE("generate --json-schema and --grammar constrain the output, a bad one is refused by name") {
   const std::string model = moelsp::test::data_path("reference/qwen3moe-ref.gguf");
   auto r = run("generate -m " + model +
                " -p 'Data:' -n 300 --temp 1 -s 3 -j "
@@ -253,7 +253,7 @@ TEST_CASE("experts writes a well-formed SVG heatmap whose cells match the CSV an
   fs::remove_all(dir);
 }
 
-TEST_CASE("chat: a model without a template needs --chat-template; with one it answers") {
+TEST_CASE("chat: a model without a template needs --chat-template, with one it answers") {
   const std::string model = moelsp::test::data_path("reference/qwen3moe-ref.gguf");
   const auto no = run("chat -m " + model + " < /dev/null", true);
   CHECK(no.code == 1);
@@ -394,7 +394,7 @@ TEST_CASE("quantize never writes onto its input, and a failed write leaves no pa
   fs::remove_all(dir);
 }
 
-TEST_CASE("profile prints the machine and the plan with reasons; overrides and config files apply") {
+TEST_CASE("profile prints the machine and the plan with reasons, overrides and config files apply") {
   const std::string model = moelsp::test::data_path("reference/qwen3moe-ref.gguf");
   auto r = run("profile --no-calibrate -m " + model);
   REQUIRE(r.code == 0);

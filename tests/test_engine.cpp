@@ -30,7 +30,7 @@ std::vector<TokenId> prompt_ids(const std::string& name = "qwen3moe-ref") {
 
 }  // namespace
 
-TEST_CASE("greedy generation through the engine equals llama.cpp's continuation; tokens stream") {
+TEST_CASE("greedy generation through the engine equals llama.cpp's continuation, tokens stream") {
   const auto j = nlohmann::json::parse(test::read_file(test::data_path("reference/qwen3moe-ref.json")));
   Engine engine(model(), {.n_ctx = 128});
   Request req;
@@ -55,7 +55,7 @@ TEST_CASE("greedy generation through the engine equals llama.cpp's continuation;
   CHECK(r.timings.prompt_ms > 0);
 }
 
-TEST_CASE("the same seed gives the same tokens; another seed usually does not") {
+TEST_CASE("the same seed gives the same tokens, another seed usually does not") {
   Engine engine(model(), {.n_ctx = 128});
   auto run = [&](uint64_t seed) {
     Request req;
@@ -120,7 +120,7 @@ TEST_CASE("should_stop ends generation early, keeping the text it saw") {
   CHECK(full.text.compare(0, r.text.size(), r.text) == 0);  // what it kept is the start of the full answer
 }
 
-TEST_CASE("cancellation ends a request promptly; the engine keeps serving") {
+TEST_CASE("cancellation ends a request promptly, the engine keeps serving") {
   Engine engine(model("mixtral-ref"), {.n_ctx = 4096});
   Request req;
   req.prompt_tokens = prompt_ids("mixtral-ref");

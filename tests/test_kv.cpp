@@ -288,7 +288,7 @@ TEST_CASE("the block size does not change the result") {
 // smoothly with the row type's precision (gpt-oss: F16 worse than BF16), the
 // mark of a discrete choice flipping: a router's near-tied top-k (these random
 // models have gaps down to 2e-4) or, in glm-dsa, the indexer's top-k keys.
-TEST_CASE("F16, BF16 and Q8_0 KV rows stay close to F32; Q8_0 refuses heads it cannot hold") {
+TEST_CASE("F16, BF16 and Q8_0 KV rows stay close to F32, Q8_0 refuses heads it cannot hold") {
   std::mt19937 rng(21);
   for (const char* name : kModels) {
     auto m = load(name);
@@ -419,7 +419,7 @@ TEST_CASE("preemption: a low-priority sequence gives up its blocks and resumes w
   });
 }
 
-TEST_CASE("a request larger than the whole pool fails with a message; the engine keeps serving") {
+TEST_CASE("a request larger than the whole pool fails with a message, the engine keeps serving") {
   auto m = load("qwen3moe-ref");
   Engine e(m, {.n_ctx = 128, .kv_tokens = 32, .block_size = 8});
   std::mt19937 rng(2);

@@ -74,7 +74,7 @@ TEST_CASE("progress text: the terminal bar fits its width") {
   CHECK_THAT(narrow, Catch::StartsWith("loading m.gguf [#####.....]  50% 0.50/1.00 GiB"));
 }
 
-TEST_CASE("progress on a non-terminal: a line per interval, then the done line; nothing with quiet") {
+TEST_CASE("progress on a non-terminal: a line per interval, then the done line, nothing with quiet") {
   double now = 100;
   Captured out;
   {
@@ -127,7 +127,7 @@ TEST_CASE("progress on a terminal: redrawn in place, a newline when done") {
                     !Catch::Contains("2/4 runs"));
 }
 
-TEST_CASE("expert heatmap: one cell per (layer, expert) carrying its count and share; CSV and JSON agree") {
+TEST_CASE("expert heatmap: one cell per (layer, expert) carrying its count and share, CSV and JSON agree") {
   ExpertReport r;
   r.model = "m<&>.gguf";  // escaped in the SVG
   r.source = "t.txt";

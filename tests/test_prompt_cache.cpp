@@ -116,7 +116,7 @@ void flip_byte(const fs::path& p, uint64_t at) {
 
 }  // namespace
 
-TEST_CASE("prompt cache: a fresh engine restores a stored prompt; the logits are those of a cached prefix") {
+TEST_CASE("prompt cache: a fresh engine restores a stored prompt, the logits are those of a cached prefix") {
   for (const std::string name : {"qwen3moe-ref", "deepseek2-lite-ref"}) {  // GQA rows (K and V), MLA rows (latent)
     INFO(name);
     TempDir dir;
@@ -241,7 +241,7 @@ TEST_CASE("prompt cache: another model's or another row format's files are left 
   CHECK(ask(again, prompt).timings.n_prompt_restored == 6 * kBlock);
 }
 
-TEST_CASE("prompt cache: a grown prompt writes only its new blocks; the size bound drops the least recently used") {
+TEST_CASE("prompt cache: a grown prompt writes only its new blocks, the size bound drops the least recently used") {
   TempDir dir;
   auto m = load(ref("qwen3moe-ref"));
   const int nv = int(m->tokenizer().n_vocab());
@@ -279,7 +279,7 @@ TEST_CASE("prompt cache: a grown prompt writes only its new blocks; the size bou
   CHECK(ask(e, turn2).timings.n_prompt_restored < 10 * kBlock);
 }
 
-TEST_CASE("prompt cache: writes never leave a small pool short of blocks; copied rows restore the same bits") {
+TEST_CASE("prompt cache: writes never leave a small pool short of blocks, copied rows restore the same bits") {
   TempDir dir;
   auto m = load(ref("qwen3moe-ref"));
   const int nv = int(m->tokenizer().n_vocab());

@@ -12,7 +12,7 @@ import {
 } from 'vscode-languageclient/node';
 
 import { ChatViewProvider, editorContext } from './chat';
-import { findBinary, SERVER_KEYS, serverSettings } from './settings';
+import { enableObject, enabledFor, findBinary, SERVER_KEYS, serverSettings } from './settings';
 import { ServerStatus, StatusBar } from './status';
 
 let client: LanguageClient | undefined;
@@ -27,7 +27,7 @@ export async function activate(context: vscode.ExtensionContext) {
   extensionPath = context.extensionPath;
   output = vscode.window.createOutputChannel('moelsp', { log: true });
   status = new StatusBar();
-  status.setEnabled(config().get<boolean>('enable', true));
+  renderEnabled();
   chat = new ChatViewProvider(() => client, status);
   const cmd = (id: string, fn: (...a: any[]) => unknown) => vscode.commands.registerCommand(id, fn);
   context.subscriptions.push(
@@ -39,6 +39,11 @@ export async function activate(context: vscode.ExtensionContext) {
     cmd('moelsp.showMenu', showMenu),
     cmd('moelsp.showStatus', showStatus),
     cmd('moelsp.toggleCompletions', toggleCompletions),
+    cmd('moelsp.toggleLanguage', toggleLanguage),
+    cmd('moelsp.toggleManual', toggleManual),
+    cmd('moelsp.snoozeCompletions', snooze),
+    cmd('moelsp.resumeCompletions', () => serverCommand('moelsp.resume')),
+    vscode.window.onDidChangeActiveTextEditor(renderEnabled),
     cmd('moelsp.openChat', () => vscode.commands.executeCommand(`${ChatViewProvider.viewId}.focus`)),
     cmd('moelsp.restart', restart),
     cmd('moelsp.showLogs', () => output.show(true)),
@@ -91,9 +96,11 @@ async function start() {
     traceOutputChannel: output,
     revealOutputChannelOn: RevealOutputChannelOn.Never,
     middleware: {
-      // Ghost text only while enabled; the status bar shows the request in flight.
+      // Ghost text unless moelsp.enable is false; per-language rules, manual
+      // mode and a snooze are the server's (every client gets the same); the
+      // status bar shows the request in flight.
       provideInlineCompletionItems: async (document, position, context, token, next) => {
-        if (!config().get<boolean>('enable', true)) return undefined;
+        if (config().get<unknown>('enable', true) === false) return undefined;
         status.begin();
         try {
           return await next(document, position, context, token);
@@ -169,10 +176,72 @@ async function restart() {
   await start();
 }
 
+// Everywhere: moelsp.enable's "*" (or the plain boolean).
 async function toggleCompletions() {
-  const on = !config().get<boolean>('enable', true);
-  await config().update('enable', on, vscode.ConfigurationTarget.Global);
+  const v = config().get<unknown>('enable', true);
+  let on: boolean;
+  if (v && typeof v === 'object') {
+    const o = enableObject();
+    on = o['*'] === false;
+    o['*'] = on;
+    await config().update('enable', o, vscode.ConfigurationTarget.Global);
+  } else {
+    on = v === false;
+    await config().update('enable', on, vscode.ConfigurationTarget.Global);
+  }
   vscode.window.setStatusBarMessage(`moelsp: inline completions ${on ? 'enabled' : 'disabled'}`, 3000);
+}
+
+function activeLanguage(): string | undefined {
+  return vscode.window.activeTextEditor?.document.languageId;
+}
+
+function renderEnabled() {
+  status.setEnabled(enabledFor(activeLanguage()));
+}
+
+// The active editor's language: its own entry in moelsp.enable.
+async function toggleLanguage() {
+  const lang = activeLanguage();
+  if (!lang) {
+    void vscode.window.showInformationMessage('moelsp: open a file first.');
+    return;
+  }
+  const o = enableObject();
+  o[lang] = !enabledFor(lang);
+  await config().update('enable', o, vscode.ConfigurationTarget.Global);
+  vscode.window.setStatusBarMessage(`moelsp: inline completions ${o[lang] ? 'enabled' : 'disabled'} for ${lang}`, 3000);
+}
+
+async function toggleManual() {
+  const manual = config().get<string | null>('completion.trigger') === 'manual' || status.manualOnly;
+  await config().update('completion.trigger', manual ? undefined : 'manual', vscode.ConfigurationTarget.Global);
+  vscode.window.setStatusBarMessage(
+    manual ? 'moelsp: suggestions as you type' : 'moelsp: suggestions only when asked (Alt+\\)',
+    3000,
+  );
+}
+
+// workspace/executeCommand on the server, which answers its moelsp/status.
+async function serverCommand(command: string, args: unknown[] = []) {
+  if (!client?.isRunning()) {
+    void vscode.window.showInformationMessage('moelsp: the server is not running.');
+    return;
+  }
+  await client.sendRequest('workspace/executeCommand', { command, arguments: args });
+  status.fromServer(await client.sendRequest<ServerStatus>('moelsp/status'));
+}
+
+async function snooze(minutes?: number) {
+  if (typeof minutes !== 'number') {
+    const pick = await vscode.window.showQuickPick(
+      [5, 15, 30, 60].map((m) => ({ label: `${m} minutes`, minutes: m })),
+      { title: 'moelsp: no suggestions as you type for…' },
+    );
+    if (!pick) return;
+    minutes = pick.minutes;
+  }
+  await serverCommand('moelsp.snooze', [minutes]);
 }
 
 async function showStatus() {
@@ -199,18 +268,34 @@ const statusDoc = new vscode.EventEmitter<vscode.Uri>();
 let statusText = '{}';
 
 async function showMenu() {
-  const enabled = config().get<boolean>('enable', true);
+  const v = config().get<unknown>('enable', true);
+  const enabled = v && typeof v === 'object' ? (v as Record<string, unknown>)['*'] !== false : v !== false;
+  const lang = activeLanguage();
   const items: Array<vscode.QuickPickItem & { run: () => unknown }> = [
     { label: '$(info) Show status and plan', run: showStatus },
     {
       label: enabled ? '$(circle-slash) Disable inline completions' : '$(check) Enable inline completions',
       run: toggleCompletions,
     },
+  ];
+  if (lang)
+    items.push({
+      label: enabledFor(lang) ? `$(circle-slash) Disable for ${lang}` : `$(check) Enable for ${lang}`,
+      run: toggleLanguage,
+    });
+  items.push(
+    status.snoozed
+      ? { label: '$(play) Resume suggestions', run: () => serverCommand('moelsp.resume') }
+      : { label: '$(clock) Snooze suggestions…', run: () => snooze() },
+    {
+      label: status.manualOnly ? '$(play) Suggest as I type' : '$(debug-pause) Suggest only when asked (Alt+\\)',
+      run: toggleManual,
+    },
     { label: '$(comment-discussion) Open chat', run: () => vscode.commands.executeCommand('moelsp.openChat') },
     { label: '$(debug-restart) Restart server', run: restart },
     { label: '$(output) Show logs', run: () => output.show(true) },
     { label: '$(gear) Settings', run: () => vscode.commands.executeCommand('workbench.action.openSettings', 'moelsp') },
-  ];
+  );
   const s = status.last;
   const detail = s.model ? `${s.model}${s.tokensPerSecond ? `, ${s.tokensPerSecond.toFixed(1)} tok/s` : ''}` : '';
   const pick = await vscode.window.showQuickPick(items, {
@@ -231,13 +316,14 @@ async function askAboutSelection(question: string) {
 
 async function onConfigurationChanged(e: vscode.ConfigurationChangeEvent) {
   if (!e.affectsConfiguration('moelsp')) return;
-  status.setEnabled(config().get<boolean>('enable', true));
+  renderEnabled();
   if (e.affectsConfiguration('moelsp.path') || e.affectsConfiguration('moelsp.configFile')) {
     const pick = await vscode.window.showInformationMessage('moelsp: restart the server to use the new executable or config file?', 'Restart');
     if (pick) await restart();
     return;
   }
   const changed = SERVER_KEYS.filter((k) => e.affectsConfiguration(`moelsp.${k}`));
+  if (e.affectsConfiguration('moelsp.enable')) changed.push('completion.languages');
   if (changed.length === 0 || !client?.isRunning()) return;
   // The server applies every setting itself: the model, backend and plan
   // settings reload its engine in place (status: loading, then ready).

@@ -8,7 +8,8 @@ import * as vscode from 'vscode';
 
 // Settings the server reads (`moelsp settings`; tests/test_settings.cpp checks
 // this list against the server's table); the extension's own
-// (path, enable, suggestWidget, configFile, trace) stay out.
+// (path, suggestWidget, configFile, trace) stay out; `enable` is both: its
+// object form is the server's completion.languages.
 export const SERVER_KEYS = [
   'model',
   'threads',
@@ -23,6 +24,8 @@ export const SERVER_KEYS = [
   'completion.draftTokens',
   'completion.fimOrder',
   'completion.contextTokens',
+  'completion.languages', // from moelsp.enable (Copilot's object form), below
+  'completion.trigger',
   'workspace.index',
   'workspace.maxFiles',
   'exclude',
@@ -52,7 +55,7 @@ export function serverSettings(): Record<string, unknown> {
   const cfg = vscode.workspace.getConfiguration('moelsp');
   const out: Record<string, any> = {};
   for (const key of SERVER_KEYS) {
-    let v = cfg.get<unknown>(key);
+    let v = key === 'completion.languages' ? languageRules() : cfg.get<unknown>(key);
     if (v === null || v === undefined || v === '') continue;
     if (key === 'model' && typeof v === 'string') v = expandHome(v);
     const parts = key.split('.');
@@ -61,6 +64,40 @@ export function serverSettings(): Record<string, unknown> {
     o[parts[parts.length - 1]] = v;
   }
   return out;
+}
+
+// moelsp.enable's object form ({"*": true, "markdown": false}) as the
+// server's rules ("*,!markdown"); undefined while the user has not set it
+// (the server's defaults are the same) or set a plain boolean.
+export function languageRules(): string | undefined {
+  const i = vscode.workspace.getConfiguration('moelsp').inspect<unknown>('enable');
+  const set = i?.workspaceFolderValue ?? i?.workspaceValue ?? i?.globalValue;
+  if (!set || typeof set !== 'object') return undefined;
+  return Object.entries(set as Record<string, unknown>)
+    .filter(([lang, on]) => /^[^,!\s]+$/.test(lang) && typeof on === 'boolean')
+    .map(([lang, on]) => (on ? lang : `!${lang}`))
+    .join(',');
+}
+
+// Is moelsp.enable on for this language (automatic suggestions)? The same
+// rule as the server's: the language's own entry, else "*", else on.
+export function enabledFor(languageId: string | undefined): boolean {
+  const v = vscode.workspace.getConfiguration('moelsp').get<unknown>('enable', true);
+  if (typeof v === 'boolean') return v;
+  if (!v || typeof v !== 'object') return true;
+  const o = v as Record<string, unknown>;
+  const own = languageId !== undefined ? o[languageId] : undefined;
+  if (typeof own === 'boolean') return own;
+  return typeof o['*'] === 'boolean' ? (o['*'] as boolean) : true;
+}
+
+// moelsp.enable as an object (a boolean true becomes the defaults' object).
+export function enableObject(): Record<string, boolean> {
+  const cfg = vscode.workspace.getConfiguration('moelsp');
+  const v = cfg.get<unknown>('enable', true);
+  if (v && typeof v === 'object') return { ...(v as Record<string, boolean>) };
+  const defaults = (cfg.inspect<unknown>('enable')?.defaultValue ?? {}) as Record<string, boolean>;
+  return { ...defaults, '*': v !== false };
 }
 
 export function expandHome(p: string): string {

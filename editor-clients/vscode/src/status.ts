@@ -23,6 +23,9 @@ export class StatusBar implements vscode.Disposable {
   private message = '';
   private inFlight = 0;
   private enabled = true;
+  private manual = false;
+  private snoozeUntil = 0; // Date.now() ms; 0: not snoozed
+  private snoozeTimer: NodeJS.Timeout | undefined;
   last: ServerStatus = {};
 
   constructor() {
@@ -41,6 +44,26 @@ export class StatusBar implements vscode.Disposable {
     this.render();
   }
 
+  // The server's own controls, from moelsp/status: manual mode and a snooze.
+  private controlsFrom(s: ServerStatus) {
+    const c = s.completions;
+    if (!c) return;
+    this.manual = c.trigger === 'manual';
+    const left = Number(c.snoozeLeftMs ?? 0);
+    this.snoozeUntil = left > 0 ? Date.now() + left : 0;
+    if (this.snoozeTimer) clearInterval(this.snoozeTimer);
+    this.snoozeTimer = undefined;
+    // The minutes left count down; the server says when it ends, not as it does.
+    if (this.snoozeUntil) this.snoozeTimer = setInterval(() => this.render(), 15000);
+  }
+
+  get snoozed(): boolean {
+    return this.snoozeUntil > Date.now();
+  }
+  get manualOnly(): boolean {
+    return this.manual;
+  }
+
   set(state: State, message = '') {
     this.state = state;
     this.message = message;
@@ -49,6 +72,7 @@ export class StatusBar implements vscode.Disposable {
 
   fromServer(s: ServerStatus) {
     this.last = { ...this.last, ...s };
+    this.controlsFrom(s);
     const st = s.state ?? 'loading';
     if (st === 'error') this.set('error', s.message ?? 'unknown error');
     else if (st === 'loading') this.set('loading', s.message ?? '');
@@ -103,15 +127,29 @@ export class StatusBar implements vscode.Disposable {
         text = 'moelsp';
         tip = 'moelsp';
     }
-    if (!this.enabled && this.state !== 'error' && this.state !== 'stopped') {
+    const live = this.state !== 'error' && this.state !== 'stopped';
+    if (live && this.snoozeUntil && !this.snoozed) {
+      this.snoozeUntil = 0;
+      if (this.snoozeTimer) clearInterval(this.snoozeTimer);
+      this.snoozeTimer = undefined;
+    }
+    if (live && !this.enabled) {
       text = '$(circle-slash) ' + text.replace(/^\$\([^)]*\) /, '');
-      tip += ' (inline completions disabled)';
+      tip += ' (inline completions off for this language; Alt+\\ still asks)';
+    } else if (live && this.snoozed) {
+      const min = Math.ceil((this.snoozeUntil - Date.now()) / 60000);
+      text = `$(clock) moelsp: snoozed ${min} min`;
+      tip += ` (snoozed for ${min} more min; Alt+\\ still asks)`;
+    } else if (live && this.manual) {
+      text = '$(debug-pause) ' + text.replace(/^\$\([^)]*\) /, '');
+      tip += ' (suggestions only when asked: Alt+\\)';
     }
     this.item.text = text;
     this.item.tooltip = `${tip}\nClick for the moelsp menu`;
   }
 
   dispose() {
+    if (this.snoozeTimer) clearInterval(this.snoozeTimer);
     this.item.dispose();
   }
 }
