@@ -179,6 +179,8 @@ for the embedded default model), so raise this with a larger model."
    (message :initform nil :accessor moelsp--message)
    (status :initform nil :accessor moelsp--status
            :documentation "The last moelsp/status, a plist.")
+   (snoozed-until :initform nil :accessor moelsp--snoozed-until
+                  :documentation "When the server's snooze ends (a `float-time'), or nil.")
    (pending :initform 0 :accessor moelsp--pending
             :documentation "Requests sent and not answered yet.")
    (progress :initform (make-hash-table :test #'equal)
@@ -320,6 +322,9 @@ for the embedded default model), so raise this with a larger model."
   (when-let ((state (plist-get status :state)))
     (setf (moelsp--state conn) state))
   (setf (moelsp--message conn) (plist-get status :message))
+  (let ((left (plist-get (plist-get status :completions) :snoozeLeftMs)))
+    (when (numberp left)
+      (setf (moelsp--snoozed-until conn) (and (> left 0) (+ (float-time) (/ left 1000.0))))))
   (when (equal (plist-get status :state) "error")
     (message "moelsp: %s" (plist-get status :message)))
   (moelsp--refresh-mode-line))
@@ -576,7 +581,9 @@ timeout, code -1).  TIMEOUT in seconds, nil for none; the default is
   "The mode-line lighter of the current buffer: \" Moe\" when ready."
   (let* ((conn moelsp--connection)
          (state (moelsp--effective-state conn))
+         (snoozed (and conn (moelsp--snoozed-until conn) (> (moelsp--snoozed-until conn) (float-time))))
          (text (pcase state
+                 ((and "ready" (guard snoozed)) " Moe:zz")
                  ((or "ready" "busy" "loading" "starting") (if (equal state "ready") " Moe" (concat " Moe:" state)))
                  ("error" " Moe:err")
                  (_ " Moe:off"))))
@@ -711,6 +718,37 @@ hardware, KV cache, scheduler, completion telemetry) in a buffer."
                  (plist-get completions :accepted)
                  (if (numberp (plist-get latency :p50)) (round (plist-get latency :p50)) "-")))
       status)))
+
+;;;###autoload
+(defun moelsp-snooze (&optional minutes)
+  "No suggestions as you type for MINUTES (default 5; 0 resumes).
+A prefix argument gives the minutes.  The snooze is the server's: every
+buffer it serves is quiet; \[moelsp-complete] still asks."
+  (interactive (list (if current-prefix-arg (prefix-numeric-value current-prefix-arg)
+                       (read-number "moelsp: no suggestions as you type for (minutes): " 5))))
+  (let ((conn (or (moelsp--current-connection)
+                  (user-error "moelsp: no server for this buffer (M-x moelsp-mode starts one)")))
+        (minutes (or minutes 5)))
+    (jsonrpc-request conn :workspace/executeCommand
+                     (list :command "moelsp.snooze" :arguments (vector minutes)) :timeout 10)
+    (moelsp--set-status conn (jsonrpc-request conn :moelsp/status nil :timeout 10))
+    (message (if (> minutes 0) (format "moelsp: no suggestions as you type for %s min" minutes)
+               "moelsp: suggestions resumed"))))
+
+;;;###autoload
+(defun moelsp-resume ()
+  "End the server's snooze (`moelsp-snooze')."
+  (interactive)
+  (moelsp-snooze 0))
+
+;;;###autoload
+(defun moelsp-toggle-auto-suggest ()
+  "Switch between suggestions as you type and only when asked.
+Only when asked (`moelsp-auto-suggest' nil): \[moelsp-complete]."
+  (interactive)
+  (setq moelsp-auto-suggest (not moelsp-auto-suggest))
+  (message (if moelsp-auto-suggest "moelsp: suggestions as you type"
+             (substitute-command-keys "moelsp: suggestions only when asked (\[moelsp-complete])"))))
 
 (declare-function json-pretty-print-buffer "json" (&optional minimize))
 

@@ -120,8 +120,11 @@ def check_config() -> dict:
         entries = [e for e in ls if server_name(e) == "moelsp"]
         check(len(entries) == 1, f"{name}: moelsp must be listed once")
         entry = entries[0]
-        check(isinstance(entry, dict) and entry.get("only-features") == ["completion"],
-              f"{name}: moelsp must be {{ name = \"moelsp\", only-features = [\"completion\"] }}, got {entry!r}")
+        # Completion items, and its commands (:lsp-workspace-command moelsp.snooze):
+        # Helix's feature names (helix-core/src/syntax.rs, LanguageServerFeature).
+        check(isinstance(entry, dict) and entry.get("only-features") == ["completion", "workspace-command"],
+              f"{name}: moelsp must be {{ name = \"moelsp\", only-features = [\"completion\", "
+              f"\"workspace-command\"] }}, got {entry!r}")
         for e in ls:
             n = server_name(e)
             check(n in HELIX_SERVERS or n in servers, f"{name}: server {n!r} is defined neither by Helix nor here")

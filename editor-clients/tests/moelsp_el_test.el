@@ -337,6 +337,27 @@ Return its text, or nil when there is none."
         (moelsp-test-log "moelsp-status: %s, model %s, completions %S" (plist-get status :state)
                          (plist-get status :model) completions))
 
+      ;; 8b. A snooze: the mode line says so, nothing as you type reaches the model.
+      (moelsp-snooze 1)
+      (moelsp-test-check (equal (moelsp-mode-line-string) " Moe:zz") "snoozed, the mode line shows %S"
+                         (moelsp-mode-line-string))
+      (let* ((asked (lambda () (plist-get (plist-get (jsonrpc-request conn :moelsp/status nil) :completions)
+                                          :requests)))
+             (before (funcall asked))
+             (params (list :textDocument (list :uri (moelsp--buffer-uri)) :position (moelsp--pos-to-lsp)
+                           :context (list :triggerKind 2))))
+        (moelsp--flush)
+        (moelsp-test-check (seq-empty-p (plist-get (jsonrpc-request conn :textDocument/inlineCompletion params)
+                                                   :items))
+                           "a suggestion while snoozed")
+        (moelsp-test-check (equal (funcall asked) before) "the model was asked while snoozed")
+        (moelsp-resume)
+        (moelsp-test-check (equal (moelsp-mode-line-string) " Moe") "resumed, the mode line shows %S"
+                           (moelsp-mode-line-string))
+        (jsonrpc-request conn :textDocument/inlineCompletion params)
+        (moelsp-test-check (equal (funcall asked) (1+ before)) "resumed, the model was not asked"))
+      (moelsp-test-log "moelsp-snooze and moelsp-resume reach the server")
+
       ;; 9. The server's copy of the document follows the buffer, non-BMP characters included.
       (goto-char (point-min))
       (moelsp-test-type "# π 😀 ok")

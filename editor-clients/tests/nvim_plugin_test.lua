@@ -255,6 +255,41 @@ local function test()
   vim.cmd("MoeToggle")
   check(completion.enabled == was, ":MoeToggle did not toggle back")
 
+  -- 9b. The server's controls: :MoeSnooze, :MoeResume, :MoeManual. Typing
+  -- while snoozed asks the model nothing (its request count stays).
+  local function server_status()
+    local r = require("moelsp.util").request_sync(client, "moelsp/status", {}, 5000, buf)
+    return r and r.result or {}
+  end
+  local function snooze_left()
+    local st = clients.status[client.id]
+    return st and st.completions and tonumber(st.completions.snoozeLeftMs) or 0
+  end
+  vim.cmd("MoeSnooze 1")
+  wait_until(function() return snooze_left() > 0 end, 5000, "the snooze in the status")
+  check(moelsp.statusline(buf):find("snoozed 1 min", 1, true), "statusline: " .. moelsp.statusline(buf))
+  local before = server_status().completions.requests
+  reset_buffer()
+  keys("Areturn args")
+  sleep(800)
+  check(server_status().completions.requests == before, "a request reached the model while snoozed")
+  check(not ghost(), "ghost text while snoozed")
+  keys("<Esc>")
+  vim.cmd("MoeResume")
+  wait_until(function() return snooze_left() == 0 end, 5000, "the snooze to end")
+  reset_buffer()
+  keys("Areturn args") -- the same typing, now heard
+  wait_until(function() return server_status().completions.requests > before end, 5000, "a request after resuming")
+  keys("<Esc>")
+  vim.cmd("MoeManual on")
+  wait_until(function() return server_status().completions.trigger == "manual" end, 5000, "manual mode")
+  vim.cmd("MoeManual off")
+  wait_until(function() return server_status().completions.trigger == "automatic" end, 5000, "automatic mode")
+  reset_buffer()
+  local rules = require("moelsp.config").language_rules({ ["*"] = true, markdown = false, gitcommit = false, python = true })
+  check(rules == "*,!gitcommit,!markdown,python", "language rules: " .. rules)
+  log(":MoeSnooze, :MoeResume and :MoeManual reach the server")
+
   -- 10. :checkhealth moelsp.
   vim.cmd("checkhealth moelsp")
   local health = table.concat(api.nvim_buf_get_lines(0, 0, -1, false), "\n")

@@ -279,6 +279,24 @@ Step(':MoeChat streams the answer', 90.0, () => moelsp#ChatInfo().done, () => {
   Check(!g:moelsp_enabled, ':MoeToggle turns suggestions off')
   MoeToggle
   Check(g:moelsp_enabled, ':MoeToggle turns them on again')
+  # The server's controls: a snooze answers nothing as you type (the model's
+  # request count stays), :MoeResume ends it, :MoeManual reaches the server.
+  MoeSnooze 1
+  Check(execute('MoeStatus') =~ 'snoozed for', ':MoeStatus shows the snooze')
+  const asked = moelsp#Request('moelsp/status', {}, 5000).result.completions.requests
+  const auto = {textDocument: {uri: moelsp#BufferUri(bufnr())}, position: {line: 4, character: 4},
+    context: {triggerKind: 2}}
+  Check(empty(moelsp#Request('textDocument/inlineCompletion', auto, 20000).result.items), 'nothing while snoozed')
+  Check(moelsp#Request('moelsp/status', {}, 5000).result.completions.requests == asked, 'snoozed: the model was asked')
+  MoeResume
+  Check(moelsp#Request('moelsp/status', {}, 5000).result.completions.snoozeLeftMs == 0, ':MoeResume ends it')
+  moelsp#Request('textDocument/inlineCompletion', auto, 20000)
+  Check(moelsp#Request('moelsp/status', {}, 5000).result.completions.requests == asked + 1, 'resumed: asked again')
+  MoeManual on
+  Check(moelsp#Request('moelsp/status', {}, 5000).result.completions.trigger == 'manual', ':MoeManual on')
+  Check(execute('MoeStatus') =~ 'only when asked', ':MoeStatus shows manual mode')
+  MoeManual off
+  Check(moelsp#Request('moelsp/status', {}, 5000).result.completions.trigger == 'automatic', ':MoeManual off')
   MoeLog
   Check(bufname() == 'moelsp://log' && line('$') > 1, ':MoeLog shows the log')
   Out('PASS')

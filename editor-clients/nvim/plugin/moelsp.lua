@@ -22,4 +22,13 @@ command("MoeToggle", function(args)
   if args.args == "on" then on = true elseif args.args == "off" then on = false end
   moelsp().toggle(on)
 end, { nargs = "?", complete = function() return { "on", "off" } end, desc = "moelsp: inline completions on/off" })
+command("MoeSnooze", function(args) moelsp().snooze(args.args ~= "" and tonumber(args.args) or nil) end,
+  { nargs = "?", desc = "moelsp: no suggestions as you type for N minutes (default 5; 0 resumes)" })
+command("MoeResume", function() moelsp().resume() end, { desc = "moelsp: end a snooze" })
+command("MoeManual", function(args)
+  local on = nil
+  if args.args == "on" then on = true elseif args.args == "off" then on = false end
+  moelsp().manual(on)
+end, { nargs = "?", complete = function() return { "on", "off" } end,
+  desc = "moelsp: suggestions only when asked (on) or as you type (off)" })
 command("MoeLog", function() moelsp().open_log() end, { desc = "moelsp: open the LSP log" })

@@ -447,6 +447,44 @@ export def Toggle()
   ghost.Toggle()
 enddef
 
+# The server's controls (every client gets the same): a snooze and manual
+# mode.  A suggestion asked for (<M-\>) is still answered.
+# :MoeSnooze [minutes]: none as you type for that long (5; 0 resumes).
+export def Snooze(minutes: string = '')
+  if !Running() || !initialized
+    Warn('moelsp: the server is not running')
+    return
+  endif
+  const m = minutes == '' ? 5.0 : str2float(minutes)
+  const r = Request('workspace/executeCommand', {command: 'moelsp.snooze', arguments: [m]})
+  if has_key(r, 'error')
+    Warn('moelsp: ' .. get(r.error, 'message', 'snooze failed'))
+    return
+  endif
+  StatusText()   # the server's status, with its snoozeLeftMs
+  echomsg m > 0 ? printf('moelsp: no suggestions as you type for %g min', m) : 'moelsp: suggestions resumed'
+enddef
+
+export def OnOff(lead: string, line: string, pos: number): string
+  return "on\noff"
+enddef
+
+# :MoeManual [on|off]: suggestions only when asked (the server's
+# completion.trigger); toggles without an argument.  Kept in
+# g:moelsp_init_options, so a restarted server starts the same way.
+export def Manual(arg: string = '')
+  var opts = get(g:, 'moelsp_init_options', {})
+  var comp = get(opts, 'completion', {})
+  const on = arg == '' ? get(comp, 'trigger', 'automatic') != 'manual' : arg == 'on'
+  comp.trigger = on ? 'manual' : 'automatic'
+  opts.completion = comp
+  g:moelsp_init_options = opts
+  if Running() && initialized
+    Notify('workspace/didChangeConfiguration', {settings: {moelsp: {completion: {trigger: comp.trigger}}}})
+  endif
+  echomsg on ? 'moelsp: suggestions only when asked (<M-\>)' : 'moelsp: suggestions as you type'
+enddef
+
 # ---- chat (autoload/moelsp/chat.vim) ---------------------------------------------
 
 export def Chat(question: string, fresh: bool, range_count: number, line1: number, line2: number)
@@ -507,6 +545,10 @@ export def StatusText(): string
   endif
   if !get(g:, 'moelsp_enabled', true)
     out ..= ' [automatic suggestions off]'
+  elseif get(c, 'snoozeLeftMs', 0) > 0
+    out ..= printf(' [snoozed for %d s more]', (c.snoozeLeftMs + 999) / 1000)
+  elseif get(c, 'trigger', '') == 'manual'
+    out ..= ' [suggestions only when asked]'
   endif
   return out
 enddef

@@ -38,6 +38,9 @@ augroup END
 command! -bang -range -nargs=+ MoeChat moelsp#Chat(<q-args>, <bang>0, <range>, <line1>, <line2>)
 command! -bang -nargs=0 MoeStatus moelsp#ShowStatus(<bang>0)
 command! -nargs=0 MoeToggle moelsp#Toggle()
+command! -nargs=? MoeSnooze moelsp#Snooze(<q-args>)
+command! -nargs=0 MoeResume moelsp#Snooze('0')
+command! -nargs=? -complete=custom,moelsp#OnOff MoeManual moelsp#Manual(<q-args>)
 command! -nargs=0 MoeLog moelsp#ShowLog()
 command! -nargs=0 MoeRestart moelsp#Restart()
 

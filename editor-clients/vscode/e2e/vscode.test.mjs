@@ -252,6 +252,29 @@ async function main() {
   log(`the server counted ${accepted} accepted suggestion(s)`);
   await page.screenshot({ path: path.join(out, '4-status.png') });
 
+  // 7b. Snooze from the command palette: the status bar counts it down, the
+  //     server answers nothing as you type; Resume ends it.
+  await runCommand(page, 'moelsp: Snooze Inline Completions');
+  // The palette's input stays up while the extension opens its own pick:
+  // wait for the pick's row and click it.
+  const row = await until('the snooze pick', async () => {
+    const rows = await page.$$('.quick-input-widget .monaco-list-row');
+    for (const r of rows) if ((await r.evaluate((e) => e.textContent || '')).includes('15 minutes')) return r;
+    return null;
+  }, 15000, 100);
+  await row.click();
+  const snoozed = await until('"snoozed" in the status bar', async () => {
+    const s = await statusText();
+    return s && /snoozed 15 min/.test(s.text) ? s : null;
+  }, 15000, 100);
+  log(`status bar: "${snoozed.text}"`);
+  await runCommand(page, 'moelsp: Resume Inline Completions');
+  await until('the status bar back to ready', async () => {
+    const s = await statusText();
+    return s?.ready && !/snoozed/.test(s.text) ? s : null;
+  }, 15000, 100);
+  log('resumed');
+
   // 8. The chat view: ask about area.py, and watch the answer stream.
   // The webview's page is the inner frame of an iframe.webview. Twice under
   // load (the other tests running beside this one) it did not turn up in

@@ -215,7 +215,8 @@ async function toggleLanguage() {
 
 async function toggleManual() {
   const manual = config().get<string | null>('completion.trigger') === 'manual' || status.manualOnly;
-  await config().update('completion.trigger', manual ? undefined : 'manual', vscode.ConfigurationTarget.Global);
+  // (explicitly 'automatic': an unset setting is not sent, and the server would stay manual)
+  await config().update('completion.trigger', manual ? 'automatic' : 'manual', vscode.ConfigurationTarget.Global);
   vscode.window.setStatusBarMessage(
     manual ? 'moelsp: suggestions as you type' : 'moelsp: suggestions only when asked (Alt+\\)',
     3000,
@@ -322,10 +323,12 @@ async function onConfigurationChanged(e: vscode.ConfigurationChangeEvent) {
     if (pick) await restart();
     return;
   }
+  const enableChanged = e.affectsConfiguration('moelsp.enable');
   const changed = SERVER_KEYS.filter((k) => e.affectsConfiguration(`moelsp.${k}`));
-  if (e.affectsConfiguration('moelsp.enable')) changed.push('completion.languages');
-  if (changed.length === 0 || !client?.isRunning()) return;
+  if ((changed.length === 0 && !enableChanged) || !client?.isRunning()) return;
   // The server applies every setting itself: the model, backend and plan
   // settings reload its engine in place (status: loading, then ready).
-  await client.sendNotification('workspace/didChangeConfiguration', { settings: { moelsp: serverSettings() } });
+  await client.sendNotification('workspace/didChangeConfiguration', {
+    settings: { moelsp: serverSettings(enableChanged) },
+  });
 }

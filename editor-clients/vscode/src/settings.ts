@@ -51,11 +51,13 @@ export const SERVER_KEYS = [
 ] as const;
 
 // Nested objects, e.g. {"completion": {"maxTokens": 32}}, with `~` expanded in the model path.
-export function serverSettings(): Record<string, unknown> {
+// `enableChanged`: moelsp.enable changed, so its rules go even when it is
+// back at its default (the server would keep the ones it had).
+export function serverSettings(enableChanged = false): Record<string, unknown> {
   const cfg = vscode.workspace.getConfiguration('moelsp');
   const out: Record<string, any> = {};
   for (const key of SERVER_KEYS) {
-    let v = key === 'completion.languages' ? languageRules() : cfg.get<unknown>(key);
+    let v = key === 'completion.languages' ? languageRules(enableChanged) : cfg.get<unknown>(key);
     if (v === null || v === undefined || v === '') continue;
     if (key === 'model' && typeof v === 'string') v = expandHome(v);
     const parts = key.split('.');
@@ -68,10 +70,12 @@ export function serverSettings(): Record<string, unknown> {
 
 // moelsp.enable's object form ({"*": true, "markdown": false}) as the
 // server's rules ("*,!markdown"); undefined while the user has not set it
-// (the server's defaults are the same) or set a plain boolean.
-export function languageRules(): string | undefined {
+// (the server's defaults say the same for VS Code's ids) or set a plain
+// boolean, unless `orDefault`: then the default object's rules.
+export function languageRules(orDefault = false): string | undefined {
   const i = vscode.workspace.getConfiguration('moelsp').inspect<unknown>('enable');
-  const set = i?.workspaceFolderValue ?? i?.workspaceValue ?? i?.globalValue;
+  let set = i?.workspaceFolderValue ?? i?.workspaceValue ?? i?.globalValue;
+  if ((!set || typeof set !== 'object') && orDefault) set = i?.defaultValue;
   if (!set || typeof set !== 'object') return undefined;
   return Object.entries(set as Record<string, unknown>)
     .filter(([lang, on]) => /^[^,!\s]+$/.test(lang) && typeof on === 'boolean')

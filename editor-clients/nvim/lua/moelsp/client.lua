@@ -75,6 +75,7 @@ local function on_status(_, result, ctx)
   if type(result) ~= "table" then return end
   local id = ctx.client_id
   local was = M.status[id] and M.status[id].state
+  result._received = util.uv.now() -- (completions.snoozeLeftMs counts from here)
   M.status[id] = result
   if result.state == "ready" or result.state == "busy" then
     error_reported[id] = nil

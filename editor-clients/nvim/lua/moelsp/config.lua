@@ -25,7 +25,11 @@ M.defaults = {
   -- `settings` is an alias merged in.
   init_options = {},
   settings = nil,
-  -- Inline completions on at start (:MoeToggle switches).
+  -- Inline completions on at start (:MoeToggle switches). A table is
+  -- Copilot's per-filetype form, { ["*"] = true, markdown = false }: where
+  -- suggestions come as you type (the server's completion.languages; an
+  -- explicit ask, <M-]>, is still answered). The server's default turns
+  -- markdown, text and gitcommit off.
   enable = true,
   -- Milliseconds after the last keystroke before asking the server.
   debounce = 75,
@@ -74,6 +78,10 @@ function M.merge(user, store)
     o.keymaps = {}
   end
   o.init_options = vim.tbl_deep_extend("force", {}, o.init_options or {}, user.settings or {})
+  if type(user.enable) == "table" then
+    local rules = M.language_rules(user.enable)
+    o.init_options.completion = vim.tbl_extend("keep", o.init_options.completion or {}, { languages = rules })
+  end
   if not o.cmd then
     o.cmd = { o.path or "moelsp", "lsp" }
   elseif type(o.cmd) == "string" then
@@ -81,6 +89,22 @@ function M.merge(user, store)
   end
   if store then M.options = o end
   return o
+end
+
+--- { ["*"] = true, markdown = false } as the server's rules, "*,!markdown"
+--- ("*" first, then the filetypes in order).
+function M.language_rules(t)
+  local keys = {}
+  for k, v in pairs(t) do
+    if type(k) == "string" and type(v) == "boolean" and k ~= "*" and not k:find("[,!%s]") then
+      table.insert(keys, k)
+    end
+  end
+  table.sort(keys)
+  local out = {}
+  if type(t["*"]) == "boolean" then table.insert(out, (t["*"] and "" or "!") .. "*") end
+  for _, k in ipairs(keys) do table.insert(out, (t[k] and "" or "!") .. k) end
+  return table.concat(out, ",")
 end
 
 local fallback

@@ -81,6 +81,46 @@ function M.toggle(on)
   return completion.enabled
 end
 
+--- No suggestions as you type for `minutes` (default 5; 0 resumes) in every
+--- moelsp server; an explicit ask (<M-]>, M.trigger) is still answered.
+function M.snooze(minutes)
+  minutes = tonumber(minutes) or 5
+  local clients = require("moelsp.client").all()
+  if #clients == 0 then return util.warn("no moelsp server is running") end
+  for _, e in ipairs(clients) do
+    util.request(e.client, "workspace/executeCommand", { command = "moelsp.snooze", arguments = { minutes } },
+      function(err)
+        if err then return util.warn("snooze: " .. tostring(err.message)) end
+        util.request(e.client, "moelsp/status", {}, function(_, st)
+          if type(st) == "table" then
+            st._received = util.uv.now()
+            require("moelsp.client").status[e.client.id] = st
+          end
+          util.user_event("MoelspStatus")
+        end)
+      end)
+  end
+  util.info(minutes > 0 and string.format("no suggestions as you type for %g min", minutes) or "suggestions resumed")
+end
+function M.resume() return M.snooze(0) end
+
+--- Manual mode (the server's completion.trigger): suggestions only when
+--- asked (<M-]>). Toggles without an argument; applies to running servers and
+--- to the ones started later.
+function M.manual(on)
+  local o = config.get()
+  o.init_options.completion = o.init_options.completion or {}
+  if on == nil then on = o.init_options.completion.trigger ~= "manual" end
+  local trigger = on and "manual" or "automatic"
+  o.init_options.completion.trigger = trigger
+  for _, e in ipairs(require("moelsp.client").all()) do
+    util.notify(e.client, "workspace/didChangeConfiguration",
+      { settings = { moelsp = { completion = { trigger = trigger } } } })
+  end
+  util.info(on and "suggestions only when asked (<M-]>)" or "suggestions as you type")
+  return on
+end
+
 -- Chat ------------------------------------------------------------------------
 
 --- Asks a question; opts.line1/line2/range add those lines as context.

@@ -69,6 +69,9 @@ function M.format(st, root, client)
   end
   if client then
     local comp = require("moelsp.completion")
+    local cc = type(st.completions) == "table" and st.completions or {}
+    add(string.format("controls:     trigger %s, snoozed %s", tostring(cc.trigger or "automatic"),
+      (tonumber(cc.snoozeLeftMs) or 0) > 0 and string.format("for %d s more", math.ceil(cc.snoozeLeftMs / 1000)) or "no"))
     add(string.format("client:       id %d, inline completions %s (%s, debounce %s ms)", client.id,
       comp.enabled and "on" or "off", comp.use_builtin() and "vim.lsp.inline_completion" or "extmark ghost text",
       config.get().debounce or 0))
@@ -177,7 +180,18 @@ function M.statusline(bufnr)
   if not c then return "" end
   local st = clients.status[c.id]
   local state = st and st.state or "starting"
-  if not require("moelsp.completion").enabled then state = state .. " (off)" end
+  if not require("moelsp.completion").enabled then
+    state = state .. " (off)"
+  elseif st and type(st.completions) == "table" then
+    local c = st.completions
+    local left = tonumber(c.snoozeLeftMs) or 0
+    -- (the snooze as of the last status: it may have ended since)
+    if left > 0 and st._received and (left - (util.uv.now() - st._received)) > 0 then
+      state = state .. string.format(" (snoozed %d min)", math.ceil((left - (util.uv.now() - st._received)) / 60000))
+    elseif c.trigger == "manual" then
+      state = state .. " (manual)"
+    end
+  end
   return "moelsp: " .. state
 end
 
