@@ -32,6 +32,25 @@ bool has(const std::vector<Snippet>& v, const Snippet& s) {
 }
 }  // namespace
 
+std::string lines_at(std::string_view text, size_t line, size_t max_lines, size_t max_bytes) {
+  size_t b = 0;
+  for (size_t k = 0; k < line; ++k) {
+    const size_t nl = text.find('\n', b);
+    if (nl == std::string_view::npos) return "";
+    b = nl + 1;
+  }
+  size_t e = b;
+  for (size_t k = 0; k < max_lines && e < text.size(); ++k) {
+    const size_t nl = text.find('\n', e);
+    const size_t next = nl == std::string_view::npos ? text.size() : nl + 1;
+    if (next - b > max_bytes) break;
+    e = next;
+  }
+  std::string out(text.substr(b, e - b));
+  if (!out.empty() && out.back() != '\n') out += '\n';
+  return out;
+}
+
 std::vector<Snippet> merge_context(const std::vector<Snippet>& last, const std::vector<Snippet>& picks,
                                    size_t budget_bytes) {
   size_t need = 0, last_size = 0;

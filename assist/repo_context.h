@@ -19,6 +19,15 @@ struct Snippet {
   std::string file;  // its absolute path (not in the prompt; "" where unknown, e.g. /infill's input_extra)
 };
 
+// A definition's snippet: its first lines (the signature and the docstring's
+// start: what a caller needs), from the index's table of defined names or
+// from the editor's language servers alike.
+inline constexpr size_t kDefinitionLines = 6, kDefinitionBytes = 480;
+
+// Whole lines of `text` from line `line` (0-based): at most max_lines lines
+// and max_bytes bytes, ending in '\n' ("" past the end).
+std::string lines_at(std::string_view text, size_t line, size_t max_lines, size_t max_bytes);
+
 // Snippets in a stable order (by path, then position in the file: the same
 // picks give the same bytes, so the engine's KV prefix survives keystrokes).
 struct RepoContext {

@@ -29,7 +29,7 @@ namespace moelsp::assist {
 namespace {
 
 constexpr size_t kNearLines = 4, kQueryLines = 24, kSuffixLines = 6;
-constexpr size_t kDefLines = 6, kDefBytes = 480, kChunkBytes = 1600;
+constexpr size_t kDefLines = kDefinitionLines, kDefBytes = kDefinitionBytes, kChunkBytes = 1600;
 constexpr size_t kMaxNames = 24, kMaxQueryTerms = 96, kMaxPostings = 200000;
 
 // The last `n` whole lines of `text` before its last (unfinished) line, and

@@ -57,6 +57,8 @@ json Server::Impl::index_status() {
           {"memoryBytes", st.memory_bytes},
           {"buildMs", st.build_ms},
           {"updates", st.updates},
+          // moelsp/didResolveDefinitions: locations the editor sent, snippets made from them
+          {"editorDefinitions", {{"received", editor_defs_received.load()}, {"sent", editor_defs_sent.load()}}},
           {"skipped",
            {{"ignored", st.skipped_ignored},
             {"excluded", st.skipped_excluded},
@@ -82,11 +84,25 @@ assist::RepoContext Server::Impl::repo_context(const std::string& uri, const ass
     std::lock_guard lock(sticky_mu);
     gen = sticky_gen;
   }
+  // The editor's definitions first (a third of the budget at most), then the index's picks.
+  const size_t budget = tokens * kBytesPerToken;
+  std::vector<assist::Snippet> from_editor = editor_snippets(uri, q, exclude, budget / 3);
+  size_t editor_bytes = 0;
+  for (const auto& sn : from_editor) editor_bytes += sn.text.size() + sn.path.size() + 4;
   assist::RepoContext c = index.context_for({.path = assist::path_of_uri(uri),
                                              .prefix = text.substr(0, cursor),
                                              .suffix = text.substr(cursor),
-                                             .budget_bytes = tokens * kBytesPerToken},
+                                             .budget_bytes = budget - std::min(budget, editor_bytes)},
                                             exclude);
+  if (!from_editor.empty()) {  // the index's own pick of the same definition goes
+    std::erase_if(c.snippets, [&](const assist::Snippet& sn) {
+      const std::string_view first = std::string_view(sn.text).substr(0, sn.text.find('\n'));
+      return std::any_of(from_editor.begin(), from_editor.end(), [&](const assist::Snippet& e) {
+        return e.file == sn.file && std::string_view(e.text).substr(0, e.text.find('\n')) == first;
+      });
+    });
+    c.snippets.insert(c.snippets.begin(), from_editor.begin(), from_editor.end());
+  }
   // What this document's last completion sent stays ahead where it can, so
   // the engine keeps its KV (typing with context on cost 1.4× the latency of
   // context off at p50 before this: each new pick moved every later one).
@@ -95,8 +111,13 @@ assist::RepoContext Server::Impl::repo_context(const std::string& uri, const ass
   auto& last = sticky[uri];
   // A kept snippet's file must still be in the index and not excluded: a
   // file deleted, gitignored or named by `exclude` since is not sent again.
-  std::erase_if(last, [&](const assist::Snippet& sn) { return !index.holds(sn.file) || exclude.excluded(sn.file); });
-  c.snippets = assist::merge_context(last, c.snippets, tokens * kBytesPerToken);
+  // (A file the editor's definitions name may lie outside the index: kept while they still name it.)
+  std::erase_if(last, [&](const assist::Snippet& sn) {
+    const bool named = std::any_of(from_editor.begin(), from_editor.end(),
+                                   [&](const assist::Snippet& e) { return e.file == sn.file; });
+    return !(index.holds(sn.file) || named) || exclude.excluded(sn.file);
+  });
+  c.snippets = assist::merge_context(last, c.snippets, budget);
   last = c.snippets;
   return c;
 }

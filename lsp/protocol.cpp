@@ -173,6 +173,17 @@ void from_json(const json& j, DidChangeWatchedFilesParams& p) {
   }
 }
 
+void from_json(const json& j, DidResolveDefinitionsParams& p) {
+  const Fields f(j, "");
+  p.uri = f.object("textDocument").str("uri");
+  const json& list = f.array("definitions");
+  for (size_t i = 0; i < list.size() && i < 64; ++i) {
+    const Fields d(list[i], "definitions[" + std::to_string(i) + "]");
+    const Fields loc = d.object("location");
+    p.definitions.push_back({d.str("name"), loc.str("uri"), read_range(loc.object("range"))});
+  }
+}
+
 void from_json(const json& j, DidChangeWorkspaceFoldersParams& p) {
   const Fields e = Fields(j, "").object("event");
   for (const char* key : {"added", "removed"}) {

@@ -72,6 +72,16 @@ struct FileEvent {
 struct DidChangeWatchedFilesParams {
   std::vector<FileEvent> changes;
 };
+// moelsp/didResolveDefinitions (our extension): where the editor's own
+// language servers say the names near the cursor in `uri` are defined.
+struct EditorDefinition {
+  std::string name, uri;
+  Range range;
+};
+struct DidResolveDefinitionsParams {
+  std::string uri;
+  std::vector<EditorDefinition> definitions;
+};
 // workspace/didChangeWorkspaceFolders: the folders' URIs.
 struct DidChangeWorkspaceFoldersParams {
   std::vector<std::string> added, removed;
@@ -122,6 +132,7 @@ void from_json(const json& j, InitializeParams& p);
 void from_json(const json& j, DidOpenParams& p);
 void from_json(const json& j, DidChangeParams& p);
 void from_json(const json& j, DocumentParams& p);
+void from_json(const json& j, DidResolveDefinitionsParams& p);
 void from_json(const json& j, DidChangeConfigurationParams& p);
 void from_json(const json& j, CancelParams& p);
 void from_json(const json& j, DidChangeWatchedFilesParams& p);

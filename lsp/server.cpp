@@ -119,6 +119,7 @@ Server::Impl::Impl(Transport& tr, ServerOptions o) : t(tr), opt(std::move(o)) {
   on_notification("workspace/didChangeConfiguration", &Impl::on_did_change_configuration);
   on_notification("workspace/didChangeWatchedFiles", &Impl::on_did_change_watched_files);
   on_notification("workspace/didChangeWorkspaceFolders", &Impl::on_did_change_workspace_folders);
+  on_notification("moelsp/didResolveDefinitions", &Impl::on_did_resolve_definitions);
   on_notification("moelsp/didShowCompletion", &Impl::on_did_show);
   on_notification("textDocument/didShowCompletion", &Impl::on_did_show);
   on_notification("moelsp/didAcceptCompletion", &Impl::on_did_accept);
@@ -640,6 +641,10 @@ void Server::Impl::on_did_close(const DocumentParams& p) {
   {
     std::lock_guard lock(sticky_mu);
     sticky.erase(p.uri);
+  }
+  {
+    std::lock_guard lock(editor_defs_mu);
+    editor_defs.erase(p.uri);
   }
   if (docs.close(p.uri) >= kLargeMessageBytes) release_free_memory();
 }

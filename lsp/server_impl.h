@@ -92,6 +92,11 @@ struct Server::Impl {
   std::mutex sticky_mu;
   std::unordered_map<std::string, std::vector<assist::Snippet>> sticky;
   uint64_t sticky_gen = 0;  // moves when the index restarts: picks made before are not kept
+  // moelsp/didResolveDefinitions: per document, where the editor's language
+  // servers say the names near its cursor are defined (the newest set).
+  std::mutex editor_defs_mu;
+  std::unordered_map<std::string, std::vector<EditorDefinition>> editor_defs;
+  std::atomic<uint64_t> editor_defs_received{0}, editor_defs_sent{0};
 
   std::mutex model_mu;
   std::shared_ptr<Model> model;
@@ -192,6 +197,7 @@ struct Server::Impl {
   void on_did_change_configuration(const DidChangeConfigurationParams& p);
   void on_did_change_watched_files(const DidChangeWatchedFilesParams& p);
   void on_did_change_workspace_folders(const DidChangeWorkspaceFoldersParams& p);
+  void on_did_resolve_definitions(const DidResolveDefinitionsParams& p);
   void on_did_show(const NoParams& p);
   void on_did_accept(const NoParams& p);
   void on_did_partially_accept(const NoParams& p);
@@ -200,6 +206,10 @@ struct Server::Impl {
   // (Re)starts the walk when the folders or the settings it reads changed.
   void start_index(const Settings& s);
   json index_status();
+  // The definitions the editor resolved for `uri` that the text near the
+  // cursor uses, as snippets (within budget_bytes; their files in `files`).
+  std::vector<assist::Snippet> editor_snippets(const std::string& uri, const assist::CompletionQuery& q,
+                                               const assist::ExcludeList& exclude, size_t budget_bytes);
   // Other files' code for a completion in `uri` (at most budget_bytes of it).
   assist::RepoContext repo_context(const std::string& uri, const assist::CompletionQuery& q, const Settings& s,
                                    const assist::ExcludeList& exclude);

@@ -347,6 +347,75 @@ def check_secrets(port, budget):
         shutil.rmtree(root, ignore_errors=True)
 
 
+def check_editor_definitions(port, budget):
+    """moelsp/didResolveDefinitions (the editor's language servers' answers)
+    puts a definition the index cannot see (a library outside the workspace)
+    into the prompt, ahead of the index's picks; an excluded or gitignored
+    file it names is still never sent."""
+    proxy = TlsProxy(port)
+    root, lib = tempfile.mkdtemp(prefix="moelsp-proj-"), tempfile.mkdtemp(prefix="moelsp-lib-")
+    try:
+        secret = "sk-live-defs-4242424242"
+        os.makedirs(os.path.join(lib, "site", "geomlib"))
+        hull = os.path.join(lib, "site", "geomlib", "hull.py")
+        with open(hull, "w") as f:
+            f.write('import math\n\n\ndef convex_hull_area(points):\n    """Hull area (library marker)."""\n'
+                    "    return 0.0\n")
+        disk = {".gitignore": "private.py\n", "private.py": f"def private_fn():\n    return '{secret}'\n",
+                ".env": f"TOKEN={secret}\n"}
+        for name, text in disk.items():
+            with open(os.path.join(root, name), "w") as f:
+                f.write(text)
+        uri = lambda path: "file://" + path  # noqa: E731
+        app = os.path.join(root, "app.py")
+        text = ("from geomlib.hull import convex_hull_area\nfrom private import private_fn\n\n\n"
+                "def main(pts):\n    return convex_hull_area(pts) + private_fn() + load_env() + ")
+        c = Client([BINARY, "lsp"])
+        c.request("initialize", {"capabilities": {"textDocument": {"inlineCompletion": {}}},
+                                 "rootUri": uri(root), "workspaceFolders": [{"uri": uri(root), "name": "proj"}],
+                                 "initializationOptions": {**budget, "backend": {
+                                     "url": f"http://127.0.0.1:{proxy.port}", "fimTemplate": "suffix"}}})
+        c.notify("initialized", {})
+        c.notify("textDocument/didOpen", {"textDocument": {"uri": uri(app), "languageId": "python", "version": 1,
+                                                           "text": text}})
+        wait_index(c, 1)
+        lines = text.split("\n")
+
+        def complete():  # (asked for: the answer cache would repeat the first answer without a request)
+            proxy.bodies.clear()
+            c.request("textDocument/inlineCompletion", {"textDocument": {"uri": uri(app)}, "position": {
+                "line": len(lines) - 1, "character": len(lines[-1])}, "context": {"triggerKind": 1}})
+            return "\n".join(proxy.bodies)
+
+        if "library marker" in complete():
+            fail("a library outside the workspace reached the prompt before the editor named it")
+        at = lambda line: {"start": {"line": line, "character": 0}, "end": {"line": line, "character": 5}}  # noqa: E731
+        c.notify("moelsp/didResolveDefinitions", {"textDocument": {"uri": uri(app)}, "definitions": [
+            {"name": "convex_hull_area", "location": {"uri": uri(hull), "range": at(3)}},
+            {"name": "private_fn", "location": {"uri": uri(os.path.join(root, "private.py")), "range": at(0)}},
+            {"name": "load_env", "location": {"uri": uri(os.path.join(root, ".env")), "range": at(0)}},
+            {"name": "not_near_the_cursor", "location": {"uri": uri(hull), "range": at(0)}}]})
+        sent = complete()
+        if "def convex_hull_area(points):" not in sent or "library marker" not in sent:
+            fail(f"the editor's definition did not reach the prompt: {sent[:600]!r}")
+        if "site/geomlib/hull.py" not in sent:
+            fail(f"the library snippet is not headed by its path's last parts: {sent[:600]!r}")
+        if secret in sent or "private_fn():\n    return" in sent:
+            fail(f"a gitignored or excluded file the editor named was sent: {sent[:600]!r}")
+        if "import math" in sent:
+            fail("a definition whose name is not near the cursor was sent")
+        st, _ = c.request("moelsp/status", {})
+        ed = st["index"]["editorDefinitions"]
+        if ed["received"] != 4 or ed["sent"] < 1:
+            fail(f"index.editorDefinitions: {ed}")
+        print(f"editor definitions: a library's convex_hull_area reached the prompt only once the editor named it "
+              f"({ed}); the gitignored and excluded files it named did not")
+    finally:
+        proxy.close()
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(lib, ignore_errors=True)
+
+
 def main():
     if not BINARY or not os.access(BINARY, os.X_OK):
         fail("give the moelsp binary as the first argument")
@@ -379,6 +448,7 @@ def main():
         print(f"remote backend: {len(TEXTS)} completions and a chat byte-identical to the embedded backend")
         check_https(port, embedded, budget)
         check_secrets(port, {"completion": {"timeBudgetMs": 20000}})
+        check_editor_definitions(port, {"completion": {"timeBudgetMs": 20000}})
 
         check_killed_mid_stream(budget)
 

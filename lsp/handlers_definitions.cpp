@@ -1,0 +1,131 @@
+// Definitions from the editor's own language servers (issue 45, item 2):
+// moelsp/didResolveDefinitions, our protocol extension. A client asks its
+// other servers (textDocument/definition; VS Code's definition providers)
+// where the names near the cursor are defined, and sends the locations:
+//
+//   {"method": "moelsp/didResolveDefinitions",
+//    "params": {"textDocument": {"uri": "file:///p/app.py"},
+//               "definitions": [{"name": "parse_args",
+//                                "location": {"uri": "file:///p/cli.py", "range": {...}}}]}}
+//
+// Each notification replaces the document's set (at most 64). The server
+// reads each definition's first lines itself (the open buffer, else the
+// file), so exclude and, with a remote backend, .gitignore apply as to every
+// other context; a file outside the workspace (a library's source, a stub)
+// is welcome: that is where the editor's servers know more than the index.
+// These snippets come first in the context: a language server resolves the
+// name the code actually refers to, where the index guesses by name.
+#include <fstream>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+#include "assist/exclude.h"
+#include "server_impl.h"
+
+namespace moelsp::lsp {
+
+namespace {
+
+// Whether `name` occurs as a whole identifier in `text`.
+bool uses(std::string_view text, std::string_view name) {
+  for (size_t at = text.find(name); at != std::string_view::npos; at = text.find(name, at + 1)) {
+    const bool left = at == 0 || !assist::is_word_char(text[at - 1]);
+    const bool right = at + name.size() >= text.size() || !assist::is_word_char(text[at + name.size()]);
+    if (left && right) return true;
+  }
+  return false;
+}
+
+// A file's text up to 1 MiB ("" when it cannot be read).
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  std::string s(1 << 20, '\0');
+  in.read(s.data(), std::streamsize(s.size()));
+  s.resize(size_t(in.gcount()));
+  return s;
+}
+
+// Where the cursor's code is: the last ~1.5 KB before it and the first
+// 400 bytes after it (the names a completion there is about to use).
+constexpr size_t kNearBefore = 1536, kNearAfter = 400;
+
+}  // namespace
+
+void Server::Impl::on_did_resolve_definitions(const DidResolveDefinitionsParams& p) {
+  std::vector<EditorDefinition> defs;
+  for (const EditorDefinition& d : p.definitions)
+    if (!d.name.empty() && d.name.size() <= 128 && d.range.start.line >= 0) defs.push_back(d);
+  editor_defs_received += defs.size();
+  std::lock_guard lock(editor_defs_mu);
+  editor_defs[p.uri] = std::move(defs);
+}
+
+std::vector<assist::Snippet> Server::Impl::editor_snippets(const std::string& uri, const assist::CompletionQuery& q,
+                                                           const assist::ExcludeList& exclude, size_t budget_bytes) {
+  std::vector<EditorDefinition> defs;
+  {
+    std::lock_guard lock(editor_defs_mu);
+    if (const auto it = editor_defs.find(uri); it != editor_defs.end()) defs = it->second;
+  }
+  if (defs.empty()) return {};
+  bool to_remote;
+  {
+    std::lock_guard lock(model_mu);
+    to_remote = remote != nullptr;
+  }
+  std::vector<std::string> folders;
+  {
+    std::lock_guard lock(roots_mu);
+    folders = roots;
+  }
+  const size_t cursor = std::min(q.cursor, q.text.size());
+  const std::string_view text = q.text, near = text.substr(cursor > kNearBefore ? cursor - kNearBefore : 0,
+                                                            std::min(cursor, kNearBefore) + kNearAfter);
+  std::vector<assist::Snippet> out;
+  size_t used = 0;
+  for (const EditorDefinition& d : defs) {
+    if (!uses(near, d.name)) continue;
+    const std::string path = assist::path_of_uri(d.uri);
+    if (exclude.excluded(path) || (to_remote && index.git_ignored(path))) continue;
+    if (d.uri == uri) {  // this document: only a definition outside the window the prompt already holds
+      const auto doc = docs.get(uri);
+      if (!doc) continue;
+      const size_t at = offset_of(*doc->text, d.range.start);
+      if (at >= q.text_offset && at <= q.text_offset + q.text.size()) continue;
+    }
+    // Relative to its workspace folder, else the last three parts of its path
+    // (dist-packages/requests/api.py: what the model saw in training).
+    std::string rel;
+    for (const std::string& r : folders)
+      if (path.size() > r.size() + 1 && path.compare(0, r.size(), r) == 0 && path[r.size()] == '/')
+        rel = path.substr(r.size() + 1);
+    if (rel.empty()) {
+      size_t at = path.size();
+      for (int k = 0; k < 3 && at != 0 && at != std::string::npos; ++k) at = path.rfind('/', at - 1);
+      rel = at == std::string::npos ? path : path.substr(at + 1);
+    }
+    const auto doc = docs.get(d.uri);
+    const std::string file_text = doc ? *doc->text : read_file(path);
+    const size_t cost = rel.size() + 4;
+    if (used + cost >= budget_bytes) break;
+    std::string snippet = assist::lines_at(file_text, size_t(d.range.start.line), assist::kDefinitionLines,
+                                           std::min(assist::kDefinitionBytes, budget_bytes - used - cost));
+    if (snippet.empty()) continue;
+    const bool dup = std::any_of(out.begin(), out.end(), [&](const assist::Snippet& s) {
+      return s.file == path && s.text == snippet;
+    });
+    if (dup) continue;
+    used += snippet.size() + cost;
+    out.push_back({rel, std::move(snippet), path});
+  }
+  // A stable order, as the index's picks: by path, then text.
+  std::sort(out.begin(), out.end(), [](const assist::Snippet& a, const assist::Snippet& b) {
+    return a.path != b.path ? a.path < b.path : a.text < b.text;
+  });
+  editor_defs_sent += out.size();
+  return out;
+}
+
+}  // namespace moelsp::lsp
