@@ -84,9 +84,12 @@ assist::RepoContext Server::Impl::repo_context(const std::string& uri, const ass
     std::lock_guard lock(sticky_mu);
     gen = sticky_gen;
   }
-  // The editor's definitions first (a third of the budget at most), then the index's picks.
+  // From the editor first: its language servers' definitions (a third of the
+  // budget at most) and the lines just edited in other files (a sixth); then
+  // the index's picks.
   const size_t budget = tokens * kBytesPerToken;
   std::vector<assist::Snippet> from_editor = editor_snippets(uri, q, exclude, budget / 3);
+  for (auto& sn : recent_snippets(uri, exclude, budget / 6)) from_editor.push_back(std::move(sn));
   size_t editor_bytes = 0;
   for (const auto& sn : from_editor) editor_bytes += sn.text.size() + sn.path.size() + 4;
   assist::RepoContext c = index.context_for({.path = assist::path_of_uri(uri),

@@ -631,6 +631,12 @@ void Server::Impl::on_did_change(const DidChangeParams& p) {
   for (const auto& c : p.changes)
     if (!docs.change(p.uri, p.version, c.range, c.text))
       return spdlog::warn("didChange for a document that is not open: {}", p.uri);
+  if (!p.changes.empty() && p.changes.back().range) {  // (a whole-text change says not where)
+    std::lock_guard lock(recent_mu);
+    std::erase_if(recent_edits, [&](const RecentEdit& e) { return e.uri == p.uri; });
+    recent_edits.push_back({p.uri, p.changes.back().range->start.line});
+    if (recent_edits.size() > 8) recent_edits.pop_front();
+  }
   if (const auto doc = docs.get(p.uri); doc && doc->text->size() <= assist::IndexOptions{}.max_file_bytes)
     index.document_text(assist::path_of_uri(p.uri), doc->text, true);
   else if (doc) index.close_document(assist::path_of_uri(p.uri));  // grown past the limit: its last text goes
@@ -645,6 +651,10 @@ void Server::Impl::on_did_close(const DocumentParams& p) {
   {
     std::lock_guard lock(editor_defs_mu);
     editor_defs.erase(p.uri);
+  }
+  {
+    std::lock_guard lock(recent_mu);
+    std::erase_if(recent_edits, [&](const RecentEdit& e) { return e.uri == p.uri; });
   }
   if (docs.close(p.uri) >= kLargeMessageBytes) release_free_memory();
 }

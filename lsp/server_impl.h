@@ -97,6 +97,14 @@ struct Server::Impl {
   std::mutex editor_defs_mu;
   std::unordered_map<std::string, std::vector<EditorDefinition>> editor_defs;
   std::atomic<uint64_t> editor_defs_received{0}, editor_defs_sent{0};
+  // Where open documents were last edited (didChange ranges), oldest first,
+  // at most 8: other files' recently edited lines join a completion's context.
+  struct RecentEdit {
+    std::string uri;
+    int line = 0;
+  };
+  std::mutex recent_mu;
+  std::deque<RecentEdit> recent_edits;
 
   std::mutex model_mu;
   std::shared_ptr<Model> model;
@@ -210,6 +218,13 @@ struct Server::Impl {
   // cursor uses, as snippets (within budget_bytes; their files in `files`).
   std::vector<assist::Snippet> editor_snippets(const std::string& uri, const assist::CompletionQuery& q,
                                                const assist::ExcludeList& exclude, size_t budget_bytes);
+  // The lines around the last edits of the two documents edited most
+  // recently (not `uri`), as snippets within budget_bytes.
+  std::vector<assist::Snippet> recent_snippets(const std::string& uri, const assist::ExcludeList& exclude,
+                                               size_t budget_bytes);
+  // A file's name in the prompt: relative to its workspace folder, else the
+  // last three parts of its path.
+  std::string context_path(const std::string& path);
   // Other files' code for a completion in `uri` (at most budget_bytes of it).
   assist::RepoContext repo_context(const std::string& uri, const assist::CompletionQuery& q, const Settings& s,
                                    const assist::ExcludeList& exclude);

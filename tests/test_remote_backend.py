@@ -404,12 +404,21 @@ def check_editor_definitions(port, budget):
             fail(f"a gitignored or excluded file the editor named was sent: {sent[:600]!r}")
         if "import math" in sent:
             fail("a definition whose name is not near the cursor was sent")
+        # The lines just edited in another open file join the context too.
+        other = os.path.join(root, "notes.py")
+        c.notify("textDocument/didOpen", {"textDocument": {"uri": uri(other), "languageId": "python", "version": 1,
+                                                           "text": "import os\n" * 30}})
+        c.notify("textDocument/didChange", {"textDocument": {"uri": uri(other), "version": 2}, "contentChanges": [
+            {"range": at(20), "text": "def recent_edit_marker(x):\n    return x\n"}]})
+        sent = complete()
+        if "def recent_edit_marker(x):" not in sent:
+            fail(f"the lines just edited in notes.py did not reach the prompt: {sent[:800]!r}")
         st, _ = c.request("moelsp/status", {})
         ed = st["index"]["editorDefinitions"]
         if ed["received"] != 4 or ed["sent"] < 1:
             fail(f"index.editorDefinitions: {ed}")
         print(f"editor definitions: a library's convex_hull_area reached the prompt only once the editor named it "
-              f"({ed}); the gitignored and excluded files it named did not")
+              f"({ed}); the gitignored and excluded files it named did not; another file's edit reached it too")
     finally:
         proxy.close()
         shutil.rmtree(root, ignore_errors=True)

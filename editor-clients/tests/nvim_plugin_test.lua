@@ -290,6 +290,31 @@ local function test()
   check(rules == "*,!gitcommit,!markdown,python", "language rules: " .. rules)
   log(":MoeSnooze, :MoeResume and :MoeManual reach the server")
 
+  -- 9c. The buffer's other language server (a test double of pyright & co:
+  -- fake_definition_server.py) resolves the names near the cursor; the
+  -- plugin sends the locations to moelsp (moelsp/didResolveDefinitions).
+  vim.fn.writefile({ "def parse_args():", "    # the command line (lib marker)", "    return []" }, dir .. "/lib.py")
+  local here = debug.getinfo(1, "S").source:sub(2):match("(.*)/") or "."
+  local fake = vim.lsp.start_client({ name = "fake-definitions", root_dir = dir,
+    cmd = { "python3", here .. "/fake_definition_server.py", dir } })
+  check(fake, "the fake definition server did not start")
+  vim.lsp.buf_attach_client(buf, fake)
+  wait_until(function()
+    local c = vim.lsp.get_client_by_id(fake)
+    return c and ((c.server_capabilities or {}).definitionProvider or (c.resolved_capabilities or {}).goto_definition)
+  end, 10000, "the fake server's capabilities")
+  local near = require("moelsp.definitions").names_near(buf, 2, 4)
+  check(near[1] and near[1].name == "parse_args" and near[1].row == 1, "names near the cursor: " .. vim.inspect(near))
+  keys("Areturn ")
+  wait_until(function()
+    local ed = (server_status().index or {}).editorDefinitions or {}
+    return (ed.received or 0) >= 1
+  end, 10000, "the other server's definition at moelsp")
+  keys("<Esc>")
+  vim.lsp.stop_client(fake)
+  reset_buffer()
+  log("the other server's definition of parse_args reached moelsp")
+
   -- 10. :checkhealth moelsp.
   vim.cmd("checkhealth moelsp")
   local health = table.concat(api.nvim_buf_get_lines(0, 0, -1, false), "\n")

@@ -78,6 +78,12 @@ for (const scope of ['User', 'Machine']) {
 }
 const file = path.join(dirs.workspace, 'area.py');
 fs.writeFileSync(file, 'import os\n\n\ndef area(width, height):\n    """Return the area of a rectangle."""');
+// JavaScript, whose definitions VS Code's built-in TypeScript service
+// resolves offline: the extension sends them to the server (step 7c).
+fs.writeFileSync(path.join(dirs.workspace, 'shapes.js'),
+  'export function polygonArea(points) {\n  // the shoelace formula\n  return 0;\n}\n');
+fs.writeFileSync(path.join(dirs.workspace, 'main.js'),
+  "import { polygonArea } from './shapes.js';\n\nexport function total(parts) {\n  return polygonArea(parts) + ");
 const env = {
   ...process.env,
   XDG_CONFIG_HOME: dirs['xdg-config'],
@@ -274,6 +280,40 @@ async function main() {
     return s?.ready && !/snoozed/.test(s.text) ? s : null;
   }, 15000, 100);
   log('resumed');
+
+  // 7c. The editor's definitions reach the server: in main.js, a completion
+  //     request makes the extension ask VS Code's definition providers (the
+  //     TypeScript service) for the names near the cursor and send what they
+  //     return (moelsp/didResolveDefinitions); the status counts them.
+  await openFile('main.js');
+  await page.click('.editor-instance .monaco-editor .view-lines');
+  const editorDefinitions = async () => {
+    await runCommand(page, 'moelsp: Show Status and Plan');
+    await sleep(500);
+    await page.keyboard.down('Control');
+    await page.keyboard.press('KeyF');
+    await page.keyboard.up('Control');
+    await page.keyboard.type('editorDefinitions', { delay: 10 });
+    await page.keyboard.press('Enter');
+    await sleep(300);
+    await page.keyboard.press('Escape');
+    const text = (await editorLines()).join('\n');
+    const m = /"editorDefinitions":\s*\{\s*"received":\s*(\d+),\s*"sent":\s*(\d+)/.exec(text);
+    return m ? { received: Number(m[1]), sent: Number(m[2]) } : null;
+  };
+  let defs = null;
+  for (let tries = 0; tries < 6 && !(defs?.received > 0); tries++) {
+    await openFile('main.js');
+    await page.click('.editor-instance .monaco-editor .view-lines');
+    await page.keyboard.down('Control');
+    await page.keyboard.press('End');
+    await page.keyboard.up('Control');
+    await page.keyboard.type(tries % 2 ? ' ' : '1', { delay: 20 });
+    await sleep(tries === 0 ? 4000 : 2500); // the TypeScript service starts, then the pause
+    defs = await editorDefinitions();
+  }
+  if (!(defs?.received > 0)) fail(`the editor's definitions did not reach the server: ${JSON.stringify(defs)}`);
+  log(`the editor's definitions reached the server: ${JSON.stringify(defs)}`);
 
   // 8. The chat view: ask about area.py, and watch the answer stream.
   // The webview's page is the inner frame of an iframe.webview. Twice under

@@ -12,6 +12,7 @@ import {
 } from 'vscode-languageclient/node';
 
 import { ChatViewProvider, editorContext } from './chat';
+import { DefinitionFeed } from './definitions';
 import { enableObject, enabledFor, findBinary, SERVER_KEYS, serverSettings } from './settings';
 import { ServerStatus, StatusBar } from './status';
 
@@ -22,6 +23,7 @@ let chat: ChatViewProvider;
 let extensionPath = '';
 let lastError = '';
 let refreshTimer: NodeJS.Timeout | undefined;
+let definitions: DefinitionFeed;
 
 export async function activate(context: vscode.ExtensionContext) {
   extensionPath = context.extensionPath;
@@ -29,6 +31,7 @@ export async function activate(context: vscode.ExtensionContext) {
   status = new StatusBar();
   renderEnabled();
   chat = new ChatViewProvider(() => client, status);
+  definitions = new DefinitionFeed(() => client);
   const cmd = (id: string, fn: (...a: any[]) => unknown) => vscode.commands.registerCommand(id, fn);
   context.subscriptions.push(
     output,
@@ -44,6 +47,7 @@ export async function activate(context: vscode.ExtensionContext) {
     cmd('moelsp.snoozeCompletions', snooze),
     cmd('moelsp.resumeCompletions', () => serverCommand('moelsp.resume')),
     vscode.window.onDidChangeActiveTextEditor(renderEnabled),
+    vscode.workspace.onDidCloseTextDocument((d) => definitions.forget(d)),
     cmd('moelsp.openChat', () => vscode.commands.executeCommand(`${ChatViewProvider.viewId}.focus`)),
     cmd('moelsp.restart', restart),
     cmd('moelsp.showLogs', () => output.show(true)),
@@ -107,6 +111,8 @@ async function start() {
         } finally {
           status.end();
           scheduleStatusRefresh();
+          // The definitions of the names near the cursor, for the next completions' context.
+          if (config().get<number | null>('completion.contextTokens') !== 0) definitions.schedule(document, position);
         }
       },
       // The suggest widget hides ghost text that does not match its selected

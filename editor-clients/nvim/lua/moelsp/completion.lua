@@ -594,6 +594,15 @@ function M.attach(bufnr, client_id)
     api.nvim_create_autocmd(events, { group = group, buffer = bufnr, callback = function() fn(bufnr) end })
   end
   au("TextChangedI", on_text_changed)
+  -- The other servers' definitions of the names near the cursor, for the
+  -- server's context (unless completion.contextTokens is 0).
+  local ctx_tokens = ((config.get().init_options or {}).completion or {}).contextTokens
+  if ctx_tokens ~= 0 then
+    au("TextChangedI", function(b)
+      local st = buffers[b]
+      if st then require("moelsp.definitions").schedule(b, st.client_id) end
+    end)
+  end
   au("CursorMovedI", on_cursor_moved)
   au("InsertEnter", on_insert_enter)
   au({ "InsertLeave", "BufLeave" }, function(b) M.dismiss(b) end)
@@ -622,6 +631,7 @@ function M.detach(bufnr)
   if not s then return end
   M.dismiss(bufnr)
   unmap_keys(bufnr)
+  require("moelsp.definitions").detach(bufnr)
   if s.timer then
     s.timer:stop()
     if not s.timer:is_closing() then s.timer:close() end

@@ -1,5 +1,6 @@
-// Definitions from the editor's own language servers (issue 45, item 2):
-// moelsp/didResolveDefinitions, our protocol extension. A client asks its
+// Context from the editor (issue 45, item 2): the other files the user just
+// edited (from didChange), and definitions from the editor's own language
+// servers through moelsp/didResolveDefinitions, our protocol extension. A client asks its
 // other servers (textDocument/definition; VS Code's definition providers)
 // where the names near the cursor are defined, and sends the locations:
 //
@@ -53,6 +54,60 @@ constexpr size_t kNearBefore = 1536, kNearAfter = 400;
 
 }  // namespace
 
+std::string Server::Impl::context_path(const std::string& path) {
+  {
+    std::lock_guard lock(roots_mu);
+    for (const std::string& r : roots)
+      if (path.size() > r.size() + 1 && path.compare(0, r.size(), r) == 0 && path[r.size()] == '/')
+        return path.substr(r.size() + 1);
+  }
+  // Outside the workspace (dist-packages/requests/api.py: what the model saw in training).
+  size_t at = path.size();
+  for (int k = 0; k < 3 && at != 0 && at != std::string::npos; ++k) at = path.rfind('/', at - 1);
+  return at == std::string::npos ? path : path.substr(at + 1);
+}
+
+// The lines the user just changed in another file are what the code at the
+// cursor most likely goes with (a function just written, a field just added:
+// Continue's "recently edited ranges", llama.vscode's ring of chunks). The
+// two documents edited last, a few lines around each last edit. Only open
+// documents: their text is the editor's, newer than the disk's.
+constexpr int kRecentBefore = 3, kRecentLines = 10;
+constexpr size_t kRecentDocs = 2, kRecentBytes = 600;
+
+std::vector<assist::Snippet> Server::Impl::recent_snippets(const std::string& uri, const assist::ExcludeList& exclude,
+                                                           size_t budget_bytes) {
+  std::vector<RecentEdit> edits;
+  {
+    std::lock_guard lock(recent_mu);
+    edits.assign(recent_edits.rbegin(), recent_edits.rend());  // newest first
+  }
+  bool to_remote;
+  {
+    std::lock_guard lock(model_mu);
+    to_remote = remote != nullptr;
+  }
+  std::vector<assist::Snippet> out;
+  size_t used = 0;
+  for (const RecentEdit& e : edits) {
+    if (out.size() >= kRecentDocs) break;
+    if (e.uri == uri) continue;
+    const std::string path = assist::path_of_uri(e.uri);
+    if (exclude.excluded(path) || (to_remote && index.git_ignored(path))) continue;
+    const auto doc = docs.get(e.uri);
+    if (!doc) continue;
+    const std::string rel = context_path(path);
+    const size_t cost = rel.size() + 4;
+    if (used + cost >= budget_bytes) break;
+    std::string text = assist::lines_at(*doc->text, size_t(std::max(0, e.line - kRecentBefore)), kRecentLines,
+                                        std::min(kRecentBytes, budget_bytes - used - cost));
+    if (text.find_first_not_of(" \t\n") == std::string::npos) continue;
+    used += text.size() + cost;
+    out.push_back({rel, std::move(text), path});
+  }
+  return out;
+}
+
 void Server::Impl::on_did_resolve_definitions(const DidResolveDefinitionsParams& p) {
   std::vector<EditorDefinition> defs;
   for (const EditorDefinition& d : p.definitions)
@@ -75,14 +130,9 @@ std::vector<assist::Snippet> Server::Impl::editor_snippets(const std::string& ur
     std::lock_guard lock(model_mu);
     to_remote = remote != nullptr;
   }
-  std::vector<std::string> folders;
-  {
-    std::lock_guard lock(roots_mu);
-    folders = roots;
-  }
   const size_t cursor = std::min(q.cursor, q.text.size());
   const std::string_view text = q.text, near = text.substr(cursor > kNearBefore ? cursor - kNearBefore : 0,
-                                                            std::min(cursor, kNearBefore) + kNearAfter);
+                                                           std::min(cursor, kNearBefore) + kNearAfter);
   std::vector<assist::Snippet> out;
   size_t used = 0;
   for (const EditorDefinition& d : defs) {
@@ -95,17 +145,7 @@ std::vector<assist::Snippet> Server::Impl::editor_snippets(const std::string& ur
       const size_t at = offset_of(*doc->text, d.range.start);
       if (at >= q.text_offset && at <= q.text_offset + q.text.size()) continue;
     }
-    // Relative to its workspace folder, else the last three parts of its path
-    // (dist-packages/requests/api.py: what the model saw in training).
-    std::string rel;
-    for (const std::string& r : folders)
-      if (path.size() > r.size() + 1 && path.compare(0, r.size(), r) == 0 && path[r.size()] == '/')
-        rel = path.substr(r.size() + 1);
-    if (rel.empty()) {
-      size_t at = path.size();
-      for (int k = 0; k < 3 && at != 0 && at != std::string::npos; ++k) at = path.rfind('/', at - 1);
-      rel = at == std::string::npos ? path : path.substr(at + 1);
-    }
+    const std::string rel = context_path(path);
     const auto doc = docs.get(d.uri);
     const std::string file_text = doc ? *doc->text : read_file(path);
     const size_t cost = rel.size() + 4;
@@ -113,9 +153,8 @@ std::vector<assist::Snippet> Server::Impl::editor_snippets(const std::string& ur
     std::string snippet = assist::lines_at(file_text, size_t(d.range.start.line), assist::kDefinitionLines,
                                            std::min(assist::kDefinitionBytes, budget_bytes - used - cost));
     if (snippet.empty()) continue;
-    const bool dup = std::any_of(out.begin(), out.end(), [&](const assist::Snippet& s) {
-      return s.file == path && s.text == snippet;
-    });
+    const bool dup = std::any_of(out.begin(), out.end(),
+                                 [&](const assist::Snippet& s) { return s.file == path && s.text == snippet; });
     if (dup) continue;
     used += snippet.size() + cost;
     out.push_back({rel, std::move(snippet), path});
