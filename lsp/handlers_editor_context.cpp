@@ -1,6 +1,7 @@
 // Context from the editor (issue 45, item 2): the other files the user just
-// edited (from didChange), and definitions from the editor's own language
-// servers through moelsp/didResolveDefinitions, our protocol extension. A client asks its
+// edited (from didChange) or views (moelsp/didChangeVisibleRanges), and
+// definitions from the editor's own language servers through
+// moelsp/didResolveDefinitions; both notifications are our protocol extension. A client asks its
 // other servers (textDocument/definition; VS Code's definition providers)
 // where the names near the cursor are defined, and sends the locations:
 //
@@ -69,18 +70,32 @@ std::string Server::Impl::context_path(const std::string& path) {
 
 // The lines the user just changed in another file are what the code at the
 // cursor most likely goes with (a function just written, a field just added:
-// Continue's "recently edited ranges", llama.vscode's ring of chunks). The
-// two documents edited last, a few lines around each last edit. Only open
+// Continue's "recently edited ranges", llama.vscode's ring of chunks): the
+// two documents edited last, a few lines around each last edit. Then what
+// another editor shows (a split with the file being called into): the lines
+// of the document viewed last (moelsp/didChangeVisibleRanges). Only open
 // documents: their text is the editor's, newer than the disk's.
-constexpr int kRecentBefore = 3, kRecentLines = 10;
-constexpr size_t kRecentDocs = 2, kRecentBytes = 600;
+constexpr int kRecentBefore = 3, kRecentLines = 10, kViewedLines = 24;
+constexpr size_t kRecentDocs = 2, kRecentBytes = 600, kViewedBytes = 900;
 
 std::vector<assist::Snippet> Server::Impl::recent_snippets(const std::string& uri, const assist::ExcludeList& exclude,
                                                            size_t budget_bytes) {
-  std::vector<RecentEdit> edits;
+  struct Span {
+    std::string uri;
+    int line, lines;
+    size_t bytes;
+  };
+  std::vector<Span> spans;
   {
     std::lock_guard lock(recent_mu);
-    edits.assign(recent_edits.rbegin(), recent_edits.rend());  // newest first
+    for (auto e = recent_edits.rbegin(); e != recent_edits.rend() && spans.size() < kRecentDocs; ++e)
+      if (e->uri != uri) spans.push_back({e->uri, std::max(0, e->line - kRecentBefore), kRecentLines, kRecentBytes});
+    for (auto v = viewed.rbegin(); v != viewed.rend(); ++v)
+      if (v->uri != uri) {  // the one viewed last
+        const int n = std::clamp(v->range.end.line - v->range.start.line + 1, 1, kViewedLines);
+        spans.push_back({v->uri, std::max(0, v->range.start.line), n, kViewedBytes});
+        break;
+      }
   }
   bool to_remote;
   {
@@ -89,23 +104,32 @@ std::vector<assist::Snippet> Server::Impl::recent_snippets(const std::string& ur
   }
   std::vector<assist::Snippet> out;
   size_t used = 0;
-  for (const RecentEdit& e : edits) {
-    if (out.size() >= kRecentDocs) break;
-    if (e.uri == uri) continue;
-    const std::string path = assist::path_of_uri(e.uri);
+  for (const Span& sp : spans) {
+    const std::string path = assist::path_of_uri(sp.uri);
     if (exclude.excluded(path) || (to_remote && index.git_ignored(path))) continue;
-    const auto doc = docs.get(e.uri);
+    const auto doc = docs.get(sp.uri);
     if (!doc) continue;
     const std::string rel = context_path(path);
     const size_t cost = rel.size() + 4;
     if (used + cost >= budget_bytes) break;
-    std::string text = assist::lines_at(*doc->text, size_t(std::max(0, e.line - kRecentBefore)), kRecentLines,
-                                        std::min(kRecentBytes, budget_bytes - used - cost));
+    std::string text =
+        assist::lines_at(*doc->text, size_t(sp.line), size_t(sp.lines), std::min(sp.bytes, budget_bytes - used - cost));
     if (text.find_first_not_of(" \t\n") == std::string::npos) continue;
+    const bool dup = std::any_of(out.begin(), out.end(), [&](const assist::Snippet& o) { return o.text == text; });
+    if (dup) continue;
     used += text.size() + cost;
     out.push_back({rel, std::move(text), path});
   }
   return out;
+}
+
+void Server::Impl::on_did_change_visible_ranges(const DidChangeVisibleRangesParams& p) {
+  ++viewed_received;
+  std::lock_guard lock(recent_mu);
+  std::erase_if(viewed, [&](const Viewed& v) { return v.uri == p.uri; });
+  if (p.ranges.empty() || p.ranges.front().start.line < 0) return;  // no longer shown
+  viewed.push_back({p.uri, p.ranges.front()});
+  if (viewed.size() > 8) viewed.pop_front();
 }
 
 void Server::Impl::on_did_resolve_definitions(const DidResolveDefinitionsParams& p) {

@@ -59,6 +59,7 @@ json Server::Impl::index_status() {
           {"updates", st.updates},
           // moelsp/didResolveDefinitions: locations the editor sent, snippets made from them
           {"editorDefinitions", {{"received", editor_defs_received.load()}, {"sent", editor_defs_sent.load()}}},
+          {"viewedRanges", viewed_received.load()},  // moelsp/didChangeVisibleRanges notifications
           {"skipped",
            {{"ignored", st.skipped_ignored},
             {"excluded", st.skipped_excluded},
@@ -85,11 +86,11 @@ assist::RepoContext Server::Impl::repo_context(const std::string& uri, const ass
     gen = sticky_gen;
   }
   // From the editor first: its language servers' definitions (a third of the
-  // budget at most) and the lines just edited in other files (a sixth); then
-  // the index's picks.
+  // budget at most) and the lines just edited or shown in other files (a
+  // quarter); then the index's picks.
   const size_t budget = tokens * kBytesPerToken;
   std::vector<assist::Snippet> from_editor = editor_snippets(uri, q, exclude, budget / 3);
-  for (auto& sn : recent_snippets(uri, exclude, budget / 6)) from_editor.push_back(std::move(sn));
+  for (auto& sn : recent_snippets(uri, exclude, budget / 4)) from_editor.push_back(std::move(sn));
   size_t editor_bytes = 0;
   for (const auto& sn : from_editor) editor_bytes += sn.text.size() + sn.path.size() + 4;
   assist::RepoContext c = index.context_for({.path = assist::path_of_uri(uri),

@@ -184,6 +184,14 @@ void from_json(const json& j, DidResolveDefinitionsParams& p) {
   }
 }
 
+void from_json(const json& j, DidChangeVisibleRangesParams& p) {
+  const Fields f(j, "");
+  p.uri = f.object("textDocument").str("uri");
+  const json& list = f.array("ranges");
+  for (size_t i = 0; i < list.size() && i < 8; ++i)
+    p.ranges.push_back(read_range(Fields(list[i], "ranges[" + std::to_string(i) + "]")));
+}
+
 void from_json(const json& j, DidChangeWorkspaceFoldersParams& p) {
   const Fields e = Fields(j, "").object("event");
   for (const char* key : {"added", "removed"}) {

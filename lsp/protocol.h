@@ -82,6 +82,12 @@ struct DidResolveDefinitionsParams {
   std::string uri;
   std::vector<EditorDefinition> definitions;
 };
+// moelsp/didChangeVisibleRanges (our extension): the lines of a document
+// the editor shows now.
+struct DidChangeVisibleRangesParams {
+  std::string uri;
+  std::vector<Range> ranges;
+};
 // workspace/didChangeWorkspaceFolders: the folders' URIs.
 struct DidChangeWorkspaceFoldersParams {
   std::vector<std::string> added, removed;
@@ -133,6 +139,7 @@ void from_json(const json& j, DidOpenParams& p);
 void from_json(const json& j, DidChangeParams& p);
 void from_json(const json& j, DocumentParams& p);
 void from_json(const json& j, DidResolveDefinitionsParams& p);
+void from_json(const json& j, DidChangeVisibleRangesParams& p);
 void from_json(const json& j, DidChangeConfigurationParams& p);
 void from_json(const json& j, CancelParams& p);
 void from_json(const json& j, DidChangeWatchedFilesParams& p);

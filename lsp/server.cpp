@@ -120,6 +120,7 @@ Server::Impl::Impl(Transport& tr, ServerOptions o) : t(tr), opt(std::move(o)) {
   on_notification("workspace/didChangeWatchedFiles", &Impl::on_did_change_watched_files);
   on_notification("workspace/didChangeWorkspaceFolders", &Impl::on_did_change_workspace_folders);
   on_notification("moelsp/didResolveDefinitions", &Impl::on_did_resolve_definitions);
+  on_notification("moelsp/didChangeVisibleRanges", &Impl::on_did_change_visible_ranges);
   on_notification("moelsp/didShowCompletion", &Impl::on_did_show);
   on_notification("textDocument/didShowCompletion", &Impl::on_did_show);
   on_notification("moelsp/didAcceptCompletion", &Impl::on_did_accept);
@@ -655,6 +656,7 @@ void Server::Impl::on_did_close(const DocumentParams& p) {
   {
     std::lock_guard lock(recent_mu);
     std::erase_if(recent_edits, [&](const RecentEdit& e) { return e.uri == p.uri; });
+    std::erase_if(viewed, [&](const Viewed& v) { return v.uri == p.uri; });
   }
   if (docs.close(p.uri) >= kLargeMessageBytes) release_free_memory();
 }

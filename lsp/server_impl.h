@@ -105,6 +105,14 @@ struct Server::Impl {
   };
   std::mutex recent_mu;
   std::deque<RecentEdit> recent_edits;
+  // moelsp/didChangeVisibleRanges: what the editor shows of each document,
+  // oldest first, at most 8 (guarded by recent_mu).
+  struct Viewed {
+    std::string uri;
+    Range range;
+  };
+  std::deque<Viewed> viewed;
+  std::atomic<uint64_t> viewed_received{0};
 
   std::mutex model_mu;
   std::shared_ptr<Model> model;
@@ -206,6 +214,7 @@ struct Server::Impl {
   void on_did_change_watched_files(const DidChangeWatchedFilesParams& p);
   void on_did_change_workspace_folders(const DidChangeWorkspaceFoldersParams& p);
   void on_did_resolve_definitions(const DidResolveDefinitionsParams& p);
+  void on_did_change_visible_ranges(const DidChangeVisibleRangesParams& p);
   void on_did_show(const NoParams& p);
   void on_did_accept(const NoParams& p);
   void on_did_partially_accept(const NoParams& p);
@@ -219,7 +228,8 @@ struct Server::Impl {
   std::vector<assist::Snippet> editor_snippets(const std::string& uri, const assist::CompletionQuery& q,
                                                const assist::ExcludeList& exclude, size_t budget_bytes);
   // The lines around the last edits of the two documents edited most
-  // recently (not `uri`), as snippets within budget_bytes.
+  // recently, and the lines shown of the document viewed last (not `uri`),
+  // as snippets within budget_bytes.
   std::vector<assist::Snippet> recent_snippets(const std::string& uri, const assist::ExcludeList& exclude,
                                                size_t budget_bytes);
   // A file's name in the prompt: relative to its workspace folder, else the

@@ -413,12 +413,26 @@ def check_editor_definitions(port, budget):
         sent = complete()
         if "def recent_edit_marker(x):" not in sent:
             fail(f"the lines just edited in notes.py did not reach the prompt: {sent[:800]!r}")
+        # ...and the lines another editor shows (a split with a file being called into).
+        shown = os.path.join(root, "shown.py")
+        c.notify("textDocument/didOpen", {"textDocument": {"uri": uri(shown), "languageId": "python", "version": 1,
+                                                           "text": "x = 1\n" * 40 + "def viewed_marker_fn(y):\n"
+                                                                   "    return y\n"}})
+        if "viewed_marker_fn" in complete():
+            fail("a file that is open but not shown reached the prompt")
+        c.notify("moelsp/didChangeVisibleRanges", {"textDocument": {"uri": uri(shown)},
+                                                   "ranges": [{"start": {"line": 36, "character": 0},
+                                                               "end": {"line": 42, "character": 0}}]})
+        if "def viewed_marker_fn(y):" not in complete():
+            fail("the lines another editor shows did not reach the prompt")
         st, _ = c.request("moelsp/status", {})
         ed = st["index"]["editorDefinitions"]
+        if st["index"]["viewedRanges"] != 1:
+            fail(f"index.viewedRanges: {st['index']['viewedRanges']}")
         if ed["received"] != 4 or ed["sent"] < 1:
             fail(f"index.editorDefinitions: {ed}")
         print(f"editor definitions: a library's convex_hull_area reached the prompt only once the editor named it "
-              f"({ed}); the gitignored and excluded files it named did not; another file's edit reached it too")
+              f"({ed}); the gitignored and excluded files it named did not; another file's edit and another editor's visible lines reached it too")
     finally:
         proxy.close()
         shutil.rmtree(root, ignore_errors=True)

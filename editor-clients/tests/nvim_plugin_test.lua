@@ -315,6 +315,19 @@ local function test()
   reset_buffer()
   log("the other server's definition of parse_args reached moelsp")
 
+  -- 9d. A split with lib.py: the lines it shows go to moelsp (moelsp/didChangeVisibleRanges).
+  vim.cmd("split " .. vim.fn.fnameescape(dir .. "/lib.py"))
+  local lib = api.nvim_get_current_buf()
+  vim.bo[lib].filetype = "python"
+  wait_until(function() return moelsp.client(lib) end, 10000, "moelsp attached to lib.py")
+  vim.cmd("wincmd p")
+  wait_until(function() return ((server_status().index or {}).viewedRanges or 0) >= 1 end, 10000,
+    "the split's visible lines at moelsp")
+  vim.cmd("wincmd p")
+  vim.cmd("close")
+  check(api.nvim_get_current_buf() == buf, "back in the test buffer")
+  log("the split's visible lines reached moelsp")
+
   -- 10. :checkhealth moelsp.
   vim.cmd("checkhealth moelsp")
   local health = table.concat(api.nvim_buf_get_lines(0, 0, -1, false), "\n")

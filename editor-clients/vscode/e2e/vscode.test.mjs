@@ -287,18 +287,22 @@ async function main() {
   //     return (moelsp/didResolveDefinitions); the status counts them.
   await openFile('main.js');
   await page.click('.editor-instance .monaco-editor .view-lines');
-  const editorDefinitions = async () => {
+  // The status document, scrolled to `key` with the find widget (Monaco
+  // renders only the lines in view).
+  const statusAt = async (key) => {
     await runCommand(page, 'moelsp: Show Status and Plan');
     await sleep(500);
     await page.keyboard.down('Control');
     await page.keyboard.press('KeyF');
     await page.keyboard.up('Control');
-    await page.keyboard.type('editorDefinitions', { delay: 10 });
+    await page.keyboard.type(key, { delay: 10 });
     await page.keyboard.press('Enter');
     await sleep(300);
     await page.keyboard.press('Escape');
-    const text = (await editorLines()).join('\n');
-    const m = /"editorDefinitions":\s*\{\s*"received":\s*(\d+),\s*"sent":\s*(\d+)/.exec(text);
+    return (await editorLines()).join('\n');
+  };
+  const editorDefinitions = async () => {
+    const m = /"editorDefinitions":\s*\{\s*"received":\s*(\d+),\s*"sent":\s*(\d+)/.exec(await statusAt('editorDefinitions'));
     return m ? { received: Number(m[1]), sent: Number(m[2]) } : null;
   };
   let defs = null;
@@ -314,6 +318,10 @@ async function main() {
   }
   if (!(defs?.received > 0)) fail(`the editor's definitions did not reach the server: ${JSON.stringify(defs)}`);
   log(`the editor's definitions reached the server: ${JSON.stringify(defs)}`);
+  // The visible editors' lines went too (moelsp/didChangeVisibleRanges).
+  const viewed = /"viewedRanges":\s*(\d+)/.exec(await statusAt('viewedRanges'));
+  if (!viewed || Number(viewed[1]) < 1) fail(`no visible ranges reached the server: ${viewed?.[0]}`);
+  log(`visible ranges sent: ${viewed[1]}`);
 
   // 8. The chat view: ask about area.py, and watch the answer stream.
   // The webview's page is the inner frame of an iframe.webview. Twice under

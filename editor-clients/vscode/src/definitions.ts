@@ -1,6 +1,9 @@
-// Definitions from the editor's own language extensions for the server's
-// completion context (issue 45; protocol: moelsp/didResolveDefinitions, see
-// lsp/handlers_definitions.cpp). After a completion request, once typing
+// Context from the editor for the server's completions (issue 45; our
+// protocol extension, see lsp/handlers_editor_context.cpp): definitions from
+// the editor's own language extensions (moelsp/didResolveDefinitions) and the
+// lines visible editors show (moelsp/didChangeVisibleRanges).
+//
+// Definitions: After a completion request, once typing
 // pauses, the names on the cursor's line and the three above it are looked up
 // with VS Code's definition providers (Pylance, the TypeScript service,
 // clangd…) and the locations go to the server, which reads the definitions'
@@ -102,5 +105,50 @@ export class DefinitionFeed {
     if (definitions.length > 0) this.sent.set(uri, key);
     if (!c.isRunning()) return;
     await c.sendNotification('moelsp/didResolveDefinitions', { textDocument: { uri }, definitions });
+  }
+}
+
+// The lines each visible editor shows (moelsp/didChangeVisibleRanges): the
+// server adds what another editor shows (a split with the file being called
+// into) to the completions' context. Sent once scrolling settles; an editor
+// no longer visible is sent with no ranges.
+export class VisibleRangesFeed {
+  private readonly timers = new Map<string, NodeJS.Timeout>();
+  private readonly sent = new Map<string, string>(); // document → the lines last sent
+
+  constructor(private readonly client: () => LanguageClient | undefined) {}
+
+  update(editor: vscode.TextEditor) {
+    const doc = editor.document;
+    if (doc.uri.scheme !== 'file' && doc.uri.scheme !== 'untitled') return;
+    const uri = doc.uri.toString();
+    const t = this.timers.get(uri);
+    if (t) clearTimeout(t);
+    this.timers.set(
+      uri,
+      setTimeout(() => {
+        this.timers.delete(uri);
+        const r = editor.visibleRanges[0];
+        void this.send(uri, r ? [r.start.line, r.end.line] : undefined);
+      }, PAUSE_MS),
+    );
+  }
+
+  // The visible editors changed: the new ones are sent, the gone ones cleared.
+  visible(editors: readonly vscode.TextEditor[]) {
+    const now = new Set(editors.map((e) => e.document.uri.toString()));
+    for (const uri of [...this.sent.keys()]) if (!now.has(uri)) void this.send(uri, undefined);
+    editors.forEach((e) => this.update(e));
+  }
+
+  private async send(uri: string, lines: [number, number] | undefined) {
+    const key = lines ? lines.join('-') : '';
+    if ((this.sent.get(uri) ?? '') === key) return;
+    const c = this.client();
+    if (!c?.isRunning()) return;
+    if (lines) this.sent.set(uri, key);
+    else this.sent.delete(uri);
+    const ranges = lines ? [{ start: { line: lines[0], character: 0 }, end: { line: lines[1], character: 0 } }] : [];
+    await c.sendNotification('moelsp/didChangeVisibleRanges', { textDocument: { uri }, ranges });
   }
 }

@@ -12,7 +12,7 @@ import {
 } from 'vscode-languageclient/node';
 
 import { ChatViewProvider, editorContext } from './chat';
-import { DefinitionFeed } from './definitions';
+import { DefinitionFeed, VisibleRangesFeed } from './definitions';
 import { enableObject, enabledFor, findBinary, SERVER_KEYS, serverSettings } from './settings';
 import { ServerStatus, StatusBar } from './status';
 
@@ -24,6 +24,7 @@ let extensionPath = '';
 let lastError = '';
 let refreshTimer: NodeJS.Timeout | undefined;
 let definitions: DefinitionFeed;
+let visibleRanges: VisibleRangesFeed;
 
 export async function activate(context: vscode.ExtensionContext) {
   extensionPath = context.extensionPath;
@@ -32,6 +33,7 @@ export async function activate(context: vscode.ExtensionContext) {
   renderEnabled();
   chat = new ChatViewProvider(() => client, status);
   definitions = new DefinitionFeed(() => client);
+  visibleRanges = new VisibleRangesFeed(() => client);
   const cmd = (id: string, fn: (...a: any[]) => unknown) => vscode.commands.registerCommand(id, fn);
   context.subscriptions.push(
     output,
@@ -48,6 +50,8 @@ export async function activate(context: vscode.ExtensionContext) {
     cmd('moelsp.resumeCompletions', () => serverCommand('moelsp.resume')),
     vscode.window.onDidChangeActiveTextEditor(renderEnabled),
     vscode.workspace.onDidCloseTextDocument((d) => definitions.forget(d)),
+    vscode.window.onDidChangeTextEditorVisibleRanges((e) => visibleRanges.update(e.textEditor)),
+    vscode.window.onDidChangeVisibleTextEditors((eds) => visibleRanges.visible(eds)),
     cmd('moelsp.openChat', () => vscode.commands.executeCommand(`${ChatViewProvider.viewId}.focus`)),
     cmd('moelsp.restart', restart),
     cmd('moelsp.showLogs', () => output.show(true)),
@@ -130,6 +134,7 @@ async function start() {
   });
   try {
     await c.start();
+    visibleRanges.visible(vscode.window.visibleTextEditors);
   } catch (e: any) {
     lastError = String(e?.message ?? e);
     status.set('error', lastError);

@@ -1,6 +1,9 @@
--- Definitions from the buffer's other language servers for moelsp's
--- completion context (protocol: moelsp/didResolveDefinitions, see the
--- server's lsp/handlers_definitions.cpp). When typing pauses, the names on
+-- Context from the editor for moelsp's completions (our protocol extension,
+-- see the server's lsp/handlers_editor_context.cpp): definitions from the
+-- buffer's other language servers (moelsp/didResolveDefinitions), and the
+-- lines the windows show (moelsp/didChangeVisibleRanges, at the end).
+--
+-- Definitions: When typing pauses, the names on
 -- the cursor's line and the three above it are looked up with
 -- textDocument/definition on the other clients attached to the buffer
 -- (pyright, clangd, rust-analyzer…), and the locations go to the moelsp
@@ -141,6 +144,37 @@ function M.detach(bufnr)
     if not st.timer:is_closing() then st.timer:close() end
   end
   state[bufnr] = nil
+end
+
+-- The lines each window of the current tab shows (moelsp/didChangeVisibleRanges),
+-- once scrolling settles: the server adds what another window shows (a split
+-- with the file being called into) to the completions' context.
+local view_timer
+local view_sent = {} -- bufnr -> "first-last" last sent
+
+function M.send_views()
+  local clients = require("moelsp.client")
+  for _, win in ipairs(api.nvim_tabpage_list_wins(0)) do
+    local b = api.nvim_win_get_buf(win)
+    local c = clients.for_buffer(b)
+    if c then
+      local first, last = vim.fn.line("w0", win) - 1, vim.fn.line("w$", win) - 1
+      local key = first .. "-" .. last
+      if view_sent[b] ~= key then
+        view_sent[b] = key
+        util.notify(c, "moelsp/didChangeVisibleRanges", {
+          textDocument = { uri = vim.uri_from_bufnr(b) },
+          ranges = { { start = { line = first, character = 0 }, ["end"] = { line = last, character = 0 } } },
+        })
+      end
+    end
+  end
+end
+
+function M.schedule_views()
+  view_timer = view_timer or util.uv.new_timer()
+  view_timer:stop()
+  view_timer:start(PAUSE_MS, 0, vim.schedule_wrap(function() pcall(M.send_views) end))
 end
 
 return M

@@ -46,6 +46,10 @@ function M.setup(opts)
     group = group,
     callback = function() vim.cmd("highlight default link MoelspSuggestion Comment") end,
   })
+  vim.api.nvim_create_autocmd({ "WinScrolled", "WinEnter", "BufWinEnter" }, {
+    group = group,
+    callback = function() require("moelsp.definitions").schedule_views() end,
+  })
   vim.api.nvim_create_autocmd("VimLeavePre", {
     group = group,
     callback = function() require("moelsp.client").stopping = true end,
