@@ -125,8 +125,8 @@ const std::vector<SettingSpec> kSpecs = {
     {.key = "completion.languages", .kind = K::String, .flag = "--completion-languages", .commands = kLspFlag,
      .default_text = kDefaultLanguages,
      .help = "where suggestions come as you type, by LSP languageId: comma-separated rules, `*` every language, `id` "
-             "one, `!` before either turns it off (an id's own rule wins over `*`); a suggestion asked for "
-             "explicitly is still answered; setting it replaces the defaults",
+             "one, `!` before either turns it off (an id's own rule wins over `*`); an inline suggestion asked "
+             "for explicitly is still answered (the classic list is not); setting it replaces the defaults",
      TOP(completion_languages)},
     {.key = "completion.trigger", .kind = K::String, .flag = "--completion-trigger", .commands = kLspFlag,
      .choices = {"automatic", "manual"}, .default_text = "`automatic`",

@@ -83,68 +83,69 @@ void Server::Impl::complete(const CompletionParams& params, Reply reply, bool in
   }
   auto ticket = track(reply.id());
   service.claim(params.uri, ticket);  // a newer completion for the same document makes this one moot
-  enqueue(Lane::Completion, reply, [this, params, reply, ticket, s, exclude, inline_kind, invoked, selected] {
-    const std::string& uri = params.uri;
-    const Position pos = params.position;
-    assist::CompletionAnswer answer;
-    std::string word;  // classic items replace it
-    try {
-      const auto doc = docs.get(uri);
-      if (!doc) throw std::runtime_error("document not open: " + uri);
-      const std::string& text = *doc->text;  // a snapshot, not a copy
-      assist::CompletionQuery q = assist::query_at(text, offset_of(text, pos));
-      if (selected) {  // complete as if the selected item were already inserted
-        const size_t a = offset_of(text, selected->range.start), b = offset_of(text, selected->range.end);
-        // (The item's range is on the cursor's line, which the excerpt holds.)
-        if (a <= b && a >= q.text_offset && b - q.text_offset <= q.text.size()) {
-          q.text.replace(a - q.text_offset, b - a, selected->text);
-          q.cursor = a - q.text_offset + selected->text.size();
+  enqueue(
+      Lane::Completion, reply, [this, params, reply, ticket, s, exclude, inline_kind, invoked, selected, to_remote] {
+        const std::string& uri = params.uri;
+        const Position pos = params.position;
+        assist::CompletionAnswer answer;
+        std::string word;  // classic items replace it
+        try {
+          const auto doc = docs.get(uri);
+          if (!doc) throw std::runtime_error("document not open: " + uri);
+          const std::string& text = *doc->text;  // a snapshot, not a copy
+          assist::CompletionQuery q = assist::query_at(text, offset_of(text, pos));
+          if (selected) {  // complete as if the selected item were already inserted
+            const size_t a = offset_of(text, selected->range.start), b = offset_of(text, selected->range.end);
+            // (The item's range is on the cursor's line, which the excerpt holds.)
+            if (a <= b && a >= q.text_offset && b - q.text_offset <= q.text.size()) {
+              q.text.replace(a - q.text_offset, b - a, selected->text);
+              q.cursor = a - q.text_offset + selected->text.size();
+            }
+          }
+          q.repo = repo_context(uri, q, s, exclude, to_remote);
+          q.invoked = invoked;
+          q.settings = {*s.completion_max_tokens, *s.completion_time_budget_ms, *s.completion_debounce_ms,
+                        *s.completion_draft_tokens, assist::FimOrder::kModel};
+          if (s.completion_fim_order)
+            q.settings.fim_order = *s.completion_fim_order == "spm" ? assist::FimOrder::kSpm : assist::FimOrder::kPsm;
+          word = word_before(q.text, q.cursor);
+          answer = service.complete(q, *ticket);
+        } catch (const std::exception& e) {
+          answer.error = e.what();
         }
-      }
-      q.repo = repo_context(uri, q, s, exclude);
-      q.invoked = invoked;
-      q.settings = {*s.completion_max_tokens, *s.completion_time_budget_ms, *s.completion_debounce_ms,
-                    *s.completion_draft_tokens, assist::FimOrder::kModel};
-      if (s.completion_fim_order)
-        q.settings.fim_order = *s.completion_fim_order == "spm" ? assist::FimOrder::kSpm : assist::FimOrder::kPsm;
-      word = word_before(q.text, q.cursor);
-      answer = service.complete(q, *ticket);
-    } catch (const std::exception& e) {
-      answer.error = e.what();
-    }
-    untrack(reply.id(), ticket);
-    service.release(uri, ticket);
-    if (answer.cancelled || ticket->cancelled()) return reply.error(kRequestCancelled, "request cancelled");
-    if (!answer.error.empty()) return reply.error(kInternalError, answer.error);
-    const Range range = selected ? selected->range : Range{pos, pos};
-    const std::string selected_text = selected ? selected->text : "";
-    json items = json::array();
-    for (const auto& text : answer.texts) {
-      if (inline_kind) {
-        items.push_back({{"insertText", selected_text + text},
-                         {"range", to_json(range)},
-                         {"command", {{"title", "accepted"}, {"command", "moelsp.accepted"}}}});
-      } else {
-        // Clients filter the list by the word before the cursor (Helix,
-        // nvim-cmp, VS Code): an item that only continued it would be
-        // filtered out, so it replaces the word with word + continuation.
-        // (The document may have changed since the request: at most the line's start.)
-        const size_t w = std::min(word.size(), size_t(std::max(0, pos.character)));
-        const std::string full = word.substr(word.size() - w) + text;
-        std::string label = full.substr(0, full.find('\n'));
-        if (label.empty()) label = full;
-        const Range word_range{{pos.line, pos.character - int(w)}, range.end};
-        items.push_back({{"label", label},
-                         {"kind", 1},
-                         {"detail", "moelsp"},
-                         {"filterText", full},
-                         {"insertText", full},
-                         {"textEdit", {{"range", to_json(word_range)}, {"newText", full}}}});
-      }
-    }
-    // Incomplete: the next keystroke changes the continuation, so clients ask again.
-    reply(inline_kind ? json{{"items", items}} : json{{"isIncomplete", true}, {"items", items}});
-  });
+        untrack(reply.id(), ticket);
+        service.release(uri, ticket);
+        if (answer.cancelled || ticket->cancelled()) return reply.error(kRequestCancelled, "request cancelled");
+        if (!answer.error.empty()) return reply.error(kInternalError, answer.error);
+        const Range range = selected ? selected->range : Range{pos, pos};
+        const std::string selected_text = selected ? selected->text : "";
+        json items = json::array();
+        for (const auto& text : answer.texts) {
+          if (inline_kind) {
+            items.push_back({{"insertText", selected_text + text},
+                             {"range", to_json(range)},
+                             {"command", {{"title", "accepted"}, {"command", "moelsp.accepted"}}}});
+          } else {
+            // Clients filter the list by the word before the cursor (Helix,
+            // nvim-cmp, VS Code): an item that only continued it would be
+            // filtered out, so it replaces the word with word + continuation.
+            // (The document may have changed since the request: at most the line's start.)
+            const size_t w = std::min(word.size(), size_t(std::max(0, pos.character)));
+            const std::string full = word.substr(word.size() - w) + text;
+            std::string label = full.substr(0, full.find('\n'));
+            if (label.empty()) label = full;
+            const Range word_range{{pos.line, pos.character - int(w)}, range.end};
+            items.push_back({{"label", label},
+                             {"kind", 1},
+                             {"detail", "moelsp"},
+                             {"filterText", full},
+                             {"insertText", full},
+                             {"textEdit", {{"range", to_json(word_range)}, {"newText", full}}}});
+          }
+        }
+        // Incomplete: the next keystroke changes the continuation, so clients ask again.
+        reply(inline_kind ? json{{"items", items}} : json{{"isIncomplete", true}, {"items", items}});
+      });
 }
 
 }  // namespace moelsp::lsp

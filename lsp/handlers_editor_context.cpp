@@ -12,13 +12,16 @@
 //
 // Each notification replaces the document's set (at most 64). The server
 // reads each definition's first lines itself (the open buffer, else the
-// file), so exclude and, with a remote backend, .gitignore apply as to every
-// other context; a file outside the workspace (a library's source, a stub)
-// is welcome: that is where the editor's servers know more than the index.
+// file), so `exclude` applies as to every other context. A file outside the
+// workspace (a library's source, a stub) is welcome with the embedded
+// engine: that is where the editor's servers know more than the index. With
+// a remote backend only files inside the workspace folders that .gitignore
+// does not hide go out: outside them no .gitignore is known to say what is
+// private (editor_file_allowed).
 // These snippets come first in the context: a language server resolves the
 // name the code actually refers to, where the index guesses by name.
+#include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <spdlog/spdlog.h>
 
@@ -39,8 +42,11 @@ bool uses(std::string_view text, std::string_view name) {
   return false;
 }
 
-// A file's text up to 1 MiB ("" when it cannot be read).
+// A regular file's text up to 1 MiB ("" when it cannot be read; a FIFO or a
+// device would block the completion's worker).
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return "";
   std::ifstream in(path, std::ios::binary);
   if (!in) return "";
   std::string s(1 << 20, '\0');
@@ -55,7 +61,12 @@ constexpr size_t kNearBefore = 1536, kNearAfter = 400;
 
 }  // namespace
 
-std::string Server::Impl::context_path(const std::string& path) {
+// `path` without "." and ".." parts: a root's prefix must not vouch for
+// /root/../elsewhere.
+std::string normal(const std::string& path) { return std::filesystem::path(path).lexically_normal().string(); }
+
+std::string Server::Impl::context_path(const std::string& path_in) {
+  const std::string path = normal(path_in);
   {
     std::lock_guard lock(roots_mu);
     for (const std::string& r : roots)
@@ -78,8 +89,21 @@ std::string Server::Impl::context_path(const std::string& path) {
 constexpr int kRecentBefore = 3, kRecentLines = 10, kViewedLines = 24;
 constexpr size_t kRecentDocs = 2, kRecentBytes = 600, kViewedBytes = 900;
 
+bool Server::Impl::editor_file_allowed(const std::string& path_in, const assist::ExcludeList& exclude, bool to_remote) {
+  const std::string path = normal(path_in);
+  if (exclude.excluded(path)) return false;
+  if (!to_remote) return true;
+  bool inside = false;
+  {
+    std::lock_guard lock(roots_mu);
+    for (const std::string& r : roots)
+      inside = inside || (path.size() > r.size() + 1 && path.compare(0, r.size(), r) == 0 && path[r.size()] == '/');
+  }
+  return inside && !index.git_ignored(path);
+}
+
 std::vector<assist::Snippet> Server::Impl::recent_snippets(const std::string& uri, const assist::ExcludeList& exclude,
-                                                           size_t budget_bytes) {
+                                                           bool to_remote, size_t budget_bytes) {
   struct Span {
     std::string uri;
     int line, lines;
@@ -92,21 +116,16 @@ std::vector<assist::Snippet> Server::Impl::recent_snippets(const std::string& ur
       if (e->uri != uri) spans.push_back({e->uri, std::max(0, e->line - kRecentBefore), kRecentLines, kRecentBytes});
     for (auto v = viewed.rbegin(); v != viewed.rend(); ++v)
       if (v->uri != uri) {  // the one viewed last
-        const int n = std::clamp(v->range.end.line - v->range.start.line + 1, 1, kViewedLines);
+        const int n = int(std::clamp<int64_t>(int64_t(v->range.end.line) - v->range.start.line + 1, 1, kViewedLines));
         spans.push_back({v->uri, std::max(0, v->range.start.line), n, kViewedBytes});
         break;
       }
-  }
-  bool to_remote;
-  {
-    std::lock_guard lock(model_mu);
-    to_remote = remote != nullptr;
   }
   std::vector<assist::Snippet> out;
   size_t used = 0;
   for (const Span& sp : spans) {
     const std::string path = assist::path_of_uri(sp.uri);
-    if (exclude.excluded(path) || (to_remote && index.git_ignored(path))) continue;
+    if (!editor_file_allowed(path, exclude, to_remote)) continue;
     const auto doc = docs.get(sp.uri);
     if (!doc) continue;
     const std::string rel = context_path(path);
@@ -133,6 +152,7 @@ void Server::Impl::on_did_change_visible_ranges(const DidChangeVisibleRangesPara
 }
 
 void Server::Impl::on_did_resolve_definitions(const DidResolveDefinitionsParams& p) {
+  if (!docs.get(p.uri)) return;  // closed meanwhile (a lookup ends after didClose): nothing to keep
   std::vector<EditorDefinition> defs;
   for (const EditorDefinition& d : p.definitions)
     if (!d.name.empty() && d.name.size() <= 128 && d.range.start.line >= 0) defs.push_back(d);
@@ -142,18 +162,14 @@ void Server::Impl::on_did_resolve_definitions(const DidResolveDefinitionsParams&
 }
 
 std::vector<assist::Snippet> Server::Impl::editor_snippets(const std::string& uri, const assist::CompletionQuery& q,
-                                                           const assist::ExcludeList& exclude, size_t budget_bytes) {
+                                                           const assist::ExcludeList& exclude, bool to_remote,
+                                                           size_t budget_bytes) {
   std::vector<EditorDefinition> defs;
   {
     std::lock_guard lock(editor_defs_mu);
     if (const auto it = editor_defs.find(uri); it != editor_defs.end()) defs = it->second;
   }
   if (defs.empty()) return {};
-  bool to_remote;
-  {
-    std::lock_guard lock(model_mu);
-    to_remote = remote != nullptr;
-  }
   const size_t cursor = std::min(q.cursor, q.text.size());
   const std::string_view text = q.text, near = text.substr(cursor > kNearBefore ? cursor - kNearBefore : 0,
                                                            std::min(cursor, kNearBefore) + kNearAfter);
@@ -162,7 +178,7 @@ std::vector<assist::Snippet> Server::Impl::editor_snippets(const std::string& ur
   for (const EditorDefinition& d : defs) {
     if (!uses(near, d.name)) continue;
     const std::string path = assist::path_of_uri(d.uri);
-    if (exclude.excluded(path) || (to_remote && index.git_ignored(path))) continue;
+    if (!editor_file_allowed(path, exclude, to_remote)) continue;
     if (d.uri == uri) {  // this document: only a definition outside the window the prompt already holds
       const auto doc = docs.get(uri);
       if (!doc) continue;

@@ -70,7 +70,7 @@ json Server::Impl::index_status() {
 }
 
 assist::RepoContext Server::Impl::repo_context(const std::string& uri, const assist::CompletionQuery& q,
-                                               const Settings& s, const assist::ExcludeList& exclude) {
+                                               const Settings& s, const assist::ExcludeList& exclude, bool to_remote) {
   size_t tokens = size_t(s.completion_context_tokens.value_or(1024));
   if (const auto b = service.backend()) {
     // At most half of what the prompt may take (fim_prompt enforces it in tokens).
@@ -89,8 +89,8 @@ assist::RepoContext Server::Impl::repo_context(const std::string& uri, const ass
   // budget at most) and the lines just edited or shown in other files (a
   // quarter); then the index's picks.
   const size_t budget = tokens * kBytesPerToken;
-  std::vector<assist::Snippet> from_editor = editor_snippets(uri, q, exclude, budget / 3);
-  for (auto& sn : recent_snippets(uri, exclude, budget / 4)) from_editor.push_back(std::move(sn));
+  std::vector<assist::Snippet> from_editor = editor_snippets(uri, q, exclude, to_remote, budget / 3);
+  for (auto& sn : recent_snippets(uri, exclude, to_remote, budget / 4)) from_editor.push_back(std::move(sn));
   size_t editor_bytes = 0;
   for (const auto& sn : from_editor) editor_bytes += sn.text.size() + sn.path.size() + 4;
   assist::RepoContext c = index.context_for({.path = assist::path_of_uri(uri),
@@ -116,10 +116,13 @@ assist::RepoContext Server::Impl::repo_context(const std::string& uri, const ass
   // A kept snippet's file must still be in the index and not excluded: a
   // file deleted, gitignored or named by `exclude` since is not sent again.
   // (A file the editor's definitions name may lie outside the index: kept while they still name it.)
+  // A kept snippet of a file the editor's context names now is replaced by
+  // the fresh one (an edited or viewed document's lines move as it changes:
+  // two versions of one function would both be sent).
   std::erase_if(last, [&](const assist::Snippet& sn) {
     const bool named = std::any_of(from_editor.begin(), from_editor.end(),
                                    [&](const assist::Snippet& e) { return e.file == sn.file; });
-    return !(index.holds(sn.file) || named) || exclude.excluded(sn.file);
+    return named || !index.holds(sn.file) || exclude.excluded(sn.file);
   });
   c.snippets = assist::merge_context(last, c.snippets, budget);
   last = c.snippets;

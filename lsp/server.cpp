@@ -444,11 +444,11 @@ void Server::Impl::start_remote(const Settings& s) {
   bool ok = false;
   try {
     auto b = std::make_shared<assist::RemoteBackend>(o);
-    service.set_backend(b);
-    {
+    {  // first: a completion that sees the remote backend in the service also sees it here (its privacy rules)
       std::lock_guard lock(model_mu);
       remote = b;
     }
+    service.set_backend(b);
     set_state(ModelState::Ready, "remote backend " + o.url + " (" + o.api + ")");
     ok = true;
   } catch (const std::exception& e) {

@@ -225,19 +225,23 @@ struct Server::Impl {
   json index_status();
   // The definitions the editor resolved for `uri` that the text near the
   // cursor uses, as snippets (within budget_bytes; their files in `files`).
+  // `to_remote`: the text goes to a remote backend (stricter rules, see the file).
   std::vector<assist::Snippet> editor_snippets(const std::string& uri, const assist::CompletionQuery& q,
-                                               const assist::ExcludeList& exclude, size_t budget_bytes);
+                                               const assist::ExcludeList& exclude, bool to_remote, size_t budget_bytes);
   // The lines around the last edits of the two documents edited most
   // recently, and the lines shown of the document viewed last (not `uri`),
   // as snippets within budget_bytes.
   std::vector<assist::Snippet> recent_snippets(const std::string& uri, const assist::ExcludeList& exclude,
-                                               size_t budget_bytes);
+                                               bool to_remote, size_t budget_bytes);
+  // Whether an editor-named file may go into a prompt: not excluded, and with
+  // a remote backend inside a workspace folder and not hidden by .gitignore.
+  bool editor_file_allowed(const std::string& path, const assist::ExcludeList& exclude, bool to_remote);
   // A file's name in the prompt: relative to its workspace folder, else the
   // last three parts of its path.
   std::string context_path(const std::string& path);
   // Other files' code for a completion in `uri` (at most budget_bytes of it).
   assist::RepoContext repo_context(const std::string& uri, const assist::CompletionQuery& q, const Settings& s,
-                                   const assist::ExcludeList& exclude);
+                                   const assist::ExcludeList& exclude, bool to_remote);
 
   // features
   void complete(const CompletionParams& p, Reply reply, bool inline_kind);

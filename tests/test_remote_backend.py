@@ -349,18 +349,23 @@ def check_secrets(port, budget):
 
 def check_editor_definitions(port, budget):
     """moelsp/didResolveDefinitions (the editor's language servers' answers)
-    puts a definition the index cannot see (a library outside the workspace)
-    into the prompt, ahead of the index's picks; an excluded or gitignored
-    file it names is still never sent."""
+    puts a definition the index cannot see (a library in the workspace's
+    .venv, a folder the index skips) into the prompt, ahead of the index's
+    picks; an excluded or gitignored file it names is never sent, nor, with
+    a remote backend, a file outside the workspace (no .gitignore there says
+    what is private)."""
     proxy = TlsProxy(port)
     root, lib = tempfile.mkdtemp(prefix="moelsp-proj-"), tempfile.mkdtemp(prefix="moelsp-lib-")
     try:
         secret = "sk-live-defs-4242424242"
-        os.makedirs(os.path.join(lib, "site", "geomlib"))
-        hull = os.path.join(lib, "site", "geomlib", "hull.py")
+        os.makedirs(os.path.join(root, ".venv", "site", "geomlib"))
+        hull = os.path.join(root, ".venv", "site", "geomlib", "hull.py")
         with open(hull, "w") as f:
             f.write('import math\n\n\ndef convex_hull_area(points):\n    """Hull area (library marker)."""\n'
                     "    return 0.0\n")
+        outside = os.path.join(lib, "outside_lib.py")
+        with open(outside, "w") as f:
+            f.write("def outside_fn():\n    return 'outside marker'\n")
         disk = {".gitignore": "private.py\n", "private.py": f"def private_fn():\n    return '{secret}'\n",
                 ".env": f"TOKEN={secret}\n"}
         for name, text in disk.items():
@@ -369,7 +374,7 @@ def check_editor_definitions(port, budget):
         uri = lambda path: "file://" + path  # noqa: E731
         app = os.path.join(root, "app.py")
         text = ("from geomlib.hull import convex_hull_area\nfrom private import private_fn\n\n\n"
-                "def main(pts):\n    return convex_hull_area(pts) + private_fn() + load_env() + ")
+                "def main(pts):\n    return convex_hull_area(pts) + private_fn() + load_env() + outside_fn() + ")
         c = Client([BINARY, "lsp"])
         c.request("initialize", {"capabilities": {"textDocument": {"inlineCompletion": {}}},
                                  "rootUri": uri(root), "workspaceFolders": [{"uri": uri(root), "name": "proj"}],
@@ -394,12 +399,15 @@ def check_editor_definitions(port, budget):
             {"name": "convex_hull_area", "location": {"uri": uri(hull), "range": at(3)}},
             {"name": "private_fn", "location": {"uri": uri(os.path.join(root, "private.py")), "range": at(0)}},
             {"name": "load_env", "location": {"uri": uri(os.path.join(root, ".env")), "range": at(0)}},
-            {"name": "not_near_the_cursor", "location": {"uri": uri(hull), "range": at(0)}}]})
+            {"name": "not_near_the_cursor", "location": {"uri": uri(hull), "range": at(0)}},
+            {"name": "outside_fn", "location": {"uri": uri(outside), "range": at(0)}}]})
         sent = complete()
         if "def convex_hull_area(points):" not in sent or "library marker" not in sent:
             fail(f"the editor's definition did not reach the prompt: {sent[:600]!r}")
-        if "site/geomlib/hull.py" not in sent:
-            fail(f"the library snippet is not headed by its path's last parts: {sent[:600]!r}")
+        if ".venv/site/geomlib/hull.py" not in sent:
+            fail(f"the library snippet is not headed by its path in the workspace: {sent[:600]!r}")
+        if "outside marker" in sent:
+            fail("a file outside the workspace went to the remote backend")
         if secret in sent or "private_fn():\n    return" in sent:
             fail(f"a gitignored or excluded file the editor named was sent: {sent[:600]!r}")
         if "import math" in sent:
@@ -429,10 +437,10 @@ def check_editor_definitions(port, budget):
         ed = st["index"]["editorDefinitions"]
         if st["index"]["viewedRanges"] != 1:
             fail(f"index.viewedRanges: {st['index']['viewedRanges']}")
-        if ed["received"] != 4 or ed["sent"] < 1:
+        if ed["received"] != 5 or ed["sent"] < 1:
             fail(f"index.editorDefinitions: {ed}")
-        print(f"editor definitions: a library's convex_hull_area reached the prompt only once the editor named it "
-              f"({ed}); the gitignored and excluded files it named did not; another file's edit and another editor's visible lines reached it too")
+        print(f"editor definitions: a .venv library's convex_hull_area reached the prompt only once the editor named "
+              f"it ({ed}); the gitignored, excluded and outside files it named did not; another file's edit and another editor's visible lines reached it too")
     finally:
         proxy.close()
         shutil.rmtree(root, ignore_errors=True)

@@ -428,3 +428,11 @@ TEST_CASE("gitignore: a BOM is skipped and a pathological glob gives up instead 
   CHECK_FALSE(glob_match("*a*a*a*a*a*a*a*a*a*a*a*a*b", std::string(200, 'a')));
   CHECK(glob_match("*a*b", "xxaxxb"));
 }
+
+TEST_CASE("lines_at: whole lines from a line, bounded by a count and bytes") {
+  CHECK(lines_at("a\nbb\nccc\n", 1, 2, 100) == "bb\nccc\n");
+  CHECK(lines_at("a\nbb\nccc", 2, 5, 100) == "ccc\n");  // the last line gets its '\n'
+  CHECK(lines_at("a\nbb\nccc\n", 0, 3, 4) == "a\n");    // "a\nbb\n" is 5 bytes
+  CHECK(lines_at("a\n", 5, 1, 100).empty());            // past the end
+  CHECK(lines_at("abc\n", 0, 1, 2).empty());            // a first line over the bytes: nothing
+}

@@ -455,7 +455,11 @@ export def Snooze(minutes: string = '')
     Warn('moelsp: the server is not running')
     return
   endif
-  const m = minutes == '' ? 5.0 : str2float(minutes)
+  if minutes !~ '^\s*\(\d\+\(\.\d*\)\=\)\=\s*$'
+    Warn('moelsp: :MoeSnooze takes minutes (a number; 0 ends a snooze), not ' .. string(minutes))
+    return
+  endif
+  const m = trim(minutes) == '' ? 5.0 : str2float(minutes)
   const r = Request('workspace/executeCommand', {command: 'moelsp.snooze', arguments: [m]})
   if has_key(r, 'error')
     Warn('moelsp: ' .. get(r.error, 'message', 'snooze failed'))

@@ -65,6 +65,11 @@ export class DefinitionFeed {
     this.sent.delete(doc.uri.toString());
   }
 
+  // A new server knows nothing.
+  reset() {
+    this.sent.clear();
+  }
+
   private async resolve(doc: vscode.TextDocument, pos: vscode.Position) {
     const c = this.client();
     if (!c?.isRunning() || doc.isClosed) return;
@@ -101,8 +106,10 @@ export class DefinitionFeed {
     );
     const definitions = found.filter((d) => d !== undefined);
     // Nothing found is not remembered: a language service that is still
-    // starting answers empty (or late), and the next pause asks again.
+    // starting answers empty (or late), and the next pause asks again (and
+    // the server's set is empty now, whatever was sent before).
     if (definitions.length > 0) this.sent.set(uri, key);
+    else this.sent.delete(uri);
     if (!c.isRunning()) return;
     await c.sendNotification('moelsp/didResolveDefinitions', { textDocument: { uri }, definitions });
   }
@@ -139,6 +146,11 @@ export class VisibleRangesFeed {
     const now = new Set(editors.map((e) => e.document.uri.toString()));
     for (const uri of [...this.sent.keys()]) if (!now.has(uri)) void this.send(uri, undefined);
     editors.forEach((e) => this.update(e));
+  }
+
+  // A new server knows nothing: everything visible is sent again.
+  reset() {
+    this.sent.clear();
   }
 
   private async send(uri: string, lines: [number, number] | undefined) {

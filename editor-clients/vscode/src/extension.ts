@@ -115,8 +115,15 @@ async function start() {
         } finally {
           status.end();
           scheduleStatusRefresh();
-          // The definitions of the names near the cursor, for the next completions' context.
-          if (config().get<number | null>('completion.contextTokens') !== 0) definitions.schedule(document, position);
+          // The definitions of the names near the cursor, for the next
+          // completions' context: not for a request the server gates
+          // (snoozed, the language off, manual mode as you type).
+          const gated =
+            status.snoozed ||
+            !enabledFor(document.languageId) ||
+            (status.manualOnly && context.triggerKind !== vscode.InlineCompletionTriggerKind.Invoke);
+          if (!gated && config().get<number | null>('completion.contextTokens') !== 0)
+            definitions.schedule(document, position);
         }
       },
       // The suggest widget hides ghost text that does not match its selected
@@ -134,6 +141,8 @@ async function start() {
   });
   try {
     await c.start();
+    definitions.reset();
+    visibleRanges.reset();
     visibleRanges.visible(vscode.window.visibleTextEditors);
   } catch (e: any) {
     lastError = String(e?.message ?? e);
@@ -208,7 +217,7 @@ function activeLanguage(): string | undefined {
 }
 
 function renderEnabled() {
-  status.setEnabled(enabledFor(activeLanguage()));
+  status.setEnabled(enabledFor(activeLanguage()), config().get<unknown>('enable', true) === false);
 }
 
 // The active editor's language: its own entry in moelsp.enable.

@@ -68,16 +68,26 @@ export function serverSettings(enableChanged = false): Record<string, unknown> {
   return out;
 }
 
-// moelsp.enable's object form ({"*": true, "markdown": false}) as the
-// server's rules ("*,!markdown"); undefined while the user has not set it
-// (the server's defaults say the same for VS Code's ids) or set a plain
-// boolean, unless `orDefault`: then the default object's rules.
-export function languageRules(orDefault = false): string | undefined {
+// moelsp.enable as the rules it stands for: its object form as VS Code
+// merges it over the defaults ({"python": false} keeps markdown off), a
+// plain `true` as the default object. (`false` turns moelsp off in this
+// extension; the rules do not matter then.)
+function effectiveEnable(): Record<string, unknown> {
+  const cfg = vscode.workspace.getConfiguration('moelsp');
+  const v = cfg.get<unknown>('enable', true);
+  if (v && typeof v === 'object') return v as Record<string, unknown>;
+  return (cfg.inspect<unknown>('enable')?.defaultValue ?? {}) as Record<string, unknown>;
+}
+
+// The rules for the server's completion.languages ("*,!markdown");
+// undefined while the user has not set moelsp.enable (the server's defaults
+// say the same for VS Code's ids), unless `force` (it changed: the server
+// would keep the rules it had).
+export function languageRules(force = false): string | undefined {
   const i = vscode.workspace.getConfiguration('moelsp').inspect<unknown>('enable');
-  let set = i?.workspaceFolderValue ?? i?.workspaceValue ?? i?.globalValue;
-  if ((!set || typeof set !== 'object') && orDefault) set = i?.defaultValue;
-  if (!set || typeof set !== 'object') return undefined;
-  return Object.entries(set as Record<string, unknown>)
+  const set = i?.workspaceFolderValue ?? i?.workspaceValue ?? i?.globalValue;
+  if (set === undefined && !force) return undefined;
+  return Object.entries(effectiveEnable())
     .filter(([lang, on]) => /^[^,!\s]+$/.test(lang) && typeof on === 'boolean')
     .map(([lang, on]) => (on ? lang : `!${lang}`))
     .join(',');
@@ -86,10 +96,8 @@ export function languageRules(orDefault = false): string | undefined {
 // Is moelsp.enable on for this language (automatic suggestions)? The same
 // rule as the server's: the language's own entry, else "*", else on.
 export function enabledFor(languageId: string | undefined): boolean {
-  const v = vscode.workspace.getConfiguration('moelsp').get<unknown>('enable', true);
-  if (typeof v === 'boolean') return v;
-  if (!v || typeof v !== 'object') return true;
-  const o = v as Record<string, unknown>;
+  if (vscode.workspace.getConfiguration('moelsp').get<unknown>('enable', true) === false) return false;
+  const o = effectiveEnable();
   const own = languageId !== undefined ? o[languageId] : undefined;
   if (typeof own === 'boolean') return own;
   return typeof o['*'] === 'boolean' ? (o['*'] as boolean) : true;

@@ -23,6 +23,7 @@ export class StatusBar implements vscode.Disposable {
   private message = '';
   private inFlight = 0;
   private enabled = true;
+  private allOff = false;
   private manual = false;
   private snoozeUntil = 0; // Date.now() ms; 0: not snoozed
   private snoozeTimer: NodeJS.Timeout | undefined;
@@ -39,8 +40,11 @@ export class StatusBar implements vscode.Disposable {
     return this.state;
   }
 
-  setEnabled(on: boolean) {
+  // off: moelsp.enable is false (nothing at all, Alt+\ neither), else the
+  // file's language is off (Alt+\ still asks).
+  setEnabled(on: boolean, off = false) {
     this.enabled = on;
+    this.allOff = off;
     this.render();
   }
 
@@ -135,7 +139,7 @@ export class StatusBar implements vscode.Disposable {
     }
     if (live && !this.enabled) {
       text = '$(circle-slash) ' + text.replace(/^\$\([^)]*\) /, '');
-      tip += ' (inline completions off for this language; Alt+\\ still asks)';
+      tip += this.allOff ? ' (inline completions disabled)' : ' (inline completions off for this language; Alt+\\ still asks)';
     } else if (live && this.snoozed) {
       const min = Math.ceil((this.snoozeUntil - Date.now()) / 60000);
       text = `$(clock) moelsp: snoozed ${min} min`;

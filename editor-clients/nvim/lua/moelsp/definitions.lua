@@ -65,6 +65,18 @@ local function others(bufnr, moelsp_id)
   return out
 end
 
+-- A position in the client's own encoding (clangd and rust-analyzer take
+-- utf-8; the protocol's default is utf-16).
+local function position_for(client, bufnr, row, byte)
+  local enc = client.offset_encoding or "utf-16"
+  if enc == "utf-8" then return { line = row, character = byte } end
+  if enc == "utf-32" then
+    local line = api.nvim_buf_get_lines(bufnr, row, row + 1, false)[1] or ""
+    return { line = row, character = (vim.str_utfindex(line, byte)) }
+  end
+  return util.position(bufnr, row, byte)
+end
+
 local function first_location(result)
   if type(result) ~= "table" then return nil end
   local l = (result.uri or result.targetUri) and result or result[1] -- one Location, or a list
@@ -97,16 +109,18 @@ function M.resolve(bufnr, moelsp_id)
     for _, n in ipairs(names) do
       if found[n.name] then table.insert(defs, found[n.name]) end
     end
-    -- Nothing found is not remembered: a server still starting answers empty.
-    if #defs > 0 then st.sent = key end
+    -- Nothing found is not remembered: a server still starting answers empty
+    -- (and the server's set is empty now, whatever was sent before).
+    st.sent = #defs > 0 and key or nil
     if util.get_client(moelsp_id) and not util.is_stopped(moelsp) then
       util.notify(moelsp, "moelsp/didResolveDefinitions", { textDocument = { uri = uri }, definitions = defs })
     end
   end
   vim.defer_fn(finish, LOOKUP_MS)
+  local server = servers[1] -- the first other client that offers definitions
   for _, n in ipairs(names) do
-    local params = { textDocument = { uri = uri }, position = util.position(bufnr, n.row, n.col) }
-    util.request(servers[1], "textDocument/definition", params, function(err, result)
+    local params = { textDocument = { uri = uri }, position = position_for(server, bufnr, n.row, n.col) }
+    util.request(server, "textDocument/definition", params, function(err, result)
       if not err then
         local l_uri, range = first_location(result)
         local own = l_uri == uri and range.start.line == n.row

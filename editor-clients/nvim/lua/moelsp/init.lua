@@ -114,7 +114,12 @@ function M.resume() return M.snooze(0) end
 function M.manual(on)
   local o = config.get()
   o.init_options.completion = o.init_options.completion or {}
-  if on == nil then on = o.init_options.completion.trigger ~= "manual" end
+  if on == nil then -- toggle what the server does now (its config file may have set it)
+    local c = require("moelsp.client").any()
+    local st = c and require("moelsp.client").status[c.id]
+    local now = st and type(st.completions) == "table" and st.completions.trigger or o.init_options.completion.trigger
+    on = now ~= "manual"
+  end
   local trigger = on and "manual" or "automatic"
   o.init_options.completion.trigger = trigger
   for _, e in ipairs(require("moelsp.client").all()) do
