@@ -27,21 +27,24 @@ std::string word_before(const std::string& text, size_t cursor) {
 void Server::Impl::on_completion(const CompletionParams& p, Reply reply) { complete(p, std::move(reply), false); }
 void Server::Impl::on_inline_completion(const CompletionParams& p, Reply reply) { complete(p, std::move(reply), true); }
 
+namespace {
+
+int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
 int64_t Server::Impl::snooze_left_ms() const {
-  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::steady_clock::now().time_since_epoch())
-                          .count(),
-                until = snooze_until_ms.load();
+  const int64_t now = steady_ms(), until = snooze_until_ms.load();
   return until > now ? until - now : 0;
 }
 
 void Server::Impl::snooze(const ExecuteCommandParams& p, Reply reply) {
   constexpr double kDefaultMinutes = 5;  // Copilot's snooze step
   const double minutes = p.command == "moelsp.resume" ? 0 : p.minutes.value_or(kDefaultMinutes);
-  const int64_t now =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count();
-  snooze_until_ms = minutes > 0 ? now + int64_t(minutes * 60000.0) : 0;
+  snooze_until_ms = minutes > 0 ? steady_ms() + int64_t(minutes * 60000.0) : 0;
   spdlog::info("completions: {}", minutes > 0 ? fmt::format("snoozed for {} min", minutes) : "resumed");
   reply(json{{"snoozeLeftMs", snooze_left_ms()}});
   send_status();  // status bars show it

@@ -59,20 +59,23 @@ std::string read_file(const std::string& path) {
 // 400 bytes after it (the names a completion there is about to use).
 constexpr size_t kNearBefore = 1536, kNearAfter = 400;
 
-}  // namespace
-
 // `path` without "." and ".." parts: a root's prefix must not vouch for
 // /root/../elsewhere.
 std::string normal(const std::string& path) { return std::filesystem::path(path).lexically_normal().string(); }
 
+}  // namespace
+
+std::optional<std::string> Server::Impl::in_workspace(const std::string& path) {
+  std::lock_guard lock(roots_mu);
+  for (const std::string& r : roots)
+    if (path.size() > r.size() + 1 && path.compare(0, r.size(), r) == 0 && path[r.size()] == '/')
+      return path.substr(r.size() + 1);
+  return std::nullopt;
+}
+
 std::string Server::Impl::context_path(const std::string& path_in) {
   const std::string path = normal(path_in);
-  {
-    std::lock_guard lock(roots_mu);
-    for (const std::string& r : roots)
-      if (path.size() > r.size() + 1 && path.compare(0, r.size(), r) == 0 && path[r.size()] == '/')
-        return path.substr(r.size() + 1);
-  }
+  if (auto rel = in_workspace(path)) return *rel;
   // Outside the workspace (dist-packages/requests/api.py: what the model saw in training).
   size_t at = path.size();
   for (int k = 0; k < 3 && at != 0 && at != std::string::npos; ++k) at = path.rfind('/', at - 1);
@@ -93,13 +96,7 @@ bool Server::Impl::editor_file_allowed(const std::string& path_in, const assist:
   const std::string path = normal(path_in);
   if (exclude.excluded(path)) return false;
   if (!to_remote) return true;
-  bool inside = false;
-  {
-    std::lock_guard lock(roots_mu);
-    for (const std::string& r : roots)
-      inside = inside || (path.size() > r.size() + 1 && path.compare(0, r.size(), r) == 0 && path[r.size()] == '/');
-  }
-  return inside && !index.git_ignored(path);
+  return in_workspace(path) && !index.git_ignored(path);
 }
 
 std::vector<assist::Snippet> Server::Impl::recent_snippets(const std::string& uri, const assist::ExcludeList& exclude,

@@ -236,6 +236,8 @@ struct Server::Impl {
   // Whether an editor-named file may go into a prompt: not excluded, and with
   // a remote backend inside a workspace folder and not hidden by .gitignore.
   bool editor_file_allowed(const std::string& path, const assist::ExcludeList& exclude, bool to_remote);
+  // A (normalised) path relative to the workspace folder holding it; none outside them.
+  std::optional<std::string> in_workspace(const std::string& path);
   // A file's name in the prompt: relative to its workspace folder, else the
   // last three parts of its path.
   std::string context_path(const std::string& path);
