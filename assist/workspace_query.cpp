@@ -6,12 +6,16 @@
 //    imports, then the other names of the last lines, then the names the
 //    whole file uses most (file_names) — each looked up in the table of
 //    defined names, skipping names the visible text (or the file) defines
-//    itself. A definition's snippet is its first lines (the signature and
-//    the docstring's start: what a caller needs), kDefLines at most.
+//    itself. A definition's snippet is its signature line (kDefLines; see
+//    kIndexDefinitionLines for why), up to two thirds of the budget.
 // 2. Chunks similar to the text around the cursor: Okapi BM25 (k1 1.2,
 //    b 0.75) of the identifier terms of kQueryLines lines above the cursor
 //    (ending at a line whose number is a multiple of 8) and the first lines
-//    after it, over all chunks.
+//    after it, over all chunks, up to five sixths of the budget: the caller
+//    turns tokens into bytes at an estimate, and a context over its token cap
+//    loses whole snippets from its head (fim_prompt), the needed definition
+//    among them (at a full byte budget 13 of 83 picked definitions were lost
+//    that way on the cross-file benchmark).
 // Both read only whole identifiers before the word being typed and whole
 // lines above the cursor's line, so the picks (and with them the prompt's
 // KV prefix) change when a name is finished or every 8 lines, not per
@@ -29,7 +33,7 @@ namespace moelsp::assist {
 namespace {
 
 constexpr size_t kNearLines = 4, kQueryLines = 24, kSuffixLines = 6;
-constexpr size_t kDefLines = kDefinitionLines, kDefBytes = kDefinitionBytes, kChunkBytes = 1600;
+constexpr size_t kDefLines = kIndexDefinitionLines, kDefBytes = kIndexDefinitionBytes, kChunkBytes = 1600;
 constexpr size_t kMaxNames = 24, kMaxQueryTerms = 96, kMaxPostings = 200000;
 
 // The last `n` whole lines of `text` before its last (unfinished) line, and
@@ -186,11 +190,12 @@ RepoContext WorkspaceIndex::context_for(const ContextQuery& q, const ExcludeList
     const Impl::File& f = m.files[m.chunks[c].file];
     return m.chunks[c].alive && f.path != q.path && !taken.count(c) && !exclude.excluded(f.path);
   };
+  size_t limit = q.budget_bytes;
   const auto take = [&](uint32_t c, uint32_t from, size_t lines, size_t bytes) {
     const size_t cost = m.files[m.chunks[c].file].rel.size() + 4;  // the snippet's header
-    if (used + cost >= q.budget_bytes) return false;
-    const std::string text = whole_lines(m.chunk_text(m.chunks[c], from, uint32_t(bytes)), lines,
-                                         std::min(bytes, q.budget_bytes - used - cost));
+    if (used + cost >= limit) return false;
+    const std::string text =
+        whole_lines(m.chunk_text(m.chunks[c], from, uint32_t(bytes)), lines, std::min(bytes, limit - used - cost));
     if (text.empty()) return false;
     used += text.size() + cost;
     taken.insert(c);
@@ -218,7 +223,8 @@ RepoContext WorkspaceIndex::context_for(const ContextQuery& q, const ExcludeList
   }
 
   // 2. Chunks like the text around the cursor (BM25).
-  if (used < q.budget_bytes) {
+  limit = q.budget_bytes * 5 / 6;  // (see the file's comment)
+  if (used < limit) {
     std::unordered_map<uint32_t, uint32_t> qtf;  // term id → count in the query
     const std::string_view around[] = {tail_lines(anchored(q.prefix), kQueryLines), head_lines(q.suffix, kSuffixLines)};
     for (std::string_view text : around)
@@ -263,7 +269,7 @@ RepoContext WorkspaceIndex::context_for(const ContextQuery& q, const ExcludeList
     }
     const size_t top = std::min<size_t>(ranked.size(), 32);
     std::partial_sort(ranked.begin(), ranked.begin() + long(top), ranked.end());
-    for (size_t i = 0; i < top && used < q.budget_bytes; ++i)
+    for (size_t i = 0; i < top && used < limit; ++i)
       if (usable(ranked[i].second)) take(ranked[i].second, m.chunks[ranked[i].second].begin, 64, kChunkBytes);
   }
 

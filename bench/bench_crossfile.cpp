@@ -2,7 +2,7 @@
 // file of the project — with the workspace index's context and without it?
 //
 //   moelsp_bench_crossfile [--root DIR] [--packages a,b,…] [--limit 120] [-m MODEL] [--context-tokens 1024]
-//                          [--json FILE] [--show N]
+//                          [--json FILE] [--show N] [--retrieval-only]
 //
 // Cases come from multi-file Python packages the embedded model never saw
 // (its corpus is the standard library; these are packages Debian installs
@@ -268,6 +268,7 @@ int main(int argc, char** argv) {
   std::string packages = "jinja2,jsonschema,attr,yaml,oauthlib,jwt,argcomplete,httplib2,pygments,cryptography";
   size_t limit = 120;
   int context_tokens = 1024, show = 0;
+  bool retrieval_only = false;
   app.add_option("--root", root, "where the packages are")->capture_default_str();
   app.add_option("--packages", packages, "comma-separated package folders under --root")->capture_default_str();
   app.add_option("--limit", limit, "cases")->capture_default_str();
@@ -275,6 +276,8 @@ int main(int argc, char** argv) {
   app.add_option("--context-tokens", context_tokens, "completion.contextTokens with context on")->capture_default_str();
   app.add_option("--json", json_out, "write the figures and every case here");
   app.add_option("--show", show, "print this many cases");
+  app.add_flag("--retrieval-only", retrieval_only,
+               "measure only what the prompt holds (no answers: seconds, not minutes)");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
 
@@ -310,6 +313,11 @@ int main(int argc, char** argv) {
   for (int mode = 0; mode < 2; ++mode) {
     Lsp lsp(roots, model, mode == 0 ? 0 : context_tokens);
     n_ctx = lsp.status["plan"].value("contextSize", 0);
+    if (retrieval_only) {
+      answers[0].assign(cases.size(), "");
+      answers[1].assign(cases.size(), "");
+      break;
+    }
     const auto t0 = std::chrono::steady_clock::now();
     for (const Case& c : cases) answers[mode].push_back(lsp.complete(c.path, c.document, c.cursor));
     seconds[mode] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -379,7 +387,7 @@ int main(int argc, char** argv) {
       "({:.0f}%) (context budget {} tokens of a {}-token prompt)\n",
       picked, cases.size(), 100 * double(picked) / n, in_prompt, cases.size(), 100 * double(in_prompt) / n,
       budget_tokens, prompt_budget);
-  for (int mode = 0; mode < 2; ++mode)
+  for (int mode = 0; mode < 2 && !retrieval_only; ++mode)
     fmt::print(
         "context {}: uses the name {:.1f}% ({}), line exact {:.1f}%, edit similarity {:.3f}, {} non-empty, {:.1f} s\n",
         mode == 0 ? "off" : "on ", 100 * double(t[mode].uses) / n, t[mode].uses, 100 * double(t[mode].exact) / n,

@@ -187,8 +187,8 @@ std::vector<assist::Snippet> Server::Impl::editor_snippets(const std::string& ur
     const std::string file_text = doc ? *doc->text : read_file(path);
     const size_t cost = rel.size() + 4;
     if (used + cost >= budget_bytes) break;
-    std::string snippet = assist::lines_at(file_text, size_t(d.range.start.line), assist::kDefinitionLines,
-                                           std::min(assist::kDefinitionBytes, budget_bytes - used - cost));
+    std::string snippet = assist::lines_at(file_text, size_t(d.range.start.line), assist::kEditorDefinitionLines,
+                                           std::min(assist::kEditorDefinitionBytes, budget_bytes - used - cost));
     if (snippet.empty()) continue;
     const bool dup = std::any_of(out.begin(), out.end(),
                                  [&](const assist::Snippet& s) { return s.file == path && s.text == snippet; });
