@@ -2,7 +2,7 @@
 // file of the project — with the workspace index's context and without it?
 //
 //   moelsp_bench_crossfile [--root DIR] [--packages a,b,…] [--limit 120] [-m MODEL] [--context-tokens 1024]
-//                          [--json FILE] [--show N] [--retrieval-only]
+//                          [--json FILE] [--show N] [--retrieval-only] [--at-name N]
 //
 // Cases come from multi-file Python packages the embedded model never saw
 // (its corpus is the standard library; these are packages Debian installs
@@ -12,7 +12,11 @@
 // is about to write to code two files away. The document is the file with
 // that line's text cut out after its indentation, the cursor there, and the
 // line's text the answer. Cases are every such line, at most 2 per file,
-// drawn in a fixed shuffle (std::mt19937, seed 7) up to --limit.
+// drawn in a fixed shuffle (std::mt19937, seed 7) up to --limit. With
+// --at-name N the user has begun the name: the line's code up to the name
+// and the name's first N characters are typed, the rest of the line is the
+// answer, and "uses the name" reads the typed part and the suggestion
+// together (does the suggestion finish the right name?).
 //
 // Each case goes through the real language server (in this process over
 // pipes, the same code as `moelsp lsp`): the packages are its workspace
@@ -64,6 +68,7 @@ namespace {
 struct Case {
   std::string path, document, answer, name;
   size_t cursor = 0;
+  std::string typed;  // the line's code before the cursor (--at-name; "" at the line's start)
 };
 
 std::string read_file(const std::string& p) {
@@ -85,7 +90,8 @@ bool has_word(std::string_view text, std::string_view w) {
 }
 
 // Cross-file cases of one package (see the file's comment).
-std::vector<Case> package_cases(const std::string& dir) {
+// at_name < 0: the cursor at the line's start; n >= 0: after the name's first n characters.
+std::vector<Case> package_cases(const std::string& dir, int at_name) {
   std::vector<std::pair<std::string, std::string>> files;
   for (const auto& e : fs::recursive_directory_iterator(dir))
     if (e.is_regular_file() && e.path().extension() == ".py" &&
@@ -136,6 +142,7 @@ std::vector<Case> package_cases(const std::string& dir) {
           code.starts_with("from ") || code.starts_with('"') || code.starts_with('\''))
         continue;
       std::string name;
+      size_t name_at = 0;
       for (size_t i = 0; i < code.size() && name.empty();) {
         if (!assist::is_word_char(code[i])) {
           ++i;
@@ -150,12 +157,15 @@ std::vector<Case> package_cases(const std::string& dir) {
         const auto it = defined_in.find(w);
         if (used && w.size() >= 5 && it != defined_in.end() && it->second.size() <= 3 && !it->second.count(f) &&
             first_at.find(w)->second >= l.begin)
-          name = w;
+          name = w, name_at = i;
         i = e;
       }
       if (name.empty()) continue;
-      const size_t cursor = l.begin + size_t(l.indent);
-      out.push_back({files[f].first, text.substr(0, cursor) + text.substr(l.end), std::string(code), name, cursor});
+      const size_t start = l.begin + size_t(l.indent);
+      const std::string typed(at_name < 0 ? std::string_view()
+                                          : code.substr(0, name_at + std::min(size_t(at_name), name.size() - 1)));
+      out.push_back({files[f].first, text.substr(0, start) + typed + text.substr(l.end),
+                     std::string(code.substr(typed.size())), name, start + typed.size(), typed});
       ++taken;
     }
   }
@@ -269,6 +279,7 @@ int main(int argc, char** argv) {
   size_t limit = 120;
   int context_tokens = 1024, show = 0;
   bool retrieval_only = false;
+  int at_name = -1;
   app.add_option("--root", root, "where the packages are")->capture_default_str();
   app.add_option("--packages", packages, "comma-separated package folders under --root")->capture_default_str();
   app.add_option("--limit", limit, "cases")->capture_default_str();
@@ -276,6 +287,9 @@ int main(int argc, char** argv) {
   app.add_option("--context-tokens", context_tokens, "completion.contextTokens with context on")->capture_default_str();
   app.add_option("--json", json_out, "write the figures and every case here");
   app.add_option("--show", show, "print this many cases");
+  app.add_option("--at-name", at_name,
+                 "put the cursor after the name's first N characters (the user has begun to type it) instead of at the "
+                 "line's start");
   app.add_flag("--retrieval-only", retrieval_only,
                "measure only what the prompt holds (no answers: seconds, not minutes)");
   CLI11_PARSE(app, argc, argv);
@@ -292,7 +306,7 @@ int main(int argc, char** argv) {
       continue;
     }
     roots.push_back(fs::canonical(dir).string());
-    auto more = package_cases(roots.back());
+    auto more = package_cases(roots.back(), at_name);
     cases.insert(cases.end(), more.begin(), more.end());
   }
   std::mt19937 g(7);
@@ -370,7 +384,7 @@ int main(int argc, char** argv) {
       ++x.n;
       x.exact += sc.first_line_exact;
       x.sim += sc.edit_similarity;
-      x.uses += has_word(s, cases[i].name);
+      x.uses += has_word(cases[i].typed + s, cases[i].name);
       x.nonempty += !s.empty();
       row[mode == 0 ? "off" : "on"] = s;
     }
