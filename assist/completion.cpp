@@ -268,7 +268,7 @@ std::vector<TokenId> context_tokens(const Tokenizer& tok, const RepoContext& rep
 }  // namespace
 
 std::vector<TokenId> fim_prompt(const Tokenizer& tok, const CompletionContext& ctx, size_t max_tokens, FimOrder order,
-                                std::string* heal) {
+                                std::string* heal, size_t max_local) {
   const SpecialTokens& s = tok.special();
   const bool fim = s.fim_pre != kNoToken && s.fim_suf != kNoToken && s.fim_mid != kNoToken;
   const bool bos = s.add_bos && s.bos != kNoToken;
@@ -289,10 +289,15 @@ std::vector<TokenId> fim_prompt(const Tokenizer& tok, const CompletionContext& c
   std::vector<TokenId> context = context_tokens(tok, ctx.repo, fim, max_tokens > 0 ? max_tokens / 2 : 0);
   if (max_tokens > 0) {
     const size_t fixed = (bos ? 1 : 0) + (fim ? 3 : 0) + context.size();
-    const size_t room = max_tokens > fixed ? max_tokens - fixed : 0;
+    size_t room = max_tokens > fixed ? max_tokens - fixed : 0;
+    if (max_local > 0) room = std::min(room, max_local);
     if (suffix.size() > room / 4 && prefix.size() + suffix.size() > room)
       suffix.resize(std::max(room / 4, room > prefix.size() ? room - prefix.size() : 0));
-    if (prefix.size() + suffix.size() > room) prefix.erase(prefix.begin(), prefix.end() - long(room - suffix.size()));
+    if (prefix.size() + suffix.size() > room) {  // the head goes in steps (kPrefixCutStep's comment)
+      size_t drop = prefix.size() - (room - suffix.size());
+      drop = std::min(prefix.size(), (drop + kPrefixCutStep - 1) / kPrefixCutStep * kPrefixCutStep);
+      prefix.erase(prefix.begin(), prefix.begin() + long(drop));
+    }
   }
   std::vector<TokenId> out;
   if (bos) out.push_back(s.bos);

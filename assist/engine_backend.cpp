@@ -42,7 +42,8 @@ Generation cancelled() {
 int prompt_budget(const Engine& eng, int max_tokens) { return std::max(eng.n_ctx() - max_tokens, eng.n_ctx() / 2); }
 std::vector<TokenId> fim_tokens(const Engine& eng, const CompletionContext& ctx, int max_tokens, FimOrder order,
                                 std::string* heal = nullptr) {
-  return fim_prompt(eng.model().tokenizer(), ctx, size_t(prompt_budget(eng, max_tokens)), order, heal);
+  const size_t budget = size_t(prompt_budget(eng, max_tokens));
+  return fim_prompt(eng.model().tokenizer(), ctx, budget, order, heal, budget / 2);
 }
 
 // Submits through the ticket and waits; the text streams to on_text.

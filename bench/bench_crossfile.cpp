@@ -366,7 +366,8 @@ int main(int argc, char** argv) {
     bool any = false;
     for (const auto& s : ctx.repo.snippets) any = any || defines(s.text);
     picked += any;
-    const auto prompt = assist::fim_prompt(*tok, ctx, size_t(prompt_budget));
+    const auto prompt = assist::fim_prompt(*tok, ctx, size_t(prompt_budget), assist::FimOrder::kModel, nullptr,
+                                           size_t(prompt_budget) / 2);  // as assist/engine_backend.cpp asks
     const bool kept = defines(tok->decode(prompt));
     in_prompt += kept;
     held.push_back(kept);

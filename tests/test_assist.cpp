@@ -469,7 +469,9 @@ TEST_CASE("FIM prompt fits the token budget, keeping the text nearest the cursor
   REQUIRE(full.size() > 1000);
   for (size_t budget : {64, 200, 500}) {
     const auto p = fim_prompt(*tok, ctx, budget);
-    CHECK(p.size() == budget);  // both sides are longer than their share: the budget is used exactly
+    // Both sides are longer than their share: the budget is used, less what the prefix's cut in steps leaves.
+    CHECK(p.size() <= budget);
+    CHECK(p.size() + kPrefixCutStep > budget);
     const auto suf = std::find(p.begin(), p.end(), sp.fim_suf);
     const auto mid = std::find(p.begin(), p.end(), sp.fim_mid);
     REQUIRE(suf != p.end());
@@ -503,6 +505,24 @@ TEST_CASE("FIM prompt fits the token budget, keeping the text nearest the cursor
     want.insert(want.end(), pre.begin(), pre.end());
     CHECK(spm == want);
   }
+}
+
+TEST_CASE("FIM prompt: typing at the end of a long prefix keeps the prompt's start") {
+  const auto file = moelsp::gguf::File::open(moelsp::test::data_path("reference/deepseek2-lite-ref.gguf"));
+  const auto tok = moelsp::Tokenizer::from_gguf(file);
+  std::string prefix;
+  for (int i = 0; i < 300; ++i) prefix += "value_" + std::to_string(i) + " = compute(" + std::to_string(i) + ")\n";
+  // 16 keystrokes of ~3 tokens each: the cut moves at most twice (a step is 32 tokens), never on every keystroke.
+  std::vector<TokenId> last;
+  int moved = 0;
+  for (int k = 0; k < 16; ++k) {
+    prefix += "y = ";
+    const auto p = fim_prompt(*tok, {prefix, "", false, true, {}}, 200, FimOrder::kSpm);
+    REQUIRE(p.size() <= 200);
+    if (!last.empty() && !std::equal(last.begin(), last.end() - 4, p.begin())) ++moved;
+    last = p;
+  }
+  CHECK(moved <= 2);
 }
 
 TEST_CASE("a multi-line suggestion ends where the cursor's block ends") {

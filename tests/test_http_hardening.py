@@ -141,8 +141,8 @@ def run_default_model_checks(s):
                       f"{path} {str(body)[:60]} stream={stream}: {status} {str(e)[:200]}")
                 if code:
                     check(e["error"]["code"] == code, f"{path}: code {e['error']['code']}, want {code}")
-                    # What to do: the embedded model was trained for 512 tokens, so another model.
-                    check("trained for 512 tokens" in e["error"]["message"] and "longer context" in e["error"]["message"],
+                    # What to do: the embedded model was trained for 1024 tokens, so another model.
+                    check("trained for 1024 tokens" in e["error"]["message"] and "longer context" in e["error"]["message"],
                           f"{path}: the message does not say what to do: {e['error']['message']}")
 
     @behaviour

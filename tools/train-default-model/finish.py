@@ -7,12 +7,17 @@
   tests/data/default-model/slice.ids    its token ids from SentencePiece itself
   tests/data/default-model/expected.json   this script's perplexities, the values the engine must match
 
-The phases' logs are OUT/train_log.jsonl (main), train_log_fim.jsonl (second)
-and train_log_editor.jsonl (third). A third phase that started from a GGUF
-(train.py --init-gguf) instead of the second phase's checkpoint has no earlier
-logs in OUT: then the summary and log of the earlier phases are kept from the
+The phases' logs are OUT/train_log.jsonl (main), train_log_fim.jsonl (second),
+train_log_editor.jsonl (third) and train_log_repo.jsonl (fourth: repository
+context, a longer context). A phase that started from a GGUF (train.py
+--init-gguf) instead of the phase before's checkpoint has no earlier logs in
+OUT: then the summary and log of the earlier phases are kept from the
 repository's models/moelsp-default.json and .train_log.jsonl, which describe
-the file it started from.
+the file it started from, and the phases run here are added to them.
+
+The held-out perplexity is measured at the model's context (windows of ctx,
+stride ctx/2: what the engine's test checks) and, to compare with a model of
+a shorter context, with windows of 512 (`heldout_at_512`).
 """
 import argparse
 import json
@@ -22,10 +27,13 @@ import os
 import sentencepiece as spm
 import torch
 
-from evaluate import load_exported, score
+from evaluate import heldout_loss, load_exported, score
 from export_gguf import export
 
 SLICE_BYTES = 24_000
+# phase4b: the committed model's fourth phase ran in two parts (see models/README.md).
+LATER_PHASES = (("phase3", "train_log_editor.jsonl"), ("phase4", "train_log_repo.jsonl"),
+                ("phase4b", "train_log_repo2.jsonl"))
 
 
 def _heldout(ev_held, held, expected):
@@ -73,22 +81,34 @@ def main():
         path = os.path.join(out, name)
         return [json.loads(l) for l in open(path)] if os.path.exists(path) else []
 
-    def phase(lines):
-        return {"args": lines[0]["args"], "fim_rows": lines[0].get("fim_rows"),
-                **{k: lines[-1].get(k) for k in ("steps", "tokens", "train_minutes", "loss")}} if lines else None
+    def phase(lines):  # a phase stopped by hand has no "end" line: its last step stands for it
+        if not lines:
+            return None
+        last = [l for l in lines if l.get("event") in ("step", "end")][-1]
+        return {"args": lines[0]["args"], "fim_rows": lines[0].get("fim_rows"), "steps": last.get("steps", last.get("step")),
+                "tokens": last.get("tokens"), "train_minutes": last.get("train_minutes", last.get("minutes")),
+                "loss": last.get("loss")}
 
-    phase3 = phase(read_log("train_log_editor.jsonl"))
+    later = {k: phase(read_log(name)) for k, name in LATER_PHASES if read_log(name)}
+    held_ids = sp.encode(held)
+    at_512 = heldout_loss(model, held_ids, 512)
+    at_512 = {"nats_per_token": at_512, "perplexity": math.exp(at_512)}
     if earlier:
-        summary = {k: earlier[k] for k in ("corpus", "tokens", "config", "params_total", "params_active", "mix", "train",
-                                           "train_expert_load", "args", "phase2", "evals_during_training")}
-        summary.update({"gguf_bytes": info["bytes"], "phase3": phase3, "fim_order": args.fim_order,
-                        "earlier_phases_from": "the previous models/moelsp-default.gguf (phase 3 ran with --init-gguf)"})
+        summary = {k: v for k, v in earlier.items() if k not in ("heldout", "heldout_bits_per_byte", "slice")}
+        first_log = read_log(next(name for k, name in LATER_PHASES if k in later))
+        summary.update({"gguf_bytes": info["bytes"], "config": first_log[0]["config"], **later,
+                        "fim_order": args.fim_order, "heldout_at_512": at_512,
+                        "earlier_phases_from": summary.get("earlier_phases_from", "the previous models/moelsp-default.gguf")
+                        + "; " + ", ".join(later) + " ran here with --init-gguf"})
         summary.update(_heldout(ev_held, held, expected))
         json.dump(summary, open(earlier_json, "w"), indent=1)
         with open(earlier_log, "w") as f:
             f.write(earlier_lines)
-            f.write(open(os.path.join(out, "train_log_editor.jsonl")).read())
-        print(json.dumps({"heldout": summary["heldout"]["perplexity"], "slice": ev_slice["perplexity"], **info}))
+            for k, name in LATER_PHASES:
+                if k in later:
+                    f.write(open(os.path.join(out, name)).read())
+        print(json.dumps({"heldout": summary["heldout"]["perplexity"], "heldout_at_512": at_512["perplexity"],
+                          "slice": ev_slice["perplexity"], **info}))
         return
     log = read_log("train_log.jsonl")
     start, end = log[0], log[-1]
@@ -100,13 +120,13 @@ def main():
         "mix": {k: start[k] for k in ("lm_tokens", "fim_tokens", "chat_tokens", "chat_examples")},
         "train": {k: end.get(k) for k in ("steps", "tokens", "train_minutes", "tokens_per_s", "loss")},
         "train_expert_load": end.get("expert_load"), "args": start["args"],
-        "phase2": phase(phase2), "phase3": phase3, "fim_order": args.fim_order,
+        "phase2": phase(phase2), **later, "fim_order": args.fim_order, "heldout_at_512": at_512,
         "evals_during_training": [e for e in log if e.get("event") == "eval"],
         **_heldout(ev_held, held, expected),
     }
     json.dump(summary, open(earlier_json, "w"), indent=1)
     with open(earlier_log, "w") as f:
-        for name in ("train_log.jsonl", "train_log_fim.jsonl", "train_log_editor.jsonl"):
+        for name in ("train_log.jsonl", "train_log_fim.jsonl") + tuple(n for _, n in LATER_PHASES):
             if os.path.exists(os.path.join(out, name)):
                 f.write(open(os.path.join(out, name)).read())
     print(json.dumps({"heldout": summary["heldout"]["perplexity"], "slice": ev_slice["perplexity"], **info}))

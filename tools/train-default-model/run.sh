@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Train moelsp's default model end to end and write it into the repository:
 #   tools/train-default-model/run.sh [WORK_DIR]
-# About 130 minutes on the 2-core development machine (120 of them training:
+# About 210 minutes on the 2-core development machine (200 of them training:
 # MINUTES=85 for the main phase, FIM_MINUTES=5 for the second, EDITOR_MINUTES=30
-# for the third). Debian packages only; Debian's /usr/bin/python3.
+# for the third, REPO_MINUTES=80 for the fourth). Debian packages only; Debian's /usr/bin/python3.
 # Each phase starts from the one before's checkpoint (WORK_DIR/ckpt.pt), so a
 # run interrupted between phases goes on with the next (run its remaining
 # train.py lines by hand, each with --resume).
@@ -45,6 +45,13 @@ $py train.py "$work" --resume --minutes "${FIM_MINUTES:-5}" --mix 0.45,0.45,0.10
 # uses it; the middle's tokens weigh 3x in a token-level loss.
 $py train.py "$work" --resume --minutes "${EDITOR_MINUTES:-30}" --fim-style editor --mix 0.30,0.60,0.10 \
   --spm-share 0.75 --middle-weight 3 --lr 5e-4 --warmup 100 --log train_log_editor.jsonl
+# The fourth phase teaches other files: the context grows to 1,024 tokens and
+# most FIM rows carry snippets of other files of the same project ahead of the
+# FIM tokens, chosen and spelled as the server sends them (repo_examples.py);
+# half put the cursor where the cross-file benchmark does, a fifth carry no
+# context.
+$py train.py "$work" --resume --minutes "${REPO_MINUTES:-80}" --ctx 1024 --fim-style repo --fim-rows 12000 \
+  --mix 0.25,0.65,0.10 --spm-share 0.75 --middle-weight 3 --lr 4e-4 --warmup 50 --log train_log_repo.jsonl
 $py finish.py "$work" "$repo" --fim-order "${FIM_ORDER:-spm}"
 unset LD_PRELOAD
 # The engine must agree with the trainer (the same check tests/test_default_model.cpp makes).

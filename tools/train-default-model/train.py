@@ -8,6 +8,10 @@ follows warm-up then cosine decay over the time budget, so the run ends on
 schedule whatever this machine's speed. bf16 autocast (oneDNN) is 1.5× fp32 here.
 Loss: next-token cross-entropy + 0.01 × the Switch balance loss per MoE layer.
 
+`--fim-style repo` (the fourth phase) makes such rows with other files of the
+same project ahead of the FIM tokens, chosen and spelled as the server does
+(repo_examples.py), at a longer context (--ctx 1024).
+
 `--fim-style editor` (the third phase) replaces the FIM stream by whole rows,
 one example each, shaped and fitted as the language server asks, in PSM and
 SPM order (examples.editor_fim_rows); the loss stays token-level over the
@@ -27,6 +31,7 @@ import torch.nn.functional as F
 
 from examples import chat_pool, editor_fim_rows, fim_pool
 from model import Config, Deepseek2
+from repo_examples import repo_fim_rows
 from evaluate import heldout_loss
 
 
@@ -50,8 +55,10 @@ def main():
     ap.add_argument("--mix", default="0.68,0.22,0.10", help="shares of left-to-right, FIM and chat rows")
     ap.add_argument("--resume", action="store_true", help="continue from OUT/ckpt.pt (a second, FIM-heavier phase)")
     ap.add_argument("--init-gguf", help="start from the weights of a GGUF that export_gguf.py wrote (its vocabulary must be the tokenizer's)")
-    ap.add_argument("--fim-style", choices=["stream", "editor"], default="stream",
-                    help="stream: FIM examples joined into one stream (windows cut anywhere); editor: one editor-shaped example per row")
+    ap.add_argument("--fim-style", choices=["stream", "editor", "repo"], default="stream",
+                    help="stream: FIM examples joined into one stream (windows cut anywhere); editor: one editor-shaped "
+                         "example per row; repo: the same with other files of the project ahead, as the server sends them")
+    ap.add_argument("--no-context", type=float, default=0.2, help="repo style: share of rows without other files' code")
     ap.add_argument("--fim-rows", type=int, default=12000, help="editor style: how many FIM rows to make")
     ap.add_argument("--spm-share", type=float, default=0.5, help="editor style: share of rows in SPM order")
     ap.add_argument("--middle-weight", type=float, default=1.0,
@@ -72,6 +79,10 @@ def main():
     fim_kinds, fim_masks = None, None
     if args.fim_style == "editor":
         fim, fim_masks, fim_kinds = editor_fim_rows(sp, texts, lm, args.fim_rows, rng, args.ctx, spm_share=args.spm_share)
+        fim_masks = torch.from_numpy(fim_masks.astype(np.float32))
+    elif args.fim_style == "repo":
+        fim, fim_masks, fim_kinds = repo_fim_rows(sp, names, texts, lm, args.fim_rows, rng, args.ctx,
+                                                  spm_share=args.spm_share, no_context=args.no_context)
         fim_masks = torch.from_numpy(fim_masks.astype(np.float32))
     else:
         fim = fim_pool(sp, texts, 4_000_000, rng, args.ctx)
