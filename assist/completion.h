@@ -49,6 +49,14 @@ inline bool is_word_char(char c) {
 // file says so, SpecialTokens::fim_spm; PSM otherwise).
 enum class FimOrder { kModel, kPsm, kSpm };
 
+// A prefix longer than its room loses its head in steps of this many
+// tokens: cut token by token, its start moved with every keystroke once the
+// file was longer than the window, and each answer prefilled the whole window
+// again (~300 tokens on the embedded model); cut in steps, the prompt's start
+// stays put while the user types up to a step, and a keystroke prefills only
+// its own tokens. The window is up to a step shorter for it.
+inline constexpr size_t kPrefixCutStep = 32;
+
 // PSM: [BOS] <fim_prefix> prefix <fim_suffix> suffix <fim_middle>
 // SPM: [BOS] <fim_prefix> <fim_suffix> suffix <fim_middle> prefix
 // when the model has FIM tokens; otherwise [BOS] prefix (left-to-right
@@ -61,24 +69,17 @@ enum class FimOrder { kModel, kPsm, kSpm };
 // is fitted to it: the other files' code gets at most half (whole snippets
 // dropped from the first), the suffix keeps its start and at most a quarter
 // of the rest, the prefix keeps its end (the text nearest the cursor) and
-// what remains (cut in steps of kPrefixCutStep) — a long prefix no longer pushes the context out. With
-// max_local > 0 the prefix and suffix together take at most max_local tokens
-// whatever the context leaves (the engine passes half the budget: a model
-// whose context grew to hold other files' code does not also prefill a
-// window around the cursor twice as long on every fresh prompt).
+// what remains (its head cut in steps of kPrefixCutStep) — a long prefix no
+// longer pushes the context out. With max_local > 0 the prefix and suffix
+// together take at most max_local tokens whatever the context leaves (the
+// engine passes half the budget: a model whose context grew to hold other
+// files' code does not also prefill a window around the cursor twice as long
+// on every fresh prompt).
 //
 // With `heal`, token healing (Request::heal): when the prefix ends inside or
 // right after a word and its last token is made of word characters only
 // (`se` of `return se`), that token is left out of the prompt and its text
 // stored in *heal, for the first generated token to begin with.
-// A prefix longer than its room loses its head in steps of this many
-// tokens: cut token by token, its start moved with every keystroke once the
-// file was longer than the window, and each answer prefilled the whole window
-// again (~300 tokens on the embedded model); cut in steps, the prompt's start
-// stays put while the user types up to a step, and a keystroke prefills only
-// its own tokens. The window is up to a step shorter for it.
-inline constexpr size_t kPrefixCutStep = 32;
-
 std::vector<TokenId> fim_prompt(const Tokenizer& tok, const CompletionContext& ctx, size_t max_tokens = 0,
                                 FimOrder order = FimOrder::kModel, std::string* heal = nullptr, size_t max_local = 0);
 
