@@ -519,7 +519,9 @@ TEST_CASE("FIM prompt: typing at the end of a long prefix keeps the prompt's sta
     prefix += "y = ";
     const auto p = fim_prompt(*tok, {prefix, "", false, true, {}}, 200, FimOrder::kSpm);
     REQUIRE(p.size() <= 200);
-    if (!last.empty() && !std::equal(last.begin(), last.end() - 4, p.begin())) ++moved;
+    // (The new prompt may be shorter, by up to a step: compare only where it reaches.)
+    const size_t kept = last.size() > 4 ? last.size() - 4 : 0;
+    if (!last.empty() && (p.size() < kept || !std::equal(last.begin(), last.begin() + long(kept), p.begin()))) ++moved;
     last = p;
   }
   CHECK(moved <= 2);
