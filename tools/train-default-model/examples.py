@@ -169,14 +169,21 @@ def editor_fim_rows(sp, texts, lm, n_rows, rng, ctx, spm_share=0.5, max_prefix=2
         else:
             ids = [pre] + p + [suf] + s + [mid] + middle + [eos]
             kinds["psm"] += 1
-        m_end = len(ids) - 1  # the </s>: targets at positions [m_end - len(middle) - 1, m_end) are middle and </s>
-        masks[n, max(0, m_end - len(middle) - 1):min(ctx, m_end)] = 1
-        if len(ids) < ctx + 1:
-            o = rng.randrange(lm.size - ctx)
-            ids += lm[o:o + ctx + 1 - len(ids)].tolist()
-        rows[n] = ids[:ctx + 1]
+        put_row(rows, masks, n, ids, len(middle), lm, rng)
         n += 1
     return rows, masks, kinds
+
+
+def put_row(rows, masks, n, ids, n_middle, lm, rng):
+    """Row n: ids (a FIM example ending in its middle and </s>), then a window of the
+    left-to-right stream up to ctx + 1 tokens; its mask marks the middle's and </s>'s targets."""
+    ctx = masks.shape[1]
+    m_end = len(ids) - 1  # the </s>: targets at positions [m_end - n_middle - 1, m_end) are middle and </s>
+    masks[n, max(0, m_end - n_middle - 1):min(ctx, m_end)] = 1
+    if len(ids) < ctx + 1:
+        o = rng.randrange(lm.size - ctx)
+        ids = ids + lm[o:o + ctx + 1 - len(ids)].tolist()
+    rows[n] = ids[:ctx + 1]
 
 
 def _strip_docstring(src_lines, node):

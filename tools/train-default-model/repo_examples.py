@@ -37,7 +37,7 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from examples import editor_span, fit_prompt
+from examples import editor_span, fit_prompt, put_row
 
 DEF_LINES, DEF_BYTES, CHUNK_BYTES, CHUNK_LINES = 1, 240, 1600, 40
 BYTES_PER_TOKEN = 3
@@ -295,11 +295,6 @@ def repo_fim_rows(sp, paths, texts, lm, n_rows, rng, ctx, spm_share=0.75, answer
         stats["crossfile" if cross else "editor"] += 1
         stats["with_context"] += bool(context)
         stats["context_tokens"] += len(context)
-        m_end = len(ids) - 1
-        masks[n, max(0, m_end - len(middle) - 1):min(ctx, m_end)] = 1
-        if len(ids) < ctx + 1:
-            o = rng.randrange(lm.size - ctx)
-            ids += lm[o:o + ctx + 1 - len(ids)].tolist()
-        rows[n] = ids[:ctx + 1]
+        put_row(rows, masks, n, ids, len(middle), lm, rng)
         n += 1
     return rows, masks, dict(stats)
