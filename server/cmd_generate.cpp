@@ -143,7 +143,8 @@ PerplexityResult run_perplexity(Model& model, const PerplexityOptions& o) {
     throw std::runtime_error(
         fmt::format("-c {} is beyond the model's training context of {} tokens (allowed: 2..{})", o.ctx, train, train));
   const auto tokens = model.tokenizer().encode(read_text(o.file));
-  const PerplexityParams p{.ctx = o.ctx, .stride = o.stride, .max_windows = o.max_chunks};
+  const PerplexityParams p{
+      .ctx = o.ctx, .stride = o.stride, .max_windows = o.max_chunks, .kv_type = kv_type_from_name(o.m.kv_type)};
   Progress bar("perplexity", 0, ProgressUnit::Count, {.quiet = o.m.quiet, .unit_name = "windows"});
   const auto r = moelsp::perplexity(model, tokens, p, [&](const PerplexityResult& run) {
     bar.set_total(run.total_windows);

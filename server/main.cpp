@@ -171,6 +171,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1 << 22));
   c_px->add_option("--chunks", px.max_chunks, "Stop after this many windows (0: whole file)")
       ->check(CLI::Range(0, 1 << 30));
+  c_px->add_option("--kv-type", px.m.kv_type,
+                   "KV cache type: f16, bf16, f32 or q8_0 (what each costs in quality: compare their perplexities)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f16", "bf16", "f32", "q8_0"}));
 
   c_px->add_flag("-q,--quiet", px.m.quiet, kQuietHelp);
 

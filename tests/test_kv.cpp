@@ -284,7 +284,9 @@ TEST_CASE("the block size does not change the result") {
 // Measured bounds: the largest |Δlogit| against an F32 cache over a 60-token
 // prompt and 8 decode steps on the reference models (logits of magnitude ~1-10).
 // Three models need more, measured 2026-12-02: glm4moe Q8_0 0.45, gpt-oss
-// F16 0.022 and Q8_0 0.25, glm-dsa BF16 0.070. Their errors do not grow
+// F16 0.022 and Q8_0 0.25, glm-dsa BF16 0.070; deepseek2-lite BF16 0.046 where
+// the rows meet bf16-rounded queries and probabilities (vdpbf16ps, Isa::Avx512Bf16;
+// 0.027 widened to f32). Their errors do not grow
 // smoothly with the row type's precision (gpt-oss: F16 worse than BF16), the
 // mark of a discrete choice flipping: a router's near-tied top-k (these random
 // models have gaps down to 2e-4) or, in glm-dsa, the indexer's top-k keys.
@@ -294,11 +296,12 @@ TEST_CASE("F16, BF16 and Q8_0 KV rows stay close to F32, Q8_0 refuses heads it c
     auto m = load(name);
     const auto p = random_tokens(rng, 60, m->config().n_vocab);
     const std::string model = name;
-    const std::pair<KvType, double> types[] = {{KvType::F16, model == "gpt-oss-ref" ? 0.05 : 1e-2},
-                                               {KvType::BF16, model == "glm-dsa-ref" ? 0.1 : 5e-2},
-                                               {KvType::Q8_0, model == "glm4moe-ref"   ? 0.6
-                                                              : model == "gpt-oss-ref" ? 0.4
-                                                                                       : 0.1}};
+    const std::pair<KvType, double> types[] = {
+        {KvType::F16, model == "gpt-oss-ref" ? 0.05 : 1e-2},
+        {KvType::BF16, model == "glm-dsa-ref" || model == "deepseek2-lite-ref" ? 0.1 : 5e-2},
+        {KvType::Q8_0, model == "glm4moe-ref"   ? 0.6
+                       : model == "gpt-oss-ref" ? 0.4
+                                                : 0.1}};
     for (auto [type, bound] : types) {
       std::unique_ptr<KvCache> c;
       try {

@@ -120,6 +120,31 @@ TEST_CASE("plan: 2 cores / 24 GB with a model that fits: all in RAM, no prefetch
   CHECK(p.warnings.empty());  // nothing fell back
 }
 
+// BF16 rows where the kernels read them with vdpbf16ps and the context is
+// long (an agent's); f16 for an editor's context, below that level (a CPU
+// without AVX512_BF16, or MOELSP_ISA capping it) and when a GPU runs the pass.
+TEST_CASE("plan: a long context on a CPU with AVX512-BF16 kernels stores bf16 KV rows") {
+  HwProfile hw = cpu_box(2, 24 * GiB);
+  hw.cpu.avx512_bf16 = true;
+  hw.cpu.kernel_isa = "avx512-bf16";
+  const ModelFootprint m = qwen3_30b_q4km();
+  PlanRequest agent;
+  agent.n_ctx = 32768;
+  const Plan p = make_plan(hw, m, agent);
+  CHECK(p.kv_type == KvType::BF16);
+  CHECK(reason(p, "kvCache.type")->why.find("vdpbf16ps") != std::string::npos);
+  check_within_budget(hw, p);
+  CHECK(make_plan(hw, m, {}).kv_type == KvType::F16);  // 4,096: an editor's context
+  PlanRequest asked = agent;
+  asked.over.kv_type = "f16";
+  CHECK(make_plan(hw, m, asked).kv_type == KvType::F16);
+  HwProfile capped = hw;  // MOELSP_ISA=avx512-vnni
+  capped.cpu.kernel_isa = "avx512-vnni";
+  CHECK(make_plan(capped, m, agent).kv_type == KvType::F16);
+  hw.cpu.avx512_bf16 = false;
+  CHECK(make_plan(hw, m, agent).kv_type == KvType::F16);
+}
+
 TEST_CASE("plan: 16 GB with a model 1.5x larger: experts stream, predicted and prefetched, hot ones cached") {
   const HwProfile hw = cpu_box(8, 16 * GiB);
   const ModelFootprint m = deepseek_like(24 * GiB);

@@ -69,6 +69,7 @@ struct Job {
 
 struct Scratch {
   std::vector<float> qb, s, kbuf, vbuf;
+  std::vector<uint16_t> qh;       // BF16 keys: qb rounded once for the job's scores calls (kernels::round_rows_bf16)
   std::vector<PagedRows> kh, vh;  // chunks_in_place: each kv head's K and V rows
 };
 
@@ -296,17 +297,21 @@ void by_block(const PagedRows& r, int64_t c0, int64_t nc, const Fn& fn) {
 // (check_heads), so every head's offset is on a block's start.
 size_t offset_of(const PagedRows& r, int64_t e) { return kernels::row_bytes(r.type, uint64_t(e)).value_or(0); }
 
-// Rows read where they lie: F16 (the cache's default) and Q8_0 keys and
-// values. Below AVX-512 the scores kernel widens Q8_0 rows into a buffer
+// Rows read where they lie: F16 (the cache's default), Q8_0 and BF16 keys
+// and values. Below AVX-512 the scores kernel widens Q8_0 rows into a buffer
 // anyway (kernels::scores), and P·V would again: those go to the widening
-// path, which widens MLA's shared rows once for both.
+// path, which widens MLA's shared rows once for both. BF16 rows are read in
+// place where vdpbf16ps takes them as they are (Isa::Avx512Bf16), with q and
+// the probabilities rounded to bf16 as they meet them.
 bool in_place(kernels::DType t) {
-  return t == kernels::DType::F16 || (t == kernels::DType::Q8_0 && kernels::isa_level() >= kernels::Isa::Avx512Vnni);
+  const kernels::Isa isa = kernels::isa_level();
+  return t == kernels::DType::F16 || (t == kernels::DType::Q8_0 && isa >= kernels::Isa::Avx512Vnni) ||
+         (t == kernels::DType::BF16 && isa >= kernels::Isa::Avx512Bf16);
 }
 
 // s [m][nc] = q [m][hd] · key_j for j in [c0, c0 + nc): the first hd elements of K's rows (K.at: a kv head's).
-void scores_in_place(const PagedRows& K, int hd, int64_t c0, int64_t nc, const float* q, int64_t m, float* s,
-                     Ahead& ahead) {
+void scores_in_place(const PagedRows& K, int hd, int64_t c0, int64_t nc, const float* q, const uint16_t* q_bf16,
+                     int64_t m, float* s, Ahead& ahead) {
   by_block(K, c0, nc, [&](int64_t s0, int64_t s1) {
     kernels::scores({.q = q,
                      .ldq = hd,
@@ -318,16 +323,18 @@ void scores_in_place(const PagedRows& K, int hd, int64_t c0, int64_t nc, const f
                      .hd = hd,
                      .s = s + (s0 - c0),
                      .lds = nc,
-                     .ahead = ahead.take()});
+                     .ahead = ahead.take(),
+                     .q_bf16 = q_bf16});
   });
 }
 
 // o [m][hd_v] += p [m][nc] · v_j for j in [c0, c0 + nc): the first hd_v elements of V's rows.
 void pv_in_place(const PagedRows& V, int hd_v, int64_t c0, int64_t nc, const float* p, int64_t m, float* o,
                  Ahead& ahead) {
-  const bool q8 = V.type == kernels::DType::Q8_0;
+  const bool q8 = V.type == kernels::DType::Q8_0, bf16 = V.type == kernels::DType::BF16;
   by_block(V, c0, nc, [&](int64_t s0, int64_t s1) {
     const uint8_t* row = V.row(s0);
+    const auto* halves = reinterpret_cast<const uint16_t*>(row);
     kernels::weighted_rows({.p = p + (s0 - c0),
                             .ldp = nc,
                             .m = m,
@@ -337,10 +344,11 @@ void pv_in_place(const PagedRows& V, int hd_v, int64_t c0, int64_t nc, const flo
                             .y = o,
                             .ldy = hd_v,
                             .accumulate = true,
-                            .v_f16 = q8 ? nullptr : reinterpret_cast<const uint16_t*>(row),
+                            .v_f16 = q8 || bf16 ? nullptr : halves,
                             .v_q8 = q8 ? row : nullptr,
                             .v_q8_stride = V.row_bytes,
-                            .ahead = ahead.take()});
+                            .ahead = ahead.take(),
+                            .v_bf16 = bf16 ? halves : nullptr});
   });
 }
 
@@ -357,6 +365,13 @@ void chunks_in_place(const AttentionArgs& a, const Job& jb, Scratch& sc, const P
   sc.kh.clear(), sc.vh.clear();
   for (int gi = 0; gi < kv_heads; ++gi)
     sc.kh.push_back(K.at(int64_t(gi) * a.hd_k)), sc.vh.push_back(V.at(int64_t(gi) * a.hd_v));
+  const uint16_t* qh = nullptr;  // BF16 keys: the queries rounded once, not in each call
+  const int64_t qh_ld = kernels::bf16_row_stride(a.hd_k);
+  if (K.type == kernels::DType::BF16) {
+    sc.qh.resize(size_t(rows) * size_t(qh_ld));
+    kernels::round_rows_bf16(sc.qb.data(), rows, a.hd_k, a.hd_k, sc.qh.data());
+    qh = sc.qh.data();
+  }
   Ahead ahead{.k = &K, .v = &V, .k_bytes = offset_of(K, int64_t(kv_heads) * a.hd_k), .v_bytes = v_bytes};
   ahead.start(j_lo, std::min(je, j_lo + chunk), 1);
   ahead.flush();
@@ -367,7 +382,8 @@ void chunks_in_place(const AttentionArgs& a, const Job& jb, Scratch& sc, const P
     ahead.start(c0 + nc, std::min(je, c0 + nc + chunk), 2 * kv_heads * runs);
     for (int gi = 0; gi < kv_heads; ++gi)  // s [group rows of kv head g + gi][nc] = q_row · key_j
       scores_in_place(sc.kh[size_t(gi)], a.hd_k, c0, nc, sc.qb.data() + size_t(gi) * size_t(group) * size_t(a.hd_k),
-                      group, sc.s.data() + size_t(gi) * size_t(group) * size_t(nc), ahead);
+                      qh ? qh + size_t(gi) * size_t(group) * size_t(qh_ld) : nullptr, group,
+                      sc.s.data() + size_t(gi) * size_t(group) * size_t(nc), ahead);
     online_softmax(a, jb, rows, c0, nc, sc.s.data(), o, m, l);
     for (int gi = 0; gi < kv_heads; ++gi)  // o [group rows][hd_v] += p [group rows][nc] · v [nc][hd_v]
       pv_in_place(sc.vh[size_t(gi)], a.hd_v, c0, nc, sc.s.data() + size_t(gi) * size_t(group) * size_t(nc), group,

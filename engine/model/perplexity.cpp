@@ -34,7 +34,7 @@ PerplexityResult perplexity(Model& model, std::span<const TokenId> tokens, const
     in.clear();
     if (bos) in.push_back(tok.special().bos);
     in.insert(in.end(), tokens.begin() + start, tokens.begin() + end);
-    auto cache = model.new_cache(int(in.size()));
+    auto cache = model.new_cache(int(in.size()), p.kv_type);
     lg.resize(in.size() * nv);
     model.forward(in, *cache, lg.data(), true);
     const int off = bos ? 1 : 0;

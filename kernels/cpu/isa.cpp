@@ -18,17 +18,17 @@ Isa detect() {
   // VEX-encoded form on some client CPUs, is not used yet).
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512vnni"))
-    return Isa::Avx512Vnni;
+    return __builtin_cpu_supports("avx512bf16") ? Isa::Avx512Bf16 : Isa::Avx512Vnni;
   return Isa::Avx2;
 }
 
-// MOELSP_ISA=generic|avx2|avx512-vnni lowers the starting level (to rule out
+// MOELSP_ISA=generic|avx2|avx512-vnni|avx512-bf16 lowers the starting level (to rule out
 // a suspect kernel without rebuilding); unknown values are ignored.
 Isa initial() {
   const char* env = std::getenv("MOELSP_ISA");
   const Isa d = detected_isa();
   if (!env) return d;
-  for (Isa l : {Isa::Generic, Isa::Avx2, Isa::Avx512Vnni})
+  for (Isa l : {Isa::Generic, Isa::Avx2, Isa::Avx512Vnni, Isa::Avx512Bf16})
     if (isa_name(l) == env) return l < d ? l : d;
   return d;
 }
@@ -80,12 +80,12 @@ void set_activations(Activations a) {
 std::string isa_override_problem() {
   const char* env = std::getenv("MOELSP_ISA");
   if (!env) return {};
-  for (Isa l : {Isa::Generic, Isa::Avx2, Isa::Avx512Vnni})
+  for (Isa l : {Isa::Generic, Isa::Avx2, Isa::Avx512Vnni, Isa::Avx512Bf16})
     if (isa_name(l) == env)
       return l <= detected_isa() ? std::string()
                                  : "MOELSP_ISA=" + std::string(env) + ": this CPU has only " +
                                        std::string(isa_name(detected_isa())) + ", which is used";
-  return "MOELSP_ISA=" + std::string(env) + " is not a level (generic, avx2, avx512-vnni): ignored";
+  return "MOELSP_ISA=" + std::string(env) + " is not a level (generic, avx2, avx512-vnni, avx512-bf16): ignored";
 }
 
 std::string_view isa_name(Isa l) {
@@ -93,6 +93,7 @@ std::string_view isa_name(Isa l) {
     case Isa::Generic: return "generic";
     case Isa::Avx2: return "avx2";
     case Isa::Avx512Vnni: return "avx512-vnni";
+    case Isa::Avx512Bf16: return "avx512-bf16";
   }
   return "?";
 }

@@ -11,9 +11,7 @@
 // P·V, which has no sums).
 // The AVX-512 tile keeps 16 zmm accumulators (4 rows × 4 keys, 16 elements a
 // step), widens each key's 16 halves once for the 4 rows, and reduces the 16
-// accumulators together: pairs of them are interleaved and added (unpack
-// lo/hi in f32, then f64 pairs, then 128-bit lanes twice), 45 ops for the 16
-// sums, which land as one vector holding the tile's 4 × 4 scores row by row.
+// accumulators together (detail::reduce16, 45 ops for the 16 sums).
 // On Zen 4 (AVX-512 on 256-bit units) the FMAs cost what they cost in ymm;
 // the saving is the sums and half the loads, conversions and loop overhead.
 // A Xeon with two 512-bit FMA units also doubles the FMA rate.
@@ -35,10 +33,12 @@
 #include <vector>
 
 #include "../quant_blocks.h"
+#include "attention_bf16.h"
 #include "kernels/convert.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "lines_ahead.h"
+#include "reduce16.h"
 
 namespace moelsp::kernels {
 namespace {
@@ -48,6 +48,7 @@ namespace {
 
 using detail::Spread;
 using detail::spread_step;
+using detail::store_tile;
 
 // 16 elements of a key row from element c (n < 16: the first n, zeros after;
 // Q8_0 rows have no tails: hd is a multiple of 32).
@@ -67,23 +68,6 @@ MOELSP_AVX512_INLINE __m512 load_k(const uint8_t* k, int64_t c, __mmask16 mask) 
     if constexpr (T == DType::F16) return _mm512_cvtph_ps(h);
     else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
-}
-
-// 16 vectors → one whose lane l is the sum of a[l]'s 16 lanes.
-MOELSP_AVX512_INLINE __m512 reduce16(const __m512 a[16]) {
-  __m512 b[8], c[4];
-#pragma GCC unroll 8
-  for (int p = 0; p < 8; ++p)  // per 128-bit lane: a[2p]'s pair sums at 0 and 2, a[2p + 1]'s at 1 and 3
-    b[p] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * p], a[2 * p + 1]), _mm512_unpackhi_ps(a[2 * p], a[2 * p + 1]));
-#pragma GCC unroll 4
-  for (int q = 0; q < 4; ++q) {  // per 128-bit lane: a[4q … 4q + 3]'s sums over that lane
-    const __m512d x = _mm512_castps_pd(b[2 * q]), y = _mm512_castps_pd(b[2 * q + 1]);
-    c[q] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
-  }
-  // Across the four 128-bit lanes: even lanes plus odd lanes, twice.
-  const __m512 f0 = _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], 0x88), _mm512_shuffle_f32x4(c[0], c[1], 0xDD));
-  const __m512 f1 = _mm512_add_ps(_mm512_shuffle_f32x4(c[2], c[3], 0x88), _mm512_shuffle_f32x4(c[2], c[3], 0xDD));
-  return _mm512_add_ps(_mm512_shuffle_f32x4(f0, f1, 0x88), _mm512_shuffle_f32x4(f0, f1, 0xDD));
 }
 
 // One 16-element step of a tile: M rows' elements c … c + 15 against N keys'.
@@ -123,12 +107,7 @@ MOELSP_AVX512 void tile(const ScoresArgs& a, int64_t i0, int64_t j0, Spread& sp)
   }
   sp.p = pf, sp.left = left;
   if (full < a.hd) step<T, M, N>(qr, kr, full, __mmask16((1u << (a.hd - full)) - 1), acc);
-  alignas(64) float out[16];
-  _mm512_store_ps(out, reduce16(acc));
-#pragma GCC unroll 4
-  for (int i = 0; i < M; ++i)
-#pragma GCC unroll 4
-    for (int j = 0; j < N; ++j) a.s[(i0 + i) * a.lds + j0 + j] = out[i * 4 + j];
+  store_tile<M, N>(acc, a.s + i0 * a.lds + j0, a.lds);
 }
 
 template <DType T, int M>
@@ -188,9 +167,23 @@ void prefetch_lines(const LinesAhead& a) {
   for (int64_t i = 0; i < a.lines; ++i) __builtin_prefetch(a.p + i * 64);
 }
 
+int64_t bf16_row_stride(int64_t n) { return (n + 31) / 32 * 32; }
+
+// vcvtne2ps2bf16 where the kernels that read the rows run; the same rounding in
+// scalar code elsewhere (it differs from the instruction only on subnormals,
+// which the instruction flushes to zero).
+void round_rows_bf16(const float* x, int64_t rows, int64_t ldx, int64_t n, uint16_t* out) {
+  if (kernel_config().isa >= Isa::Avx512Bf16) return detail::round_rows_bf16(x, rows, ldx, n, out);
+  const int64_t pad = bf16_row_stride(n);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t c = 0; c < pad; ++c) out[i * pad + c] = c < n ? fp32_to_bf16(x[i * ldx + c]) : 0;
+}
+
 void scores(const ScoresArgs& a) {
   if (a.m <= 0 || a.n <= 0) return prefetch_lines(a.ahead);
-  if (kernel_config().isa >= Isa::Avx512Vnni) {
+  const Isa isa = kernel_config().isa;
+  if (isa >= Isa::Avx512Bf16 && a.k_type == DType::BF16) return detail::scores_bf16(a);
+  if (isa >= Isa::Avx512Vnni) {
     switch (a.k_type) {
       case DType::F32: return scores_avx512<DType::F32>(a);
       case DType::F16: return scores_avx512<DType::F16>(a);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../quant_blocks.h"
+#include "attention_bf16.h"
 #include "kernels/convert.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
@@ -157,14 +158,18 @@ void weighted_rows_avx512(const WeightedRowsArgs& a) {
   prefetch_lines({sp.p, sp.left});  // (none left unless the tiles did not cover the columns)
 }
 
-// Q8_0 values below AVX-512: the rows dequantized into a buffer, then the f32 path.
+// Q8_0 values below AVX-512, and BF16 values below Isa::Avx512Bf16: the rows
+// widened into a buffer (exactly), then the f32 path.
 void weighted_rows_widened(const WeightedRowsArgs& a) {
   thread_local std::vector<float> wide;
   wide.resize(size_t(a.n_v) * size_t(a.n));
-  for (int64_t j = 0; j < a.n_v; ++j)
-    dequantize_row(DType::Q8_0, a.v_q8 + size_t(j) * a.v_q8_stride, wide.data() + size_t(j) * size_t(a.n), a.n);
+  for (int64_t j = 0; j < a.n_v; ++j) {
+    float* out = wide.data() + size_t(j) * size_t(a.n);
+    if (a.v_q8) dequantize_row(DType::Q8_0, a.v_q8 + size_t(j) * a.v_q8_stride, out, a.n);
+    else dequantize_row(DType::BF16, a.v_bf16 + j * a.ldv, out, a.n);
+  }
   WeightedRowsArgs f = a;
-  f.v = wide.data(), f.ldv = a.n, f.v_q8 = nullptr, f.ahead = {};
+  f.v = wide.data(), f.ldv = a.n, f.v_q8 = nullptr, f.v_bf16 = nullptr, f.ahead = {};
   weighted_rows(f);
 }
 
@@ -172,6 +177,11 @@ void weighted_rows_widened(const WeightedRowsArgs& a) {
 
 void weighted_rows(const WeightedRowsArgs& a) {
   const Isa isa = kernel_config().isa;
+  if (a.v_bf16) {
+    if (isa >= Isa::Avx512Bf16) return detail::weighted_rows_bf16(a);
+    prefetch_lines(a.ahead);
+    return weighted_rows_widened(a);
+  }
   if (isa >= Isa::Avx512Vnni) {
     if (a.v_q8) return weighted_rows_avx512<VKind::Q8_0>(a);
     return a.v_f16 ? weighted_rows_avx512<VKind::F16>(a) : weighted_rows_avx512<VKind::F32>(a);

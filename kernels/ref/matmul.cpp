@@ -185,9 +185,10 @@ void weighted_rows(const WeightedRowsArgs& a) {
     for (int64_t c = 0; c < a.n; ++c) {
       double s = a.accumulate ? double(a.y[i * a.ldy + c]) : 0.0;
       for (int64_t j = 0; j < a.n_v; ++j) {
-        const float v = a.v_q8    ? q8[size_t(j * a.n + c)]
-                        : a.v_f16 ? kernels::fp16_to_fp32(a.v_f16[j * a.ldv + c])
-                                  : a.v[j * a.ldv + c];
+        const float v = a.v_q8     ? q8[size_t(j * a.n + c)]
+                        : a.v_f16  ? kernels::fp16_to_fp32(a.v_f16[j * a.ldv + c])
+                        : a.v_bf16 ? kernels::bf16_to_fp32(a.v_bf16[j * a.ldv + c])
+                                   : a.v[j * a.ldv + c];
         s += double(a.p[i * a.ldp + j]) * double(v);
       }
       a.y[i * a.ldy + c] = float(s);

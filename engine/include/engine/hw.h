@@ -35,7 +35,7 @@ void keep_freed_memory();
 // after large messages.
 void release_freed_memory();
 
-// The instruction-set level the CPU kernels run at ("avx512-vnni", "avx2",
+// The instruction-set level the CPU kernels run at ("avx512-bf16", "avx512-vnni", "avx2",
 // "generic"): the best this CPU has, or lower when MOELSP_ISA says so.
 std::string_view cpu_kernel_isa();
 

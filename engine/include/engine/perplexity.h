@@ -11,6 +11,7 @@
 #include <functional>
 #include <span>
 
+#include "engine/kv_type.h"
 #include "engine/tokenizer.h"
 
 namespace moelsp {
@@ -21,6 +22,7 @@ struct PerplexityParams {
   int ctx = 512;
   int stride = 0;       // 0: ctx / 2
   int max_windows = 0;  // 0: the whole sequence
+  KvType kv_type = KvType::F16;
 };
 
 struct PerplexityResult {

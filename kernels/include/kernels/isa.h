@@ -18,6 +18,8 @@ enum class Isa {
   Avx2,        // AVX2 + FMA + F16C: 256-bit f32 FMA, maddubs for int8
   Avx512Vnni,  // + AVX-512 F/BW/VL/VNNI: vpdpbusd (u8·s8 → s32) on 256-bit vectors, 32 registers;
                // attention's scores, P·V and the softmax's exponentials in zmm
+  Avx512Bf16,  // + AVX512_BF16: vdpbf16ps (bf16 pairs → f32) for attention over BF16 KV rows, which
+               // then read where they lie with half the multiply instructions (kernels/cpu/attention_bf16.cpp)
 };
 
 // How activations meet quantized weights. Int8 (the default, as llama.cpp

@@ -130,6 +130,10 @@ struct WeightedRowsArgs {
   const uint8_t* v_q8 = nullptr;
   size_t v_q8_stride = 0;
   LinesAhead ahead{};  // requested while the sums run (LinesAhead)
+  // BF16 rows, ldv elements apart. At Isa::Avx512Bf16 the sums are
+  // vdpbf16ps's with each p rounded to bf16 (≤ 2^-9 relative a product);
+  // below, the values widen exactly and the sums are the F32 path's.
+  const uint16_t* v_bf16 = nullptr;
 };
 void weighted_rows(const WeightedRowsArgs& a);
 
@@ -138,7 +142,9 @@ void weighted_rows(const WeightedRowsArgs& a);
 // Q8_0 with hd a multiple of 32: a KV cache's rows where they lie). Rows of q
 // and s are ldq and lds floats apart. Q8_0 elements are widened to d·q (exact
 // in f32) before they meet q, so every type gives what its values widened to
-// F32 give, bit for bit, at one ISA level.
+// F32 give, bit for bit, at one ISA level. BF16 keys at Isa::Avx512Bf16 are
+// the exception: they meet q rounded to bf16 in vdpbf16ps (≤ 2^-9 relative a
+// product, f32 sums).
 struct ScoresArgs {
   const float* q = nullptr;
   int64_t ldq = 0, m = 0;
@@ -149,8 +155,16 @@ struct ScoresArgs {
   float* s = nullptr;
   int64_t lds = 0;
   LinesAhead ahead{};  // requested while the scores run (LinesAhead)
+  // Optional, for BF16 keys at Isa::Avx512Bf16: q already rounded
+  // (round_rows_bf16, rows bf16_row_stride(hd) apart), so that a job's many
+  // calls over the same queries round them once.
+  const uint16_t* q_bf16 = nullptr;
 };
 void scores(const ScoresArgs& a);
+// Rows of n floats (ldx apart) rounded to bf16 (nearest even), each padded
+// with zeros to bf16_row_stride(n) elements (whole 32-element steps).
+int64_t bf16_row_stride(int64_t n);
+void round_rows_bf16(const float* x, int64_t rows, int64_t ldx, int64_t n, uint16_t* out);
 
 // Attention's softmax over a row of scores, in two passes: scale_max
 // multiplies p[0, n) by `scale` in place and returns the largest of them and
