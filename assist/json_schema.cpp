@@ -39,9 +39,11 @@ const std::map<std::string, std::pair<std::string, std::vector<std::string>>>& p
         {"string", "value", "space"}}},
       {"array", {R"("[" space ( value ("," space value)* )? "]" space)", {"value", "space"}}},
       // Formats. A date's day is bounded by its month (February to 28: the
-      // grammar cannot see leap years), so every date it admits exists.
+      // grammar cannot see leap years), and its year by 0001 (validators
+      // built on Python's datetime refuse year 0000), so every date it admits
+      // exists.
       {"date",
-       {R"([0-9]{4} "-" ( ("0" [13578] | "1" [02]) "-" ("0" [1-9] | [12] [0-9] | "3" [01]) | ("0" [469] | "11") "-" ("0" [1-9] | [12] [0-9] | "30") | "02-" ("0" [1-9] | "1" [0-9] | "2" [0-8]) ))",
+       {R"(([1-9] [0-9]{3} | "0" ([1-9] [0-9]{2} | "0" ([1-9] [0-9] | "0" [1-9]))) "-" ( ("0" [13578] | "1" [02]) "-" ("0" [1-9] | [12] [0-9] | "3" [01]) | ("0" [469] | "11") "-" ("0" [1-9] | [12] [0-9] | "30") | "02-" ("0" [1-9] | "1" [0-9] | "2" [0-8]) ))",
         {}}},
       {"time",
        {R"(([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,6})? ("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9]))",

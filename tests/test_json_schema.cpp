@@ -83,6 +83,11 @@ TEST_CASE("strings: lengths, patterns (as JSON text) and formats") {
   CHECK(admits(R"({"type":"string","format":"date"})", R"("2024-02-28")"));
   CHECK_FALSE(admits(R"({"type":"string","format":"date"})", R"("2024-02-30")"));
   CHECK_FALSE(admits(R"({"type":"string","format":"date"})", R"("2024-04-31")"));
+  CHECK_FALSE(admits(R"({"type":"string","format":"date"})", R"("0000-11-22")"));  // no year 0 (Python's datetime)
+  CHECK(admits(R"({"type":"string","format":"date"})", R"("0001-01-01")"));
+  CHECK(admits(R"({"type":"string","format":"date"})", R"("0042-01-01")"));
+  CHECK(admits(R"({"type":"string","format":"date"})", R"("0999-12-31")"));
+  CHECK_FALSE(admits(R"({"type":"string","format":"date-time"})", R"("0000-11-22T03:01:34-00:00")"));
   CHECK(admits(R"({"type":"string","format":"uuid"})", R"("123e4567-e89b-12d3-a456-426614174000")"));
   CHECK(admits(R"({"type":"string","format":"ipv4"})", R"("192.168.0.255")"));
   CHECK_FALSE(admits(R"({"type":"string","format":"ipv4"})", R"("192.168.0.256")"));
