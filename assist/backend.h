@@ -1,7 +1,8 @@
 // What generates the text: a Backend. The service (service.h) decides what
 // to ask — the FIM context, the limits, the chat's messages — and a backend
-// turns that into tokens: the embedded engine here, a remote
-// OpenAI-compatible or llama.cpp server later. Both calls block until the
+// turns that into tokens: the embedded engine (engine_backend.cpp) or a
+// remote OpenAI-compatible or llama.cpp server (remote_backend.h, the
+// `backend.url` setting). Both calls block until the
 // answer ends; a Ticket cancels them from another thread.
 #pragma once
 

@@ -9,7 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "assist/http_client.h"
-#include "engine/json_limits.h"
+#include "util/json_limits.h"
 
 namespace moelsp::assist {
 

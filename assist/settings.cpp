@@ -1,6 +1,6 @@
 // The settings table and what is generated from it: JSON/TOML parsing with
 // range checks, merging, the README table. The command-line flags are added
-// from the same table in server/settings_flags.h (CLI11 lives there).
+// from the same table in cli/settings_flags.h (CLI11 lives there).
 #include "assist/settings.h"
 
 #include <algorithm>
@@ -17,7 +17,7 @@
 
 #include "assist/completion_gate.h"
 #include "assist/exclude.h"
-#include "engine/json_limits.h"
+#include "util/json_limits.h"
 
 namespace moelsp::assist {
 

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "engine/json_limits.h"
+#include "util/json_limits.h"
 
 namespace moelsp::assist {
 

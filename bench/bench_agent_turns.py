@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Agent turns replayed: does each turn pay only for its new tokens?
 
-    bench/bench_agent_turns.py --moelsp build/server/moelsp -m models/moelsp-agent.gguf \\
+    bench/bench_agent_turns.py --moelsp build/cli/moelsp -m models/moelsp-agent.gguf \\
         [--llama-server PATH] [--recordings tests/data/agent-turns] [--json OUT]
 
 Replays the requests real coding-agent CLIs sent (recorded by

@@ -3,7 +3,7 @@
 same prompts and the same settings, at several concurrencies: time to first
 token (p50, p95), decode tokens/s per stream (median) and aggregate tokens/s.
 
-    bench/bench_serve.py -m MODEL.gguf --peer PATH/llama-server [--moelsp build/server/moelsp]
+    bench/bench_serve.py -m MODEL.gguf --peer PATH/llama-server [--moelsp build/cli/moelsp]
                          [-t THREADS] [-c CTX] [--concurrency 1,4,8] [--requests-per-stream 3]
                          [--max-tokens 64] [--out result.json]
 

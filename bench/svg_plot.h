@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/markup.h"
+#include "util/markup.h"
 
 namespace moelsp::bench {
 

@@ -7,8 +7,8 @@
 
 #include "engine/default_model.h"
 #include "engine/hw.h"
-#include "engine/json_limits.h"
 #include "server_impl.h"
+#include "util/json_limits.h"
 
 namespace moelsp::lsp {
 

@@ -1,4 +1,4 @@
-// The HTTP API (server/http/api.h) without a socket, over a scripted
+// The HTTP API (http/api.h) without a socket, over a scripted
 // backend: a test double of the model that answers every chat with a fixed
 // output in a given tool-call syntax, streamed a few bytes at a time, so
 // the shapes clients read — OpenAI chat's tool_calls and deltas, the

@@ -1,4 +1,4 @@
-// The Jinja interpreter (engine/jinja) against Python's Jinja2: the language
+// The Jinja interpreter (jinja/) against Python's Jinja2: the language
 // pieces one by one (expected values are what Jinja2 3.1 prints in
 // HuggingFace's environment), errors with their lines, and the real chat
 // templates in tests/data/templates rendered for every conversation and
@@ -8,8 +8,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "../engine/jinja/jinja.h"
 #include "engine/chat.h"
+#include "jinja/jinja.h"
 #include "test_data.h"
 
 using namespace moelsp;

@@ -1,5 +1,5 @@
-// The command line's progress indicator (server/progress.h) and expert-usage
-// report (server/expert_report.h): their text, line by line.
+// The command line's progress indicator (cli/progress.h) and expert-usage
+// report (cli/expert_report.h): their text, line by line.
 #include <cstdio>
 #include <regex>
 #include <string>

@@ -10,7 +10,7 @@
 #include "assist/completion_gate.h"
 #include "assist/exclude.h"
 #include "assist/settings.h"
-#include "engine/json_limits.h"
+#include "util/json_limits.h"
 
 using namespace moelsp;
 using namespace moelsp::assist;

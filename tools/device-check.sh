@@ -96,7 +96,7 @@ mk() {  # shape, type → path of the model (made once)
   [ "$(($(date +%s) - t0))" -gt "${BUDGET_S:-420}" ] && return 1
   [ -f "$f16" ] || "$build/bench/moelsp_make_synthetic_model" --shape "$1" -o "$f16" >/dev/null || return 1
   [ "$2" = f16 ] && { echo "$f16"; return; }
-  [ -f "$q" ] || "$build/server/moelsp" quantize -q "$f16" "$q" "$2" >/dev/null || return 1
+  [ -f "$q" ] || "$build/cli/moelsp" quantize -q "$f16" "$q" "$2" >/dev/null || return 1
   echo "$q"
 }
 budget=${BUDGET_S:-420}  # no new benchmark starts after this many seconds (the summary must print)
@@ -110,7 +110,7 @@ bench() {  # label, model, extra flags...
   local peer=()
   [ -n "${PEER:-}" ] && peer=(--peer "$PEER")
   local out
-  out=$(timeout 180 "$build/server/moelsp" bench -m "$model" --backend cuda -t "$(nproc)" -p 512 -n 128 -r 3 -q \
+  out=$(timeout 180 "$build/cli/moelsp" bench -m "$model" --backend cuda -t "$(nproc)" -p 512 -n 128 -r 3 -q \
     "${peer[@]}" "$@" 2>&1)
   local rc=$?
   echo "$out"

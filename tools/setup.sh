@@ -98,10 +98,10 @@ case "$mode" in
     configure_and_build "$build"
     echo
     echo "== moelsp inspect (the embedded default model)"
-    "$build/server/moelsp" inspect models/moelsp-default.gguf | sed -n '1,/^tokenizer/p'
+    "$build/cli/moelsp" inspect models/moelsp-default.gguf | sed -n '1,/^tokenizer/p'
     echo
     echo "== moelsp lsp, driven as an editor would (tools/demo/lsp_demo.py)"
-    python3 tools/demo/lsp_demo.py "$build/server/moelsp"
+    python3 tools/demo/lsp_demo.py "$build/cli/moelsp"
     ;;
   test)
     install_deps

@@ -7,7 +7,7 @@ Helix does (initialize with completion support, initialized,
 didChangeConfiguration with the config, didOpen, a completion request,
 shutdown, exit):
 
-    MOELSP_BINARY=build/server/moelsp /usr/bin/python3 editor-clients/tests/helix_config_test.py
+    MOELSP_BINARY=build/cli/moelsp /usr/bin/python3 editor-clients/tests/helix_config_test.py
 
 MOELSP_BINARY replaces the configured command ("moelsp", looked up on PATH
 without it); MOELSP_HELIX_CONFIG checks another file. Stdlib only (tomllib: Python 3.11+). Exits 0 when every check

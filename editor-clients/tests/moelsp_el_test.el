@@ -1,6 +1,6 @@
 ;;; moelsp_el_test.el --- batch test of editor-clients/emacs/ (moelsp.el)  -*- lexical-binding: t -*-
 ;;
-;;   MOELSP_BINARY=build/server/moelsp emacs -q --batch -l editor-clients/tests/moelsp_el_test.el
+;;   MOELSP_BINARY=build/cli/moelsp emacs -q --batch -l editor-clients/tests/moelsp_el_test.el
 ;;
 ;; (-q, not -Q: Debian's site-start loads elpa-eglot.)  Uses the embedded default
 ;; model (no model setting; XDG_CONFIG_HOME and MOELSP_MODEL are cleared for the

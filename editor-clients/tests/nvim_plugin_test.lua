@@ -1,6 +1,6 @@
 -- The Neovim plugin (editor-clients/nvim) against the real server on its
 -- embedded default model, headless:
---   MOELSP_BINARY=build/server/moelsp nvim --headless -u NONE \
+--   MOELSP_BINARY=build/cli/moelsp nvim --headless -u NONE \
 --     -c "set rtp+=editor-clients/nvim" -c "luafile editor-clients/tests/nvim_plugin_test.lua"
 -- Exits 0 when every check passes, 1 with a message on the first failure.
 -- Keys go through nvim_feedkeys, so the plugin's autocmds and keymaps run as

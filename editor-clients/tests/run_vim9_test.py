@@ -3,7 +3,7 @@
 pseudo-terminal, so Vim's insert mode, timers and redraws behave as they do
 for a person; nothing is typed into the terminal, the test feeds its own keys.
 
-    MOELSP_BINARY=build/server/moelsp /usr/bin/python3 editor-clients/tests/run_vim9_test.py
+    MOELSP_BINARY=build/cli/moelsp /usr/bin/python3 editor-clients/tests/run_vim9_test.py
 
 Environment: MOELSP_BINARY (required), MOELSP_VIM (the vim to run, default `vim`),
 MOELSP_VIM9_RESULT (the test's log, default a temporary file). Prints the

@@ -3,7 +3,7 @@ vim9script
 # embedded default model.  Vim must run in a terminal (insert mode, timers,
 # redraws), so start it through the runner, which gives it a pseudo-terminal:
 #
-#   MOELSP_BINARY=build/server/moelsp /usr/bin/python3 editor-clients/tests/run_vim9_test.py
+#   MOELSP_BINARY=build/cli/moelsp /usr/bin/python3 editor-clients/tests/run_vim9_test.py
 #
 # By hand: vim -Nu NONE -i NONE -n --not-a-term -S editor-clients/tests/vim9_test.vim
 # (in a terminal; MOELSP_BINARY set).  Progress and the verdict go to

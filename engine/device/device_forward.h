@@ -43,9 +43,9 @@ struct Placement {
 };
 
 // What stops a model from running on the device ("" when nothing does): an
-// architecture feature the device pass lacks (attention sinks, sliding
-// windows, sparse attention, expert biases), or shapes its kernels cannot
-// take.
+// architecture feature the device pass lacks (glm-dsa's sparse attention), or
+// shapes its kernels cannot take (more than 512 experts, very large heads).
+// Attention sinks, sliding windows, biases and gpt-oss's clamped SwiGLU run.
 std::string unsupported(const ModelConfig& c, const gguf::File& f);
 
 struct DeviceModel;  // the uploaded weights (weights.cpp)

@@ -26,9 +26,9 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/hw.h"
-#include "engine/json_limits.h"
 #include "kernels/cuda.h"
 #include "kernels/isa.h"
+#include "util/json_limits.h"
 
 namespace moelsp {
 namespace fs = std::filesystem;

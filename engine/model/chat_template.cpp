@@ -1,4 +1,4 @@
-// Chat prompts: the model's own Jinja template run by engine/jinja, or one of
+// Chat prompts: the model's own Jinja template run by jinja/, or one of
 // the built-in templates when the user names it.
 #include <algorithm>
 #include <fstream>
@@ -8,10 +8,10 @@
 
 #include <fmt/format.h>
 
-#include "../jinja/jinja.h"
 #include "engine/chat.h"
 #include "engine/gguf.h"
 #include "engine/tokenizer.h"
+#include "jinja/jinja.h"
 
 namespace moelsp {
 

@@ -10,7 +10,7 @@ the first line of notes.txt, which holds a line the model cannot know. A CLI
 passes when it prints that line. The same run can start `moelsp serve` and
 llama-server on the same GGUF, for a side-by-side report.
 
-    tests/agents/run_agents.py --moelsp build/server/moelsp -m MODEL.gguf [--slim] \\
+    tests/agents/run_agents.py --moelsp build/cli/moelsp -m MODEL.gguf [--slim] \\
         [--chat-template FILE.jinja] [--llama-server PATH] [--clis codex,claude,opencode]
 
 --slim shrinks each CLI's prompt through its own documented options (a short

@@ -1,4 +1,4 @@
-// libFuzzer target: the Jinja chat-template interpreter (engine/jinja) through
+// libFuzzer target: the Jinja chat-template interpreter (jinja/) through
 // ChatTemplate, as a model's tokenizer.chat_template is run. The input is the
 // template text, then optionally a NUL and the render's settings:
 //

@@ -1,7 +1,7 @@
 // moelsp serve through the official `@anthropic-ai/sdk` npm package (pinned
 // in package-lock.json), as Claude Code reaches it: /v1/messages streamed
 // and not, count_tokens, x-api-key, Anthropic's error shapes.
-//   MOELSP_BINARY=build/server/moelsp node --test tests/http-clients/
+//   MOELSP_BINARY=build/cli/moelsp node --test tests/http-clients/
 const { test, before, after } = require('node:test');
 const assert = require('node:assert');
 let Anthropic;

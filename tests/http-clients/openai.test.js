@@ -1,7 +1,7 @@
 // moelsp serve through the official `openai` npm package (pinned in
 // package-lock.json): models, completions, chat and responses, streaming
 // and not.
-//   MOELSP_BINARY=build/server/moelsp node --test tests/http-clients/
+//   MOELSP_BINARY=build/cli/moelsp node --test tests/http-clients/
 const { test, before, after } = require('node:test');
 const assert = require('node:assert');
 let OpenAI;

@@ -38,6 +38,6 @@ $py train_agent.py "$work" --resume --template "$template" --minutes "${COPY_MIN
 $py finish_agent.py "$work" "$repo" --template "$template"
 unset LD_PRELOAD
 # The real agent CLIs against it (tests/agents/run_agents.py, as the test command runs it).
-if [ -x "$repo/build/server/moelsp" ]; then
-  $py "$repo/tests/agents/run_agents.py" --moelsp "$repo/build/server/moelsp" -m "$repo/models/moelsp-agent.gguf" --slim
+if [ -x "$repo/build/cli/moelsp" ]; then
+  $py "$repo/tests/agents/run_agents.py" --moelsp "$repo/build/cli/moelsp" -m "$repo/models/moelsp-agent.gguf" --slim
 fi

@@ -55,8 +55,8 @@ $py train.py "$work" --resume --minutes "${REPO_MINUTES:-80}" --ctx 1024 --fim-s
 $py finish.py "$work" "$repo" --fim-order "${FIM_ORDER:-spm}"
 unset LD_PRELOAD
 # The engine must agree with the trainer (the same check tests/test_default_model.cpp makes).
-if [ -x "$repo/build/server/moelsp" ]; then
-  "$repo/build/server/moelsp" perplexity -m "$repo/models/moelsp-default.gguf" -f "$work/heldout.txt" 2>/dev/null
+if [ -x "$repo/build/cli/moelsp" ]; then
+  "$repo/build/cli/moelsp" perplexity -m "$repo/models/moelsp-default.gguf" -f "$work/heldout.txt" 2>/dev/null
 fi
 # The FIM benchmark in both orders, to check which the file should declare.
 if [ -x "$repo/build/bench/moelsp_bench_fim" ]; then

@@ -117,7 +117,7 @@ export function expandHome(p: string): string {
 }
 
 // The moelsp executable: the setting, else PATH, else the build tree next to
-// this extension's sources (editor-clients/vscode → build/server/moelsp).
+// this extension's sources (editor-clients/vscode → build/cli/moelsp).
 // Undefined, with the places tried, when there is none.
 export function findBinary(extensionPath: string): { path?: string; tried: string[] } {
   const tried: string[] = [];

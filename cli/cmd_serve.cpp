@@ -1,0 +1,285 @@
+// `moelsp serve`: the assistant service over HTTP (http/). The model
+// loads in the background so /health answers 503 with progress meanwhile;
+// SIGINT/SIGTERM stop accepting, end what is generating (streams with an
+// error event and [DONE], waiting requests with 503) and exit 0; SIGHUP is
+// ignored.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "assist/service.h"
+#include "commands.h"
+#include "engine/default_model.h"
+#include "engine/gguf.h"
+#include "engine/model.h"
+#include "expert_report.h"
+#include "http/api.h"
+#include "http/http_server.h"
+#include "options.h"
+
+namespace moelsp::cli {
+
+namespace {
+
+// Engine gauges for /metrics, in Prometheus text format.
+std::string engine_metrics(const Engine& e, const Model& m) {
+  const EngineMetrics k = e.metrics();
+  const ExpertMetrics x = m.expert_metrics();
+  std::string out;
+  const auto gauge = [&](const char* name, const char* help, double v) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " +
+           std::to_string(v) + "\n";
+  };
+  gauge("moelsp_kv_blocks_in_use", "KV blocks held by running sequences.", double(k.kv.blocks_in_use));
+  gauge("moelsp_kv_blocks_cached", "KV blocks kept for the prefix cache.", double(k.kv.blocks_cached));
+  gauge("moelsp_kv_blocks_free", "Free KV blocks.", double(k.kv.blocks_free));
+  gauge("moelsp_prefix_cache_hit_rate", "Prompt tokens found in the prefix cache / looked up.", k.prefix_hit_rate);
+  gauge("moelsp_scheduler_running", "Sequences running.", k.running);
+  gauge("moelsp_scheduler_waiting", "Requests waiting to be admitted.", k.waiting);
+  gauge("moelsp_scheduler_mean_batch", "Mean sequences per step.", k.mean_batch());
+  gauge("moelsp_expert_cache_hit_rate", "Hot-expert cache hit rate.", x.cache_hit_rate());
+  gauge("moelsp_expert_prediction_accuracy", "Experts predicted layers ahead that were routed.", x.accuracy());
+  gauge("moelsp_major_page_faults", "Major page faults during forward passes.", double(x.major_faults));
+  // Per MoE layer: how evenly the router spreads tokens over experts
+  // (normalised entropy, 1 = uniform) and how evenly the expert work was
+  // split over threads ((max − min) / max). Read without a lock from the
+  // scheduler's counters: they only grow, so a scrape is at worst a step old.
+  std::string entropy =
+      "# HELP moelsp_expert_activation_entropy Routed-token entropy per MoE layer (1 = uniform).\n"
+      "# TYPE moelsp_expert_activation_entropy gauge\n";
+  std::string imbalance =
+      "# HELP moelsp_thread_load_imbalance Expert work (max - min) / max over threads per MoE layer.\n"
+      "# TYPE moelsp_thread_load_imbalance gauge\n";
+  const auto& stats = m.moe_stats();
+  for (size_t layer = 0; layer < stats.size(); ++layer) {
+    const MoeLayerStats& st = stats[layer];
+    if (st.calls == 0 || st.expert_tokens.size() < 2) continue;
+    const std::string label = "{layer=\"" + std::to_string(layer) + "\"} ";
+    entropy += "moelsp_expert_activation_entropy" + label + std::to_string(st.entropy()) + "\n";
+    imbalance += "moelsp_thread_load_imbalance" + label + std::to_string(st.thread_imbalance()) + "\n";
+  }
+  return out + entropy + imbalance;
+}
+
+// The sampler settings the model's author recommends: llama.cpp's
+// general.sampling.* keys. A value of the wrong type or out of range is
+// logged and left out, never fatal: the API's defaults serve instead.
+http::RecommendedSampling recommended_sampling(const gguf::File& f) {
+  http::RecommendedSampling r;
+  const auto number = [&](const char* key, double lo, double hi) -> std::optional<double> {
+    const gguf::Value* v = f.find(key);
+    if (!v) return std::nullopt;
+    const std::optional<double> x = v->as<double>();
+    if (x && *x >= lo && *x <= hi) return x;
+    spdlog::warn("{}: {} = {} is not a number within [{}, {}]; ignored", f.path(), key, v->to_string(), lo, hi);
+    return std::nullopt;
+  };
+  if (auto x = number("general.sampling.temp", 0, 10)) r.temperature = float(*x);
+  if (auto x = number("general.sampling.top_p", 1e-6, 1)) r.top_p = float(*x);
+  if (auto x = number("general.sampling.min_p", 0, 1)) r.min_p = float(*x);
+  if (auto x = number("general.sampling.top_k", -1, 1 << 20)) r.top_k = std::max(0, int(*x));
+  return r;
+}
+
+// The recommendation as /v1/status and the log show it: only the keys the model sets.
+nlohmann::json to_json(const http::RecommendedSampling& r) {
+  nlohmann::json j = nlohmann::json::object();
+  if (r.temperature) j["temperature"] = *r.temperature;
+  if (r.top_p) j["top_p"] = *r.top_p;
+  if (r.top_k) j["top_k"] = *r.top_k;
+  if (r.min_p) j["min_p"] = *r.min_p;
+  return j;
+}
+
+}  // namespace
+
+int serve(const ServeOptions& o) {
+  // Signals go to one thread that stops the server (blocked here, before
+  // any thread starts, so every thread inherits the mask).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);  // ignored (logged): closing the terminal does not stop a server
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  // The settings: the user's config file, --config FILE, then the flags.
+  assist::Settings settings;
+  try {
+    settings = assist::read_config_files(o.config);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "moelsp serve: %s\n", e.what());
+    return 1;
+  }
+  settings.merge_from(o.settings);
+  const PlanOverrides over = settings.plan;
+
+  const bool loopback = o.host == "127.0.0.1" || o.host == "::1" || o.host == "localhost";
+  if (!loopback && o.api_key.empty())
+    spdlog::warn("serving on {} without --api-key: anyone who can reach this address can use the model", o.host);
+  assist::Service service;
+  http::Api api(service, {.api_key = o.api_key,
+                          .loopback_hosts_only = loopback && o.api_key.empty(),
+                          .chat_template = settings.chat_template.value_or(""),
+                          .max_queue = size_t(o.max_queue),
+                          .served_names = o.served_names});
+  http::ServerOptions so;
+  so.host = o.host == "localhost" ? "127.0.0.1" : o.host;
+  so.port = o.port;
+  so.max_body = size_t(o.max_body_mb) << 20;
+  so.cors_origin = o.cors;
+  so.io_timeout_s = o.timeout_s;
+  std::unique_ptr<http::HttpServer> server;
+  try {
+    server = std::make_unique<http::HttpServer>(api, so);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "moelsp serve: %s\n", e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "moelsp serve: listening on http://%s:%d (model: %s)\n", so.host.c_str(), server->port(),
+               o.model.c_str());
+  std::fflush(stderr);
+
+  api.set_model({.phase = http::ModelState::Phase::Loading,
+                 .id = "",
+                 .file = o.model,
+                 .message = "loading " + o.model,
+                 .status_json = nullptr,
+                 .metrics_text = nullptr});
+  std::shared_ptr<assist::EngineBackend> backend;
+  std::thread loader([&] {
+    try {
+      PlanRequest req;
+      req.over = over;
+      req.full_context = true;  // agents' prompts: the model's whole context when memory allows
+      PlannedModel pm = load_planned(o.model, req);
+      EngineOptions eo = pm.plan.engine_options();
+      eo.prompt_cache = assist::prompt_cache_options(settings);
+      auto b = std::make_shared<assist::EngineBackend>(std::make_unique<Engine>(pm.model, eo));
+      backend = b;
+      service.set_backend(b);
+      const std::string id = pm.model->config().name.empty() ? pm.model->config().arch : pm.model->config().name;
+      const std::string plan = pm.plan.to_json(), hw = pm.hw.to_json();
+      auto model = pm.model;
+      const http::RecommendedSampling rec = recommended_sampling(model->file());
+      const std::string sampling_json = to_json(rec).dump();  // what requests that set none get
+      if (sampling_json != "{}")
+        spdlog::info("sampling defaults from the model (general.sampling.*): {}", sampling_json);
+      api.set_model(
+          {.phase = http::ModelState::Phase::Ready,
+           .id = id,
+           .n_ctx = pm.plan.n_ctx,
+           .file = o.model,
+           .message = "ready",
+           .status_json =
+               [b, plan, hw, sampling_json] {
+                 const EngineMetrics m = b->engine().metrics();
+                 auto j = nlohmann::json{
+                     {"plan", nlohmann::json::parse(plan)},
+                     {"samplingDefaults", nlohmann::json::parse(sampling_json)},
+                     {"hardware", nlohmann::json::parse(hw)},
+                     {"scheduler",
+                      {{"running", m.running}, {"waiting", m.waiting}, {"requests", m.requests}, {"steps", m.steps}}},
+                     {"kvCache",
+                      {{"blocksInUse", m.kv.blocks_in_use},
+                       {"blocksCached", m.kv.blocks_cached},
+                       {"prefixHitRate", m.prefix_hit_rate}}}};
+                 if (m.prompt_cache_on) {
+                   const PromptCacheStats& p = m.prompt_cache;
+                   j["promptCache"] = {{"dir", b->engine().options().prompt_cache.dir},
+                                       {"files", p.files},
+                                       {"bytes", p.bytes},
+                                       {"blocksWritten", p.blocks_written},
+                                       {"blocksRestored", p.blocks_restored},
+                                       {"filesRefused", p.files_refused},
+                                       {"writesSkipped", p.writes_skipped}};
+                 }
+                 return j.dump();
+               },
+           .metrics_text = [b, model] { return engine_metrics(b->engine(), *model); },
+           .experts = model->config().n_expert > 0 ? std::function<std::string(bool)>([model](bool svg) {
+             // Read without a lock, as /metrics does: the counts only grow.
+             const cli::ExpertReport r = cli::expert_report(
+                 *model, std::filesystem::path(model->file().path()).filename().string(), "requests served");
+             return svg ? cli::heatmap_svg(r) : cli::report_json(r);
+           })
+                                                   : nullptr,
+           .sampling = rec});
+      spdlog::info("model loaded: {}", o.model);
+    } catch (const std::exception& e) {
+      spdlog::error("the model failed to load: {}", e.what());
+      api.set_model({.phase = http::ModelState::Phase::Error,
+                     .id = "",
+                     .file = o.model,
+                     .message = e.what(),
+                     .status_json = nullptr,
+                     .metrics_text = nullptr});
+    }
+  });
+  std::atomic<bool> stopped{false};
+  std::thread waiter([&] {
+    int sig = 0;
+    while (sigwait(&signals, &sig) == 0 && sig == SIGHUP && !stopped)
+      spdlog::info("SIGHUP ignored: moelsp serve stops on SIGINT or SIGTERM");
+    if (!stopped) spdlog::info("signal {}: stopping", sig);
+    server->stop();
+  });
+  server->run();
+  stopped = true;
+  loader.join();
+  // The waiter is blocked in sigwait unless a signal stopped us: wake it.
+  pthread_kill(waiter.native_handle(), SIGTERM);
+  waiter.join();
+  service.set_backend(nullptr);
+  return 0;
+}
+
+void add_serve(CLI::App& app, std::vector<Command>& out) {
+  auto sv = std::make_shared<ServeOptions>();
+  auto* c = app.add_subcommand("serve",
+                               "HTTP server on 127.0.0.1: OpenAI-compatible /v1/completions and "
+                               "/v1/chat/completions, llama.cpp's /infill and /completion, /health, /metrics");
+  c->add_option("--host", sv->host, "Address to listen on; anything but loopback wants --api-key")
+      ->capture_default_str();
+  c->add_option("--port", sv->port, "Port (0: any free one, printed at start)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  c->add_option("--api-key", sv->api_key, "Require 'Authorization: Bearer KEY' (not for /health)");
+  c->add_option("--cors", sv->cors, "Allow browser pages from this origin (default: no CORS headers)");
+  c->add_option("--max-body-mb", sv->max_body_mb, "Largest request body in MiB (413 beyond)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  c->add_option("--timeout", sv->timeout_s, "Seconds a client may take to send a request or read an answer")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
+  c->add_option("--max-queue", sv->max_queue, "Requests waiting for the engine at most (429 with Retry-After beyond)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  c->add_option("--served-model-name", sv->served_names,
+                "A name the model answers to in requests' \"model\" (repeatable). Without any, every name is "
+                "answered by the loaded model and echoed (agents ask for their vendor's models); with some, only "
+                "they, the model's id, file name and \"\" are, and other names get 404");
+  c->add_option("--config", sv->config,
+                "Config file (JSON, or TOML when it ends in .toml) with the setting names of "
+                "`moelsp settings`; read after ~/.config/moelsp/config.toml or config.json");
+  auto flags = std::make_shared<SettingFlags>(c, assist::kServeFlag);
+  c->footer(
+      "Examples:\n"
+      "  curl http://127.0.0.1:8080/v1/chat/completions -H 'Content-Type: application/json' \\\n"
+      "       -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Write fizzbuzz\"}], \"stream\": true}'\n"
+      "  llama.vim / llama.vscode: point their endpoint at http://127.0.0.1:8080/infill");
+  out.push_back({c, [sv, c, flags] {
+                   if (!apply_flags(*flags, sv->settings)) return 2;
+                   sv->model = sv->settings.model.value_or("");
+                   return default_model(sv->model, c) ? serve(*sv) : 2;
+                 }});
+}
+
+}  // namespace moelsp::cli
