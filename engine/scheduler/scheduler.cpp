@@ -159,7 +159,7 @@ std::string Scheduler::context_advice(size_t prompt_tokens, int room) const {
                       trained);
   return what + fmt::format(
                     ": this model was trained for {} tokens; use a model with a longer context (-m FILE.gguf, "
-                    "setting model; README: Supported models)",
+                    "setting model; README: Choose a model)",
                     trained > 0 ? trained : opt_.n_ctx);
 }
 
