@@ -91,12 +91,14 @@ std::string open_brackets(const std::string& prefix) {
 }
 }  // namespace
 
-size_t degenerate_at(const std::string& text, bool complete_lines_only) {
-  // Lines: [start, end) without the '\n'; `whole` when ended by '\n'.
-  struct Line {
-    size_t start, end;
-    bool whole;
-  };
+namespace {
+
+// A text's lines: [start, end) without the '\n'; `whole` when ended by '\n'.
+struct Line {
+  size_t start, end;
+  bool whole;
+};
+std::vector<Line> split_lines(const std::string& text) {
   std::vector<Line> lines;
   for (size_t p = 0; p <= text.size();) {
     const size_t nl = text.find('\n', p);
@@ -107,6 +109,25 @@ size_t degenerate_at(const std::string& text, bool complete_lines_only) {
     lines.push_back({p, nl, true});
     p = nl + 1;
   }
+  return lines;
+}
+
+// Punctuation noise: no word at all in what should be code. Brackets and
+// `;` `,` do not count (`});\n});` closes blocks), nor do rulers (`# ----`).
+bool punctuation_noise(const std::string& text) {
+  size_t noise = 0;
+  bool word = false;
+  for (char c : text) {
+    word = word || is_alnum(c);
+    noise += !is_ruler(c) && !is_opener(c) && !is_closer(c) && c != ';' && c != ',' && c != '\n' && c != '\r';
+  }
+  return !word && noise >= 7;
+}
+
+}  // namespace
+
+size_t degenerate_at(const std::string& text, bool complete_lines_only) {
+  const std::vector<Line> lines = split_lines(text);
   // Lines judged by every rule; a last line still being written is judged
   // only for loops, which appending more text cannot undo.
   const size_t settled = lines.size() - (complete_lines_only && !lines.empty() && !lines.back().whole ? 1 : 0);
@@ -128,15 +149,7 @@ size_t degenerate_at(const std::string& text, bool complete_lines_only) {
         a == 0 && !view(lines[0]).empty() && view(lines[0]).front() != ' ' && view(lines[0]).front() != '\t';
     return at_cursor ? rstrip(lines[a]) == lstrip(rstrip(lines[b])) : rstrip(lines[a]) == rstrip(lines[b]);
   };
-  // Punctuation noise: no word at all in what should be code. Brackets and
-  // `;` `,` do not count (`});\n});` closes blocks), nor do rulers (`# ----`).
-  size_t noise = 0;
-  bool word = false;
-  for (char c : text) {
-    word = word || is_alnum(c);
-    noise += !is_ruler(c) && !is_opener(c) && !is_closer(c) && c != ';' && c != ',' && c != '\n' && c != '\r';
-  }
-  if (!word && noise >= 7) return 0;
+  if (punctuation_noise(text)) return 0;
   size_t cut = std::string::npos;
   // A block of B lines written three times in a row: keep the first copy.
   constexpr size_t kMaxBlock = 4;
@@ -361,84 +374,88 @@ size_t block_end_at(const std::string& text, const CompletionContext& ctx) {
   return std::string::npos;
 }
 
-std::string postprocess(const std::string& raw, const CompletionContext& ctx) {
-  std::string out = raw;
-  if (const size_t end = line_end_at(out, ctx); end != std::string::npos) out.resize(end);
-  if (const size_t end = block_end_at(out, ctx); end != std::string::npos) out.resize(end);
-  // Indentation: when the cursor already stands after the line's indentation,
-  // a completion that starts with whitespace would indent twice.
+namespace {
+
+// Indentation and retyping at the cursor's line: when the cursor already
+// stands after the line's indentation, a completion that starts with
+// whitespace would indent twice; after code on the line, the model may
+// start the line over.
+void fit_to_cursor_line(std::string& out, const CompletionContext& ctx) {
   const size_t line_start = ctx.prefix.rfind('\n') + 1;  // npos + 1 == 0
   const std::string cur_line = ctx.prefix.substr(line_start);
   const std::string typed = trim(cur_line);  // code before the cursor on its line
   if (!cur_line.empty() && typed.empty()) {
     const size_t first = out.find_first_not_of(" \t");
     if (first != std::string::npos && first > 0 && out[first] != '\n') out.erase(0, first);
-  } else if (!typed.empty()) {
-    // The model may start the cursor's line over: after `    return ` it
-    // writes `    return 0`. Keep what continues the line (`0`). A suggestion
-    // that opens with indentation but retypes nothing was meant for a line of
-    // its own, which an insertion at the cursor cannot start: drop it.
-    // A retype is at least three characters of the line, or the whole line
-    // with its indentation: `_` + `_init__` and `/` + `/ TODO` are continuations.
-    const size_t first = out.find_first_not_of(" \t");
-    const std::string line_t = cur_line.substr(0, cur_line.find_last_not_of(" \t") + 1);
-    const bool retyped =
-        first != std::string::npos && out.compare(first, typed.size(), typed) == 0 &&
-        (typed.size() >= 3 || (line_t.size() > typed.size() && out.compare(0, line_t.size(), line_t) == 0));
-    const char last = typed.back();
-    if (retyped) {
-      out.erase(0, first + typed.size());
-      if (cur_line.back() == ' ' || cur_line.back() == '\t')
-        out.erase(0, std::min(out.size(), out.find_first_not_of(" \t")));
-    } else if (first != std::string::npos && first >= 4 && out[first] != '\n' && (last == ':' || last == '{')) {
-      // after a block's header, indented text was meant for the next line
-      out.clear();
-    }
+    return;
   }
-  // Repetition loops, runaway brackets, punctuation noise: back to the last
-  // whole line before them (nothing, when that is the first).
-  if (const size_t bad = degenerate_at(out); bad != std::string::npos) out.resize(bad);
+  if (typed.empty()) return;
+  // After `    return ` the model writes `    return 0`: keep what continues
+  // the line (`0`). A suggestion that opens with indentation but retypes
+  // nothing was meant for a line of its own, which an insertion at the
+  // cursor cannot start: drop it. A retype is at least three characters of
+  // the line, or the whole line with its indentation: `_` + `_init__` and
+  // `/` + `/ TODO` are continuations.
+  const size_t first = out.find_first_not_of(" \t");
+  const std::string line_t = cur_line.substr(0, cur_line.find_last_not_of(" \t") + 1);
+  const bool retyped =
+      first != std::string::npos && out.compare(first, typed.size(), typed) == 0 &&
+      (typed.size() >= 3 || (line_t.size() > typed.size() && out.compare(0, line_t.size(), line_t) == 0));
+  const char last = typed.back();
+  if (retyped) {
+    out.erase(0, first + typed.size());
+    if (cur_line.back() == ' ' || cur_line.back() == '\t')
+      out.erase(0, std::min(out.size(), out.find_first_not_of(" \t")));
+  } else if (first != std::string::npos && first >= 4 && out[first] != '\n' && (last == ':' || last == '{')) {
+    out.clear();  // after a block's header, indented text was meant for the next line
+  }
+}
+
+// The first non-blank line of `text`, trimmed ("" when none).
+std::string first_nonblank_line(const std::string& text) {
+  for (size_t p = 0; p < text.size();) {
+    const size_t nl = text.find('\n', p);
+    const std::string line = trim(text.substr(p, nl == std::string::npos ? std::string::npos : nl - p));
+    if (!line.empty()) return line;
+    if (nl == std::string::npos) break;
+    p = nl + 1;
+  }
+  return "";
+}
+
+// Stop where the completion runs into the code after the cursor: a single
+// line ends at its newline and before a tail that retypes the rest of the
+// cursor's line; a multi-line one before the first generated line that
+// repeats the next non-blank line after the cursor.
+void stop_at_following_code(std::string& out, const CompletionContext& ctx) {
   if (ctx.single_line) {
     const size_t nl = out.find('\n');
     if (nl != std::string::npos) out.resize(nl);
-    // Drop a tail that merely retypes what already follows the cursor.
-    const std::string rest = ctx.suffix.substr(0, ctx.suffix.find('\n'));
-    const std::string rest_t = trim(rest);
+    const std::string rest_t = trim(ctx.suffix.substr(0, ctx.suffix.find('\n')));
     if (!rest_t.empty()) {
       const size_t at = out.find(rest_t);
       if (at != std::string::npos) out.resize(at);
     }
-  } else {
-    // Multi-line: stop at the first generated line that repeats the next
-    // non-blank line after the cursor.
-    std::string next;
-    for (size_t p = 0; p < ctx.suffix.size();) {
-      const size_t nl = ctx.suffix.find('\n', p);
-      const std::string line = trim(ctx.suffix.substr(p, nl == std::string::npos ? std::string::npos : nl - p));
-      if (!line.empty()) {
-        next = line;
-        break;
-      }
-      if (nl == std::string::npos) break;
-      p = nl + 1;
-    }
-    if (!next.empty()) {
-      size_t p = 0;
-      while (p < out.size()) {
-        const size_t nl = out.find('\n', p);
-        const std::string line = trim(out.substr(p, nl == std::string::npos ? std::string::npos : nl - p));
-        if (p > 0 && line == next) {
-          out.resize(p);
-          break;
-        }
-        if (nl == std::string::npos) break;
-        p = nl + 1;
-      }
-    }
+    return;
   }
-  // Unbalanced closers: cut before a closer with no opener in the completion
-  // when the text after the cursor already closes it, or when nothing before
-  // the cursor opened it either.
+  const std::string next = first_nonblank_line(ctx.suffix);
+  if (next.empty()) return;
+  for (size_t p = 0; p < out.size();) {
+    const size_t nl = out.find('\n', p);
+    const std::string line = trim(out.substr(p, nl == std::string::npos ? std::string::npos : nl - p));
+    if (p > 0 && line == next) {
+      out.resize(p);
+      return;
+    }
+    if (nl == std::string::npos) return;
+    p = nl + 1;
+  }
+}
+
+// Unbalanced closers: cut before a closer with no opener in the completion
+// when the text after the cursor already closes it, or when nothing before
+// the cursor opened it either.
+void cut_unbalanced_closers(std::string& out, const CompletionContext& ctx) {
   std::string open = open_brackets(ctx.prefix);
   const std::string rest_of_line = trim(ctx.suffix.substr(0, ctx.suffix.find('\n')));
   int depth = 0;
@@ -455,11 +472,25 @@ std::string postprocess(const std::string& raw, const CompletionContext& ctx) {
       const bool unopened = open.empty() ? ctx.prefix_whole : open.back() != opener_of(ch);
       if (suffix_closes || unopened) {
         out.resize(i);
-        break;
+        return;
       }
       if (!open.empty()) open.pop_back();
     }
   }
+}
+
+}  // namespace
+
+std::string postprocess(const std::string& raw, const CompletionContext& ctx) {
+  std::string out = raw;
+  if (const size_t end = line_end_at(out, ctx); end != std::string::npos) out.resize(end);
+  if (const size_t end = block_end_at(out, ctx); end != std::string::npos) out.resize(end);
+  fit_to_cursor_line(out, ctx);
+  // Repetition loops, runaway brackets, punctuation noise: back to the last
+  // whole line before them (nothing, when that is the first).
+  if (const size_t bad = degenerate_at(out); bad != std::string::npos) out.resize(bad);
+  stop_at_following_code(out, ctx);
+  cut_unbalanced_closers(out, ctx);
   // The cuts above can leave a line that is now the third copy, or a line
   // whose closers were cut: judge once more.
   if (const size_t bad = degenerate_at(out); bad != std::string::npos) out.resize(bad);

@@ -74,6 +74,37 @@ CompletionQuery query_at(std::string_view document, size_t cursor) {
   return q;
 }
 
+namespace {
+
+// What the backend is asked for a completion: FIM with the other files'
+// code ahead, within the settings' token and time budgets.
+FimInput fim_input(const CompletionQuery& q, const CompletionContext& ctx) {
+  const CompletionSettings& s = q.settings;
+  FimInput in;
+  in.context = ctx;
+  in.context.repo = q.repo;
+  in.max_tokens = s.max_tokens;
+  in.t_max_predict_ms = s.time_budget_ms;
+  // The prompt may take 10× the generation budget (15 s by default): a
+  // newly opened file's first prefill is long, and an answer after it is
+  // worth more than none (a newer keystroke cancels the wait anyway).
+  // Past that the answer is empty, but the prefill goes on in the
+  // background (Request::finish_prompt), so the next keystroke is quick.
+  in.t_max_prompt_ms = int64_t(s.time_budget_ms) * 10;
+  in.draft_max = s.draft_tokens;  // the engine uses it for the greedy try only
+  in.order = s.fim_order;
+  // A repetition loop ends decoding as soon as a line of it is complete:
+  // the post-processing would cut it anyway. So do the end of the line the
+  // user is typing (line_end_at) and the end of the cursor's block.
+  in.should_stop = [ctx](const std::string& t) {
+    return degenerate_at(t, true) != std::string::npos || line_end_at(t, ctx) != std::string::npos ||
+           block_end_at(t, ctx) != std::string::npos;
+  };
+  return in;
+}
+
+}  // namespace
+
 CompletionAnswer Service::complete(const CompletionQuery& q, Ticket& ticket) {
   const auto t_start = Clock::now();
   {
@@ -82,7 +113,6 @@ CompletionAnswer Service::complete(const CompletionQuery& q, Ticket& ticket) {
   }
   CompletionAnswer out;
   const CompletionContext ctx = make_context(q.text, q.cursor, kMaxPrefixBytes, kMaxSuffixBytes, q.text_offset == 0);
-  const CompletionSettings& s = q.settings;
   // 1. The cache (not for an explicit request: it wants alternatives).
   if (!q.invoked) {
     if (auto hit = from_cache(ctx)) {
@@ -91,77 +121,66 @@ CompletionAnswer Service::complete(const CompletionQuery& q, Ticket& ticket) {
     }
   }
   // 2. Debounce: wait, unless a newer keystroke cancels us meanwhile.
-  if (!out.from_cache && s.debounce_ms > 0) {
-    const auto until = Clock::now() + std::chrono::milliseconds(s.debounce_ms);
+  if (!out.from_cache && q.settings.debounce_ms > 0) {
+    const auto until = Clock::now() + std::chrono::milliseconds(q.settings.debounce_ms);
     while (Clock::now() < until && !ticket.cancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+  // 3. The backend.
   const auto backend = this->backend();
   if (!out.from_cache && backend && !ticket.cancelled()) {
-    // 3. The backend: FIM with the other files' code ahead; greedy
-    //    first, then sampled alternatives when the user asked.
-    FimInput in;
-    in.context = ctx;
-    in.context.repo = q.repo;
-    in.max_tokens = s.max_tokens;
-    in.t_max_predict_ms = s.time_budget_ms;
-    // The prompt may take 10× the generation budget (15 s by default): a
-    // newly opened file's first prefill is long, and an answer after it is
-    // worth more than none (a newer keystroke cancels the wait anyway).
-    // Past that the answer is empty, but the prefill goes on in the
-    // background (Request::finish_prompt), so the next keystroke is quick.
-    in.t_max_prompt_ms = int64_t(s.time_budget_ms) * 10;
-    in.draft_max = s.draft_tokens;  // the engine uses it for the greedy try only
-    in.order = s.fim_order;
-    // A repetition loop ends decoding as soon as a line of it is complete:
-    // the post-processing would cut it anyway.
-    // So does the end of the line the user is typing (line_end_at).
-    in.should_stop = [ctx](const std::string& t) {
-      return degenerate_at(t, true) != std::string::npos || line_end_at(t, ctx) != std::string::npos ||
-             block_end_at(t, ctx) != std::string::npos;
-    };
-    const int alternatives = q.alternatives > 0 ? q.alternatives : q.invoked ? 3 : 1;
-    begin_busy();
-    double tps = 0;
-    for (int k = 0; k < alternatives && !ticket.cancelled(); ++k) {
-      if (k > 0) {  // alternatives: sampled, different seeds
-        in.sampling = SamplingParams{};
-        in.sampling.temperature = 0.7f;
-        in.sampling.seed = uint64_t(k);
-      }
-      const Generation g = backend->fim(in, ticket);
-      {
-        std::lock_guard lock(telemetry_mu_);
-        counts_.prompt_tokens += g.timings.n_prompt;
-        counts_.prompt_tokens_reused += g.timings.n_prompt_cached;
-      }
-      if (g.reason == FinishReason::Error) {
-        out.error = g.error;
-        break;
-      }
-      if (g.reason == FinishReason::Cancelled) break;
-      if (k == 0) out.timings = g.timings;
-      if (g.timings.generate_tps() > 0) tps = g.timings.generate_tps();
-      // Out of time or tokens in the middle of a line: that line is
-      // unfinished, the ones before it are not.
-      std::string raw = g.text;
-      if (g.reason == FinishReason::Timeout || g.reason == FinishReason::Length)
-        if (const size_t nl = raw.rfind('\n'); nl != std::string::npos) raw.resize(nl);
-      std::string text = postprocess(raw, ctx);
-      if (!text.empty() && std::find(out.texts.begin(), out.texts.end(), text) == out.texts.end())
-        out.texts.push_back(text);
-    }
-    end_busy(tps);
+    generate(q, ctx, *backend, ticket, out);
     if (!out.texts.empty() && !ticket.cancelled()) remember(ctx, out.texts.front());
   }
-  std::lock_guard lock(telemetry_mu_);
   if (ticket.cancelled()) {
+    std::lock_guard lock(telemetry_mu_);
     out.cancelled = true;
     ++counts_.cancelled;
     return out;
   }
-  if (!out.error.empty()) return out;
+  if (out.error.empty()) record(out, std::chrono::duration<double, std::milli>(Clock::now() - t_start).count());
+  return out;
+}
+
+void Service::generate(const CompletionQuery& q, const CompletionContext& ctx, Backend& backend, Ticket& ticket,
+                       CompletionAnswer& out) {
+  FimInput in = fim_input(q, ctx);
+  const int alternatives = q.alternatives > 0 ? q.alternatives : q.invoked ? 3 : 1;
+  begin_busy();
+  double tps = 0;
+  for (int k = 0; k < alternatives && !ticket.cancelled(); ++k) {
+    if (k > 0) {  // alternatives: sampled, different seeds
+      in.sampling = SamplingParams{};
+      in.sampling.temperature = 0.7f;
+      in.sampling.seed = uint64_t(k);
+    }
+    const Generation g = backend.fim(in, ticket);
+    {
+      std::lock_guard lock(telemetry_mu_);
+      counts_.prompt_tokens += g.timings.n_prompt;
+      counts_.prompt_tokens_reused += g.timings.n_prompt_cached;
+    }
+    if (g.reason == FinishReason::Error) {
+      out.error = g.error;
+      break;
+    }
+    if (g.reason == FinishReason::Cancelled) break;
+    if (k == 0) out.timings = g.timings;
+    if (g.timings.generate_tps() > 0) tps = g.timings.generate_tps();
+    // Out of time or tokens in the middle of a line: that line is
+    // unfinished, the ones before it are not.
+    std::string raw = g.text;
+    if (g.reason == FinishReason::Timeout || g.reason == FinishReason::Length)
+      if (const size_t nl = raw.rfind('\n'); nl != std::string::npos) raw.resize(nl);
+    std::string text = postprocess(raw, ctx);
+    if (!text.empty() && std::find(out.texts.begin(), out.texts.end(), text) == out.texts.end())
+      out.texts.push_back(text);
+  }
+  end_busy(tps);
+}
+
+void Service::record(const CompletionAnswer& out, double total_ms) {
+  std::lock_guard lock(telemetry_mu_);
   if (out.from_cache) ++counts_.cache_hits;
-  const double total_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_start).count();
   if (!out.from_cache && out.timings.n_prompt > 0) {
     ++counts_.timed;
     counts_.timed_prompt_new += out.timings.n_prompt - out.timings.n_prompt_cached;
@@ -173,7 +192,6 @@ CompletionAnswer Service::complete(const CompletionQuery& q, Ticket& ticket) {
   }
   latency_ms_.push_back(total_ms);
   if (latency_ms_.size() > kLatencySamples) latency_ms_.erase(latency_ms_.begin());
-  return out;
 }
 
 ChatInput Service::chat_input(const ChatQuery& q) {

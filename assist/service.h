@@ -155,6 +155,11 @@ class Service {
   void end_busy(double tokens_per_second);
   std::optional<std::string> from_cache(const CompletionContext& ctx);
   void remember(const CompletionContext& ctx, const std::string& text);
+  // complete()'s steps: the backend's answers (the greedy one, then sampled
+  // alternatives), post-processed, into out; and the request's telemetry.
+  void generate(const CompletionQuery& q, const CompletionContext& ctx, Backend& backend, Ticket& ticket,
+                CompletionAnswer& out);
+  void record(const CompletionAnswer& out, double total_ms);
 
   mutable std::mutex backend_mu_;
   std::shared_ptr<Backend> backend_;

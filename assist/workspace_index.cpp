@@ -239,92 +239,102 @@ void WorkspaceIndex::Impl::apply(const Task& t) {
   ++counters.updates;
 }
 
+namespace {
+
+// A walk of one root, depth-first, with the .gitignore rules in force at
+// each level; it gives up when a newer walk starts or the index stops.
+struct TreeWalker {
+  WorkspaceIndex::Impl& self;
+  const IndexOptions& o;
+  IndexStats& skips;
+  size_t& seen;
+  uint64_t gen;
+  IgnoreStack stack;
+
+  bool superseded() {
+    if (self.walk_gen != gen) return true;
+    std::lock_guard lock(self.q_mu);
+    return self.stop;
+  }
+  void dir(int root, const std::string& abs, const std::string& rel, int depth) {
+    if (depth > kMaxDepth) return;
+    stack.push({rel, read_ignore_file(abs + "/.gitignore")});
+    std::error_code ec;
+    std::vector<fs::directory_entry> entries;
+    for (fs::directory_iterator it(abs, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(*it);
+    std::sort(entries.begin(), entries.end());  // the same tree is read in the same order
+    for (const auto& e : entries) {
+      if (superseded()) break;
+      const std::string name = e.path().filename().string();
+      const std::string child_rel = rel.empty() ? name : rel + "/" + name;
+      const std::string child_abs = abs + "/" + name;
+      std::error_code sec;
+      const fs::file_status st = e.symlink_status(sec);
+      if (sec || fs::is_symlink(st)) continue;  // never followed: loops, and files outside the tree
+      if (fs::is_directory(st)) {
+        if (is_skipped_dir(name) || stack.ignored(child_rel, true)) {
+          ++skips.skipped_ignored;
+          continue;
+        }
+        dir(root, child_abs, child_rel, depth + 1);
+      } else if (fs::is_regular_file(st)) {
+        file(root, child_abs, child_rel, name);
+      }
+    }
+    stack.pop();
+  }
+  void file(int root, const std::string& abs, const std::string& rel, const std::string& name) {
+    if (!is_source_name(name)) return;  // not counted: most of a tree is not code
+    if (stack.ignored(rel, false)) return void(++skips.skipped_ignored);
+    if (o.exclude.excluded(abs)) return void(++skips.skipped_excluded);
+    if (seen >= o.max_files) return void(++skips.skipped_limit);
+    ++seen;
+    {
+      std::shared_lock lock(self.mu);  // an open document is indexed from its buffer, not from disk
+      if (const auto it = self.file_ids.find(abs); it != self.file_ids.end() && self.files[it->second].overlay) return;
+    }
+    self.index_file(abs, rel, root, nullptr);
+  }
+};
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::shared_ptr<const std::string>>> WorkspaceIndex::Impl::restart(
+    const IndexOptions& o) {
+  // A walk starts from an empty index (chunk ids start again at 0, no
+  // per-file compaction under the lock); the open documents are indexed
+  // again from their buffers, checked against the new rules.
+  std::vector<std::pair<std::string, std::shared_ptr<const std::string>>> open_docs;
+  std::unique_lock lock(mu);
+  opt = o;
+  for (const File& f : files)
+    if (f.alive && f.overlay) open_docs.emplace_back(f.path, f.overlay);
+  ++version;
+  files.clear();
+  file_ids.clear();
+  chunks.clear();
+  term_ids.clear();
+  postings.clear();
+  defs.clear();
+  live_files = live_chunks = dead_chunks = n_postings = 0;
+  live_bytes = total_length = 0;
+  const IndexStats keep = counters;
+  counters = IndexStats{};
+  counters.state = "indexing";
+  counters.updates = keep.updates;
+  return open_docs;
+}
+
 void WorkspaceIndex::Impl::walk(const IndexOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   const IndexOptions o = options;  // (may be `opt` itself)
-  std::vector<std::pair<std::string, std::shared_ptr<const std::string>>> open_docs;
-  {
-    // A walk starts from an empty index (chunk ids start again at 0, no
-    // per-file compaction under the lock); the open documents are indexed
-    // again from their buffers below, checked against the new rules.
-    std::unique_lock lock(mu);
-    opt = o;
-    for (const File& f : files)
-      if (f.alive && f.overlay) open_docs.emplace_back(f.path, f.overlay);
-    ++version;
-    files.clear();
-    file_ids.clear();
-    chunks.clear();
-    term_ids.clear();
-    postings.clear();
-    defs.clear();
-    live_files = live_chunks = dead_chunks = n_postings = 0;
-    live_bytes = total_length = 0;
-    const IndexStats keep = counters;
-    counters = IndexStats{};
-    counters.state = "indexing";
-    counters.updates = keep.updates;
-  }
-  for (const auto& [path, text] : open_docs) {
+  for (const auto& [path, text] : restart(o)) {
     const auto [root, rel] = locate(path);
     if (admissible(path, root, rel)) index_file(path, rel, root, text);
   }
   size_t seen = 0;
   IndexStats skips;
-  // Depth-first, with the .gitignore rules in force at each level.
-  struct Walker {
-    Impl& self;
-    const IndexOptions& o;
-    IndexStats& skips;
-    size_t& seen;
-    uint64_t gen;
-    IgnoreStack stack;
-    void dir(int root, const std::string& abs, const std::string& rel, int depth) {
-      if (depth > kMaxDepth) return;
-      stack.push({rel, read_ignore_file(abs + "/.gitignore")});
-      std::error_code ec;
-      std::vector<fs::directory_entry> entries;
-      for (fs::directory_iterator it(abs, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(*it);
-      std::sort(entries.begin(), entries.end());  // the same tree is read in the same order
-      for (const auto& e : entries) {
-        if (self.walk_gen != gen) break;
-        {
-          std::lock_guard lock(self.q_mu);
-          if (self.stop) break;
-        }
-        const std::string name = e.path().filename().string();
-        const std::string child_rel = rel.empty() ? name : rel + "/" + name;
-        const std::string child_abs = abs + "/" + name;
-        std::error_code sec;
-        const fs::file_status st = e.symlink_status(sec);
-        if (sec || fs::is_symlink(st)) continue;  // never followed: loops, and files outside the tree
-        if (fs::is_directory(st)) {
-          if (is_skipped_dir(name) || stack.ignored(child_rel, true)) {
-            ++skips.skipped_ignored;
-            continue;
-          }
-          dir(root, child_abs, child_rel, depth + 1);
-        } else if (fs::is_regular_file(st)) {
-          file(root, child_abs, child_rel, name);
-        }
-      }
-      stack.pop();
-    }
-    void file(int root, const std::string& abs, const std::string& rel, const std::string& name) {
-      if (!is_source_name(name)) return;  // not counted: most of a tree is not code
-      if (stack.ignored(rel, false)) return void(++skips.skipped_ignored);
-      if (o.exclude.excluded(abs)) return void(++skips.skipped_excluded);
-      if (seen >= o.max_files) return void(++skips.skipped_limit);
-      ++seen;
-      {
-        std::shared_lock lock(self.mu);  // an open document is indexed from its buffer, not from disk
-        if (const auto it = self.file_ids.find(abs); it != self.file_ids.end() && self.files[it->second].overlay)
-          return;
-      }
-      self.index_file(abs, rel, root, nullptr);
-    }
-  };
-  Walker w{*this, o, skips, seen, walk_gen.load(), {}};
+  TreeWalker w{*this, o, skips, seen, walk_gen.load(), {}};
   for (size_t r = 0; r < o.roots.size() && o.walk; ++r) {
     w.stack = IgnoreStack{};
     w.stack.push({"", read_ignore_file(o.roots[r] + "/.git/info/exclude")});
@@ -342,6 +352,46 @@ void WorkspaceIndex::Impl::walk(const IndexOptions& options) {
 }
 
 // ---- one file in, one file out ------------------------------------------------------
+
+namespace {
+
+// A chunk of a file as it is analysed, outside the index's lock: its bytes,
+// its terms with their counts, and the names it defines.
+struct Piece {
+  uint32_t begin, end, length = 0;
+  std::vector<std::pair<std::string, uint32_t>> tf;
+  std::vector<std::pair<std::string, uint32_t>> names;  // (name, line offset)
+};
+
+// A file's text cut into chunks at its definitions, each analysed.
+std::vector<Piece> analyse(std::string_view text) {
+  std::vector<Piece> pieces;
+  const std::vector<uint32_t> starts = chunk_starts(text);
+  std::vector<size_t> line_at{0};  // byte offset of each line
+  for (size_t i = text.find('\n'); i != std::string_view::npos; i = text.find('\n', i + 1)) line_at.push_back(i + 1);
+  std::unordered_map<std::string, uint32_t> tf;
+  for (size_t c = 0; c < starts.size(); ++c) {
+    const size_t b = line_at[std::min<size_t>(starts[c], line_at.size() - 1)];
+    const size_t e = c + 1 < starts.size() ? line_at[std::min<size_t>(starts[c + 1], line_at.size() - 1)] : text.size();
+    if (e <= b) continue;
+    Piece p{uint32_t(b), uint32_t(e), 0, {}, {}};
+    const std::string_view body = text.substr(b, e - b);
+    tf.clear();
+    for_each_term(body, [&](std::string_view t) { ++tf[std::string(t)], ++p.length; });
+    p.tf.assign(tf.begin(), tf.end());
+    for (size_t at = 0; at < body.size();) {
+      const size_t nl = body.find('\n', at);
+      const std::string_view line = body.substr(at, nl == std::string_view::npos ? std::string_view::npos : nl - at);
+      if (const std::string_view n = defined_name(line); !n.empty())
+        p.names.emplace_back(std::string(n), uint32_t(b + at));
+      at = nl == std::string_view::npos ? body.size() : nl + 1;
+    }
+    pieces.push_back(std::move(p));
+  }
+  return pieces;
+}
+
+}  // namespace
 
 void WorkspaceIndex::Impl::index_file(const std::string& path, const std::string& rel, int root,
                                       std::shared_ptr<const std::string> overlay) {
@@ -369,35 +419,7 @@ void WorkspaceIndex::Impl::index_file(const std::string& path, const std::string
   if (text.substr(0, 8192).find('\0') != std::string_view::npos) return count(&IndexStats::skipped_binary);
   if (looks_generated(name_of(path), text)) return count(&IndexStats::skipped_generated);
 
-  struct Piece {
-    uint32_t begin, end, length = 0;
-    std::vector<std::pair<std::string, uint32_t>> tf;
-    std::vector<std::pair<std::string, uint32_t>> names;  // (name, line offset)
-  };
-  std::vector<Piece> pieces;
-  const std::vector<uint32_t> starts = chunk_starts(text);
-  std::vector<size_t> line_at{0};  // byte offset of each line
-  for (size_t i = text.find('\n'); i != std::string_view::npos; i = text.find('\n', i + 1)) line_at.push_back(i + 1);
-  std::unordered_map<std::string, uint32_t> tf;
-  for (size_t c = 0; c < starts.size(); ++c) {
-    const size_t b = line_at[std::min<size_t>(starts[c], line_at.size() - 1)];
-    const size_t e = c + 1 < starts.size() ? line_at[std::min<size_t>(starts[c + 1], line_at.size() - 1)] : text.size();
-    if (e <= b) continue;
-    Piece p{uint32_t(b), uint32_t(e), 0, {}, {}};
-    const std::string_view body = text.substr(b, e - b);
-    tf.clear();
-    for_each_term(body, [&](std::string_view t) { ++tf[std::string(t)], ++p.length; });
-    p.tf.assign(tf.begin(), tf.end());
-    for (size_t at = 0; at < body.size();) {
-      const size_t nl = body.find('\n', at);
-      const std::string_view line = body.substr(at, nl == std::string_view::npos ? std::string_view::npos : nl - at);
-      if (const std::string_view n = defined_name(line); !n.empty())
-        p.names.emplace_back(std::string(n), uint32_t(b + at));
-      at = nl == std::string_view::npos ? body.size() : nl + 1;
-    }
-    pieces.push_back(std::move(p));
-  }
-
+  std::vector<Piece> pieces = analyse(text);
   std::unique_lock lock(mu);
   if (chunks.size() + pieces.size() >= Posting::kMaxChunks) {  // 67 M chunk ids used: a new walk starts at 0
     spdlog::warn("index: out of chunk ids; {} is left out until the next walk", path);

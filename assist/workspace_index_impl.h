@@ -92,6 +92,9 @@ struct WorkspaceIndex::Impl {
   void run();
   void push(Task t);
   void walk(const IndexOptions& o);
+  // walk's first step: the index emptied for the new options; the open
+  // documents (path, buffer) to index again from their buffers.
+  std::vector<std::pair<std::string, std::shared_ptr<const std::string>>> restart(const IndexOptions& o);
   void apply(const Task& t);
   // Reads and indexes one file (the caller decided it may be read).
   void index_file(const std::string& path, const std::string& rel, int root,

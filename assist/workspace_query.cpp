@@ -168,6 +168,80 @@ std::string whole_lines(const std::string& text, size_t lines, size_t bytes) {
   return out;
 }
 
+// The chunks most like the text around the cursor, best first (at most 32):
+// BM25 over the identifiers of the lines before and after it.
+std::vector<std::pair<double, uint32_t>> similar_chunks(const WorkspaceIndex::Impl& m, const ContextQuery& q) {
+  std::unordered_map<uint32_t, uint32_t> qtf;  // term id → count in the query
+  const std::string_view around[] = {tail_lines(anchored(q.prefix), kQueryLines), head_lines(q.suffix, kSuffixLines)};
+  for (std::string_view text : around)
+    for_each_term(text, [&](std::string_view t) {
+      if (qtf.size() >= kMaxQueryTerms) return;
+      if (const auto it = m.term_ids.find(std::string(t)); it != m.term_ids.end()) ++qtf[it->second];
+    });
+  const double n = double(m.live_chunks), avg = double(m.total_length) / std::max(1.0, n);
+  constexpr double k1 = 1.2, b = 0.75;
+  // Rarest terms first, and at most kMaxPostings postings visited: the
+  // rare terms carry the ranking (idf), the common ones the cost (on
+  // /usr/include/boost a query's terms list up to a million postings).
+  std::vector<std::pair<size_t, uint32_t>> order;  // (df, term)
+  for (const auto& [t, count] : qtf) order.emplace_back(m.postings[t].size(), t);
+  std::sort(order.begin(), order.end());
+  // Scores in a dense array reused by the thread's queries (one float per
+  // chunk; the touched ones are reset after), not a hash map per query.
+  thread_local std::vector<float> score;
+  thread_local std::vector<uint32_t> touched;
+  if (score.size() < m.chunks.size()) score.resize(m.chunks.size(), 0.0f);
+  touched.clear();
+  size_t visited = 0;
+  for (const auto& [df_n, t] : order) {
+    const double df = double(df_n);
+    if (df > n / 8 + 16 || visited + df_n > kMaxPostings) break;  // in one chunk of eight: says little
+    visited += df_n;
+    const float idf = float(std::log(1 + (n - df + 0.5) / (df + 0.5)) * std::min(qtf.at(t), 3u));
+    for (const WorkspaceIndex::Impl::Posting p : m.postings[t]) {
+      const uint32_t id = p.chunk();
+      const WorkspaceIndex::Impl::Chunk& c = m.chunks[id];
+      if (!c.alive) continue;
+      const float tf = float(p.tf());
+      if (score[id] == 0.0f) touched.push_back(id);
+      score[id] += idf * tf * float(k1 + 1) / (tf + float(k1 * (1 - b + b * double(c.length) / avg)));
+    }
+  }
+  std::vector<std::pair<double, uint32_t>> ranked;
+  ranked.reserve(touched.size());
+  for (const uint32_t c : touched) {
+    ranked.emplace_back(-double(score[c]), c);
+    score[c] = 0.0f;
+  }
+  const size_t top = std::min<size_t>(ranked.size(), 32);
+  std::partial_sort(ranked.begin(), ranked.begin() + long(top), ranked.end());
+  ranked.resize(top);
+  return ranked;
+}
+
+// Several files may define a name: the usable definition nearest the
+// current file's folder (the longest path prefix shared with `rel`).
+template <class Usable>
+const WorkspaceIndex::Impl::Def* nearest_definition(const WorkspaceIndex::Impl& m,
+                                                    const std::vector<WorkspaceIndex::Impl::Def>& defs,
+                                                    const std::string& rel, const Usable& usable) {
+  const WorkspaceIndex::Impl::Def* best = nullptr;
+  size_t best_shared = 0;
+  for (const WorkspaceIndex::Impl::Def& d : defs) {
+    if (!usable(d.chunk)) continue;
+    const std::string& r = m.files[m.chunks[d.chunk].file].rel;
+    const size_t shared = size_t(std::mismatch(r.begin(), r.end(), rel.begin(), rel.end()).first - r.begin());
+    if (!best || shared > best_shared) best = &d, best_shared = shared;
+  }
+  return best;
+}
+
+// A snippet chosen for the prompt: from chunk `chunk`, starting at byte `from`.
+struct Pick {
+  uint32_t chunk, from;
+  std::string text;
+};
+
 }  // namespace
 
 RepoContext WorkspaceIndex::context_for(const ContextQuery& q, const ExcludeList& exclude) const {
@@ -179,10 +253,6 @@ RepoContext WorkspaceIndex::context_for(const ContextQuery& q, const ExcludeList
   rc.repo = root >= 0 ? m.opt.roots[size_t(root)].substr(m.opt.roots[size_t(root)].rfind('/') + 1) : "";
   if (q.budget_bytes == 0 || m.live_chunks == 0) return rc;
 
-  struct Pick {
-    uint32_t chunk, from;
-    std::string text;
-  };
   std::vector<Pick> picks;
   std::unordered_set<uint32_t> taken;
   size_t used = 0;
@@ -210,68 +280,15 @@ RepoContext WorkspaceIndex::context_for(const ContextQuery& q, const ExcludeList
     if (used >= q.budget_bytes * 2 / 3) break;
     const auto it = m.defs.find(name);
     if (it == m.defs.end()) continue;
-    // Several files may define it: the one nearest the current file's folder.
-    const Impl::Def* best = nullptr;
-    size_t best_shared = 0;
-    for (const Impl::Def& d : it->second) {
-      if (!usable(d.chunk)) continue;
-      const std::string& r = m.files[m.chunks[d.chunk].file].rel;
-      const size_t shared = size_t(std::mismatch(r.begin(), r.end(), rel.begin(), rel.end()).first - r.begin());
-      if (!best || shared > best_shared) best = &d, best_shared = shared;
-    }
-    if (best) take(best->chunk, best->offset, kDefLines, kDefBytes);
+    if (const Impl::Def* best = nearest_definition(m, it->second, rel, usable))
+      take(best->chunk, best->offset, kDefLines, kDefBytes);
   }
 
   // 2. Chunks like the text around the cursor (BM25).
   limit = q.budget_bytes * 5 / 6;  // (see the file's comment)
-  if (used < limit) {
-    std::unordered_map<uint32_t, uint32_t> qtf;  // term id → count in the query
-    const std::string_view around[] = {tail_lines(anchored(q.prefix), kQueryLines), head_lines(q.suffix, kSuffixLines)};
-    for (std::string_view text : around)
-      for_each_term(text, [&](std::string_view t) {
-        if (qtf.size() >= kMaxQueryTerms) return;
-        if (const auto it = m.term_ids.find(std::string(t)); it != m.term_ids.end()) ++qtf[it->second];
-      });
-    const double n = double(m.live_chunks), avg = double(m.total_length) / std::max(1.0, n);
-    constexpr double k1 = 1.2, b = 0.75;
-    // Rarest terms first, and at most kMaxPostings postings visited: the
-    // rare terms carry the ranking (idf), the common ones the cost (on
-    // /usr/include/boost a query's terms list up to a million postings).
-    std::vector<std::pair<size_t, uint32_t>> order;  // (df, term)
-    for (const auto& [t, count] : qtf) order.emplace_back(m.postings[t].size(), t);
-    std::sort(order.begin(), order.end());
-    // Scores in a dense array reused by the thread's queries (one float per
-    // chunk; the touched ones are reset after), not a hash map per query.
-    thread_local std::vector<float> score;
-    thread_local std::vector<uint32_t> touched;
-    if (score.size() < m.chunks.size()) score.resize(m.chunks.size(), 0.0f);
-    touched.clear();
-    size_t visited = 0;
-    for (const auto& [df_n, t] : order) {
-      const double df = double(df_n);
-      if (df > n / 8 + 16 || visited + df_n > kMaxPostings) break;  // in one chunk of eight: says little
-      visited += df_n;
-      const float idf = float(std::log(1 + (n - df + 0.5) / (df + 0.5)) * std::min(qtf.at(t), 3u));
-      for (const Impl::Posting p : m.postings[t]) {
-        const uint32_t id = p.chunk();
-        const Impl::Chunk& c = m.chunks[id];
-        if (!c.alive) continue;
-        const float tf = float(p.tf());
-        if (score[id] == 0.0f) touched.push_back(id);
-        score[id] += idf * tf * float(k1 + 1) / (tf + float(k1 * (1 - b + b * double(c.length) / avg)));
-      }
-    }
-    std::vector<std::pair<double, uint32_t>> ranked;
-    ranked.reserve(touched.size());
-    for (const uint32_t c : touched) {
-      ranked.emplace_back(-double(score[c]), c);
-      score[c] = 0.0f;
-    }
-    const size_t top = std::min<size_t>(ranked.size(), 32);
-    std::partial_sort(ranked.begin(), ranked.begin() + long(top), ranked.end());
-    for (size_t i = 0; i < top && used < limit; ++i)
-      if (usable(ranked[i].second)) take(ranked[i].second, m.chunks[ranked[i].second].begin, 64, kChunkBytes);
-  }
+  if (used < limit)
+    for (const auto& [score, c] : similar_chunks(m, q))
+      if (used < limit && usable(c)) take(c, m.chunks[c].begin, 64, kChunkBytes);
 
   // A stable order: by file, then place in it.
   std::sort(picks.begin(), picks.end(), [&](const Pick& a, const Pick& b) {

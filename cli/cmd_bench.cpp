@@ -178,255 +178,334 @@ int bandwidth_probe_child(const char* threads) {
   return 0;
 }
 
-int bench(const BenchOptions& o) {
-  try {
-    std::unique_ptr<Model> model;
-    {
-      const LoadProgress loading(o.model, o.quiet);
-      const ComputeBackend be = o.backend == "cuda"       ? ComputeBackend::Cuda
-                                : o.backend == "emulated" ? ComputeBackend::Emulated
-                                                          : ComputeBackend::Cpu;
-      model = Model::load(o.model,
-                          {.threads = o.threads, .backend = be, .gpu = o.gpu, .gpu_experts_per_layer = o.gpu_experts});
-      // As the editor and the server load it: experts repacked when the plan holds them in RAM.
-      if (be == ComputeBackend::Cpu &&
-          make_plan(hardware_profile(), footprint(*model), {}).weights == WeightPlacement::Ram)
-        model->repack_experts();
-    }
-    const auto& c = model->config();
-    if (c.n_ctx_train > 0 && o.n_depth + std::max(o.n_prompt, o.n_gen) >= c.n_ctx_train)
-      throw std::runtime_error(
-          fmt::format("-d {} plus -p {} / -n {}: each must stay below the model's training context of {} tokens",
-                      o.n_depth, o.n_prompt, o.n_gen, c.n_ctx_train));
-    if (o.n_prompt == 0 && o.n_gen == 0 && o.streams.empty())
-      throw std::runtime_error("-p 0 and -n 0 without --streams: nothing to measure");
-    const int threads = model->threads();
-    std::mt19937 rng(1);
-    std::vector<TokenId> prompt(size_t(o.n_prompt));
-    for (auto& t : prompt) t = TokenId(rng() % uint32_t(c.n_vocab));
-    std::vector<float> logits(size_t(c.n_vocab));
+namespace {
 
-    // Progress: one step per timed run (and per peer run).
-    const int tests = (o.n_prompt > 0) + (o.n_gen > 0);
-    const int peer_runs = o.peer.empty() ? 0 : 1;
-    Progress bar("bench",
-                 double((tests * o.reps + peer_runs) * (o.background > 0 ? 2 : 1) + int(o.streams.size()) * o.reps),
-                 ProgressUnit::Count, {.quiet = o.quiet, .unit_name = "runs"});
-    int runs_done = 0;
-    const auto ran = [&](const std::string& what, double tps) {
-      bar.update(++runs_done, fmt::format("{} {:.1f} t/s", what, tps));
-    };
+std::unique_ptr<Model> load_for_bench(const BenchOptions& o) {
+  std::unique_ptr<Model> model;
+  {
+    const LoadProgress loading(o.model, o.quiet);
+    const ComputeBackend be = o.backend == "cuda"       ? ComputeBackend::Cuda
+                              : o.backend == "emulated" ? ComputeBackend::Emulated
+                                                        : ComputeBackend::Cpu;
+    model = Model::load(o.model,
+                        {.threads = o.threads, .backend = be, .gpu = o.gpu, .gpu_experts_per_layer = o.gpu_experts});
+    // As the editor and the server load it: experts repacked when the plan holds them in RAM.
+    if (be == ComputeBackend::Cpu &&
+        make_plan(hardware_profile(), footprint(*model), {}).weights == WeightPlacement::Ram)
+      model->repack_experts();
+  }
+  const auto& c = model->config();
+  if (c.n_ctx_train > 0 && o.n_depth + std::max(o.n_prompt, o.n_gen) >= c.n_ctx_train)
+    throw std::runtime_error(
+        fmt::format("-d {} plus -p {} / -n {}: each must stay below the model's training context of {} tokens",
+                    o.n_depth, o.n_prompt, o.n_gen, c.n_ctx_train));
+  if (o.n_prompt == 0 && o.n_gen == 0 && o.streams.empty())
+    throw std::runtime_error("-p 0 and -n 0 without --streams: nothing to measure");
+  return model;
+}
 
-    const double bpt = bytes_per_step(*model);
-    std::vector<double> bws, shares;  // probes around each decode run (their mean), and decode's share of it
-    // One cache for all repetitions, emptied before each, as the server keeps
-    // its pool and llama-bench its context: a run writes rows into memory an
-    // earlier run already faulted in (a fresh cache's page faults were ~3 % of
-    // a qwen3moe-mid tg128 on this VM).
-    const int depth = o.n_depth;
-    const KvType kv = kv_type_from_name(o.kv_type);
-    const auto pp_cache = o.n_prompt > 0 ? model->new_cache(depth + o.n_prompt + 1, kv) : nullptr;
-    const auto tg_cache = o.n_gen > 0 ? model->new_cache(depth + o.n_gen + 1, kv) : nullptr;
-    // -d: the depth's tokens are computed once into each cache (not timed);
-    // every repetition then cuts the cache back to them, as llama-bench does.
-    if (depth > 0) {
-      std::vector<TokenId> ctx(static_cast<size_t>(depth));
-      for (auto& t : ctx) t = TokenId(rng() % uint32_t(c.n_vocab));
-      for (KvCache* cache : {pp_cache.get(), tg_cache.get()})
-        if (cache)
-          for (int at = 0; at < depth; at += 2048)  // llama-bench's batch: bounded activations
-            model->forward(std::span(ctx).subspan(size_t(at), size_t(std::min(2048, depth - at))), *cache,
-                           logits.data(), false);
-    }
-    const double kv_bytes =  // read by a tg step at its mean depth
-        tg_cache ? double(tg_cache->layout().bytes_per_token()) * (depth + o.n_gen / 2.0) : 0;
-    const auto measure = [&](std::vector<double>& pp, std::vector<double>& tg, bool probe) {
-      for (int rep = 0; rep < o.reps; ++rep) {
-        if (o.n_prompt > 0) {
-          KvCache* cache = pp_cache.get();
-          cache->truncate(depth);
-          const auto t0 = Clock::now();
-          model->forward(prompt, *cache, logits.data(), false);
-          pp.push_back(o.n_prompt / std::chrono::duration<double>(Clock::now() - t0).count());
-          ran(fmt::format("pp{}", o.n_prompt), pp.back());
-        }
-        if (o.n_gen > 0) {  // like llama-bench's tg: n_gen single-token steps from an empty context
-          KvCache* cache = tg_cache.get();
-          cache->truncate(depth);
-          TokenId t = prompt.empty() ? 1 : prompt[0];
-          const double bw_before = probe ? probe_bandwidth(threads) : 0;
-          const auto t0 = Clock::now();
-          for (int i = 0; i < o.n_gen; ++i) {
-            model->forward({&t, 1}, *cache, logits.data(), false);
-            t = TokenId(std::max_element(logits.begin(), logits.end()) - logits.begin());
-          }
-          tg.push_back(o.n_gen / std::chrono::duration<double>(Clock::now() - t0).count());
-          ran(fmt::format("tg{}", o.n_gen), tg.back());
-          if (probe) {
-            bws.push_back((bw_before + probe_bandwidth(threads)) / 2);
-            shares.push_back(tg.back() * (bpt + kv_bytes) / (bws.back() * 1e9));
-          }
-        }
-      }
-    };
-    // On a device the roofline is its memory's: measured once, not around each run.
-    const bool on_cpu = model->backend() == ComputeBackend::Cpu;
-    std::vector<double> pp, tg;
-    measure(pp, tg, on_cpu);
-    // Batched decode: N sequences, each from its own first token in an empty
-    // context, advanced by one forward pass per step (what the scheduler does
-    // with N live requests). Aggregate tokens/s, the median of the repetitions.
-    const int stream_gen = o.n_gen > 0 ? o.n_gen : 64;
-    std::vector<std::pair<int, double>> stream_tps;
-    for (const int n : o.streams) {
-      std::vector<double> runs;
-      std::vector<float> rows(size_t(n) * size_t(c.n_vocab));
-      std::vector<std::unique_ptr<KvCache>> caches;
-      for (int s = 0; s < n; ++s) caches.push_back(model->new_cache(stream_gen + 1, kv));
-      for (int rep = 0; rep < o.reps; ++rep) {
-        std::vector<TokenId> next(static_cast<size_t>(n));
-        for (int s = 0; s < n; ++s) {
-          caches[size_t(s)]->truncate(0);
-          next[size_t(s)] = prompt.empty() ? TokenId(1 + s) : prompt[size_t(s) % prompt.size()];
-        }
-        const auto t0 = Clock::now();
-        for (int i = 0; i < stream_gen; ++i) {
-          Batch b;
-          for (int s = 0; s < n; ++s) {
-            if (!caches[size_t(s)]->seq().reserve(1)) throw std::runtime_error("--streams: KV reservation failed");
-            b.add(caches[size_t(s)]->seq(), {&next[size_t(s)], 1});
-          }
-          model->forward(b, rows.data());
-          for (int s = 0; s < n; ++s) {
-            const float* r = rows.data() + size_t(s) * size_t(c.n_vocab);
-            next[size_t(s)] = TokenId(std::max_element(r, r + c.n_vocab) - r);
-          }
-        }
-        runs.push_back(double(n) * stream_gen / std::chrono::duration<double>(Clock::now() - t0).count());
-        ran(fmt::format("{} streams", n), runs.back());
-      }
-      stream_tps.emplace_back(n, median(runs));
-    }
-    // Routing over all the runs above: how evenly experts are used (entropy of the
-    // token distribution, 1 = uniform) and how evenly threads were loaded.
-    double entropy_sum = 0, imbalance_max = 0, imbalance_sum = 0;
-    int moe_layers = 0;
-    for (const auto& st : model->moe_stats()) {
+// Expert routing over all the runs: how evenly experts are used (entropy of
+// the token distribution, 1 = uniform) and how evenly threads were loaded.
+struct Routing {
+  double entropy_sum = 0, imbalance_max = 0, imbalance_sum = 0;
+  int layers = 0;
+
+  explicit Routing(const Model& m) {
+    for (const auto& st : m.moe_stats()) {
       if (st.calls == 0 || st.expert_tokens.empty()) continue;
       entropy_sum += st.entropy();
       const double imb = st.thread_imbalance();
       imbalance_sum += imb;
       imbalance_max = std::max(imbalance_max, imb);
-      ++moe_layers;
+      ++layers;
     }
-    PeerResult peer;
-    if (!o.peer.empty()) {
-      peer = run_peer(o, threads, c);
-      ran("llama-bench", peer.tg > 0 ? peer.tg : peer.pp);
+  }
+};
+
+// One `moelsp bench`: the phases in the order they run (measure, streams,
+// peer, under load), then the report.
+class BenchRun {
+ public:
+  explicit BenchRun(const BenchOptions& o)
+      : o_(o),
+        model_(load_for_bench(o)),
+        c_(model_->config()),
+        threads_(model_->threads()),
+        on_cpu_(model_->backend() == ComputeBackend::Cpu),
+        bar_("bench", planned_runs(o), ProgressUnit::Count, {.quiet = o.quiet, .unit_name = "runs"}),
+        logits_(size_t(c_.n_vocab)),
+        bpt_(bytes_per_step(*model_)) {
+    std::mt19937 rng(1);
+    prompt_.resize(size_t(o.n_prompt));
+    for (auto& t : prompt_) t = TokenId(rng() % uint32_t(c_.n_vocab));
+    make_caches(rng);
+  }
+
+  void run() {
+    measure(pp_, tg_, on_cpu_);
+    streams();
+    if (!o_.peer.empty()) {
+      peer_ = run_peer(o_, threads_, c_);
+      ran("llama-bench", peer_.tg > 0 ? peer_.tg : peer_.pp);
     }
-    std::vector<double> pp_load, tg_load;
-    PeerResult peer_load;
-    if (o.background > 0) {
-      const BackgroundLoad load(o.background);
-      measure(pp_load, tg_load, false);
-      if (!o.peer.empty()) {
-        peer_load = run_peer(o, threads, c);
-        ran("llama-bench (loaded)", peer_load.tg > 0 ? peer_load.tg : peer_load.pp);
+    if (o_.background > 0) {
+      const BackgroundLoad load(o_.background);
+      measure(pp_load_, tg_load_, false);
+      if (!o_.peer.empty()) {
+        peer_load_ = run_peer(o_, threads_, c_);
+        ran("llama-bench (loaded)", peer_load_.tg > 0 ? peer_load_.tg : peer_load_.pp);
       }
     }
+    bar_.finish();
+    report();
+  }
 
-    bar.finish();
-    const uint64_t rss = peak_rss_bytes();
-    std::string bw_what = "memory bandwidth";
-    if (model->backend() == ComputeBackend::Cuda) {
-      std::string err;
-      bws.assign(1, kernels::cuda::device_memory_gbs(o.gpu, size_t(1) << 30, &err));
-      if (bws[0] <= 0) throw std::runtime_error("measuring the GPU's memory bandwidth: " + err);
-      bw_what = "GPU memory bandwidth (device copy)";
-      for (double t : tg) shares.push_back(t * (bpt + kv_bytes) / (bws[0] * 1e9));
+ private:
+  // Progress: one step per timed run (and per peer run).
+  static double planned_runs(const BenchOptions& o) {
+    const int tests = (o.n_prompt > 0) + (o.n_gen > 0), peer_runs = o.peer.empty() ? 0 : 1;
+    return double((tests * o.reps + peer_runs) * (o.background > 0 ? 2 : 1) + int(o.streams.size()) * o.reps);
+  }
+  void ran(const std::string& what, double tps) { bar_.update(++runs_done_, fmt::format("{} {:.1f} t/s", what, tps)); }
+
+  // One cache for all repetitions, emptied before each, as the server keeps
+  // its pool and llama-bench its context: a run writes rows into memory an
+  // earlier run already faulted in (a fresh cache's page faults were ~3 % of
+  // a qwen3moe-mid tg128 on this VM). -d: the depth's tokens are computed
+  // once into each cache (not timed); every repetition then cuts the cache
+  // back to them, as llama-bench does.
+  void make_caches(std::mt19937& rng) {
+    const int depth = o_.n_depth;
+    kv_ = kv_type_from_name(o_.kv_type);
+    if (o_.n_prompt > 0) pp_cache_ = model_->new_cache(depth + o_.n_prompt + 1, kv_);
+    if (o_.n_gen > 0) tg_cache_ = model_->new_cache(depth + o_.n_gen + 1, kv_);
+    if (depth > 0) {
+      std::vector<TokenId> ctx(static_cast<size_t>(depth));
+      for (auto& t : ctx) t = TokenId(rng() % uint32_t(c_.n_vocab));
+      for (KvCache* cache : {pp_cache_.get(), tg_cache_.get()})
+        if (cache)
+          for (int at = 0; at < depth; at += 2048)  // llama-bench's batch: bounded activations
+            model_->forward(std::span(ctx).subspan(size_t(at), size_t(std::min(2048, depth - at))), *cache,
+                            logits_.data(), false);
     }
-    if (bws.empty()) bws.push_back(probe_bandwidth(threads));
-    const double bw = median(bws);
-    const double roof = bw * 1e9 / (bpt + kv_bytes);
+    // read by a tg step at its mean depth
+    kv_bytes_ = tg_cache_ ? double(tg_cache_->layout().bytes_per_token()) * (depth + o_.n_gen / 2.0) : 0;
+  }
+
+  void measure(std::vector<double>& pp, std::vector<double>& tg, bool probe) {
+    for (int rep = 0; rep < o_.reps; ++rep) {
+      if (o_.n_prompt > 0) {
+        pp_cache_->truncate(o_.n_depth);
+        const auto t0 = Clock::now();
+        model_->forward(prompt_, *pp_cache_, logits_.data(), false);
+        pp.push_back(o_.n_prompt / std::chrono::duration<double>(Clock::now() - t0).count());
+        ran(fmt::format("pp{}", o_.n_prompt), pp.back());
+      }
+      if (o_.n_gen > 0) tg.push_back(decode_run(probe));
+    }
+  }
+
+  // Like llama-bench's tg: n_gen single-token steps after the depth. With
+  // `probe`, the bandwidth is measured before and after, and the run's share
+  // of the roofline is taken against their mean (a VM's bandwidth drifts).
+  double decode_run(bool probe) {
+    tg_cache_->truncate(o_.n_depth);
+    TokenId t = prompt_.empty() ? 1 : prompt_[0];
+    const double bw_before = probe ? probe_bandwidth(threads_) : 0;
+    const auto t0 = Clock::now();
+    for (int i = 0; i < o_.n_gen; ++i) {
+      model_->forward({&t, 1}, *tg_cache_, logits_.data(), false);
+      t = TokenId(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
+    }
+    const double tps = o_.n_gen / std::chrono::duration<double>(Clock::now() - t0).count();
+    ran(fmt::format("tg{}", o_.n_gen), tps);
+    if (probe) {
+      bws_.push_back((bw_before + probe_bandwidth(threads_)) / 2);
+      shares_.push_back(tps * (bpt_ + kv_bytes_) / (bws_.back() * 1e9));
+    }
+    return tps;
+  }
+
+  // Batched decode: N sequences, each from its own first token in an empty
+  // context, advanced by one forward pass per step (what the scheduler does
+  // with N live requests). Aggregate tokens/s, the median of the repetitions.
+  void streams() {
+    for (const int n : o_.streams) {
+      std::vector<double> runs;
+      std::vector<float> rows(size_t(n) * size_t(c_.n_vocab));
+      std::vector<std::unique_ptr<KvCache>> caches;
+      for (int s = 0; s < n; ++s) caches.push_back(model_->new_cache(stream_gen() + 1, kv_));
+      for (int rep = 0; rep < o_.reps; ++rep) {
+        std::vector<TokenId> next(static_cast<size_t>(n));
+        for (int s = 0; s < n; ++s) {
+          caches[size_t(s)]->truncate(0);
+          next[size_t(s)] = prompt_.empty() ? TokenId(1 + s) : prompt_[size_t(s) % prompt_.size()];
+        }
+        const auto t0 = Clock::now();
+        for (int i = 0; i < stream_gen(); ++i) {
+          Batch b;
+          for (int s = 0; s < n; ++s) {
+            if (!caches[size_t(s)]->seq().reserve(1)) throw std::runtime_error("--streams: KV reservation failed");
+            b.add(caches[size_t(s)]->seq(), {&next[size_t(s)], 1});
+          }
+          model_->forward(b, rows.data());
+          for (int s = 0; s < n; ++s) {
+            const float* r = rows.data() + size_t(s) * size_t(c_.n_vocab);
+            next[size_t(s)] = TokenId(std::max_element(r, r + c_.n_vocab) - r);
+          }
+        }
+        runs.push_back(double(n) * stream_gen() / std::chrono::duration<double>(Clock::now() - t0).count());
+        ran(fmt::format("{} streams", n), runs.back());
+      }
+      stream_tps_.emplace_back(n, median(runs));
+    }
+  }
+  int stream_gen() const { return o_.n_gen > 0 ? o_.n_gen : 64; }
+
+  void report();
+  void report_header() const;
+  void report_rows() const;
+  void report_streams() const;
+  void report_load() const;
+  void report_roofline(const std::string& bw_what) const;
+  void row(const std::string& name, double ours, double theirs) const {
+    fmt::print("{:<16} {:>14.2f} {:>16} {:>8}\n", name, ours, theirs > 0 ? fmt::format("{:.2f}", theirs) : "-",
+               theirs > 0 ? fmt::format("{:.2f}x", ours / theirs) : "-");
+  }
+
+  const BenchOptions& o_;
+  std::unique_ptr<Model> model_;
+  const ModelConfig& c_;
+  const int threads_;
+  const bool on_cpu_;  // on a device the roofline is its memory's: measured once, not around each run
+  Progress bar_;
+  int runs_done_ = 0;
+  std::vector<TokenId> prompt_;
+  std::vector<float> logits_;
+  const double bpt_;  // bytes a decode step reads (weights)
+  KvType kv_ = KvType::F16;
+  std::unique_ptr<KvCache> pp_cache_, tg_cache_;
+  double kv_bytes_ = 0;               // KV bytes a decode step reads at its mean depth
+  std::vector<double> bws_, shares_;  // probes around each decode run (their mean), and decode's share of it
+  std::vector<double> pp_, tg_, pp_load_, tg_load_;
+  std::vector<std::pair<int, double>> stream_tps_;
+  PeerResult peer_, peer_load_;
+};
+
+void BenchRun::report() {
+  std::string bw_what = "memory bandwidth";
+  if (model_->backend() == ComputeBackend::Cuda) {
+    std::string err;
+    bws_.assign(1, kernels::cuda::device_memory_gbs(o_.gpu, size_t(1) << 30, &err));
+    if (bws_[0] <= 0) throw std::runtime_error("measuring the GPU's memory bandwidth: " + err);
+    bw_what = "GPU memory bandwidth (device copy)";
+    for (double t : tg_) shares_.push_back(t * (bpt_ + kv_bytes_) / (bws_[0] * 1e9));
+  }
+  if (bws_.empty()) bws_.push_back(probe_bandwidth(threads_));
+  report_header();
+  report_rows();
+  report_streams();
+  report_load();
+  report_roofline(bw_what);
+  const Routing routing(*model_);
+  if (routing.layers > 0)
     fmt::print(
-        "model: {} ({}), {:.1f} M parameters in {:.1f} MiB, threads {}, kernels {}, KV cache {}\n", o.model, c.arch,
-        [&] {
-          double n = 0;
-          for (const auto& t : model->file().tensors()) n += double(t.n_elements);
-          return n / 1e6;
-        }(),
-        double(model->file().file_size()) / (1 << 20), threads, cpu_kernel_isa(), o.kv_type);
-    if (!on_cpu) fmt::print("forward pass on {}\n", model->device_description());
-    if (!on_cpu && c.n_expert > 0 && model->device_experts_per_layer() < c.n_expert) {
-      const ExpertMetrics em = model->expert_metrics();
-      fmt::print(
-          "experts on the device: {:.1f}% of expert uses (the rest computed on the CPU), {} moved in ({:.1f} MiB)\n",
-          100.0 * em.cache_hit_rate(), em.cache_swaps, double(em.device_bytes_moved) / (1 << 20));
-    }
-    if (o.n_prompt > 0 || o.n_gen > 0)
-      fmt::print("{:<16} {:>14} {:>16} {:>8}\n", "test", "moelsp t/s", "llama.cpp t/s", "ratio");
-    const auto row = [&](const std::string& name, double ours, double theirs) {
-      fmt::print("{:<16} {:>14.2f} {:>16} {:>8}\n", name, ours, theirs > 0 ? fmt::format("{:.2f}", theirs) : "-",
-                 theirs > 0 ? fmt::format("{:.2f}x", ours / theirs) : "-");
-    };
-    const std::string at = depth > 0 ? fmt::format(" @ d{}", depth) : "";
-    if (o.n_prompt > 0) row(fmt::format("pp{}{}", o.n_prompt, at), median(pp), peer.pp);
-    if (o.n_gen > 0) row(fmt::format("tg{}{}", o.n_gen, at), median(tg), peer.tg);
-    if (!peer.error.empty()) fmt::print("peer: {}\n", peer.error);
-    if (!stream_tps.empty()) {
-      // The ratio's base: the 1-stream row when measured, else tg (the same loop without a batch).
-      double one = o.n_gen > 0 ? median(tg) : 0;
-      for (const auto& [n, tps] : stream_tps)
-        if (n == 1) one = tps;
-      // The bound if steps were memory-bound: n tokens for the bytes of one n-stream step.
-      fmt::print(
-          "batched decode ({} tokens per stream; bandwidth bound = n x bytes of one stream's step / bytes of an "
-          "n-stream step, uniform routing):\n",
-          stream_gen);
-      for (const auto& [n, tps] : stream_tps)
-        fmt::print("  {:2} stream{} {:9.2f} t/s aggregate{}, bandwidth bound {:.2f}x\n", n, n == 1 ? " " : "s", tps,
-                   one > 0 ? fmt::format(", {:.2f}x one stream", tps / one) : "",
-                   n * bytes_per_step(*model) / bytes_per_step(*model, n));
-    }
-    if (o.background > 0) {
-      fmt::print("with {} busy background process{} (each keeps a core busy):\n", o.background,
-                 o.background == 1 ? "" : "es");
-      if (o.n_prompt > 0) row(fmt::format("pp{}", o.n_prompt), median(pp_load), peer_load.pp);
-      if (o.n_gen > 0) row(fmt::format("tg{}", o.n_gen), median(tg_load), peer_load.tg);
-      const auto kept = [](double loaded, double idle) {
-        return idle > 0 && loaded > 0 ? fmt::format("{:.0f}%", 100.0 * loaded / idle) : std::string("-");
-      };
-      fmt::print("speed kept under load: moelsp pp {} tg {}", kept(median(pp_load), median(pp)),
-                 kept(median(tg_load), median(tg)));
-      if (!o.peer.empty())
-        fmt::print("; llama.cpp pp {} tg {}", kept(peer_load.pp, peer.pp), kept(peer_load.tg, peer.tg));
-      fmt::print("\n");
-      if (!peer_load.error.empty()) fmt::print("peer under load: {}\n", peer_load.error);
-    }
+        "MoE ({} layers): expert activation entropy {:.3f} (1 = uniform); thread load imbalance "
+        "(max-min)/max mean {:.3f}, worst layer {:.3f}\n",
+        routing.layers, routing.entropy_sum / routing.layers, routing.imbalance_sum / routing.layers,
+        routing.imbalance_max);
+}
+
+void BenchRun::report_header() const {
+  double params = 0;
+  for (const auto& t : model_->file().tensors()) params += double(t.n_elements);
+  fmt::print("model: {} ({}), {:.1f} M parameters in {:.1f} MiB, threads {}, kernels {}, KV cache {}\n", o_.model,
+             c_.arch, params / 1e6, double(model_->file().file_size()) / (1 << 20), threads_, cpu_kernel_isa(),
+             o_.kv_type);
+  if (!on_cpu_) fmt::print("forward pass on {}\n", model_->device_description());
+  if (!on_cpu_ && c_.n_expert > 0 && model_->device_experts_per_layer() < c_.n_expert) {
+    const ExpertMetrics em = model_->expert_metrics();
     fmt::print(
-        "peak RSS {:.1f} MiB; {} {:.1f} GB/s (median of {} measurement{}); decode reads {:.2f} "
-        "MiB/token{} -> roofline {:.0f} tokens/s{}\n",
-        double(rss) / (1 << 20), bw_what, bw, bws.size(), bws.size() == 1 ? "" : "s", bpt / (1 << 20),
-        kv_bytes > 0 ? fmt::format(" of weights + {:.2f} MiB of KV at the mean depth (weights alone: roofline {:.0f} "
+        "experts on the device: {:.1f}% of expert uses (the rest computed on the CPU), {} moved in ({:.1f} MiB)\n",
+        100.0 * em.cache_hit_rate(), em.cache_swaps, double(em.device_bytes_moved) / (1 << 20));
+  }
+}
+
+void BenchRun::report_rows() const {
+  if (o_.n_prompt > 0 || o_.n_gen > 0)
+    fmt::print("{:<16} {:>14} {:>16} {:>8}\n", "test", "moelsp t/s", "llama.cpp t/s", "ratio");
+  const std::string at = o_.n_depth > 0 ? fmt::format(" @ d{}", o_.n_depth) : "";
+  if (o_.n_prompt > 0) row(fmt::format("pp{}{}", o_.n_prompt, at), median(pp_), peer_.pp);
+  if (o_.n_gen > 0) row(fmt::format("tg{}{}", o_.n_gen, at), median(tg_), peer_.tg);
+  if (!peer_.error.empty()) fmt::print("peer: {}\n", peer_.error);
+}
+
+void BenchRun::report_streams() const {
+  if (stream_tps_.empty()) return;
+  // The ratio's base: the 1-stream row when measured, else tg (the same loop without a batch).
+  double one = o_.n_gen > 0 ? median(tg_) : 0;
+  for (const auto& [n, tps] : stream_tps_)
+    if (n == 1) one = tps;
+  // The bound if steps were memory-bound: n tokens for the bytes of one n-stream step.
+  fmt::print(
+      "batched decode ({} tokens per stream; bandwidth bound = n x bytes of one stream's step / bytes of an "
+      "n-stream step, uniform routing):\n",
+      stream_gen());
+  for (const auto& [n, tps] : stream_tps_)
+    fmt::print("  {:2} stream{} {:9.2f} t/s aggregate{}, bandwidth bound {:.2f}x\n", n, n == 1 ? " " : "s", tps,
+               one > 0 ? fmt::format(", {:.2f}x one stream", tps / one) : "",
+               n * bytes_per_step(*model_) / bytes_per_step(*model_, n));
+}
+
+void BenchRun::report_load() const {
+  if (o_.background <= 0) return;
+  fmt::print("with {} busy background process{} (each keeps a core busy):\n", o_.background,
+             o_.background == 1 ? "" : "es");
+  if (o_.n_prompt > 0) row(fmt::format("pp{}", o_.n_prompt), median(pp_load_), peer_load_.pp);
+  if (o_.n_gen > 0) row(fmt::format("tg{}", o_.n_gen), median(tg_load_), peer_load_.tg);
+  const auto kept = [](double loaded, double idle) {
+    return idle > 0 && loaded > 0 ? fmt::format("{:.0f}%", 100.0 * loaded / idle) : std::string("-");
+  };
+  fmt::print("speed kept under load: moelsp pp {} tg {}", kept(median(pp_load_), median(pp_)),
+             kept(median(tg_load_), median(tg_)));
+  if (!o_.peer.empty())
+    fmt::print("; llama.cpp pp {} tg {}", kept(peer_load_.pp, peer_.pp), kept(peer_load_.tg, peer_.tg));
+  fmt::print("\n");
+  if (!peer_load_.error.empty()) fmt::print("peer under load: {}\n", peer_load_.error);
+}
+
+void BenchRun::report_roofline(const std::string& bw_what) const {
+  const double bw = median(bws_);
+  const double roof = bw * 1e9 / (bpt_ + kv_bytes_);
+  const std::string kv = kv_bytes_ > 0
+                             ? fmt::format(
+                                   " of weights + {:.2f} MiB of KV at the mean depth (weights alone: roofline {:.0f} "
                                    "tokens/s)",
-                                   kv_bytes / (1 << 20), bw * 1e9 / bpt)
-                     : std::string(),
-        roof,
-        shares.empty()
-            ? std::string()
-            : fmt::format("; moelsp decode at {:.1f}% of it (median over {} run{}{}, each against the "
-                          "probes around it)",
-                          100.0 * median(shares), shares.size(), shares.size() == 1 ? "" : "s",
-                          // The spread: on a VM one run's share can be far from the median.
-                          shares.size() < 2 ? std::string()
-                                            : fmt::format("; range {:.1f}-{:.1f}%",
-                                                          100.0 * *std::min_element(shares.begin(), shares.end()),
-                                                          100.0 * *std::max_element(shares.begin(), shares.end()))));
-    if (moe_layers > 0)
-      fmt::print(
-          "MoE ({} layers): expert activation entropy {:.3f} (1 = uniform); thread load imbalance "
-          "(max-min)/max mean {:.3f}, worst layer {:.3f}\n",
-          moe_layers, entropy_sum / moe_layers, imbalance_sum / moe_layers, imbalance_max);
+                                   kv_bytes_ / (1 << 20), bw * 1e9 / bpt_)
+                             : std::string();
+  // The spread: on a VM one run's share can be far from the median.
+  const std::string range = shares_.size() < 2 ? std::string()
+                                               : fmt::format("; range {:.1f}-{:.1f}%",
+                                                             100.0 * *std::min_element(shares_.begin(), shares_.end()),
+                                                             100.0 * *std::max_element(shares_.begin(), shares_.end()));
+  const std::string share = shares_.empty()
+                                ? std::string()
+                                : fmt::format(
+                                      "; moelsp decode at {:.1f}% of it (median over {} run{}{}, each against the "
+                                      "probes around it)",
+                                      100.0 * median(shares_), shares_.size(), shares_.size() == 1 ? "" : "s", range);
+  fmt::print(
+      "peak RSS {:.1f} MiB; {} {:.1f} GB/s (median of {} measurement{}); decode reads {:.2f} "
+      "MiB/token{} -> roofline {:.0f} tokens/s{}\n",
+      double(peak_rss_bytes()) / (1 << 20), bw_what, bw, bws_.size(), bws_.size() == 1 ? "" : "s", bpt_ / (1 << 20), kv,
+      roof, share);
+}
+
+}  // namespace
+
+int bench(const BenchOptions& o) {
+  try {
+    BenchRun(o).run();
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moelsp bench: %s\n", e.what());

@@ -143,44 +143,79 @@ bool quantizable(const gguf::TensorInfo& t) {
   return t.shape.size() >= 2 && weight && n.find("_norm.weight") == std::string::npos &&
          n.find("ffn_gate_inp") == std::string::npos;
 }
+// One of llama.cpp's mixes by name, as written or in lower case (null: none).
+const MixInfo* mix_named(const std::string& type) {
+  const auto is = [&](std::string name) {
+    if (type == name) return true;
+    for (char& c : name) c = char(std::tolower(static_cast<unsigned char>(c)));
+    return type == name;
+  };
+  const MixInfo* found = nullptr;
+  for (const MixInfo& m : kMixes)
+    if (is(m.name)) found = &m;
+  return found;
+}
+
+// The type weight matrices are written in: the mix's base, or the type named;
+// an error listing what can be written otherwise.
+kernels::DType target_type(const std::string& type, const MixInfo* mix) {
+  const auto target = mix ? std::optional(mix->base) : kernels::dtype_from_name(type);
+  if (target && kernels::quantize_supports(*target)) return *target;
+  std::string names;
+  for (kernels::DType t : kernels::matmul_types())
+    if (kernels::quantize_supports(t) && t != kernels::DType::Q6_K) names += std::string(kernels::dtype_name(t)) + ", ";
+  throw std::runtime_error(fmt::format(
+      "cannot quantize to '{}' (supported: {}and llama.cpp's mixes Q3_K_M, Q4_K_M, Q5_K_M, Q6_K, MXFP4_MOE)", type,
+      names));
+}
+
+// A tensor's rows read in its type and written in `to`, on every core: rows
+// are independent, and the K-quants' scale searches are worth all cores on a
+// multi-GB model.
+std::vector<uint8_t> convert(const gguf::File& in, const gguf::TensorInfo& t, kernels::DType to) {
+  if (!kernels::matmul_supports(t.type))
+    throw std::runtime_error(
+        fmt::format("tensor '{}' is {}, which moelsp cannot read yet", t.name, kernels::dtype_name(t.type)));
+  const int64_t cols = int64_t(t.shape[0]), rows = int64_t(t.n_elements) / std::max<int64_t>(1, cols);
+  const size_t src_row = *kernels::row_bytes(t.type, t.shape[0]), dst_row = *kernels::row_bytes(to, t.shape[0]);
+  std::vector<uint8_t> out(size_t(rows) * dst_row);
+  const uint8_t* src = in.tensor_data(t).data();
+  const int64_t n_threads = std::min<int64_t>(rows, std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> workers;
+  for (int64_t k = 0; k < n_threads; ++k)
+    workers.emplace_back([&, k] {
+      std::vector<float> row(static_cast<size_t>(cols));
+      for (int64_t r = rows * k / n_threads; r < rows * (k + 1) / n_threads; ++r) {
+        kernels::dequantize_row(t.type, src + size_t(r) * src_row, row.data(), cols);
+        kernels::quantize_row(to, row.data(), out.data() + size_t(r) * dst_row, cols);
+      }
+    });
+  for (auto& th : workers) th.join();
+  return out;
+}
+
 }  // namespace
 
 int quantize(const QuantizeOptions& o) {
   try {
-    const auto is = [&](std::string name) {  // as written, or in lower case
-      if (o.type == name) return true;
-      for (char& c : name) c = char(std::tolower(static_cast<unsigned char>(c)));
-      return o.type == name;
-    };
-    const MixInfo* mix_info = nullptr;
-    for (const MixInfo& m : kMixes)
-      if (is(m.name)) mix_info = &m;
+    const MixInfo* mix_info = mix_named(o.type);
     const Mix mix = mix_info ? mix_info->mix : Mix::None;
-    const auto target = mix_info ? std::optional(mix_info->base) : kernels::dtype_from_name(o.type);
-    if (!target || !kernels::quantize_supports(*target)) {
-      std::string names;
-      for (kernels::DType t : kernels::matmul_types())
-        if (kernels::quantize_supports(t) && t != kernels::DType::Q6_K)
-          names += std::string(kernels::dtype_name(t)) + ", ";
-      throw std::runtime_error(fmt::format(
-          "cannot quantize to '{}' (supported: {}and llama.cpp's mixes Q3_K_M, Q4_K_M, Q5_K_M, Q6_K, MXFP4_MOE)",
-          o.type, names));
-    }
+    const auto target = target_type(o.type, mix_info);
     std::error_code ec;
     if (std::filesystem::exists(o.output, ec) && std::filesystem::equivalent(o.input, o.output, ec))
       throw std::runtime_error(
           fmt::format("{} is the input file: give another output name (the input is never overwritten)", o.output));
     const auto in = gguf::File::open(o.input);
     const std::string arch = in.get_or<std::string>("general.architecture", "");
-    Recipe recipe{*target, mix};
+    Recipe recipe{target, mix};
     recipe.n_layer = int(in.get_or<uint32_t>(arch + ".block_count", 0));
     recipe.n_expert = int(in.get_or<uint32_t>(arch + ".expert_count", 0));
     recipe.tied = !in.tensor("output.weight");
     gguf::Writer w(3, uint32_t(in.alignment()));
     for (const auto& [k, v] : in.metadata())
       if (k != "general.alignment") w.set(k, v);
-    w.set("general.file_type", mix_info ? mix_info->file_type : file_type(*target));
-    if (traits(*target).block_size > 1) w.set("general.quantization_version", uint32_t(2));
+    w.set("general.file_type", mix_info ? mix_info->file_type : file_type(target));
+    if (traits(target).block_size > 1) w.set("general.quantization_version", uint32_t(2));
 
     std::map<std::string, int> counts;
     uint64_t bytes_in = 0, bytes_out = 0, total_in = 0;
@@ -194,26 +229,7 @@ int quantize(const QuantizeOptions& o) {
         const auto d = in.tensor_data(t);
         w.add_tensor(t.name, to, t.shape, d);
       } else {
-        if (!kernels::matmul_supports(t.type))
-          throw std::runtime_error(
-              fmt::format("tensor '{}' is {}, which moelsp cannot read yet", t.name, kernels::dtype_name(t.type)));
-        const int64_t cols = int64_t(t.shape[0]), rows = int64_t(t.n_elements) / std::max<int64_t>(1, cols);
-        const size_t src_row = *kernels::row_bytes(t.type, t.shape[0]), dst_row = *kernels::row_bytes(to, t.shape[0]);
-        std::vector<uint8_t> out(size_t(rows) * dst_row);
-        const uint8_t* src = in.tensor_data(t).data();
-        // Rows are independent: the K-quants' scale searches are worth all cores on a multi-GB model.
-        const int64_t n_threads = std::min<int64_t>(rows, std::max(1u, std::thread::hardware_concurrency()));
-        std::vector<std::thread> workers;
-        for (int64_t k = 0; k < n_threads; ++k)
-          workers.emplace_back([&, k] {
-            std::vector<float> row(static_cast<size_t>(cols));
-            for (int64_t r = rows * k / n_threads; r < rows * (k + 1) / n_threads; ++r) {
-              kernels::dequantize_row(t.type, src + size_t(r) * src_row, row.data(), cols);
-              kernels::quantize_row(to, row.data(), out.data() + size_t(r) * dst_row, cols);
-            }
-          });
-        for (auto& th : workers) th.join();
-        w.add_tensor(t.name, to, t.shape, out);
+        w.add_tensor(t.name, to, t.shape, convert(in, t, to));
       }
       ++counts[std::string(kernels::dtype_name(to))];
       bytes_in += t.n_bytes;

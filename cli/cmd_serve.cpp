@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -98,131 +99,152 @@ nlohmann::json to_json(const http::RecommendedSampling& r) {
   return j;
 }
 
-}  // namespace
+// /v1/status's engine part: the plan and hardware as loaded, the sampling
+// defaults, and the scheduler's, KV cache's and prompt cache's counters now.
+std::function<std::string()> status_json(const std::shared_ptr<assist::EngineBackend>& b, const PlannedModel& pm,
+                                         const std::string& sampling_json) {
+  const std::string plan = pm.plan.to_json(), hw = pm.hw.to_json();
+  return [b, plan, hw, sampling_json] {
+    const EngineMetrics m = b->engine().metrics();
+    auto j = nlohmann::json{
+        {"plan", nlohmann::json::parse(plan)},
+        {"samplingDefaults", nlohmann::json::parse(sampling_json)},
+        {"hardware", nlohmann::json::parse(hw)},
+        {"scheduler", {{"running", m.running}, {"waiting", m.waiting}, {"requests", m.requests}, {"steps", m.steps}}},
+        {"kvCache",
+         {{"blocksInUse", m.kv.blocks_in_use},
+          {"blocksCached", m.kv.blocks_cached},
+          {"prefixHitRate", m.prefix_hit_rate}}}};
+    if (m.prompt_cache_on) {
+      const PromptCacheStats& p = m.prompt_cache;
+      j["promptCache"] = {{"dir", b->engine().options().prompt_cache.dir},
+                          {"files", p.files},
+                          {"bytes", p.bytes},
+                          {"blocksWritten", p.blocks_written},
+                          {"blocksRestored", p.blocks_restored},
+                          {"filesRefused", p.files_refused},
+                          {"writesSkipped", p.writes_skipped}};
+    }
+    return j.dump();
+  };
+}
 
-int serve(const ServeOptions& o) {
-  // Signals go to one thread that stops the server (blocked here, before
-  // any thread starts, so every thread inherits the mask).
+// The API's view of a model that loaded: its names, context, status,
+// metrics, expert report and the sampling defaults it recommends.
+http::ModelState ready_state(const std::string& file, const PlannedModel& pm,
+                             const std::shared_ptr<assist::EngineBackend>& b) {
+  const auto model = pm.model;
+  const std::string id = model->config().name.empty() ? model->config().arch : model->config().name;
+  const http::RecommendedSampling rec = recommended_sampling(model->file());
+  const std::string sampling_json = to_json(rec).dump();  // what requests that set none get
+  if (sampling_json != "{}") spdlog::info("sampling defaults from the model (general.sampling.*): {}", sampling_json);
+  std::function<std::string(bool)> experts;
+  if (model->config().n_expert > 0)
+    experts = [model](bool svg) {
+      // Read without a lock, as /metrics does: the counts only grow.
+      const cli::ExpertReport r = cli::expert_report(
+          *model, std::filesystem::path(model->file().path()).filename().string(), "requests served");
+      return svg ? cli::heatmap_svg(r) : cli::report_json(r);
+    };
+  return {.phase = http::ModelState::Phase::Ready,
+          .id = id,
+          .n_ctx = pm.plan.n_ctx,
+          .file = file,
+          .message = "ready",
+          .status_json = status_json(b, pm, sampling_json),
+          .metrics_text = [b, model] { return engine_metrics(b->engine(), *model); },
+          .experts = experts,
+          .sampling = rec};
+}
+
+http::ModelState state_without_model(http::ModelState::Phase phase, const std::string& file, std::string message) {
+  return {.phase = phase,
+          .id = "",
+          .file = file,
+          .message = std::move(message),
+          .status_json = nullptr,
+          .metrics_text = nullptr};
+}
+
+// The loader thread's work: the model on the plan for agents (its whole
+// context when memory allows), handed to the service and the API; a failure
+// is the API's error state, and the server goes on answering.
+void load_model(const ServeOptions& o, const assist::Settings& settings, assist::Service& service, http::Api& api,
+                std::shared_ptr<assist::EngineBackend>& backend) {
+  try {
+    PlanRequest req;
+    req.over = settings.plan;
+    req.full_context = true;  // agents' prompts: the model's whole context when memory allows
+    PlannedModel pm = load_planned(o.model, req);
+    EngineOptions eo = pm.plan.engine_options();
+    eo.prompt_cache = assist::prompt_cache_options(settings);
+    backend = std::make_shared<assist::EngineBackend>(std::make_unique<Engine>(pm.model, eo));
+    service.set_backend(backend);
+    api.set_model(ready_state(o.model, pm, backend));
+    spdlog::info("model loaded: {}", o.model);
+  } catch (const std::exception& e) {
+    spdlog::error("the model failed to load: {}", e.what());
+    api.set_model(state_without_model(http::ModelState::Phase::Error, o.model, e.what()));
+  }
+}
+
+// Signals go to one thread that stops the server (blocked here, before any
+// thread starts, so every thread inherits the mask).
+sigset_t block_stop_signals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGHUP);  // ignored (logged): closing the terminal does not stop a server
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
 
-  // The settings: the user's config file, --config FILE, then the flags.
-  assist::Settings settings;
-  try {
-    settings = assist::read_config_files(o.config);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "moelsp serve: %s\n", e.what());
-    return 1;
-  }
-  settings.merge_from(o.settings);
-  const PlanOverrides over = settings.plan;
-
+http::ApiOptions api_options(const ServeOptions& o, const assist::Settings& settings) {
   const bool loopback = o.host == "127.0.0.1" || o.host == "::1" || o.host == "localhost";
   if (!loopback && o.api_key.empty())
     spdlog::warn("serving on {} without --api-key: anyone who can reach this address can use the model", o.host);
-  assist::Service service;
-  http::Api api(service, {.api_key = o.api_key,
-                          .loopback_hosts_only = loopback && o.api_key.empty(),
-                          .chat_template = settings.chat_template.value_or(""),
-                          .max_queue = size_t(o.max_queue),
-                          .served_names = o.served_names});
+  return {.api_key = o.api_key,
+          .loopback_hosts_only = loopback && o.api_key.empty(),
+          .chat_template = settings.chat_template.value_or(""),
+          .max_queue = size_t(o.max_queue),
+          .served_names = o.served_names};
+}
+
+http::ServerOptions server_options(const ServeOptions& o) {
   http::ServerOptions so;
   so.host = o.host == "localhost" ? "127.0.0.1" : o.host;
   so.port = o.port;
   so.max_body = size_t(o.max_body_mb) << 20;
   so.cors_origin = o.cors;
   so.io_timeout_s = o.timeout_s;
-  std::unique_ptr<http::HttpServer> server;
+  return so;
+}
+
+}  // namespace
+
+int serve(const ServeOptions& o) {
+  const sigset_t signals = block_stop_signals();
+  assist::Settings settings;  // the user's config file, --config FILE, then the flags
+  assist::Service service;
+  std::optional<http::Api> api;
+  std::unique_ptr<http::HttpServer> server;  // (destroyed first: it serves through the api)
   try {
-    server = std::make_unique<http::HttpServer>(api, so);
+    settings = assist::read_config_files(o.config);
+    settings.merge_from(o.settings);
+    api.emplace(service, api_options(o, settings));
+    server = std::make_unique<http::HttpServer>(*api, server_options(o));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moelsp serve: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "moelsp serve: listening on http://%s:%d (model: %s)\n", so.host.c_str(), server->port(),
-               o.model.c_str());
+  std::fprintf(stderr, "moelsp serve: listening on http://%s:%d (model: %s)\n", server_options(o).host.c_str(),
+               server->port(), o.model.c_str());
   std::fflush(stderr);
 
-  api.set_model({.phase = http::ModelState::Phase::Loading,
-                 .id = "",
-                 .file = o.model,
-                 .message = "loading " + o.model,
-                 .status_json = nullptr,
-                 .metrics_text = nullptr});
+  api->set_model(state_without_model(http::ModelState::Phase::Loading, o.model, "loading " + o.model));
   std::shared_ptr<assist::EngineBackend> backend;
-  std::thread loader([&] {
-    try {
-      PlanRequest req;
-      req.over = over;
-      req.full_context = true;  // agents' prompts: the model's whole context when memory allows
-      PlannedModel pm = load_planned(o.model, req);
-      EngineOptions eo = pm.plan.engine_options();
-      eo.prompt_cache = assist::prompt_cache_options(settings);
-      auto b = std::make_shared<assist::EngineBackend>(std::make_unique<Engine>(pm.model, eo));
-      backend = b;
-      service.set_backend(b);
-      const std::string id = pm.model->config().name.empty() ? pm.model->config().arch : pm.model->config().name;
-      const std::string plan = pm.plan.to_json(), hw = pm.hw.to_json();
-      auto model = pm.model;
-      const http::RecommendedSampling rec = recommended_sampling(model->file());
-      const std::string sampling_json = to_json(rec).dump();  // what requests that set none get
-      if (sampling_json != "{}")
-        spdlog::info("sampling defaults from the model (general.sampling.*): {}", sampling_json);
-      api.set_model(
-          {.phase = http::ModelState::Phase::Ready,
-           .id = id,
-           .n_ctx = pm.plan.n_ctx,
-           .file = o.model,
-           .message = "ready",
-           .status_json =
-               [b, plan, hw, sampling_json] {
-                 const EngineMetrics m = b->engine().metrics();
-                 auto j = nlohmann::json{
-                     {"plan", nlohmann::json::parse(plan)},
-                     {"samplingDefaults", nlohmann::json::parse(sampling_json)},
-                     {"hardware", nlohmann::json::parse(hw)},
-                     {"scheduler",
-                      {{"running", m.running}, {"waiting", m.waiting}, {"requests", m.requests}, {"steps", m.steps}}},
-                     {"kvCache",
-                      {{"blocksInUse", m.kv.blocks_in_use},
-                       {"blocksCached", m.kv.blocks_cached},
-                       {"prefixHitRate", m.prefix_hit_rate}}}};
-                 if (m.prompt_cache_on) {
-                   const PromptCacheStats& p = m.prompt_cache;
-                   j["promptCache"] = {{"dir", b->engine().options().prompt_cache.dir},
-                                       {"files", p.files},
-                                       {"bytes", p.bytes},
-                                       {"blocksWritten", p.blocks_written},
-                                       {"blocksRestored", p.blocks_restored},
-                                       {"filesRefused", p.files_refused},
-                                       {"writesSkipped", p.writes_skipped}};
-                 }
-                 return j.dump();
-               },
-           .metrics_text = [b, model] { return engine_metrics(b->engine(), *model); },
-           .experts = model->config().n_expert > 0 ? std::function<std::string(bool)>([model](bool svg) {
-             // Read without a lock, as /metrics does: the counts only grow.
-             const cli::ExpertReport r = cli::expert_report(
-                 *model, std::filesystem::path(model->file().path()).filename().string(), "requests served");
-             return svg ? cli::heatmap_svg(r) : cli::report_json(r);
-           })
-                                                   : nullptr,
-           .sampling = rec});
-      spdlog::info("model loaded: {}", o.model);
-    } catch (const std::exception& e) {
-      spdlog::error("the model failed to load: {}", e.what());
-      api.set_model({.phase = http::ModelState::Phase::Error,
-                     .id = "",
-                     .file = o.model,
-                     .message = e.what(),
-                     .status_json = nullptr,
-                     .metrics_text = nullptr});
-    }
-  });
+  std::thread loader([&] { load_model(o, settings, service, *api, backend); });
   std::atomic<bool> stopped{false};
   std::thread waiter([&] {
     int sig = 0;

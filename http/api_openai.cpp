@@ -119,6 +119,17 @@ assist::TextInput text_input(const json& j, const SamplingParams& defaults) {
   in.ignore_eos = bool_field(j, "ignore_eos", false);  // llama.cpp's extension
   return in;
 }
+
+// One streamed chunk of /v1/completions.
+std::string completion_chunk(const std::string& id, const std::string& model_id, const std::string& text,
+                             const json& reason, const json& logprobs) {
+  return json{{"id", id},
+              {"object", "text_completion"},
+              {"created", now_s()},
+              {"model", model_id},
+              {"choices", {{{"text", text}, {"index", 0}, {"logprobs", logprobs}, {"finish_reason", reason}}}}}
+      .dump(-1, ' ', false, json::error_handler_t::replace);
+}
 }  // namespace
 
 HttpResponse Api::completions(const HttpRequest& req, const OpenStream& open_stream) {
@@ -135,12 +146,7 @@ HttpResponse Api::completions(const HttpRequest& req, const OpenStream& open_str
   LazyStream lazy{open_stream};
   LazyStream* const es = stream ? &lazy : nullptr;
   const auto chunk = [&](const std::string& text, const json& reason, const json& logprobs = nullptr) {
-    return json{{"id", id},
-                {"object", "text_completion"},
-                {"created", now_s()},
-                {"model", model_id},
-                {"choices", {{{"text", text}, {"index", 0}, {"logprobs", logprobs}, {"finish_reason", reason}}}}}
-        .dump(-1, ' ', false, json::error_handler_t::replace);
+    return completion_chunk(id, model_id, text, reason, logprobs);
   };
   // Streamed with logprobs: each chunk carries its tokens' logprobs, so it
   // is formatted where both are known (the generating thread), in order.

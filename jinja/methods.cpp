@@ -172,6 +172,47 @@ Value partition(const std::string& s, const std::string& sep, bool from_right) {
   return Value::tuple({Value(s.substr(0, at)), Value(sep), Value(s.substr(at + sep.size()))});
 }
 
+// str.join(iterable), the result's size checked before it is built.
+Value str_join(const std::string& s, const Args& a) {
+  const Value* seq = a.find(0, "iterable");
+  if (!seq) throw Error("join() takes exactly one argument");
+  const std::vector<Value> items = iterate(*seq);
+  uint64_t total = 0;
+  for (const Value& v : items) {
+    if (!v.is_string()) throw Error("sequence item: expected str instance, " + type_name(v) + " found");
+    total += s.size() + v.str().size();
+    check_size(total, "the joined string");
+  }
+  std::string out;
+  out.reserve(size_t(total));
+  bool first = true;
+  for (const Value& v : items) {
+    if (!first) out += s;
+    out += v.str();
+    first = false;
+  }
+  return Value(std::move(out));
+}
+
+// str.isupper() / islower(): some cased character, and none of the other case.
+bool all_cased(const std::string& s, bool up) {
+  bool cased = false;
+  for (char c : s) {
+    if (std::isupper((unsigned char)c) || std::islower((unsigned char)c)) cased = true;
+    if (up ? std::islower((unsigned char)c) : std::isupper((unsigned char)c)) return false;
+  }
+  return cased;
+}
+
+// str.zfill(width): zeros after the sign up to `width` code points.
+Value zfill(const std::string& s, int64_t width) {
+  const int64_t len = int64_t(py::length(s));
+  if (width <= len) return Value(s);
+  check_size(uint64_t(width - len) + s.size(), "the zero-filled string");
+  const size_t sign = !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
+  return Value(s.substr(0, sign) + std::string(size_t(width - len), '0') + s.substr(sign));
+}
+
 Value string_method(const std::string& s, const std::string& name, const Args& a) {
   if (name == "strip" || name == "lstrip" || name == "rstrip")
     return Value(py::strip(s, opt_str(a, 0, "chars"), name != "rstrip", name != "lstrip"));
@@ -204,51 +245,18 @@ Value string_method(const std::string& s, const std::string& name, const Args& a
     return Value(at);
   }
   if (name == "count") return Value(py::count(s, str_arg(a, 0, "sub")));
-  if (name == "join") {
-    std::string out;
-    const Value* seq = a.find(0, "iterable");
-    if (!seq) throw Error("join() takes exactly one argument");
-    const std::vector<Value> items = iterate(*seq);
-    uint64_t total = 0;
-    for (const Value& v : items) {
-      if (!v.is_string()) throw Error("sequence item: expected str instance, " + type_name(v) + " found");
-      total += s.size() + v.str().size();
-      check_size(total, "the joined string");
-    }
-    out.reserve(size_t(total));
-    bool first = true;
-    for (const Value& v : items) {
-      if (!first) out += s;
-      out += v.str();
-      first = false;
-    }
-    return Value(std::move(out));
-  }
+  if (name == "join") return str_join(s, a);
   if (name == "format") return str_format(s, a);
   if (name == "isdigit" || name == "isnumeric" || name == "isdecimal")
     return Value(all_chars(s, [](char c) { return c >= '0' && c <= '9'; }));
   if (name == "isalpha") return Value(all_chars(s, [](char c) { return bool(std::isalpha((unsigned char)c)); }));
   if (name == "isalnum") return Value(all_chars(s, [](char c) { return bool(std::isalnum((unsigned char)c)); }));
   if (name == "isspace") return Value(all_chars(s, [](char c) { return py::is_space((unsigned char)c); }));
-  if (name == "isupper" || name == "islower") {
-    const bool up = name == "isupper";
-    bool cased = false;
-    for (char c : s) {
-      if (std::isupper((unsigned char)c) || std::islower((unsigned char)c)) cased = true;
-      if (up ? std::islower((unsigned char)c) : std::isupper((unsigned char)c)) return Value(false);
-    }
-    return Value(cased);
-  }
+  if (name == "isupper" || name == "islower") return Value(all_cased(s, name == "isupper"));
   if (name == "center") return pad(s, a, 'c');
   if (name == "ljust") return pad(s, a, 'l');
   if (name == "rjust") return pad(s, a, 'r');
-  if (name == "zfill") {
-    const int64_t width = opt_int(a, 0, "width", 0), len = int64_t(py::length(s));
-    if (width <= len) return Value(s);
-    check_size(uint64_t(width - len) + s.size(), "the zero-filled string");
-    const size_t sign = !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
-    return Value(s.substr(0, sign) + std::string(size_t(width - len), '0') + s.substr(sign));
-  }
+  if (name == "zfill") return zfill(s, opt_int(a, 0, "width", 0));
   if (name == "partition" || name == "rpartition") {
     const std::string& sep = str_arg(a, 0, "sep");
     if (sep.empty()) throw Error("empty separator");

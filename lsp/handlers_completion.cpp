@@ -50,6 +50,44 @@ void Server::Impl::snooze(const ExecuteCommandParams& p, Reply reply) {
   send_status();  // status bars show it
 }
 
+namespace {
+
+// The suggestions as inline items (after the popup's selected item, when
+// there is one) or as classic completion items.
+json completion_items(const std::vector<std::string>& texts, const Position& pos,
+                      const std::optional<SelectedCompletionInfo>& selected, const std::string& word,
+                      bool inline_kind) {
+  const Range range = selected ? selected->range : Range{pos, pos};
+  const std::string selected_text = selected ? selected->text : "";
+  json items = json::array();
+  for (const auto& text : texts) {
+    if (inline_kind) {
+      items.push_back({{"insertText", selected_text + text},
+                       {"range", to_json(range)},
+                       {"command", {{"title", "accepted"}, {"command", "moelsp.accepted"}}}});
+      continue;
+    }
+    // Clients filter the list by the word before the cursor (Helix,
+    // nvim-cmp, VS Code): an item that only continued it would be
+    // filtered out, so it replaces the word with word + continuation.
+    // (The document may have changed since the request: at most the line's start.)
+    const size_t w = std::min(word.size(), size_t(std::max(0, pos.character)));
+    const std::string full = word.substr(word.size() - w) + text;
+    std::string label = full.substr(0, full.find('\n'));
+    if (label.empty()) label = full;
+    const Range word_range{{pos.line, pos.character - int(w)}, range.end};
+    items.push_back({{"label", label},
+                     {"kind", 1},
+                     {"detail", "moelsp"},
+                     {"filterText", full},
+                     {"insertText", full},
+                     {"textEdit", {{"range", to_json(word_range)}, {"newText", full}}}});
+  }
+  return items;
+}
+
+}  // namespace
+
 void Server::Impl::complete(const CompletionParams& params, Reply reply, bool inline_kind) {
   const bool invoked = inline_kind && params.trigger_kind == 1;
   // The item selected in the client's completion popup: the suggestion must
@@ -120,32 +158,7 @@ void Server::Impl::complete(const CompletionParams& params, Reply reply, bool in
         service.release(uri, ticket);
         if (answer.cancelled || ticket->cancelled()) return reply.error(kRequestCancelled, "request cancelled");
         if (!answer.error.empty()) return reply.error(kInternalError, answer.error);
-        const Range range = selected ? selected->range : Range{pos, pos};
-        const std::string selected_text = selected ? selected->text : "";
-        json items = json::array();
-        for (const auto& text : answer.texts) {
-          if (inline_kind) {
-            items.push_back({{"insertText", selected_text + text},
-                             {"range", to_json(range)},
-                             {"command", {{"title", "accepted"}, {"command", "moelsp.accepted"}}}});
-          } else {
-            // Clients filter the list by the word before the cursor (Helix,
-            // nvim-cmp, VS Code): an item that only continued it would be
-            // filtered out, so it replaces the word with word + continuation.
-            // (The document may have changed since the request: at most the line's start.)
-            const size_t w = std::min(word.size(), size_t(std::max(0, pos.character)));
-            const std::string full = word.substr(word.size() - w) + text;
-            std::string label = full.substr(0, full.find('\n'));
-            if (label.empty()) label = full;
-            const Range word_range{{pos.line, pos.character - int(w)}, range.end};
-            items.push_back({{"label", label},
-                             {"kind", 1},
-                             {"detail", "moelsp"},
-                             {"filterText", full},
-                             {"insertText", full},
-                             {"textEdit", {{"range", to_json(word_range)}, {"newText", full}}}});
-          }
-        }
+        const json items = completion_items(answer.texts, pos, selected, word, inline_kind);
         // Incomplete: the next keystroke changes the continuation, so clients ask again.
         reply(inline_kind ? json{{"items", items}} : json{{"isIncomplete", true}, {"items", items}});
       });

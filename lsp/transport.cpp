@@ -49,6 +49,29 @@ std::optional<std::string> Transport::read_line() {
   }
 }
 
+namespace {
+
+// One header line into the block's state: Content-Length read, other
+// headers (Content-Type) ignored, a malformed line or value named.
+void header_line(const std::string& line, long long& length, std::string& problem) {
+  const size_t colon = line.find(':');
+  if (colon == std::string::npos) {
+    problem = "malformed header line '" + line.substr(0, 80) + "'";
+    return;
+  }
+  std::string name = line.substr(0, colon), value = line.substr(colon + 1);
+  for (auto& ch : name) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+  if (name != "content-length") return;
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || errno || v < 0) problem = "invalid Content-Length '" + value + "'";
+  else length = v;
+}
+
+}  // namespace
+
 std::optional<Transport::Message> Transport::read() {
   for (;;) {
     // Header block.
@@ -77,21 +100,7 @@ std::optional<Transport::Message> Transport::read() {
         problem = "header block larger than 8 KiB";
         continue;
       }
-      const size_t colon = line->find(':');
-      if (colon == std::string::npos) {
-        problem = "malformed header line '" + line->substr(0, 80) + "'";
-        continue;
-      }
-      std::string name = line->substr(0, colon), value = line->substr(colon + 1);
-      for (auto& ch : name) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-      while (!value.empty() && value.front() == ' ') value.erase(0, 1);
-      if (name == "content-length") {
-        char* end = nullptr;
-        errno = 0;
-        const long long v = std::strtoll(value.c_str(), &end, 10);
-        if (value.empty() || *end != '\0' || errno || v < 0) problem = "invalid Content-Length '" + value + "'";
-        else length = v;
-      }  // Content-Type and other headers are ignored
+      header_line(*line, length, problem);
     }
     if (problem.empty() && length < 0) problem = "missing Content-Length header";
     if (problem.empty() && size_t(length) > kMaxBodyBytes)

@@ -19,6 +19,7 @@
 #include "device_forward.h"
 #include "device_model.h"
 #include "kernels/convert.h"
+#include "kernels/hd_activations.h"
 #include "kernels/hd_route.h"
 #include "kernels/matmul.h"
 
@@ -162,6 +163,18 @@ struct Pass {
   void moe_on_device(DeviceLayer& L, int il, const float* h, float* out, const int* chosen_d, const float* weight_d,
                      MoeLayerStats& stats);
   void shared_experts(const DeviceLayer& L, const float* h, float* out, float* g, float* u);
+  // Pass::moe's steps: the choice on the host, grouped by expert; the
+  // resident experts queued on the device; the others computed on the CPU.
+  struct ByExpert {
+    std::vector<std::vector<int32_t>> tok;  // [expert] its tokens
+    std::vector<std::vector<float>> wt;     // [expert] their weights
+    std::vector<int32_t> idx;               // the resident experts' tokens, expert after expert
+    std::vector<float> ws;                  // and their weights
+    std::vector<int> cpu;                   // experts used that are not resident
+  };
+  ByExpert group_by_expert(DeviceLayer& L, int il, const int* chosen_d, const float* weight_d, MoeLayerStats& stats);
+  void resident_experts(const DeviceLayer& L, const float* h, float* out, const ByExpert& by, float* g, float* u);
+  std::vector<float> cpu_experts(const DeviceLayer& L, const std::vector<float>& hx, const ByExpert& by);
 };
 
 // q, k, v = W·h (+ b); per-head q/k norms; RoPE on the first rope.n_dims of
@@ -357,21 +370,41 @@ void Pass::moe(DeviceLayer& L, int il, const float* h, float* out, MoeLayerStats
   float* weight_d = slot(Weight, size_t(n * k));
   d.route(r, logits, n, L.sel_bias, chosen_d, weight_d);
   if (m.counts.bytes() && n <= kExpertsOnDevice) return moe_on_device(L, il, h, out, chosen_d, weight_d, stats);
+  const ByExpert by = group_by_expert(L, il, chosen_d, weight_d, stats);
+  std::vector<float> hx;  // h on the host, for the CPU's experts
+  if (!by.cpu.empty()) {
+    hx.resize(size_t(n) * size_t(E));
+    d.download(hx.data(), h, hx.size() * sizeof(float));
+  }
+  // Shared experts (or zeros), then the resident experts, queued on the device.
+  const size_t wide = size_t(n) * size_t(std::max<int64_t>(ff, L.shared_gate.rows));
+  float* g = slot(G, wide);
+  float* u = slot(U, wide);
+  resident_experts(L, h, out, by, g, u);
+  if (by.cpu.empty()) return;
+  // The CPU's experts, while the device works through its own.
+  d.add(out, put(Cpu, cpu_experts(L, hx, by)), int64_t(n) * E);
+}
+
+// The router's choice copied back to the host (one sync), tokens grouped by
+// expert, resident experts first in one index list; the layer's counters.
+Pass::ByExpert Pass::group_by_expert(DeviceLayer& L, int il, const int* chosen_d, const float* weight_d,
+                                     MoeLayerStats& stats) {
+  const int NE = c.n_expert, k = c.n_expert_used;
   std::vector<int> chosen(static_cast<size_t>(n * k));
   std::vector<float> weight(static_cast<size_t>(n * k));
   d.download(chosen.data(), chosen_d, chosen.size() * sizeof(int));
   d.download(weight.data(), weight_d, weight.size() * sizeof(float));
-
-  // Tokens by expert, resident experts first in one index list.
-  std::vector<std::vector<int32_t>> tok(static_cast<size_t>(NE));
-  std::vector<std::vector<float>> wt(static_cast<size_t>(NE));
+  ByExpert by;
+  by.tok.resize(size_t(NE));
+  by.wt.resize(size_t(NE));
   if (stats.expert_tokens.size() != size_t(NE)) stats.expert_tokens.assign(size_t(NE), 0);
   int64_t hits = 0;
   for (int t = 0; t < n; ++t)
     for (int j = 0; j < k; ++j) {
       const int e = chosen[size_t(t * k + j)];
-      tok[size_t(e)].push_back(t);
-      wt[size_t(e)].push_back(weight[size_t(t * k + j)]);
+      by.tok[size_t(e)].push_back(t);
+      by.wt[size_t(e)].push_back(weight[size_t(t * k + j)]);
       ++stats.expert_tokens[size_t(e)];
       L.heat[size_t(e)] += 1.0;
       hits += L.slot_of[size_t(e)] >= 0;
@@ -379,59 +412,56 @@ void Pass::moe(DeviceLayer& L, int il, const float* h, float* out, MoeLayerStats
   m.routed[size_t(il)].fetch_add(int64_t(n) * k, std::memory_order_relaxed);
   m.hits[size_t(il)].fetch_add(hits, std::memory_order_relaxed);
   ++stats.calls;
-  std::vector<int32_t> idx;
-  std::vector<float> ws;
-  std::vector<int> cpu_experts;
   for (int e = 0; e < NE; ++e) {
-    if (tok[size_t(e)].empty()) continue;
+    if (by.tok[size_t(e)].empty()) continue;
     if (!L.e_gate[size_t(e)].data) {
-      cpu_experts.push_back(e);
+      by.cpu.push_back(e);
       continue;
     }
-    idx.insert(idx.end(), tok[size_t(e)].begin(), tok[size_t(e)].end());
-    ws.insert(ws.end(), wt[size_t(e)].begin(), wt[size_t(e)].end());
+    by.idx.insert(by.idx.end(), by.tok[size_t(e)].begin(), by.tok[size_t(e)].end());
+    by.ws.insert(by.ws.end(), by.wt[size_t(e)].begin(), by.wt[size_t(e)].end());
   }
-  std::vector<float> hx;  // h on the host, for the CPU's experts
-  if (!cpu_experts.empty()) {
-    hx.resize(size_t(n) * size_t(E));
-    d.download(hx.data(), h, hx.size() * sizeof(float));
-  }
+  return by;
+}
 
+// Each resident expert as a matmul chain over its tokens: gather their rows,
+// gate/up, SwiGLU, down, weighted scatter-add into out (after the shared
+// experts, which write out first).
+void Pass::resident_experts(const DeviceLayer& L, const float* h, float* out, const ByExpert& by, float* g, float* u) {
+  const int E = c.n_embd, NE = c.n_expert, ff = c.n_ff_exp;
   // The index lists go up first: a blocking copy queued behind the shared
   // experts could hold the host until they finish, delaying the CPU's experts.
-  const int32_t* idx_d = idx.empty() ? nullptr : put(Idx, idx);
-  const float* ws_d = ws.empty() ? nullptr : put(Ws, ws);
-  // Shared experts (or zeros), then the resident experts, queued on the device.
-  const size_t wide = size_t(n) * size_t(std::max<int64_t>(ff, L.shared_gate.rows));
-  float* g = slot(G, wide);
-  float* u = slot(U, wide);
+  const int32_t* idx_d = by.idx.empty() ? nullptr : put(Idx, by.idx);
+  const float* ws_d = by.ws.empty() ? nullptr : put(Ws, by.ws);
   shared_experts(L, h, out, g, u);
-  if (!idx.empty()) {
-    float* xg = slot(Xg, size_t(n) * size_t(E));
-    float* yd = slot(Yd, size_t(n) * size_t(E));
-    size_t at = 0;
-    for (int e = 0; e < NE; ++e) {
-      const int ne = int(tok[size_t(e)].size());
-      if (ne == 0 || !L.e_gate[size_t(e)].data) continue;
-      d.gather_rows(h, E, idx_d + at, ne, E, xg);
-      d.matmul(L.e_gate[size_t(e)], xg, E, ne, g, ff);
-      d.matmul(L.e_up[size_t(e)], xg, E, ne, u, ff);
-      if (L.gate_b) d.add_bias(g, L.gate_b + int64_t(e) * ff, ne, ff);
-      if (L.up_b) d.add_bias(u, L.up_b + int64_t(e) * ff, ne, ff);
-      if (c.swiglu_oai) d.swiglu_oai(g, u, g, int64_t(ne) * ff);
-      else d.swiglu(g, u, g, int64_t(ne) * ff);
-      d.matmul(L.e_down[size_t(e)], g, ff, ne, yd, E);
-      if (L.down_b) d.add_bias(yd, L.down_b + int64_t(e) * E, ne, E);
-      d.scatter_add_rows(yd, E, idx_d + at, ws_d + at, ne, out, E);
-      at += size_t(ne);
-    }
+  if (by.idx.empty()) return;
+  float* xg = slot(Xg, size_t(n) * size_t(E));
+  float* yd = slot(Yd, size_t(n) * size_t(E));
+  size_t at = 0;
+  for (int e = 0; e < NE; ++e) {
+    const int ne = int(by.tok[size_t(e)].size());
+    if (ne == 0 || !L.e_gate[size_t(e)].data) continue;
+    d.gather_rows(h, E, idx_d + at, ne, E, xg);
+    d.matmul(L.e_gate[size_t(e)], xg, E, ne, g, ff);
+    d.matmul(L.e_up[size_t(e)], xg, E, ne, u, ff);
+    if (L.gate_b) d.add_bias(g, L.gate_b + int64_t(e) * ff, ne, ff);
+    if (L.up_b) d.add_bias(u, L.up_b + int64_t(e) * ff, ne, ff);
+    if (c.swiglu_oai) d.swiglu_oai(g, u, g, int64_t(ne) * ff);
+    else d.swiglu(g, u, g, int64_t(ne) * ff);
+    d.matmul(L.e_down[size_t(e)], g, ff, ne, yd, E);
+    if (L.down_b) d.add_bias(yd, L.down_b + int64_t(e) * E, ne, E);
+    d.scatter_add_rows(yd, E, idx_d + at, ws_d + at, ne, out, E);
+    at += size_t(ne);
   }
-  if (cpu_experts.empty()) return;
+}
 
-  // The CPU's experts, while the device works through its own.
+// The experts not resident on the device, from the file's bytes with the CPU
+// kernels: their weighted sum over every token, [n][E] (zeros elsewhere).
+std::vector<float> Pass::cpu_experts(const DeviceLayer& L, const std::vector<float>& hx, const ByExpert& by) {
+  const int E = c.n_embd, ff = c.n_ff_exp;
   std::vector<float> ycpu(size_t(n) * size_t(E), 0.0f), xc, gc, uc, yc;
-  for (int e : cpu_experts) {
-    const std::vector<int32_t>& ts = tok[size_t(e)];
+  for (int e : by.cpu) {
+    const std::vector<int32_t>& ts = by.tok[size_t(e)];
     const int ne = int(ts.size());
     xc.resize(size_t(ne) * size_t(E));
     for (int i = 0; i < ne; ++i) std::copy_n(hx.data() + size_t(ts[size_t(i)]) * size_t(E), E, xc.data() + i * E);
@@ -448,20 +478,17 @@ void Pass::moe(DeviceLayer& L, int il, const float* h, float* out, MoeLayerStats
     bias(gc, L.cpu_gate_b, ff);
     bias(uc, L.cpu_up_b, ff);
     if (c.swiglu_oai)
-      for (size_t i = 0; i < gc.size(); ++i) {
-        const float gv = std::min(gc[i], 7.0f), uv = std::clamp(uc[i], -7.0f, 7.0f);
-        gc[i] = gv / (1.0f + std::exp(-1.702f * gv)) * (uv + 1.0f);
-      }
+      for (size_t i = 0; i < gc.size(); ++i) gc[i] = kernels::hd::swiglu_oai(gc[i], uc[i]);
     else kernels::silu_mul(gc.data(), uc.data(), gc.data(), int64_t(gc.size()));
     layers::linear(pool, L.cpu_down[size_t(e)], gc.data(), ne, yc.data());
     bias(yc, L.cpu_down_b, E);
     for (int i = 0; i < ne; ++i) {
-      const float w = wt[size_t(e)][size_t(i)];
+      const float w = by.wt[size_t(e)][size_t(i)];
       float* dst = ycpu.data() + size_t(ts[size_t(i)]) * size_t(E);
       for (int j = 0; j < E; ++j) dst[j] += w * yc[size_t(i) * size_t(E) + size_t(j)];
     }
   }
-  d.add(out, put(Cpu, ycpu), int64_t(n) * E);
+  return ycpu;
 }
 
 void DeviceForward::forward(const Batch& batch, float* logits, const CancelCheck& cancel,

@@ -185,6 +185,77 @@ int sliding_window(const ModelConfig& c, const gguf::File& f, int il) {
   return il % pattern < pattern - 1 ? window : 0;
 }
 
+// A layer's attention weights: MLA's projections, or GQA's with their
+// optional biases, q/k norms, sinks and sliding window.
+void upload_attention(Uploader& up, const ModelConfig& c, const gguf::File& f, int il, const std::string& b,
+                      DeviceLayer& L) {
+  if (c.kv_lora_rank > 0) {  // MLA
+    if (c.q_lora_rank > 0) {
+      L.wq_a = up.mat(b + "attn_q_a.weight");
+      L.q_a_norm = up.vec(b + "attn_q_a_norm.weight", c.q_lora_rank);
+      L.wq_b = up.mat(b + "attn_q_b.weight");
+    } else {
+      L.wq = up.mat(b + "attn_q.weight");
+    }
+    L.wkv_a = up.mat(b + "attn_kv_a_mqa.weight");
+    L.kv_a_norm = up.vec(b + "attn_kv_a_norm.weight", c.kv_lora_rank);
+    upload_mla_heads(up, c, f, b, L);
+    L.wo = up.mat(b + "attn_output.weight");
+    return;
+  }
+  L.wq = up.mat(b + "attn_q.weight");
+  L.wk = up.mat(b + "attn_k.weight");
+  L.wv = up.mat(b + "attn_v.weight");
+  L.wo = up.mat(b + "attn_output.weight");
+  L.bq = up.maybe_vec(b + "attn_q.bias", int64_t(c.n_head) * c.head_dim_k);
+  L.bk = up.maybe_vec(b + "attn_k.bias", int64_t(c.n_head_kv) * c.head_dim_k);
+  L.bv = up.maybe_vec(b + "attn_v.bias", int64_t(c.n_head_kv) * c.head_dim_v);
+  L.bo = up.maybe_vec(b + "attn_output.bias", c.n_embd);
+  L.q_norm = up.maybe_vec(b + "attn_q_norm.weight", c.head_dim_k);
+  L.k_norm = up.maybe_vec(b + "attn_k_norm.weight", c.head_dim_k);
+  L.sinks = up.maybe_vec(b + "attn_sinks.weight", c.n_head);
+  L.window = sliding_window(c, f, il);
+}
+
+// A MoE layer: router and biases, shared experts, and the routed experts:
+// the first n_exp_res of each matrix kind resident on the device (slot s
+// holds expert s; routing then moves the most used ones in,
+// DeviceForward::rebalance), every one also as a view of the file's bytes
+// for the CPU.
+void upload_moe(Uploader& up, const ModelConfig& c, const std::string& b, int n_exp_res, DeviceLayer& L) {
+  L.router = up.mat(b + "ffn_gate_inp.weight");
+  L.router_bias = up.maybe_vec(b + "ffn_gate_inp.bias", c.n_expert);
+  L.sel_bias = up.maybe_vec(b + "exp_probs_b.bias", c.n_expert);
+  L.cpu_gate_b = expert_bias(up, b + "ffn_gate_exps.bias", c.n_ff_exp, c.n_expert);
+  L.cpu_up_b = expert_bias(up, b + "ffn_up_exps.bias", c.n_ff_exp, c.n_expert);
+  L.cpu_down_b = expert_bias(up, b + "ffn_down_exps.bias", c.n_embd, c.n_expert);
+  L.gate_b = L.cpu_gate_b.empty() ? nullptr : up.floats(L.cpu_gate_b);
+  L.up_b = L.cpu_up_b.empty() ? nullptr : up.floats(L.cpu_up_b);
+  L.down_b = L.cpu_down_b.empty() ? nullptr : up.floats(L.cpu_down_b);
+  if (c.n_expert_shared > 0) {
+    L.shared_gate = up.mat(b + "ffn_gate_shexp.weight");
+    L.shared_up = up.mat(b + "ffn_up_shexp.weight");
+    L.shared_down = up.mat(b + "ffn_down_shexp.weight");
+  }
+  const char* kinds[3] = {"gate", "up", "down"};
+  for (int w = 0; w < 3; ++w) {
+    const std::string name = b + "ffn_" + kinds[w] + "_exps.weight";
+    std::vector<Mat> v = n_exp_res > 0 ? up.slices(name, 0, n_exp_res) : std::vector<Mat>{};
+    if (!v.empty()) {
+      L.slot_base[w] = static_cast<uint8_t*>(const_cast<void*>(v[0].data));
+      L.slot_bytes[w] = size_t(v[0].rows) * v[0].row_bytes;
+    }
+    v.resize(size_t(c.n_expert));
+    std::vector<kernels::MatView> cpu;
+    for (int e = 0; e < c.n_expert; ++e) cpu.push_back(up.cpu_slice(name, e));
+    (w == 0 ? L.e_gate : w == 1 ? L.e_up : L.e_down) = std::move(v);
+    (w == 0 ? L.cpu_gate : w == 1 ? L.cpu_up : L.cpu_down) = std::move(cpu);
+  }
+  L.slot_of.assign(size_t(c.n_expert), -1);
+  for (int e = 0; e < n_exp_res; ++e) L.slot_of[size_t(e)] = e, L.in_slot.push_back(e);
+  L.heat.assign(size_t(c.n_expert), 0.0);
+}
+
 }  // namespace
 
 std::string unsupported(const ModelConfig& c, const gguf::File&) {
@@ -211,73 +282,15 @@ DeviceForward::DeviceForward(std::shared_ptr<gpu::Device> dev, const ModelConfig
     m.token_embd = up.mat("token_embd.weight");
     m.output = up.has("output.weight") ? up.mat("output.weight") : m.token_embd;
     m.output_norm = up.vec("output_norm.weight", c.n_embd);
-    const int64_t q_dim = int64_t(c.n_head) * c.head_dim_k;
     for (int il = 0; il < c.n_layer; ++il) {
       const std::string b = fmt::format("blk.{}.", il);
       DeviceLayer L;
       L.attn_norm = up.vec(b + "attn_norm.weight", c.n_embd);
       L.ffn_norm =
           up.vec(b + (up.has(b + "ffn_norm.weight") ? "ffn_norm.weight" : "post_attention_norm.weight"), c.n_embd);
-      if (c.kv_lora_rank > 0) {  // MLA
-        if (c.q_lora_rank > 0) {
-          L.wq_a = up.mat(b + "attn_q_a.weight");
-          L.q_a_norm = up.vec(b + "attn_q_a_norm.weight", c.q_lora_rank);
-          L.wq_b = up.mat(b + "attn_q_b.weight");
-        } else {
-          L.wq = up.mat(b + "attn_q.weight");
-        }
-        L.wkv_a = up.mat(b + "attn_kv_a_mqa.weight");
-        L.kv_a_norm = up.vec(b + "attn_kv_a_norm.weight", c.kv_lora_rank);
-        upload_mla_heads(up, c, f, b, L);
-        L.wo = up.mat(b + "attn_output.weight");
-      } else {  // GQA
-        L.wq = up.mat(b + "attn_q.weight");
-        L.wk = up.mat(b + "attn_k.weight");
-        L.wv = up.mat(b + "attn_v.weight");
-        L.wo = up.mat(b + "attn_output.weight");
-        L.bq = up.maybe_vec(b + "attn_q.bias", q_dim);
-        L.bk = up.maybe_vec(b + "attn_k.bias", int64_t(c.n_head_kv) * c.head_dim_k);
-        L.bv = up.maybe_vec(b + "attn_v.bias", int64_t(c.n_head_kv) * c.head_dim_v);
-        L.bo = up.maybe_vec(b + "attn_output.bias", c.n_embd);
-        L.q_norm = up.maybe_vec(b + "attn_q_norm.weight", c.head_dim_k);
-        L.k_norm = up.maybe_vec(b + "attn_k_norm.weight", c.head_dim_k);
-        L.sinks = up.maybe_vec(b + "attn_sinks.weight", c.n_head);
-        L.window = sliding_window(c, f, il);
-      }
+      upload_attention(up, c, f, il, b, L);
       if (c.is_moe_layer(il)) {
-        L.router = up.mat(b + "ffn_gate_inp.weight");
-        L.router_bias = up.maybe_vec(b + "ffn_gate_inp.bias", c.n_expert);
-        L.sel_bias = up.maybe_vec(b + "exp_probs_b.bias", c.n_expert);
-        L.cpu_gate_b = expert_bias(up, b + "ffn_gate_exps.bias", c.n_ff_exp, c.n_expert);
-        L.cpu_up_b = expert_bias(up, b + "ffn_up_exps.bias", c.n_ff_exp, c.n_expert);
-        L.cpu_down_b = expert_bias(up, b + "ffn_down_exps.bias", c.n_embd, c.n_expert);
-        L.gate_b = L.cpu_gate_b.empty() ? nullptr : up.floats(L.cpu_gate_b);
-        L.up_b = L.cpu_up_b.empty() ? nullptr : up.floats(L.cpu_up_b);
-        L.down_b = L.cpu_down_b.empty() ? nullptr : up.floats(L.cpu_down_b);
-        if (c.n_expert_shared > 0) {
-          L.shared_gate = up.mat(b + "ffn_gate_shexp.weight");
-          L.shared_up = up.mat(b + "ffn_up_shexp.weight");
-          L.shared_down = up.mat(b + "ffn_down_shexp.weight");
-        }
-        // Resident at first: experts 0 .. n_exp_res − 1 (slot s holds expert
-        // s); routing then moves the most used ones in (DeviceForward::rebalance).
-        const char* kinds[3] = {"gate", "up", "down"};
-        for (int w = 0; w < 3; ++w) {
-          const std::string name = b + "ffn_" + kinds[w] + "_exps.weight";
-          std::vector<Mat> v = n_exp_res > 0 ? up.slices(name, 0, n_exp_res) : std::vector<Mat>{};
-          if (!v.empty()) {
-            L.slot_base[w] = static_cast<uint8_t*>(const_cast<void*>(v[0].data));
-            L.slot_bytes[w] = size_t(v[0].rows) * v[0].row_bytes;
-          }
-          v.resize(size_t(c.n_expert));
-          std::vector<kernels::MatView> cpu;
-          for (int e = 0; e < c.n_expert; ++e) cpu.push_back(up.cpu_slice(name, e));
-          (w == 0 ? L.e_gate : w == 1 ? L.e_up : L.e_down) = std::move(v);
-          (w == 0 ? L.cpu_gate : w == 1 ? L.cpu_up : L.cpu_down) = std::move(cpu);
-        }
-        L.slot_of.assign(size_t(c.n_expert), -1);
-        for (int e = 0; e < n_exp_res; ++e) L.slot_of[size_t(e)] = e, L.in_slot.push_back(e);
-        L.heat.assign(size_t(c.n_expert), 0.0);
+        upload_moe(up, c, b, n_exp_res, L);
       } else {
         L.gate = up.mat(b + "ffn_gate.weight");
         L.up = up.mat(b + "ffn_up.weight");

@@ -613,6 +613,52 @@ void check_heads(const AttentionArgs& a) {
 }
 }  // namespace
 
+namespace {
+
+// A whole job's rows into place: o / (l + the sink's share).
+void write_rows(const AttentionArgs& a, const Job& jb, const std::vector<float>& o, const std::vector<float>& m,
+                const std::vector<float>& l) {
+  const int rows = (jb.t1 - jb.t0) * jb.heads;
+  for (int r = 0; r < rows; ++r) {
+    const float sink = a.sinks ? std::exp(a.sinks[jb.h0 + r % jb.heads] - m[size_t(r)]) : 0.0f;
+    const float inv = 1.0f / (l[size_t(r)] + sink), *src = o.data() + size_t(r) * size_t(a.hd_v);
+    float* dst = out_row(a, jb, r);
+    for (int c = 0; c < a.hd_v; ++c) dst[c] = src[c] * inv;
+  }
+}
+
+// Split keys: each row's key ranges (kv_split jobs, each with its softmax
+// state o, m, l) merged into the output row, the sinks counted once.
+void merge_ranges(const Plan& p, const std::vector<float>& so, const std::vector<float>& sm,
+                  const std::vector<float>& sl) {
+  const AttentionArgs& a = *p.a;
+  for (int64_t first = 0; first < p.n_jobs; first += p.kv_split) {  // a (tb, g, hs)'s kv_split jobs are adjacent
+    const Job jb = p.job(first);
+    const int rows = (jb.t1 - jb.t0) * jb.heads;
+    for (int r = 0; r < rows; ++r) {
+      const auto state = [&](int ks) { return p.state0 + size_t(first + ks) * p.max_rows + size_t(r); };
+      float mx = -INFINITY;
+      for (int ks = 0; ks < p.kv_split; ++ks) mx = std::max(mx, sm[state(ks)]);
+      float* dst = out_row(a, jb, r);
+      std::fill(dst, dst + a.hd_v, 0.0f);
+      double sum = 0;
+      for (int ks = 0; ks < p.kv_split; ++ks) {
+        const size_t at = state(ks);
+        if (sl[at] == 0) continue;
+        const float w = std::exp(sm[at] - mx);
+        sum += double(w) * sl[at];
+        const float* src = so.data() + at * size_t(a.hd_v);
+        for (int c = 0; c < a.hd_v; ++c) dst[c] += w * src[c];
+      }
+      if (a.sinks) sum += std::exp(double(a.sinks[jb.h0 + r % jb.heads]) - mx);
+      const float inv = float(1.0 / sum);
+      for (int c = 0; c < a.hd_v; ++c) dst[c] *= inv;
+    }
+  }
+}
+
+}  // namespace
+
 void attention(ThreadPool& pool, std::span<const AttentionArgs> batch) {
   // Kept, with the states below: a decode step comes here once per layer.
   // (Named through references: the loop's lambda runs on other threads too,
@@ -669,43 +715,12 @@ void attention(ThreadPool& pool, std::span<const AttentionArgs> batch) {
             continue;
           }
           run(a, jb, sc, o.data(), m.data(), l.data());
-          const int rows = (jb.t1 - jb.t0) * jb.heads;
-          for (int r = 0; r < rows; ++r) {
-            const float sink = a.sinks ? std::exp(a.sinks[jb.h0 + r % jb.heads] - m[size_t(r)]) : 0.0f;
-            const float inv = 1.0f / (l[size_t(r)] + sink), *src = o.data() + size_t(r) * size_t(a.hd_v);
-            float* dst = out_row(a, jb, r);
-            for (int c = 0; c < a.hd_v; ++c) dst[c] = src[c] * inv;
-          }
+          write_rows(a, jb, o, m, l);
         }
       },
       batch.size() > 1 || n_jobs <= 4 * pool.size() ? 4 : 1);
-  for (const Plan& p : plans) {
-    if (p.kv_split == 1) continue;
-    const AttentionArgs& a = *p.a;
-    for (int64_t first = 0; first < p.n_jobs; first += p.kv_split) {  // a (tb, g, hs)'s kv_split jobs are adjacent
-      const Job jb = p.job(first);
-      const int rows = (jb.t1 - jb.t0) * jb.heads;
-      for (int r = 0; r < rows; ++r) {
-        const auto state = [&](int ks) { return p.state0 + size_t(first + ks) * p.max_rows + size_t(r); };
-        float mx = -INFINITY;
-        for (int ks = 0; ks < p.kv_split; ++ks) mx = std::max(mx, sm[state(ks)]);
-        float* dst = out_row(a, jb, r);
-        std::fill(dst, dst + a.hd_v, 0.0f);
-        double sum = 0;
-        for (int ks = 0; ks < p.kv_split; ++ks) {
-          const size_t at = state(ks);
-          if (sl[at] == 0) continue;
-          const float w = std::exp(sm[at] - mx);
-          sum += double(w) * sl[at];
-          const float* src = so.data() + at * size_t(a.hd_v);
-          for (int c = 0; c < a.hd_v; ++c) dst[c] += w * src[c];
-        }
-        if (a.sinks) sum += std::exp(double(a.sinks[jb.h0 + r % jb.heads]) - mx);
-        const float inv = float(1.0 / sum);
-        for (int c = 0; c < a.hd_v; ++c) dst[c] *= inv;
-      }
-    }
-  }
+  for (const Plan& p : plans)
+    if (p.kv_split > 1) merge_ranges(p, so, sm, sl);
 }
 
 }  // namespace moelsp::layers

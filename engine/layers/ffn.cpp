@@ -11,6 +11,7 @@
 #include <span>
 
 #include "../model/experts.h"
+#include "kernels/hd_activations.h"
 #include "kernels/hd_route.h"
 #include "layers.h"
 
@@ -105,6 +106,20 @@ struct ActiveExpert {
   int ready = 0;                       // 1 once hq holds all of h (experts_decode's down items wait for it)
 };
 
+// An expert's input rows (x itself when it has every token) and its buffers.
+void gather_rows(ActiveExpert& ex, const float* x, int64_t m, int d, int n_ff) {
+  const size_t n = ex.rows.size();
+  if (int64_t(n) == m) {  // rows are ascending and distinct: every token, in order
+    ex.in = x;
+  } else {
+    ex.x.resize(n * size_t(d));
+    for (size_t i = 0; i < n; ++i) std::copy_n(x + ex.rows[i] * d, d, ex.x.data() + i * size_t(d));
+    ex.in = ex.x.data();
+  }
+  ex.h.resize(n * size_t(n_ff));
+  ex.y.resize(n * size_t(d));
+}
+
 // The experts the routing chose, chosen [m][k] with weights [m][k], each with
 // its rows gathered; the shared experts (one fused SwiGLU over every token,
 // weight 1) last, so they are balanced with the routed ones and cost no extra
@@ -149,16 +164,7 @@ std::span<ActiveExpert> gather_experts(const ModelConfig& cfg, const MoeWeights&
       ex.down = mats.down;
     }
     if (hooks.stats) hooks.stats->expert_tokens[size_t(e)] += int64_t(ex.rows.size());
-    const size_t n = ex.rows.size();
-    if (int64_t(n) == m) {  // rows are ascending and distinct: every token, in order
-      ex.in = x;
-    } else {
-      ex.x.resize(n * size_t(d));
-      for (size_t i = 0; i < n; ++i) std::copy_n(x + ex.rows[i] * d, d, ex.x.data() + i * size_t(d));
-      ex.in = ex.x.data();
-    }
-    ex.h.resize(n * size_t(cfg.n_ff_exp));
-    ex.y.resize(n * size_t(d));
+    gather_rows(ex, x, m, d, cfg.n_ff_exp);
   }
   if (w.shared_gate.present()) {
     ActiveExpert& sh = next();
@@ -287,15 +293,7 @@ void gate_up_item(const MoeWeights& w, bool oai, ActiveExpert& ex, const WorkIte
         float gv = g[size_t(i * nr + r)], uv = u[size_t(i * nr + r)];
         if (gb) gv += gb[r];
         if (ub) uv += ub[r];
-        float hv;
-        if (oai) {  // gpt-oss: clamped, α = 1.702, and (u + 1)
-          gv = std::min(gv, 7.0f);
-          uv = std::clamp(uv, -7.0f, 7.0f);
-          hv = gv / (1.0f + std::exp(-1.702f * gv)) * (uv + 1.0f);
-        } else {
-          hv = gv / (1.0f + std::exp(-gv)) * uv;
-        }
-        ex.h[size_t(i * ff + it.r0 + r)] = hv;
+        ex.h[size_t(i * ff + it.r0 + r)] = oai ? kernels::hd::swiglu_oai(gv, uv) : kernels::hd::swiglu(gv, uv);
       }
   // acq_rel: the other items' rows of h are visible to whoever quantizes it.
   if (std::atomic_ref<int>(ex.pending).fetch_sub(1, std::memory_order_acq_rel) == 1) {

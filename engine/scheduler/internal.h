@@ -132,6 +132,10 @@ class Scheduler {
 
  private:
   void loop();
+  // The loop's steps: the queue's newcomers join `waiting` (under mu_); a
+  // step's preempted sequences wait again and ended ones leave `running`.
+  void take_queued(Lives& running, Lives& waiting);
+  static void sort_after_step(Lives& running, Lives& waiting);
   void sweep(Lives& lives);  // ends the cancelled and timed-out
   void admit_waiting(Lives& running, Lives& waiting);
   Admission admit(Live& l, const Lives& running);  // prepares (once), checks blocks, starts it

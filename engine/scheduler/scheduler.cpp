@@ -41,20 +41,7 @@ void Scheduler::loop() {
                [&] { return stop_ || !queue_.empty() || !tasks_.empty() || !running.empty() || !waiting.empty(); });
       tasks.swap(tasks_);
       stopping = stop_;
-      while (!queue_.empty()) {
-        auto l = std::make_unique<Live>();
-        l->job = std::move(queue_.front());
-        queue_.pop_front();
-        // An interactive newcomer retires the prompts still filling the cache
-        // after their timeout (Request::finish_prompt): what they committed
-        // stays cached, and the newcomer — typically the same document's
-        // next keystroke — runs on from there instead of both prefilling it.
-        if (l->priority() >= Priority::kCompletion)
-          for (Lives* ls : {&running, &waiting})
-            for (auto& d : *ls)
-              if (d->detached) d->job->state->cancel = true;
-        waiting.push_back(std::move(l));
-      }
+      take_queued(running, waiting);
     }
     for (auto& t : tasks) t();
     if (stopping) {
@@ -76,20 +63,40 @@ void Scheduler::loop() {
     admit_waiting(running, waiting);
     if (!running.empty()) {
       Step step = build_step(running);
-      // Preempted sequences wait again; ended ones leave.
-      for (auto it = running.begin(); it != running.end();) {
-        if ((*it)->phase == Phase::Ended) {
-          it = running.erase(it);
-        } else if ((*it)->phase == Phase::Waiting) {
-          waiting.push_back(std::move(*it));
-          it = running.erase(it);
-        } else {
-          ++it;
-        }
-      }
+      sort_after_step(running, waiting);
       if (!step.lives.empty()) run_step(step, running);
     }
     publish_metrics(int(running.size()), int(waiting.size()));
+  }
+}
+
+void Scheduler::take_queued(Lives& running, Lives& waiting) {
+  while (!queue_.empty()) {
+    auto l = std::make_unique<Live>();
+    l->job = std::move(queue_.front());
+    queue_.pop_front();
+    // An interactive newcomer retires the prompts still filling the cache
+    // after their timeout (Request::finish_prompt): what they committed
+    // stays cached, and the newcomer — typically the same document's
+    // next keystroke — runs on from there instead of both prefilling it.
+    if (l->priority() >= Priority::kCompletion)
+      for (Lives* ls : {&running, &waiting})
+        for (auto& d : *ls)
+          if (d->detached) d->job->state->cancel = true;
+    waiting.push_back(std::move(l));
+  }
+}
+
+void Scheduler::sort_after_step(Lives& running, Lives& waiting) {
+  for (auto it = running.begin(); it != running.end();) {
+    if ((*it)->phase == Phase::Ended) {
+      it = running.erase(it);
+    } else if ((*it)->phase == Phase::Waiting) {
+      waiting.push_back(std::move(*it));
+      it = running.erase(it);
+    } else {
+      ++it;
+    }
   }
 }
 

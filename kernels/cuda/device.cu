@@ -24,6 +24,7 @@
 
 #include "device.cuh"
 #include "kernels/gpu.h"
+#include "kernels/hd_activations.h"
 
 namespace moelsp::kernels::cuda {
 namespace {
@@ -186,8 +187,7 @@ __global__ void count_ids_kernel(const int* ids, int64_t n, unsigned long long* 
 
 __global__ void swiglu_oai_kernel(const float* g, const float* u, float* y, int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const float gv = fminf(g[i], 7.0f), uv = fminf(fmaxf(u[i], -7.0f), 7.0f);
-    y[i] = gv / (1.0f + expf(-1.702f * gv)) * (uv + 1.0f);
+    y[i] = hd::swiglu_oai(g[i], u[i]);
   }
 }
 

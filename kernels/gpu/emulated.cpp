@@ -15,6 +15,7 @@
 #include "kernels/convert.h"
 #include "kernels/cuda.h"
 #include "kernels/gpu.h"
+#include "kernels/hd_activations.h"
 #include "kernels/hd_blocks.h"
 #include "kernels/quantize.h"
 
@@ -142,10 +143,7 @@ class Emulated final : public Device {
     for (int64_t i = 0; i < n; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
   }
   void swiglu_oai(const float* g, const float* u, float* y, int64_t n) override {
-    for (int64_t i = 0; i < n; ++i) {
-      const float gv = std::min(g[i], 7.0f), uv = std::clamp(u[i], -7.0f, 7.0f);
-      y[i] = gv / (1.0f + std::exp(-1.702f * gv)) * (uv + 1.0f);
-    }
+    for (int64_t i = 0; i < n; ++i) y[i] = hd::swiglu_oai(g[i], u[i]);
   }
 
   void route(const hd::RouteParams& r, float* logits, int64_t m, const float* bias, int* chosen,

@@ -73,7 +73,7 @@ struct ModelConfig {
   float expert_weights_scale = 1.0f;
   int n_group = 1, n_group_used = 1;
   // gpt-oss's expert activation: min(g, 7)·σ(1.702·min(g, 7))·(clamp(u, −7, 7) + 1)
-  // in place of SwiGLU's silu(g)·u.
+  // in place of SwiGLU's silu(g)·u (kernels/hd_activations.h).
   bool swiglu_oai = false;
   // MLA (deepseek2)
   int q_lora_rank = 0, kv_lora_rank = 0, qk_nope = 0, qk_rope = 0;
