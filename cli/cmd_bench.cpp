@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <random>
 
 #include <fmt/format.h>
@@ -244,6 +245,7 @@ class BenchRun {
   void run() {
     measure(pp_, tg_, on_cpu_);
     streams();
+    routing_.emplace(*model_);  // the runs above, not those under load
     if (!o_.peer.empty()) {
       peer_ = run_peer(o_, threads_, c_);
       ran("llama-bench", peer_.tg > 0 ? peer_.tg : peer_.pp);
@@ -257,6 +259,7 @@ class BenchRun {
       }
     }
     bar_.finish();
+    rss_ = peak_rss_bytes();  // before a fallback bandwidth probe's buffer could count
     report();
   }
 
@@ -390,6 +393,8 @@ class BenchRun {
   std::vector<double> pp_, tg_, pp_load_, tg_load_;
   std::vector<std::pair<int, double>> stream_tps_;
   PeerResult peer_, peer_load_;
+  std::optional<Routing> routing_;
+  uint64_t rss_ = 0;
 };
 
 void BenchRun::report() {
@@ -407,7 +412,7 @@ void BenchRun::report() {
   report_streams();
   report_load();
   report_roofline(bw_what);
-  const Routing routing(*model_);
+  const Routing& routing = *routing_;
   if (routing.layers > 0)
     fmt::print(
         "MoE ({} layers): expert activation entropy {:.3f} (1 = uniform); thread load imbalance "
@@ -497,8 +502,8 @@ void BenchRun::report_roofline(const std::string& bw_what) const {
   fmt::print(
       "peak RSS {:.1f} MiB; {} {:.1f} GB/s (median of {} measurement{}); decode reads {:.2f} "
       "MiB/token{} -> roofline {:.0f} tokens/s{}\n",
-      double(peak_rss_bytes()) / (1 << 20), bw_what, bw, bws_.size(), bws_.size() == 1 ? "" : "s", bpt_ / (1 << 20), kv,
-      roof, share);
+      double(rss_) / (1 << 20), bw_what, bw, bws_.size(), bws_.size() == 1 ? "" : "s", bpt_ / (1 << 20), kv, roof,
+      share);
 }
 
 }  // namespace
