@@ -229,17 +229,18 @@ int serve(const ServeOptions& o) {
   assist::Service service;
   std::optional<http::Api> api;
   std::unique_ptr<http::HttpServer> server;  // (destroyed first: it serves through the api)
+  const http::ServerOptions so = server_options(o);
   try {
     settings = assist::read_config_files(o.config);
     settings.merge_from(o.settings);
     api.emplace(service, api_options(o, settings));
-    server = std::make_unique<http::HttpServer>(*api, server_options(o));
+    server = std::make_unique<http::HttpServer>(*api, so);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moelsp serve: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "moelsp serve: listening on http://%s:%d (model: %s)\n", server_options(o).host.c_str(),
-               server->port(), o.model.c_str());
+  std::fprintf(stderr, "moelsp serve: listening on http://%s:%d (model: %s)\n", so.host.c_str(), server->port(),
+               o.model.c_str());
   std::fflush(stderr);
 
   api->set_model(state_without_model(http::ModelState::Phase::Loading, o.model, "loading " + o.model));
