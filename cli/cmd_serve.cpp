@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "assist/model_host.h"
 #include "assist/service.h"
 #include "commands.h"
 #include "engine/default_model.h"
@@ -28,46 +29,6 @@
 namespace moelsp::cli {
 
 namespace {
-
-// Engine gauges for /metrics, in Prometheus text format.
-std::string engine_metrics(const Engine& e, const Model& m) {
-  const EngineMetrics k = e.metrics();
-  const ExpertMetrics x = m.expert_metrics();
-  std::string out;
-  const auto gauge = [&](const char* name, const char* help, double v) {
-    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " +
-           std::to_string(v) + "\n";
-  };
-  gauge("moelsp_kv_blocks_in_use", "KV blocks held by running sequences.", double(k.kv.blocks_in_use));
-  gauge("moelsp_kv_blocks_cached", "KV blocks kept for the prefix cache.", double(k.kv.blocks_cached));
-  gauge("moelsp_kv_blocks_free", "Free KV blocks.", double(k.kv.blocks_free));
-  gauge("moelsp_prefix_cache_hit_rate", "Prompt tokens found in the prefix cache / looked up.", k.prefix_hit_rate);
-  gauge("moelsp_scheduler_running", "Sequences running.", k.running);
-  gauge("moelsp_scheduler_waiting", "Requests waiting to be admitted.", k.waiting);
-  gauge("moelsp_scheduler_mean_batch", "Mean sequences per step.", k.mean_batch());
-  gauge("moelsp_expert_cache_hit_rate", "Hot-expert cache hit rate.", x.cache_hit_rate());
-  gauge("moelsp_expert_prediction_accuracy", "Experts predicted layers ahead that were routed.", x.accuracy());
-  gauge("moelsp_major_page_faults", "Major page faults during forward passes.", double(x.major_faults));
-  // Per MoE layer: how evenly the router spreads tokens over experts
-  // (normalised entropy, 1 = uniform) and how evenly the expert work was
-  // split over threads ((max − min) / max). Read without a lock from the
-  // scheduler's counters: they only grow, so a scrape is at worst a step old.
-  std::string entropy =
-      "# HELP moelsp_expert_activation_entropy Routed-token entropy per MoE layer (1 = uniform).\n"
-      "# TYPE moelsp_expert_activation_entropy gauge\n";
-  std::string imbalance =
-      "# HELP moelsp_thread_load_imbalance Expert work (max - min) / max over threads per MoE layer.\n"
-      "# TYPE moelsp_thread_load_imbalance gauge\n";
-  const auto& stats = m.moe_stats();
-  for (size_t layer = 0; layer < stats.size(); ++layer) {
-    const MoeLayerStats& st = stats[layer];
-    if (st.calls == 0 || st.expert_tokens.size() < 2) continue;
-    const std::string label = "{layer=\"" + std::to_string(layer) + "\"} ";
-    entropy += "moelsp_expert_activation_entropy" + label + std::to_string(st.entropy()) + "\n";
-    imbalance += "moelsp_thread_load_imbalance" + label + std::to_string(st.thread_imbalance()) + "\n";
-  }
-  return out + entropy + imbalance;
-}
 
 // The sampler settings the model's author recommends: llama.cpp's
 // general.sampling.* keys. A value of the wrong type or out of range is
@@ -99,41 +60,11 @@ nlohmann::json to_json(const http::RecommendedSampling& r) {
   return j;
 }
 
-// /v1/status's engine part: the plan and hardware as loaded, the sampling
-// defaults, and the scheduler's, KV cache's and prompt cache's counters now.
-std::function<std::string()> status_json(const std::shared_ptr<assist::EngineBackend>& b, const PlannedModel& pm,
-                                         const std::string& sampling_json) {
-  const std::string plan = pm.plan.to_json(), hw = pm.hw.to_json();
-  return [b, plan, hw, sampling_json] {
-    const EngineMetrics m = b->engine().metrics();
-    auto j = nlohmann::json{
-        {"plan", nlohmann::json::parse(plan)},
-        {"samplingDefaults", nlohmann::json::parse(sampling_json)},
-        {"hardware", nlohmann::json::parse(hw)},
-        {"scheduler", {{"running", m.running}, {"waiting", m.waiting}, {"requests", m.requests}, {"steps", m.steps}}},
-        {"kvCache",
-         {{"blocksInUse", m.kv.blocks_in_use},
-          {"blocksCached", m.kv.blocks_cached},
-          {"prefixHitRate", m.prefix_hit_rate}}}};
-    if (m.prompt_cache_on) {
-      const PromptCacheStats& p = m.prompt_cache;
-      j["promptCache"] = {{"dir", b->engine().options().prompt_cache.dir},
-                          {"files", p.files},
-                          {"bytes", p.bytes},
-                          {"blocksWritten", p.blocks_written},
-                          {"blocksRestored", p.blocks_restored},
-                          {"filesRefused", p.files_refused},
-                          {"writesSkipped", p.writes_skipped}};
-    }
-    return j.dump();
-  };
-}
-
-// The API's view of a model that loaded: its names, context, status,
-// metrics, expert report and the sampling defaults it recommends.
-http::ModelState ready_state(const std::string& file, const PlannedModel& pm,
-                             const std::shared_ptr<assist::EngineBackend>& b) {
-  const auto model = pm.model;
+// The API's view of a model that loaded: its names, context, status
+// (the host's and the sampling defaults), metrics, expert report and the
+// sampling defaults it recommends.
+http::ModelState ready_state(const assist::ModelHost& host, const assist::ModelHost::Snapshot& st) {
+  const auto model = st.model;
   const std::string id = model->config().name.empty() ? model->config().arch : model->config().name;
   const http::RecommendedSampling rec = recommended_sampling(model->file());
   const std::string sampling_json = to_json(rec).dump();  // what requests that set none get
@@ -146,46 +77,45 @@ http::ModelState ready_state(const std::string& file, const PlannedModel& pm,
           *model, std::filesystem::path(model->file().path()).filename().string(), "requests served");
       return svg ? cli::heatmap_svg(r) : cli::report_json(r);
     };
-  return {.phase = http::ModelState::Phase::Ready,
+  return {.phase = assist::ModelPhase::Ready,
           .id = id,
-          .n_ctx = pm.plan.n_ctx,
-          .file = file,
+          .n_ctx = st.n_ctx,
+          .file = st.file,
           .message = "ready",
-          .status_json = status_json(b, pm, sampling_json),
-          .metrics_text = [b, model] { return engine_metrics(b->engine(), *model); },
+          .status_json =
+              [&host, sampling_json] {
+                nlohmann::json j = nlohmann::json::parse(host.status_json());
+                j["samplingDefaults"] = nlohmann::json::parse(sampling_json);
+                return j.dump();
+              },
+          .metrics_text = [&host] { return host.metrics_text(); },
           .experts = experts,
           .sampling = rec};
 }
 
-http::ModelState state_without_model(http::ModelState::Phase phase, const std::string& file, std::string message) {
-  return {.phase = phase,
+http::ModelState state_without_model(const assist::ModelHost::Snapshot& st) {
+  return {.phase = st.phase,
           .id = "",
-          .file = file,
-          .message = std::move(message),
+          .file = st.file,
+          .message = st.message,
           .status_json = nullptr,
           .metrics_text = nullptr};
 }
 
-// The loader thread's work: the model on the plan for agents (its whole
-// context when memory allows), handed to the service and the API; a failure
-// is the API's error state, and the server goes on answering.
-void load_model(const ServeOptions& o, const assist::Settings& settings, assist::Service& service, http::Api& api,
-                std::shared_ptr<assist::EngineBackend>& backend) {
-  try {
-    PlanRequest req;
-    req.over = settings.plan;
-    req.full_context = true;  // agents' prompts: the model's whole context when memory allows
-    PlannedModel pm = load_planned(o.model, req);
-    EngineOptions eo = pm.plan.engine_options();
-    eo.prompt_cache = assist::prompt_cache_options(settings);
-    backend = std::make_shared<assist::EngineBackend>(std::make_unique<Engine>(pm.model, eo));
-    service.set_backend(backend);
-    api.set_model(ready_state(o.model, pm, backend));
-    spdlog::info("model loaded: {}", o.model);
-  } catch (const std::exception& e) {
-    spdlog::error("the model failed to load: {}", e.what());
-    api.set_model(state_without_model(http::ModelState::Phase::Error, o.model, e.what()));
-  }
+// The host's hooks: the API learns of the load as it goes; a failure is the
+// API's error state, and the server goes on answering.
+assist::ModelHost::Hooks api_hooks(http::Api& api, const assist::ModelHost& host) {
+  return {.loading = [&api](const assist::ModelHost::Snapshot& st) { api.set_model(state_without_model(st)); },
+          .done =
+              [&api, &host](const assist::ModelHost::Snapshot& st) {
+                if (st.phase == assist::ModelPhase::Ready) {
+                  spdlog::info("model loaded: {}", st.file);
+                  api.set_model(ready_state(host, st));
+                } else {
+                  spdlog::error("the model failed to load: {}", st.message);
+                  api.set_model(state_without_model(st));
+                }
+              }};
 }
 
 // Signals go to one thread that stops the server (blocked here, before any
@@ -243,9 +173,12 @@ int serve(const ServeOptions& o) {
                o.model.c_str());
   std::fflush(stderr);
 
-  api->set_model(state_without_model(http::ModelState::Phase::Loading, o.model, "loading " + o.model));
-  std::shared_ptr<assist::EngineBackend> backend;
-  std::thread loader([&] { load_model(o, settings, service, *api, backend); });
+  // The model on the plan for agents: its whole context when memory allows.
+  assist::ModelHost host(service, api_hooks(*api, host));
+  assist::Settings load = settings;
+  load.model = o.model;
+  load.backend_url.reset();  // serve runs the engine: backend.url is the editor's setting
+  host.load(load, /*full_context=*/true);
   std::atomic<bool> stopped{false};
   std::thread waiter([&] {
     int sig = 0;
@@ -256,11 +189,10 @@ int serve(const ServeOptions& o) {
   });
   server->run();
   stopped = true;
-  loader.join();
   // The waiter is blocked in sigwait unless a signal stopped us: wake it.
   pthread_kill(waiter.native_handle(), SIGTERM);
   waiter.join();
-  service.set_backend(nullptr);
+  host.unload();
   return 0;
 }
 

@@ -24,6 +24,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "assist/model_host.h"
 #include "assist/service.h"
 
 namespace moelsp::http {
@@ -98,9 +99,10 @@ struct RecommendedSampling {
   std::optional<int> top_k;
 };
 
-// What the loader tells the API about the model.
+// What the model host's hooks tell the API about the model (cli/cmd_serve.cpp).
 struct ModelState {
-  enum class Phase { Loading, Ready, Error } phase = Phase::Loading;
+  using Phase = assist::ModelPhase;
+  Phase phase = Phase::Loading;
   std::string id;                             // the model's name, for /v1/models and responses
   int n_ctx = 0;                              // tokens per sequence (llama.cpp clients read generation_settings.n_ctx)
   std::string file;                           // the GGUF path: its name and stem are accepted as the model's name

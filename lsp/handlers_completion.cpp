@@ -95,11 +95,7 @@ void Server::Impl::complete(const CompletionParams& params, Reply reply, bool in
   const std::optional<SelectedCompletionInfo> selected = inline_kind ? params.selected : std::nullopt;
   const Settings s = effective();
   const assist::ExcludeList exclude = assist::exclude_list(s.exclude);
-  bool to_remote;
-  {
-    std::lock_guard lock(model_mu);
-    to_remote = remote != nullptr;
-  }
+  const bool to_remote = host.is_remote();
   // A secret's file: nothing of it goes to a model. A file .gitignore hides
   // (local configuration, often credentials) is completed by the embedded
   // engine, in this process, but never sent to a remote server.

@@ -60,15 +60,6 @@ void Reply::error(int code, const std::string& message) const {
 const json& Reply::id() const { return s_->id; }
 bool Reply::sent() const { return s_->sent; }
 
-const char* to_string(ModelState s) {
-  switch (s) {
-    case ModelState::Loading: return "loading";
-    case ModelState::Ready: return "ready";
-    case ModelState::Error: return "error";
-  }
-  return "error";
-}
-
 template <class P>
 void Server::Impl::on_request(const std::string& method, void (Impl::*handler)(const P&, Reply)) {
   requests[method] = [this, method, handler](const json& params, Reply reply) {
@@ -99,7 +90,11 @@ void Server::Impl::on_notification(const std::string& method, void (Impl::*handl
 
 // ---- server ----------------------------------------------------------------------
 
-Server::Impl::Impl(Transport& tr, ServerOptions o) : t(tr), opt(std::move(o)) {
+Server::Impl::Impl(Transport& tr, ServerOptions o)
+    : t(tr),
+      opt(std::move(o)),
+      host(service, {.loading = [this](const auto& st) { load_started(st); },
+                     .done = [this](const auto& st) { load_done(st); }}) {
   // Editors show busy / ready (and the last tokens/s) from these.
   service.on_busy_change = [this] { send_status(); };
   on_request("initialize", &Impl::on_initialize);
@@ -157,10 +152,7 @@ Server::Impl::~Impl() {
   }
   for (auto& lane : lanes) lane.cv.notify_all();
   for (auto& w : workers) w.join();
-  if (loader.joinable()) loader.join();
-  service.set_backend(nullptr);
-  std::lock_guard lock(model_mu);
-  backend.reset();
+  host.unload();
 }
 
 Settings Server::Impl::effective() {
@@ -203,76 +195,13 @@ void Server::Impl::show_message(int type, const std::string& text) {
 void Server::Impl::progress(const json& token, json value) {
   if (!token.is_null()) notify("$/progress", {{"token", token}, {"value", std::move(value)}});
 }
-void Server::Impl::set_state(ModelState st, std::string message) {
-  std::lock_guard lock(model_mu);
-  state = st;
-  state_message = std::move(message);
-}
 
 json Server::Impl::status_json() {
-  json s;
-  {
-    std::lock_guard lock(model_mu);
-    s = {{"state", state == ModelState::Ready && service.busy() ? "busy" : to_string(state)},
-         {"message", state_message},
-         {"tokensPerSecond", service.last_tokens_per_second()}};
-    if (model) {
-      s["model"] = model->config().name.empty() ? model->config().arch : model->config().name;
-      s["plan"] = plan_json;
-      s["hardware"] = hw_json;
-      if (backend) {
-        const Engine& engine = backend->engine();
-        const EngineMetrics m = engine.metrics();
-        const ExpertMetrics em = model->expert_metrics();
-        s["experts"] = {{"predictionAccuracy", em.accuracy()},      {"previousTokenAccuracy", em.baseline_accuracy()},
-                        {"prefetchDistance", em.distance},          {"prefetchRequests", em.prefetch_requests},
-                        {"prefetchBytes", em.prefetch_bytes},       {"prefetchReadBytes", em.prefetch_missing_bytes},
-                        {"cacheExperts", em.cache_experts},         {"cachePinned", em.cache_pinned},
-                        {"cacheHitRate", em.cache_hit_rate()},      {"cacheSwaps", em.cache_swaps},
-                        {"majorFaults", em.major_faults},           {"minorFaults", em.minor_faults},
-                        {"deviceBytesMoved", em.device_bytes_moved}};
-        s["device"] = model->device_description();
-        s["plan"]["kvCache"]["bytes"] = m.kv.bytes;
-        s["plan"]["kvCache"]["prefixCache"] = engine.options().prefix_cache;
-        s["kvCache"] = {{"blocksTotal", m.kv.blocks_total},   {"blocksInUse", m.kv.blocks_in_use},
-                        {"blocksCached", m.kv.blocks_cached}, {"blocksFree", m.kv.blocks_free},
-                        {"evictions", m.kv.evictions},        {"prefixHitRate", m.prefix_hit_rate},
-                        {"prefixHitTokens", m.kv.hit_tokens}};
-        if (m.prompt_cache_on)
-          s["promptCache"] = {{"dir", engine.options().prompt_cache.dir},
-                              {"files", m.prompt_cache.files},
-                              {"bytes", m.prompt_cache.bytes},
-                              {"blocksWritten", m.prompt_cache.blocks_written},
-                              {"blocksRestored", m.prompt_cache.blocks_restored},
-                              {"filesRefused", m.prompt_cache.files_refused}};
-        s["scheduler"] = {{"steps", m.steps},
-                          {"meanBatch", m.mean_batch()},
-                          {"lastBatch", m.last_batch},
-                          {"maxBatch", m.max_batch},
-                          {"requests", m.requests},
-                          {"preemptions", m.preemptions},
-                          {"meanQueueMs", m.mean_queue_ms()},
-                          {"maxQueueMs", m.queue_ms_max},
-                          {"running", m.running},
-                          {"waiting", m.waiting},
-                          {"draftSteps", m.draft_steps},
-                          {"draftTokens", m.draft_tokens},
-                          {"draftAccepted", m.draft_accepted}};
-      }
-    }
-  }
-  {
-    std::lock_guard lock(model_mu);
-    if (remote) {
-      const auto& o = remote->options();
-      s["model"] = o.model.empty() ? o.url : o.model;
-      s["backend"] = {{"url", o.url},
-                      {"api", o.api},
-                      {"model", o.model},
-                      {"fimTemplate", o.fim_template},
-                      {"lastError", remote->last_error()}};
-    }
-  }
+  const assist::ModelHost::Snapshot st = host.snapshot();
+  json s = {{"state", st.phase == assist::ModelPhase::Ready && service.busy() ? "busy" : to_string(st.phase)},
+            {"message", st.message},
+            {"tokensPerSecond", service.last_tokens_per_second()}};
+  s.update(json::parse(host.status_json()));
   s["index"] = index_status();
   const assist::TelemetrySnapshot t = service.telemetry();
   s["completions"] = {
@@ -340,127 +269,56 @@ static std::optional<std::string> model_or_default(std::optional<std::string> m)
 
 void Server::Impl::start_loading() {
   Settings s = effective();
-  loaded_backend_url = s.backend_url;
-  if (s.backend_url && !s.backend_url->empty()) return start_remote(s);
   s.model = model_or_default(s.model);
-  loaded_model = s.model;
-  loaded_plan = s.plan;
-  loaded_prompt_cache = assist::prompt_cache_options(s).dir;
-  if (!s.model || s.model->empty()) {
+  if ((!s.backend_url || s.backend_url->empty()) && (!s.model || s.model->empty())) {
     const std::string msg =
         "no model configured and the default model (models/moelsp-default.gguf) is not found: set "
         "initializationOptions.model, start with --model FILE or set MOELSP_MODEL";
-    set_state(ModelState::Error, msg);
+    host.fail(msg);
     log_message(1, msg);
     show_message(1, "moelsp: " + msg);
     send_status();
     return;
   }
-  set_state(ModelState::Loading, "loading " + *s.model);
+  host.load(s);
+}
+
+void Server::Impl::load_started(const assist::ModelHost::Snapshot& st) {
   send_status();
-  json token;
+  load_token = nullptr;
   if (client.work_done_progress) {
-    token = "moelsp/load";
+    load_token = "moelsp/load";
     send({{"jsonrpc", "2.0"},
           {"id", "moelsp-" + std::to_string(next_server_request_id++)},
           {"method", "window/workDoneProgress/create"},
-          {"params", {{"token", token}}}});
-    progress(token, {{"kind", "begin"}, {"title", "moelsp: loading model"}, {"message", *s.model}});
+          {"params", {{"token", load_token}}}});
+    progress(load_token, {{"kind", "begin"}, {"title", "moelsp: loading model"}, {"message", st.file}});
   }
-  loader = std::thread([this, s, token] {
-    try {
-      PlanRequest req;
-      req.over = s.plan;
-      // The plan: threads, KV size and layout, expert prefetch/cache, batch
-      // limits, each with its reason (moelsp/status "plan").
-      PlannedModel pm = load_planned(*s.model, req);
-      auto m = pm.model;
-      EngineOptions eo = pm.plan.engine_options();
-      eo.prompt_cache = assist::prompt_cache_options(s);
-      log_message(3, "plan: " + pm.plan.to_text());
-      auto b = std::make_shared<assist::EngineBackend>(std::make_unique<Engine>(m, eo));
-      service.set_backend(b);
-      std::lock_guard lock(model_mu);
-      model = m;
-      backend = b;
-      plan_json = json::parse(pm.plan.to_json());
-      hw_json = json::parse(pm.hw.to_json());
-      state = ModelState::Ready;
-      state_message = "model loaded: " + *s.model;
-    } catch (const std::exception& ex) {
-      set_state(ModelState::Error, ex.what());
-    }
-    ModelState st;
-    std::string msg;
-    {
-      std::lock_guard lock(model_mu);
-      st = state;
-      msg = state_message;
-    }
-    progress(token, {{"kind", "end"}, {"message", msg}});
-    log_message(st == ModelState::Ready ? 3 : 1, msg);
-    // Once per failed load, with the fix: completions then answer an empty
-    // (incomplete) list rather than an error per keystroke, which Neovim and
-    // Emacs would echo on every key while VS Code only logs it.
-    if (st == ModelState::Error)
-      show_message(1,
-                   "moelsp: the model could not be loaded: " + msg +
-                       ". Set moelsp.model (or --model) to a GGUF file; the server reloads when the setting changes.");
-    send_status();
-  });
+}
+
+void Server::Impl::load_done(const assist::ModelHost::Snapshot& st) {
+  if (!st.plan_text.empty()) log_message(3, "plan: " + st.plan_text);
+  if (st.backend_url.empty()) progress(load_token, {{"kind", "end"}, {"message", st.message}});
+  log_message(st.phase == assist::ModelPhase::Ready ? 3 : 1, st.message);
+  // Once per failed load, with the fix: completions then answer an empty
+  // (incomplete) list rather than an error per keystroke, which Neovim and
+  // Emacs would echo on every key while VS Code only logs it.
+  if (st.phase == assist::ModelPhase::Error && st.backend_url.empty())
+    show_message(1, "moelsp: the model could not be loaded: " + st.message +
+                        ". Set moelsp.model (or --model) to a GGUF file; the server reloads when the setting changes.");
+  send_status();
 }
 
 void Server::Impl::reload() {
-  // A load still running finishes first (it owns `loader`); requests on the
-  // old engine are cancelled, and it is freed when the last of them lets go.
-  if (loader.joinable()) loader.join();
+  // A load still running finishes first; requests on the old engine are
+  // cancelled, and it is freed when the last of them lets go.
   {
     std::lock_guard lock(pending_mu);
     for (auto& [id, p] : pending) p->cancel();
   }
-  service.set_backend(nullptr);
-  {
-    std::lock_guard lock(model_mu);
-    model.reset();
-    backend.reset();
-    remote.reset();
-    plan_json = hw_json = json();
-  }
+  host.unload();
   log_message(3, "moelsp: reloading with the new settings");
   start_loading();
-}
-
-// A remote server generates: nothing to load here. Its health shows in
-// moelsp/status (backend.lastError) once requests go to it.
-void Server::Impl::start_remote(const Settings& s) {
-  assist::RemoteOptions o;
-  o.url = *s.backend_url;
-  o.api_key = s.backend_api_key.value_or("");
-  o.model = s.backend_model.value_or("");
-  if (s.backend_api) o.api = *s.backend_api;
-  if (s.backend_fim_template) o.fim_template = *s.backend_fim_template;
-  if (s.backend_ca_file) o.ca_file = *s.backend_ca_file;
-  if (s.backend_verify_tls) o.verify_tls = *s.backend_verify_tls;
-  bool ok = false;
-  try {
-    auto b = std::make_shared<assist::RemoteBackend>(o);
-    {  // first: a completion that sees the remote backend in the service also sees it here (its privacy rules)
-      std::lock_guard lock(model_mu);
-      remote = b;
-    }
-    service.set_backend(b);
-    set_state(ModelState::Ready, "remote backend " + o.url + " (" + o.api + ")");
-    ok = true;
-  } catch (const std::exception& e) {
-    set_state(ModelState::Error, e.what());
-  }
-  std::string msg;
-  {
-    std::lock_guard lock(model_mu);
-    msg = state_message;
-  }
-  log_message(ok ? 3 : 1, msg);
-  send_status();
 }
 
 void Server::Impl::handle(const std::string& body) {
@@ -602,17 +460,14 @@ void Server::Impl::on_did_change_configuration(const DidChangeConfigurationParam
   // `initialized`: only a real change to what the engine was built with counts.
   const Settings now = effective();
   start_index(now);  // restarts the walk only when its folders or settings changed
-  const bool engine_level = (in.model && model_or_default(now.model) != loaded_model) ||
-                            (in.backend_url && now.backend_url != loaded_backend_url) ||
-                            (!(in.plan == PlanOverrides{}) && !(now.plan == loaded_plan)) ||
-                            (in.prompt_cache_dir && assist::prompt_cache_options(now).dir != loaded_prompt_cache);
+  const assist::LoadKey loaded = host.loaded();
+  const bool engine_level = (in.model && model_or_default(now.model) != loaded.model) ||
+                            (in.backend_url && now.backend_url != loaded.backend_url) ||
+                            (!(in.plan == PlanOverrides{}) && !(now.plan == loaded.plan)) ||
+                            (in.prompt_cache_dir && assist::prompt_cache_options(now).dir != loaded.prompt_cache);
   // The model, the backend and the plan are what the engine is built from: a
   // change to them (or a model that failed to load) reloads it in place.
-  bool failed;
-  {
-    std::lock_guard lock(model_mu);
-    failed = state == ModelState::Error;
-  }
+  const bool failed = host.phase() == assist::ModelPhase::Error;
   const bool touched = in.model || in.backend_url || in.prompt_cache_dir || !(in.plan == PlanOverrides{});
   if (engine_level || (failed && touched)) reload();
 }

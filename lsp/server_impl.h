@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "assist/remote_backend.h"
+#include "assist/model_host.h"
 #include "assist/service.h"
 #include "assist/workspace_index.h"
 #include "documents.h"
@@ -58,10 +58,6 @@ class Reply {
   struct State;
   std::shared_ptr<State> s_;
 };
-
-// Where the model stands (moelsp/status "state"; "busy" is Ready + work).
-enum class ModelState { Loading, Ready, Error };
-const char* to_string(ModelState s);
 
 // Request work runs on two lanes so that a completion never waits behind
 // chats: chats hold a worker for their whole answer, completions are short
@@ -114,18 +110,10 @@ struct Server::Impl {
   std::deque<Viewed> viewed;
   std::atomic<uint64_t> viewed_received{0};
 
-  std::mutex model_mu;
-  std::shared_ptr<Model> model;
-  std::shared_ptr<assist::EngineBackend> backend;  // the engine, once loaded (also in `service`)
-  std::shared_ptr<assist::RemoteBackend> remote;   // or a remote server (backend.url)
-  json plan_json, hw_json;                         // the plan the engine runs with, and the machine it was made for
-  ModelState state = ModelState::Loading;
-  std::string state_message;
-  // The model and plan overrides the engine was built with: a configuration
-  // change asks for a restart only when it changes one of these.
-  std::optional<std::string> loaded_model, loaded_backend_url;
-  PlanOverrides loaded_plan;
-  std::string loaded_prompt_cache;  // promptCache.dir as the engine was built
+  // The model (or remote backend) and its phase; its hooks tell the editor
+  // (progress, messages, moelsp/status).
+  assist::ModelHost host;
+  json load_token;  // the model load's $/progress token (null: the client shows none)
 
   std::mutex pending_mu;
   // Requests in flight by id.dump(). A multimap: a client that reuses the id
@@ -178,7 +166,6 @@ struct Server::Impl {
   static const std::vector<std::string>& commands();
   void send_status();
   void progress(const json& token, json value);
-  void set_state(ModelState s, std::string message);
 
   // requests and notifications
   void handle(const std::string& body);
@@ -188,7 +175,10 @@ struct Server::Impl {
   std::shared_ptr<assist::Ticket> track(const json& id);
   void untrack(const json& id, const std::shared_ptr<assist::Ticket>& ticket);
   void start_loading();
-  void start_remote(const Settings& s);
+  // The host's hooks: a load begins (status, progress) and ends (progress,
+  // messages, status).
+  void load_started(const assist::ModelHost::Snapshot& st);
+  void load_done(const assist::ModelHost::Snapshot& st);
   // Drops the engine (or remote) and loads again from the current settings:
   // a changed model, backend or plan, a failed load fixed, the moelsp.reload command.
   void reload();
