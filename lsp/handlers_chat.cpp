@@ -24,24 +24,29 @@ std::string selection(const Document& d, const std::optional<Range>& range) {
 
 }  // namespace
 
-const std::vector<std::string>& Server::Impl::commands() {
-  static const std::vector<std::string> list{"moelsp.accepted", "moelsp.chat",   "moelsp.explain", "moelsp.fix",
-                                             "moelsp.document", "moelsp.reload", "moelsp.snooze",  "moelsp.resume"};
-  return list;
+std::vector<std::string> Server::Impl::command_names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, handler] : commands) names.push_back(name);
+  return names;
 }
 
 void Server::Impl::on_execute_command(const ExecuteCommandParams& p, Reply reply) {
-  if (std::find(commands().begin(), commands().end(), p.command) == commands().end())
-    return reply.error(kInvalidParams, "unknown command " + p.command);
-  if (p.command == "moelsp.reload") {  // reload the model (and its plan) without restarting the process
-    reload();
-    return reply(nullptr);
-  }
-  if (p.command == "moelsp.snooze" || p.command == "moelsp.resume") return snooze(p, std::move(reply));
-  if (p.command == "moelsp.accepted") {  // the inline item's command: the user took the suggestion
-    service.count_accepted();
-    return reply(nullptr);
-  }
+  const auto it = std::find_if(commands.begin(), commands.end(), [&](const auto& c) { return c.first == p.command; });
+  if (it == commands.end()) return reply.error(kInvalidParams, "unknown command " + p.command);
+  (this->*(it->second))(p, std::move(reply));
+}
+
+void Server::Impl::reload_command(const ExecuteCommandParams&, Reply reply) {
+  reload();  // the model (and its plan), without restarting the process
+  reply(nullptr);
+}
+
+void Server::Impl::accepted_command(const ExecuteCommandParams&, Reply reply) {
+  service.count_accepted();
+  reply(nullptr);
+}
+
+void Server::Impl::chat_command(const ExecuteCommandParams& p, Reply reply) {
   ChatParams args = p.chat;
   args.work_done_token = p.work_done_token;
   args.partial_result_token = nullptr;
@@ -78,21 +83,22 @@ void Server::Impl::chat(const std::string& command, const ChatParams& args, Repl
   q.template_override = s.chat_template.value_or("");
   const json work_token = args.work_done_token, partial_token = args.partial_result_token;
   enqueue(Lane::Chat, reply, [this, reply, ticket, q, work_token, partial_token] {
-    progress(work_token, {{"kind", "begin"}, {"title", "moelsp chat"}, {"cancellable", true}});
+    progress(work_token, to_json(WorkDoneProgressBegin{.title = "moelsp chat", .message = {}, .cancellable = true}));
     const auto on_text = [this, work_token, partial_token](const std::string& text) {
-      progress(work_token, {{"kind", "report"}, {"message", text}});
-      progress(partial_token, {{"text", text}});
+      progress(work_token, to_json(WorkDoneProgressReport{text}));
+      progress(partial_token, to_json(PartialChatResult{text}));
     };
     const assist::ChatAnswer a = service.chat(q, on_text, *ticket);
-    progress(work_token, {{"kind", "end"}});
+    progress(work_token, to_json(WorkDoneProgressEnd{}));
     untrack(reply.id(), ticket);
     if (ticket->cancelled() || a.reason == FinishReason::Cancelled)
       return reply.error(kRequestCancelled, "request cancelled");
     if (a.reason == FinishReason::Error)  // the conversation's own fault (a template refusal) or ours
       return reply.error(a.error_kind == ErrorKind::Server ? kInternalError : kInvalidParams, a.error);
-    json result{{"text", a.text}, {"finishReason", to_string(a.reason)}, {"tokensPerSecond", a.tokens_per_second}};
-    if (!a.reasoning.empty()) result["reasoning"] = a.reasoning;
-    reply(result);
+    reply(to_json(ChatResult{.text = a.text,
+                             .finish_reason = to_string(a.reason),
+                             .tokens_per_second = a.tokens_per_second,
+                             .reasoning = a.reasoning.empty() ? std::nullopt : std::optional(a.reasoning)}));
   });
 }
 

@@ -46,27 +46,30 @@ void Server::Impl::snooze(const ExecuteCommandParams& p, Reply reply) {
   const double minutes = p.command == "moelsp.resume" ? 0 : p.minutes.value_or(kDefaultMinutes);
   snooze_until_ms = minutes > 0 ? steady_ms() + int64_t(minutes * 60000.0) : 0;
   spdlog::info("completions: {}", minutes > 0 ? fmt::format("snoozed for {} min", minutes) : "resumed");
-  reply(json{{"snoozeLeftMs", snooze_left_ms()}});
+  reply(to_json(SnoozeResult{snooze_left_ms()}));
   send_status();  // status bars show it
 }
 
 namespace {
 
 // The suggestions as inline items (after the popup's selected item, when
-// there is one) or as classic completion items.
-json completion_items(const std::vector<std::string>& texts, const Position& pos,
-                      const std::optional<SelectedCompletionInfo>& selected, const std::string& word,
-                      bool inline_kind) {
+// there is one) or as classic completion items, as the result's JSON.
+// Incomplete: the next keystroke changes the continuation, so clients ask again.
+json completion_result(const std::vector<std::string>& texts, const Position& pos,
+                       const std::optional<SelectedCompletionInfo>& selected, const std::string& word,
+                       bool inline_kind) {
   const Range range = selected ? selected->range : Range{pos, pos};
   const std::string selected_text = selected ? selected->text : "";
-  json items = json::array();
+  if (inline_kind) {
+    InlineCompletionList list;
+    for (const auto& text : texts)
+      list.items.push_back({.insert_text = selected_text + text,
+                            .range = range,
+                            .command = Command{.title = "accepted", .command = "moelsp.accepted"}});
+    return to_json(list);
+  }
+  CompletionList list{.is_incomplete = true, .items = {}};
   for (const auto& text : texts) {
-    if (inline_kind) {
-      items.push_back({{"insertText", selected_text + text},
-                       {"range", to_json(range)},
-                       {"command", {{"title", "accepted"}, {"command", "moelsp.accepted"}}}});
-      continue;
-    }
     // Clients filter the list by the word before the cursor (Helix,
     // nvim-cmp, VS Code): an item that only continued it would be
     // filtered out, so it replaces the word with word + continuation.
@@ -76,20 +79,25 @@ json completion_items(const std::vector<std::string>& texts, const Position& pos
     std::string label = full.substr(0, full.find('\n'));
     if (label.empty()) label = full;
     const Range word_range{{pos.line, pos.character - int(w)}, range.end};
-    items.push_back({{"label", label},
-                     {"kind", 1},
-                     {"detail", "moelsp"},
-                     {"filterText", full},
-                     {"insertText", full},
-                     {"textEdit", {{"range", to_json(word_range)}, {"newText", full}}}});
+    list.items.push_back({.label = label,
+                          .kind = CompletionItemKind::Text,
+                          .detail = "moelsp",
+                          .filter_text = full,
+                          .insert_text = full,
+                          .text_edit = {.range = word_range, .new_text = full}});
   }
-  return items;
+  return to_json(list);
+}
+
+// An answer with nothing in it.
+json empty_result(bool inline_kind) {
+  return inline_kind ? to_json(InlineCompletionList{}) : to_json(CompletionList{.is_incomplete = false, .items = {}});
 }
 
 }  // namespace
 
 void Server::Impl::complete(const CompletionParams& params, Reply reply, bool inline_kind) {
-  const bool invoked = inline_kind && params.trigger_kind == 1;
+  const bool invoked = inline_kind && params.trigger_kind == InlineCompletionTriggerKind::Invoked;
   // The item selected in the client's completion popup: the suggestion must
   // start with it and replace its range.
   const std::optional<SelectedCompletionInfo> selected = inline_kind ? params.selected : std::nullopt;
@@ -102,8 +110,7 @@ void Server::Impl::complete(const CompletionParams& params, Reply reply, bool in
   if (exclude.excluded(params.uri) || (to_remote && index.git_ignored(assist::path_of_uri(params.uri)))) {
     spdlog::debug("completion: {} is excluded (setting exclude, or .gitignore with a remote backend); no suggestion",
                   params.uri);
-    return reply(inline_kind ? json{{"items", json::array()}}
-                             : json{{"isIncomplete", false}, {"items", json::array()}});
+    return reply(empty_result(inline_kind));
   }
   // The user's controls: languages, manual mode, a snooze (assist/completion_gate.h).
   const auto open_doc = docs.get(params.uri);
@@ -115,8 +122,7 @@ void Server::Impl::complete(const CompletionParams& params, Reply reply, bool in
                                         .snooze_left_ms = snooze_left_ms()});
   if (!why.empty()) {
     spdlog::debug("completion: {}; no suggestion", why);
-    return reply(inline_kind ? json{{"items", json::array()}}
-                             : json{{"isIncomplete", false}, {"items", json::array()}});
+    return reply(empty_result(inline_kind));
   }
   auto ticket = track(reply.id());
   service.claim(params.uri, ticket);  // a newer completion for the same document makes this one moot
@@ -154,9 +160,7 @@ void Server::Impl::complete(const CompletionParams& params, Reply reply, bool in
         service.release(uri, ticket);
         if (answer.cancelled || ticket->cancelled()) return reply.error(kRequestCancelled, "request cancelled");
         if (!answer.error.empty()) return reply.error(kInternalError, answer.error);
-        const json items = completion_items(answer.texts, pos, selected, word, inline_kind);
-        // Incomplete: the next keystroke changes the continuation, so clients ask again.
-        reply(inline_kind ? json{{"items", items}} : json{{"isIncomplete", true}, {"items", items}});
+        reply(completion_result(answer.texts, pos, selected, word, inline_kind));
       });
 }
 

@@ -132,7 +132,7 @@ assist::RepoContext Server::Impl::repo_context(const std::string& uri, const ass
 void Server::Impl::on_did_change_watched_files(const DidChangeWatchedFilesParams& p) {
   for (const FileEvent& e : p.changes) {
     const std::string path = assist::path_of_uri(e.uri);
-    if (e.type == 3) index.file_deleted(path);
+    if (e.type == FileChangeType::Deleted) index.file_deleted(path);
     else index.file_changed(path);
   }
 }

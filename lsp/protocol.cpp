@@ -149,7 +149,9 @@ void from_json(const json& j, InitializeParams& p) {
   c.dynamic_completion = c.completion && flag_at(caps, {"textDocument", "completion", "dynamicRegistration"});
   c.dynamic_inline = c.inline_completion && flag_at(caps, {"textDocument", "inlineCompletion", "dynamicRegistration"});
   c.dynamic_watch = flag_at(caps, {"workspace", "didChangeWatchedFiles", "dynamicRegistration"});
-  p.trace = f.str_or("trace", "off");
+  // (Leniently: an unknown value is off.)
+  const std::string trace = f.str_or("trace", "off");
+  p.trace = trace == "verbose" ? TraceValue::Verbose : trace == "messages" ? TraceValue::Messages : TraceValue::Off;
   // The workspace's folders, leniently too: a malformed entry is skipped.
   if (const json* wf = f.find("workspaceFolders"); wf && wf->is_array()) {
     for (const json& w : *wf)
@@ -169,7 +171,10 @@ void from_json(const json& j, DidChangeWatchedFilesParams& p) {
   const json& list = Fields(j, "").array("changes");
   for (size_t i = 0; i < list.size(); ++i) {
     const Fields c(list[i], "changes[" + std::to_string(i) + "]");
-    p.changes.push_back({c.str("uri"), c.int_or("type", 2)});
+    const int type = c.int_or("type", int(FileChangeType::Changed));  // (an unknown one: changed)
+    p.changes.push_back({c.str("uri"), type == int(FileChangeType::Created)   ? FileChangeType::Created
+                                       : type == int(FileChangeType::Deleted) ? FileChangeType::Deleted
+                                                                              : FileChangeType::Changed});
   }
 }
 
@@ -250,9 +255,10 @@ void from_json(const json& j, CancelParams& p) {
 }
 
 void from_json(const json& j, SetTraceParams& p) {
-  p.value = Fields(j, "").str("value");
-  if (p.value != "off" && p.value != "messages" && p.value != "verbose")
-    throw ParamError("value: expected off, messages or verbose, got \"" + p.value + "\"");
+  const std::string v = Fields(j, "").str("value");
+  if (v != "off" && v != "messages" && v != "verbose")
+    throw ParamError("value: expected off, messages or verbose, got \"" + v + "\"");
+  p.value = v == "verbose" ? TraceValue::Verbose : v == "messages" ? TraceValue::Messages : TraceValue::Off;
 }
 
 void from_json(const json& j, CompletionParams& p) {
@@ -260,7 +266,9 @@ void from_json(const json& j, CompletionParams& p) {
   p.uri = f.object("textDocument").str("uri");
   p.position = read_position(f.object("position"));
   if (auto ctx = f.object_or_none("context")) {
-    p.trigger_kind = ctx->int_or("triggerKind", 2);
+    const int kind = ctx->int_or("triggerKind", int(InlineCompletionTriggerKind::Automatic));
+    p.trigger_kind = kind == int(InlineCompletionTriggerKind::Invoked) ? InlineCompletionTriggerKind::Invoked
+                                                                       : InlineCompletionTriggerKind::Automatic;
     if (auto sel = ctx->object_or_none("selectedCompletionInfo"))
       p.selected = SelectedCompletionInfo{read_range(sel->object("range")), sel->str("text")};
   }

@@ -1,8 +1,11 @@
-// The LSP messages moelsp reads, as typed structs parsed once at the edge
-// (clangd's Protocol.h in miniature): a handler sees fields, never JSON. A
-// missing field or one of the wrong type is a ParamError naming its path
-// ("textDocument.uri: expected a string, got a number"), which the dispatcher
-// answers as -32602 InvalidParams. Only the fields moelsp uses are parsed.
+// The LSP messages moelsp reads and writes, typed (clangd's Protocol.h in
+// miniature). What it reads is parsed once at the edge: a handler sees
+// fields, never JSON; a missing field or one of the wrong type is a
+// ParamError naming its path ("textDocument.uri: expected a string, got a
+// number"), which the dispatcher answers as -32602 InvalidParams. Only the
+// fields moelsp uses are parsed. What it writes — results, notifications,
+// its own requests — are structs with to_json (protocol_out.cpp), and the
+// JSON-RPC envelope is written in one place (jsonrpc::*).
 #pragma once
 
 #include <optional>
@@ -22,6 +25,28 @@ struct ParamError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// ---- the protocol's numbers ----------------------------------------------------------
+
+enum class MessageType { Error = 1, Warning = 2, Info = 3, Log = 4 };
+enum class TextDocumentSyncKind { None = 0, Full = 1, Incremental = 2 };
+enum class CompletionItemKind { Text = 1 };  // the one kind moelsp's items carry
+// Invoked: the user asked (alternatives are offered); Automatic: as they type.
+enum class InlineCompletionTriggerKind { Invoked = 1, Automatic = 2 };
+enum class FileChangeType { Created = 1, Changed = 2, Deleted = 3 };
+// $/setTrace and initialize's trace: verbose and messages mirror the log as $/logTrace.
+enum class TraceValue { Off, Messages, Verbose };
+
+// JSON-RPC / LSP error codes.
+enum ErrorCode : int {
+  kParseError = -32700,
+  kInvalidRequest = -32600,
+  kMethodNotFound = -32601,
+  kInvalidParams = -32602,
+  kInternalError = -32603,
+  kServerNotInitialized = -32002,
+  kRequestCancelled = -32800,
+};
+
 struct NoParams {};
 
 struct ClientCapabilities {
@@ -32,7 +57,7 @@ struct ClientCapabilities {
 
 struct InitializeParams {
   ClientCapabilities capabilities;
-  std::string trace = "off";    // off, messages, verbose
+  TraceValue trace = TraceValue::Off;
   json initialization_options;  // settings, read through the settings table
   // The workspace's folders (workspaceFolders, else rootUri, else rootPath), as URIs.
   std::vector<std::string> roots;
@@ -64,10 +89,10 @@ struct DidChangeConfigurationParams {
   json settings;  // the "moelsp" section when the client nests it
 };
 
-// workspace/didChangeWatchedFiles: FileChangeType 1 created, 2 changed, 3 deleted.
+// workspace/didChangeWatchedFiles.
 struct FileEvent {
   std::string uri;
-  int type = 2;
+  FileChangeType type = FileChangeType::Changed;
 };
 struct DidChangeWatchedFilesParams {
   std::vector<FileEvent> changes;
@@ -94,7 +119,7 @@ struct DidChangeWorkspaceFoldersParams {
 };
 
 struct SetTraceParams {
-  std::string value;  // off, messages, verbose
+  TraceValue value = TraceValue::Off;
 };
 
 struct CancelParams {
@@ -108,8 +133,7 @@ struct SelectedCompletionInfo {
 struct CompletionParams {
   std::string uri;
   Position position;
-  // InlineCompletionTriggerKind: 1 = Invoked (the user asked: offer alternatives), 2 = Automatic.
-  int trigger_kind = 2;
+  InlineCompletionTriggerKind trigger_kind = InlineCompletionTriggerKind::Automatic;
   std::optional<SelectedCompletionInfo> selected;  // LSP 3.18 selectedCompletionInfo
 };
 
@@ -163,5 +187,111 @@ T parse_params(const json& j) {
 
 json to_json(const Position& p);
 json to_json(const Range& r);
+
+// ---- what moelsp writes (protocol_out.cpp) -------------------------------------------
+
+// The JSON-RPC envelope: every message moelsp sends is made by one of these.
+namespace jsonrpc {
+json response(const json& id, json result);
+json error(const json& id, int code, const std::string& message);
+json notification(const std::string& method, json params);
+json request(const json& id, const std::string& method, json params);
+}  // namespace jsonrpc
+
+struct CompletionOptions {
+  bool resolve_provider = false;
+  std::vector<std::string> trigger_characters;
+};
+struct ServerCapabilities {
+  TextDocumentSyncKind change = TextDocumentSyncKind::Incremental;  // with openClose, save without text
+  std::optional<CompletionOptions> completion;                      // none: registered dynamically or unsupported
+  bool inline_completion = false;
+  std::optional<std::vector<std::string>> commands;  // executeCommandProvider
+};
+struct InitializeResult {
+  ServerCapabilities capabilities;
+  std::string name = "moelsp", version = "0.1.0";
+};
+
+struct Command {
+  std::string title, command;
+};
+struct TextEdit {
+  Range range;
+  std::string new_text;
+};
+struct InlineCompletionItem {
+  std::string insert_text;
+  Range range;
+  std::optional<Command> command;
+};
+struct InlineCompletionList {
+  std::vector<InlineCompletionItem> items;
+};
+struct CompletionItem {
+  std::string label;
+  CompletionItemKind kind = CompletionItemKind::Text;
+  std::string detail, filter_text, insert_text;
+  TextEdit text_edit;
+};
+struct CompletionList {
+  bool is_incomplete = false;
+  std::vector<CompletionItem> items;
+};
+
+// moelsp/chat's and the chat commands' result.
+struct ChatResult {
+  std::string text, finish_reason;
+  double tokens_per_second = 0;
+  std::optional<std::string> reasoning;
+};
+// moelsp.snooze's and moelsp.resume's result.
+struct SnoozeResult {
+  int64_t snooze_left_ms = 0;
+};
+
+// window/logMessage and window/showMessage.
+struct MessageParams {
+  MessageType type = MessageType::Info;
+  std::string message;
+};
+// $/progress values on a work-done token.
+struct WorkDoneProgressBegin {
+  std::string title;
+  std::optional<std::string> message;
+  bool cancellable = false;
+};
+struct WorkDoneProgressReport {
+  std::string message;
+};
+struct WorkDoneProgressEnd {
+  std::optional<std::string> message;
+};
+// $/progress values on moelsp/chat's partialResultToken: the new text.
+struct PartialChatResult {
+  std::string text;
+};
+
+// client/registerCapability.
+struct Registration {
+  std::string id, method;
+  json register_options;  // null: none
+};
+struct RegistrationParams {
+  std::vector<Registration> registrations;
+};
+
+json to_json(const InitializeResult& r);
+json to_json(const CompletionOptions& o);
+json to_json(const InlineCompletionList& l);
+json to_json(const CompletionList& l);
+json to_json(const ChatResult& r);
+json to_json(const SnoozeResult& r);
+json to_json(const MessageParams& p);
+json to_json(const WorkDoneProgressBegin& p);
+json to_json(const WorkDoneProgressReport& p);
+json to_json(const WorkDoneProgressEnd& p);
+json to_json(const PartialChatResult& p);
+json to_json(const RegistrationParams& p);
 
 }  // namespace moelsp::lsp

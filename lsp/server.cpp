@@ -35,10 +35,7 @@ struct Reply::State {
   ~State() {
     if (sent.exchange(true)) return;
     spdlog::error("{} (id {}) ended without an answer", method, id.dump());
-    send(
-        {{"jsonrpc", "2.0"},
-         {"id", id},
-         {"error", {{"code", kInternalError}, {"message", "internal error: " + method + " ended without an answer"}}}});
+    send(jsonrpc::error(id, kInternalError, "internal error: " + method + " ended without an answer"));
   }
 };
 
@@ -48,13 +45,13 @@ Reply::Reply(json id, Send send, std::string method)
 void Reply::operator()(json result) const {
   if (s_->sent.exchange(true))
     return spdlog::warn("{} (id {}): a second answer was dropped", s_->method, s_->id.dump());
-  s_->send({{"jsonrpc", "2.0"}, {"id", s_->id}, {"result", std::move(result)}});
+  s_->send(jsonrpc::response(s_->id, std::move(result)));
 }
 
 void Reply::error(int code, const std::string& message) const {
   if (s_->sent.exchange(true))
     return spdlog::warn("{} (id {}): a second answer was dropped", s_->method, s_->id.dump());
-  s_->send({{"jsonrpc", "2.0"}, {"id", s_->id}, {"error", {{"code", code}, {"message", message}}}});
+  s_->send(jsonrpc::error(s_->id, code, message));
 }
 
 const json& Reply::id() const { return s_->id; }
@@ -120,6 +117,14 @@ Server::Impl::Impl(Transport& tr, ServerOptions o)
   on_notification("textDocument/didShowCompletion", &Impl::on_did_show);
   on_notification("moelsp/didAcceptCompletion", &Impl::on_did_accept);
   on_notification("textDocument/didPartiallyAcceptCompletion", &Impl::on_did_partially_accept);
+  commands = {{"moelsp.accepted", &Impl::accepted_command},
+              {"moelsp.chat", &Impl::chat_command},
+              {"moelsp.explain", &Impl::chat_command},
+              {"moelsp.fix", &Impl::chat_command},
+              {"moelsp.document", &Impl::chat_command},
+              {"moelsp.reload", &Impl::reload_command},
+              {"moelsp.snooze", &Impl::snooze},
+              {"moelsp.resume", &Impl::snooze}};
   // Request handlers that wait on the engine run here, never on the reader.
   // Completions: 2 workers (one running, one for the next keystroke, which
   // supersedes it); chats: 4 (each holds its worker for the whole answer).
@@ -167,7 +172,7 @@ Settings Server::Impl::effective() {
 Settings Server::Impl::editor_settings(const json& j) {
   std::vector<std::string> errors;
   Settings s = assist::settings_from_json_text(j.dump(), &errors);
-  for (const auto& e : errors) show_message(1, "moelsp: " + e + "; the setting is ignored");
+  for (const auto& e : errors) show_message(MessageType::Error, "moelsp: " + e + "; the setting is ignored");
   return s;
 }
 
@@ -176,21 +181,24 @@ void Server::Impl::send(const json& j) {
     spdlog::error("the client closed moelsp's output (stdout): nothing more can be answered; exiting");
 }
 void Server::Impl::notify(const std::string& method, json params) {
-  send({{"jsonrpc", "2.0"}, {"method", method}, {"params", std::move(params)}});
+  send(jsonrpc::notification(method, std::move(params)));
 }
-void Server::Impl::log_message(int type, const std::string& text) {
-  // MessageType 1 Error, 2 Warning, 3 Info, 4 Log: the same level on stderr / --log-file.
-  const auto level = type == 1   ? spdlog::level::err
-                     : type == 2 ? spdlog::level::warn
-                     : type == 3 ? spdlog::level::info
-                                 : spdlog::level::debug;
+void Server::Impl::request_client(const std::string& method, json params) {
+  send(jsonrpc::request("moelsp-" + std::to_string(next_server_request_id++), method, std::move(params)));
+}
+void Server::Impl::log_message(MessageType type, const std::string& text) {
+  // The same level on stderr / --log-file.
+  const auto level = type == MessageType::Error     ? spdlog::level::err
+                     : type == MessageType::Warning ? spdlog::level::warn
+                     : type == MessageType::Info    ? spdlog::level::info
+                                                    : spdlog::level::debug;
   spdlog::log(level, "{}", text);
-  notify("window/logMessage", {{"type", type}, {"message", text}});
-  if (trace != "off") notify("$/logTrace", {{"message", text}});
+  notify("window/logMessage", to_json(MessageParams{type, text}));
+  if (trace != TraceValue::Off) notify("$/logTrace", {{"message", text}});
 }
-void Server::Impl::show_message(int type, const std::string& text) {
+void Server::Impl::show_message(MessageType type, const std::string& text) {
   spdlog::warn("{}", text);
-  notify("window/showMessage", {{"type", type}, {"message", text}});
+  notify("window/showMessage", to_json(MessageParams{type, text}));
 }
 void Server::Impl::progress(const json& token, json value) {
   if (!token.is_null()) notify("$/progress", {{"token", token}, {"value", std::move(value)}});
@@ -275,8 +283,8 @@ void Server::Impl::start_loading() {
         "no model configured and the default model (models/moelsp-default.gguf) is not found: set "
         "initializationOptions.model, start with --model FILE or set MOELSP_MODEL";
     host.fail(msg);
-    log_message(1, msg);
-    show_message(1, "moelsp: " + msg);
+    log_message(MessageType::Error, msg);
+    show_message(MessageType::Error, "moelsp: " + msg);
     send_status();
     return;
   }
@@ -288,24 +296,22 @@ void Server::Impl::load_started(const assist::ModelHost::Snapshot& st) {
   load_token = nullptr;
   if (client.work_done_progress) {
     load_token = "moelsp/load";
-    send({{"jsonrpc", "2.0"},
-          {"id", "moelsp-" + std::to_string(next_server_request_id++)},
-          {"method", "window/workDoneProgress/create"},
-          {"params", {{"token", load_token}}}});
-    progress(load_token, {{"kind", "begin"}, {"title", "moelsp: loading model"}, {"message", st.file}});
+    request_client("window/workDoneProgress/create", {{"token", load_token}});
+    progress(load_token, to_json(WorkDoneProgressBegin{.title = "moelsp: loading model", .message = st.file}));
   }
 }
 
 void Server::Impl::load_done(const assist::ModelHost::Snapshot& st) {
-  if (!st.plan_text.empty()) log_message(3, "plan: " + st.plan_text);
-  if (st.backend_url.empty()) progress(load_token, {{"kind", "end"}, {"message", st.message}});
-  log_message(st.phase == assist::ModelPhase::Ready ? 3 : 1, st.message);
+  if (!st.plan_text.empty()) log_message(MessageType::Info, "plan: " + st.plan_text);
+  if (st.backend_url.empty()) progress(load_token, to_json(WorkDoneProgressEnd{st.message}));
+  log_message(st.phase == assist::ModelPhase::Ready ? MessageType::Info : MessageType::Error, st.message);
   // Once per failed load, with the fix: completions then answer an empty
   // (incomplete) list rather than an error per keystroke, which Neovim and
   // Emacs would echo on every key while VS Code only logs it.
   if (st.phase == assist::ModelPhase::Error && st.backend_url.empty())
-    show_message(1, "moelsp: the model could not be loaded: " + st.message +
-                        ". Set moelsp.model (or --model) to a GGUF file; the server reloads when the setting changes.");
+    show_message(MessageType::Error,
+                 "moelsp: the model could not be loaded: " + st.message +
+                     ". Set moelsp.model (or --model) to a GGUF file; the server reloads when the setting changes.");
   send_status();
 }
 
@@ -317,13 +323,13 @@ void Server::Impl::reload() {
     for (auto& [id, p] : pending) p->cancel();
   }
   host.unload();
-  log_message(3, "moelsp: reloading with the new settings");
+  log_message(MessageType::Info, "moelsp: reloading with the new settings");
   start_loading();
 }
 
 void Server::Impl::handle(const std::string& body) {
   const auto error_to = [this](const json& id, int code, const std::string& message) {
-    send({{"jsonrpc", "2.0"}, {"id", id}, {"error", {{"code", code}, {"message", message}}}});
+    send(jsonrpc::error(id, code, message));
   };
   // Before parsing: a value nested 300,000 deep would overflow the stack
   // wherever it is later copied or dumped.
@@ -386,46 +392,40 @@ void Server::Impl::on_initialize(const InitializeParams& p, Reply reply) {
     std::lock_guard lock(settings_mu);
     init_options = std::move(in);
   }
-  // Declare only what the client can use.
-  json sc = {{"textDocumentSync", {{"openClose", true}, {"change", 2}, {"save", {{"includeText", false}}}}}};
-  // A capability the client registers dynamically is registered in
-  // `initialized` instead of being declared here (LSP: not both).
-  if (client.completion && !client.dynamic_completion) sc["completionProvider"] = completion_options();
-  if (client.inline_completion && !client.dynamic_inline) sc["inlineCompletionProvider"] = json::object();
-  if (client.execute_command) sc["executeCommandProvider"] = {{"commands", commands()}};
-  sc["workspace"] = {{"workspaceFolders", {{"supported", true}, {"changeNotifications", true}}}};
-  reply({{"capabilities", sc}, {"serverInfo", {{"name", "moelsp"}, {"version", "0.1.0"}}}});
+  // Declare only what the client can use. A capability the client
+  // registers dynamically is registered in `initialized` instead of being
+  // declared here (LSP: not both).
+  ServerCapabilities sc;
+  if (client.completion && !client.dynamic_completion) sc.completion = completion_options();
+  sc.inline_completion = client.inline_completion && !client.dynamic_inline;
+  if (client.execute_command) sc.commands = command_names();
+  reply(to_json(InitializeResult{.capabilities = sc}));
   phase = Phase::Running;
   start_loading();
   start_index(effective());  // the walk runs beside the model's loading
 }
 
-json Server::Impl::completion_options() { return {{"resolveProvider", false}, {"triggerCharacters", {".", "(", " "}}}; }
+CompletionOptions Server::Impl::completion_options() {
+  return {.resolve_provider = false, .trigger_characters = {".", "(", " "}};
+}
 
 void Server::Impl::on_initialized(const NoParams&) {
-  json regs = json::array();
+  RegistrationParams regs;
   if (client.dynamic_configuration)
-    regs.push_back({{"id", "moelsp-config"}, {"method", "workspace/didChangeConfiguration"}});
+    regs.registrations.push_back({"moelsp-config", "workspace/didChangeConfiguration", nullptr});
   if (client.dynamic_completion) {
-    json opts = completion_options();
+    json opts = to_json(completion_options());
     opts["documentSelector"] = nullptr;
-    regs.push_back({{"id", "moelsp-completion"}, {"method", "textDocument/completion"}, {"registerOptions", opts}});
+    regs.registrations.push_back({"moelsp-completion", "textDocument/completion", opts});
   }
   if (client.dynamic_inline)
-    regs.push_back({{"id", "moelsp-inline"},
-                    {"method", "textDocument/inlineCompletion"},
-                    {"registerOptions", {{"documentSelector", nullptr}}}});
+    regs.registrations.push_back({"moelsp-inline", "textDocument/inlineCompletion", {{"documentSelector", nullptr}}});
   // The index follows files changed outside the editor (git checkout, a
   // formatter, a build) when the client watches them for us.
   if (client.dynamic_watch)
-    regs.push_back({{"id", "moelsp-watch"},
-                    {"method", "workspace/didChangeWatchedFiles"},
-                    {"registerOptions", {{"watchers", {{{"globPattern", "**/*"}}}}}}});
-  if (!regs.empty())
-    send({{"jsonrpc", "2.0"},
-          {"id", "moelsp-" + std::to_string(next_server_request_id++)},
-          {"method", "client/registerCapability"},
-          {"params", {{"registrations", regs}}}});
+    regs.registrations.push_back(
+        {"moelsp-watch", "workspace/didChangeWatchedFiles", {{"watchers", {{{"globPattern", "**/*"}}}}}});
+  if (!regs.registrations.empty()) request_client("client/registerCapability", to_json(regs));
 }
 
 void Server::Impl::on_shutdown(const NoParams&, Reply reply) {

@@ -30,17 +30,6 @@ namespace moelsp::lsp {
 
 using json = nlohmann::json;
 
-// JSON-RPC / LSP error codes.
-enum ErrorCode : int {
-  kParseError = -32700,
-  kInvalidRequest = -32600,
-  kMethodNotFound = -32601,
-  kInvalidParams = -32602,
-  kInternalError = -32603,
-  kServerNotInitialized = -32002,
-  kRequestCancelled = -32800,
-};
-
 // The answer to one request, sent exactly once: the first result or error
 // wins, later ones are dropped (and logged), and a request whose every handle
 // is gone unanswered — a handler that returned or threw without replying —
@@ -73,7 +62,7 @@ struct Server::Impl {
   enum class Phase { Uninitialized, Running, ShutDown } phase = Phase::Uninitialized;
   bool exiting = false, shutdown_received = false;
   std::atomic<bool> output_closed{false};  // the client closed our stdout: stop reading, exit 1
-  std::string trace = "off";               // $/setTrace: off, messages, verbose ($/logTrace mirrors the log)
+  TraceValue trace = TraceValue::Off;      // $/setTrace ($/logTrace mirrors the log unless off)
   ClientCapabilities client;
 
   DocumentStore docs;
@@ -140,6 +129,9 @@ struct Server::Impl {
   // (-32602 naming the field) and calls a member with it.
   std::unordered_map<std::string, std::function<void(const json& params, Reply)>> requests;
   std::unordered_map<std::string, std::function<void(const json& params)>> notifications;
+  // workspace/executeCommand's table, in the order initialize advertises it
+  // (vscode-languageclient registers only advertised commands).
+  std::vector<std::pair<std::string, void (Impl::*)(const ExecuteCommandParams&, Reply)>> commands;
   template <class P>
   void on_request(const std::string& method, void (Impl::*handler)(const P&, Reply));
   template <class P>
@@ -156,14 +148,13 @@ struct Server::Impl {
   // output
   void send(const json& j);
   void notify(const std::string& method, json params);
-  void log_message(int type, const std::string& text);
-  void show_message(int type, const std::string& text);
+  // A request of ours to the client (its answer is not awaited).
+  void request_client(const std::string& method, json params);
+  void log_message(MessageType type, const std::string& text);
+  void show_message(MessageType type, const std::string& text);
   json status_json();
-  static json completion_options();
-  // Every command workspace/executeCommand handles, the inline items'
-  // moelsp.accepted among them: initialize advertises exactly this list
-  // (vscode-languageclient registers only advertised commands).
-  static const std::vector<std::string>& commands();
+  static CompletionOptions completion_options();
+  std::vector<std::string> command_names() const;
   void send_status();
   void progress(const json& token, json value);
 
@@ -190,8 +181,13 @@ struct Server::Impl {
   void on_inline_completion(const CompletionParams& p, Reply reply);
   void on_execute_command(const ExecuteCommandParams& p, Reply reply);
   void on_chat(const ChatParams& p, Reply reply);
-  // moelsp.snooze [minutes] (default 5; 0 ends it) and moelsp.resume.
+  // The commands: moelsp.snooze [minutes] (default 5; 0 ends it) and
+  // moelsp.resume; moelsp.reload; moelsp.accepted (the inline item's: the
+  // user took the suggestion); moelsp.chat, explain, fix, document.
   void snooze(const ExecuteCommandParams& p, Reply reply);
+  void reload_command(const ExecuteCommandParams& p, Reply reply);
+  void accepted_command(const ExecuteCommandParams& p, Reply reply);
+  void chat_command(const ExecuteCommandParams& p, Reply reply);
 
   void on_initialized(const NoParams& p);
   void on_cancel(const CancelParams& p);
