@@ -194,16 +194,27 @@ void Service::record(const CompletionAnswer& out, double total_ms) {
   if (latency_ms_.size() > kLatencySamples) latency_ms_.erase(latency_ms_.begin());
 }
 
+const char* command_question(ChatKind kind) {
+  switch (kind) {
+    case ChatKind::Explain: return "Explain what this code does.";
+    case ChatKind::Fix: return "Find the bugs in this code and give a fixed version.";
+    case ChatKind::Document: return "Write documentation comments for this code.";
+    case ChatKind::Chat: break;
+  }
+  return "";
+}
+
+std::string command_turn(ChatKind kind, const std::string& code, const std::string& language) {
+  std::string_view body = code;
+  while (!body.empty() && body.back() == '\n') body.remove_suffix(1);  // (a selection of whole lines)
+  return std::string(command_question(kind)) + "\n\n```" + language + "\n" + std::string(body) + "\n```";
+}
+
 ChatInput Service::chat_input(const ChatQuery& q) {
   // The conversation, with the code as context: a chat puts it ahead of the
   // last message, the commands after their question.
   std::vector<ChatMessage> asked = q.messages;
-  if (q.kind != ChatKind::Chat) {
-    const char* ask = q.kind == ChatKind::Explain ? "Explain what this code does."
-                      : q.kind == ChatKind::Fix   ? "Find the bugs in this code and give a fixed version."
-                                                  : "Write documentation comments for this code.";
-    asked = {{"user", ask}};
-  }
+  if (q.kind != ChatKind::Chat) asked = {{"user", command_question(q.kind)}};
   ChatInput in;
   if (!q.as_given) in.messages = {{"system", kSystem}};
   in.messages.insert(in.messages.end(), asked.begin(), asked.end());

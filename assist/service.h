@@ -58,6 +58,13 @@ struct CompletionAnswer {
 };
 
 enum class ChatKind { Chat, Explain, Fix, Document };
+// The question a command asks about its code ("Explain what this code
+// does."): written here only; editors show the turn as chat_turn() spells it.
+const char* command_question(ChatKind kind);
+// The user's turn a command makes: its question with the code in a fence
+// (what an editor keeps for a follow-up question; the model may see the
+// code shortened to fit its context).
+std::string command_turn(ChatKind kind, const std::string& code, const std::string& language);
 
 struct ChatQuery {
   ChatKind kind = ChatKind::Chat;

@@ -2,7 +2,9 @@
 // moelsp.document) and the moelsp/chat request. The answer streams as
 // $/progress: WorkDoneProgress reports (message = the new text) on the
 // request's workDoneToken, and {"text": new text} on its partialResultToken.
-// The final result is {"text", "finishReason"}.
+// The final result is {"text", "finishReason", "tokensPerSecond"}, and for
+// explain, fix and document "question": the turn as asked (the canned
+// questions live in assist/, never in the editors).
 #include <algorithm>
 
 #include <spdlog/spdlog.h>
@@ -53,7 +55,7 @@ void Server::Impl::chat_command(const ExecuteCommandParams& p, Reply reply) {
   chat(p.command, args, std::move(reply));
 }
 
-void Server::Impl::on_chat(const ChatParams& p, Reply reply) { chat("moelsp.chat", p, std::move(reply)); }
+void Server::Impl::on_chat(const ChatParams& p, Reply reply) { chat("moelsp." + p.kind, p, std::move(reply)); }
 
 void Server::Impl::chat(const std::string& command, const ChatParams& args, Reply reply) {
   // The question (validation errors are answered here, as invalid params).
@@ -71,18 +73,23 @@ void Server::Impl::chat(const std::string& command, const ChatParams& args, Repl
                                              " is excluded (setting exclude): its text is not sent to a model");
     q.code = selection(*doc, args.range);
     q.language = doc->language;
+  } else if (args.code) {
+    q.code = *args.code;
+    q.language = args.language;
   }
   if (q.kind == assist::ChatKind::Chat) {
     if (args.messages.empty()) return reply.error(kInvalidParams, "moelsp.chat needs messages: [{role, content}, ...]");
     for (const auto& m : args.messages) q.messages.push_back({m.role, m.content});
   } else if (q.code.empty()) {
-    return reply.error(kInvalidParams, command + " needs uri (and range) of the code");
+    return reply.error(kInvalidParams, command + " needs the code: uri (and range), or code");
   }
   auto ticket = track(reply.id());
   q.max_tokens = *s.chat_max_tokens;
   q.template_override = s.chat_template.value_or("");
   const json work_token = args.work_done_token, partial_token = args.partial_result_token;
-  enqueue(Lane::Chat, reply, [this, reply, ticket, q, work_token, partial_token] {
+  const std::optional<std::string> question =
+      q.kind == assist::ChatKind::Chat ? std::nullopt : std::optional(assist::command_turn(q.kind, q.code, q.language));
+  enqueue(Lane::Chat, reply, [this, reply, ticket, q, work_token, partial_token, question] {
     progress(work_token, to_json(WorkDoneProgressBegin{.title = "moelsp chat", .message = {}, .cancellable = true}));
     const auto on_text = [this, work_token, partial_token](const std::string& text) {
       progress(work_token, to_json(WorkDoneProgressReport{text}));
@@ -98,7 +105,8 @@ void Server::Impl::chat(const std::string& command, const ChatParams& args, Repl
     reply(to_json(ChatResult{.text = a.text,
                              .finish_reason = to_string(a.reason),
                              .tokens_per_second = a.tokens_per_second,
-                             .reasoning = a.reasoning.empty() ? std::nullopt : std::optional(a.reasoning)}));
+                             .reasoning = a.reasoning.empty() ? std::nullopt : std::optional(a.reasoning),
+                             .question = question}));
   });
 }
 

@@ -124,8 +124,13 @@ ChatParams read_chat(const Fields& f) {
       p.messages.push_back({m.str("role"), m.str("content")});
     }
   }
+  p.kind = f.str_or("kind", "chat");
+  if (p.kind != "chat" && p.kind != "explain" && p.kind != "fix" && p.kind != "document")
+    throw ParamError(f.path("kind") + ": expected chat, explain, fix or document, got \"" + p.kind + "\"");
   if (f.has("uri")) p.uri = f.str("uri");
   if (auto r = f.object_or_none("range")) p.range = read_range(*r);
+  if (f.has("code")) p.code = f.str("code");
+  p.language = f.str_or("language", "");
   p.work_done_token = f.raw_or_null("workDoneToken");
   p.partial_result_token = f.raw_or_null("partialResultToken");
   return p;

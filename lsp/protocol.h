@@ -142,9 +142,14 @@ struct ChatMessage {
 };
 // moelsp/chat, and the argument of moelsp.chat / explain / fix / document.
 struct ChatParams {
+  // moelsp/chat's "kind": chat (the default), explain, fix or document —
+  // the commands' questions, asked through the chat request.
+  std::string kind = "chat";
   std::vector<ChatMessage> messages;
-  std::optional<std::string> uri;  // code to talk about: this document,
-  std::optional<Range> range;      // or this part of it
+  std::optional<std::string> uri;   // code to talk about: this document,
+  std::optional<Range> range;       // or this part of it,
+  std::optional<std::string> code;  // or this text (a buffer the server does not have open)
+  std::string language;             // code's language (its fence)
   json work_done_token, partial_result_token;
 };
 
@@ -244,6 +249,9 @@ struct ChatResult {
   std::string text, finish_reason;
   double tokens_per_second = 0;
   std::optional<std::string> reasoning;
+  // explain, fix, document: the user's turn as the server asked it (its
+  // question and the code), for the editor's transcript and follow-ups.
+  std::optional<std::string> question;
 };
 // moelsp.snooze's and moelsp.resume's result.
 struct SnoozeResult {

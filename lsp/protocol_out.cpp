@@ -57,6 +57,7 @@ json to_json(const CompletionList& l) {
 json to_json(const ChatResult& r) {
   json j{{"text", r.text}, {"finishReason", r.finish_reason}, {"tokensPerSecond", r.tokens_per_second}};
   if (r.reasoning) j["reasoning"] = *r.reasoning;
+  if (r.question) j["question"] = *r.question;
   return j;
 }
 

@@ -8,6 +8,7 @@
 #include "engine/default_model.h"
 #include "engine/hw.h"
 #include "server_impl.h"
+#include "status_summary.h"
 #include "util/json_limits.h"
 
 namespace moelsp::lsp {
@@ -233,6 +234,9 @@ json Server::Impl::status_json() {
         {"promptMs", t.timed_prompt_ms},
         {"generateMs", t.timed_generate_ms},
         {"totalMs", t.timed_total_ms}}}};
+  // Rendered here so that every editor shows the same words.
+  s["summary"] = status_summary(s);
+  s["summaryLine"] = status_line(s);
   return s;
 }
 void Server::Impl::send_status() { notify("moelsp/status", status_json()); }

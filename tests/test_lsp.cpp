@@ -300,6 +300,29 @@ TEST_CASE("a model that fails to load is shown once, and fixing the setting load
   CHECK(r.contains("result"));
 }
 
+TEST_CASE("moelsp/status carries its rendered summary and line, the same words for every editor") {
+  Client c;
+  c.initialize(model_options());
+  wait_ready(c);
+  c.request(2, "moelsp/status");
+  const json st = c.response()["result"];
+  INFO(st.dump());
+  const std::string summary = st["summary"], line = st["summaryLine"];
+  CHECK_THAT(summary, Catch::StartsWith("state:        ready"));
+  CHECK_THAT(summary, Catch::Contains("\nplan:         cpu, 2 threads"));
+  CHECK_THAT(summary, Catch::Contains("\ncompletions:  0 requests"));
+  CHECK_THAT(summary, Catch::Contains("\ncontrols:     trigger automatic, snoozed no"));
+  CHECK_THAT(summary, Catch::Contains("\n## plan\n- "));
+  CHECK_THAT(line, Catch::StartsWith("moelsp ready (" + st["model"].get<std::string>() + ")"));
+  CHECK_THAT(line, Catch::Contains("; completions: 0 asked"));
+  c.request(3, "workspace/executeCommand", {{"command", "moelsp.snooze"}, {"arguments", {2}}});
+  c.response();
+  c.request(4, "moelsp/status");
+  const json snoozed = c.response()["result"];
+  CHECK_THAT(snoozed["summaryLine"].get<std::string>(), Catch::Contains("[snoozed for 12"));
+  CHECK_THAT(snoozed["summary"].get<std::string>(), Catch::Contains("controls:     trigger automatic, snoozed for 1"));
+}
+
 TEST_CASE("plan overrides arrive as LSP settings and the plan says so") {
   Client c;
   json opts = model_options();
@@ -448,6 +471,18 @@ TEST_CASE("chat streams through $/progress, explain works on a selection, templa
   CHECK(begin);
   CHECK(end);
   CHECK(r["result"]["text"].is_string());
+  // The turn as the server asked it: the editors keep it for follow-ups (they spell no questions of their own).
+  CHECK(r["result"]["question"] == "Explain what this code does.\n\n```python\ndef f(x):\n    return x * 2\n```");
+  // moelsp/chat asks the same with a kind, and code the server does not have open.
+  c.request(45, "moelsp/chat", {{"kind", "fix"}, {"code", "int f() { return 1 }"}, {"language", "c"}});
+  r = c.response();
+  INFO(r.dump());
+  CHECK(r["result"]["question"] ==
+        "Find the bugs in this code and give a fixed version.\n\n```c\nint f() { return 1 }\n```");
+  c.request(46, "moelsp/chat", {{"kind", "poem"}, {"code", "x"}});
+  r = c.response();
+  CHECK(r["error"]["code"] == -32602);
+  CHECK_THAT(r["error"]["message"].get<std::string>(), Catch::Contains("kind"));
   c.request(43, "workspace/executeCommand", {{"command", "moelsp.fix"}, {"arguments", json::array()}});
   CHECK(c.response()["error"]["code"] == -32602);
   // A file far larger than the context (1024 tokens): the code is cut to fit and the answer comes.
