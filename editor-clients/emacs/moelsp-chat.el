@@ -12,8 +12,10 @@
 ;; sent as $/progress with a partial-result token, into the
 ;; *moelsp-chat* buffer (`moelsp-chat-mode'), which keeps the
 ;; conversation.  `moelsp-explain', `moelsp-fix' and `moelsp-document'
-;; run the server's commands (workspace/executeCommand) on the region
-;; or the function at point, streaming into the same buffer.
+;; run the server's commands (workspace/executeCommand; moelsp/chat
+;; with the code for a buffer the server does not have open) on the
+;; region or the function at point, streaming into the same buffer.
+;; Their questions are worded by the server, not here.
 
 ;;; Code:
 
@@ -97,7 +99,8 @@
 (cl-defun moelsp--chat-send (conn method params token &key title question)
   "Send the chat request METHOD with PARAMS on CONN, streaming on TOKEN.
 TITLE is the user's turn as shown; QUESTION is what the conversation
-keeps of it."
+keeps of it, unless the result carries the turn as the server asked
+it (explain, fix, document: their `question')."
   (let ((buf (moelsp--chat-buffer)))
     (with-current-buffer buf
       (when moelsp-chat--pending
@@ -148,11 +151,14 @@ keeps of it."
            (format "\n\n[%s]\n" (if (eql (plist-get err :code) -32800) "cancelled"
                                   (concat "error: " (or (plist-get err :message) "unknown")))))
          'moelsp-chat-footer-face)
-        (when result
-          (setq moelsp-chat--messages
-                (append moelsp-chat--messages
-                        (list (list :role "user" :content question)
-                              (list :role "assistant" :content (or text ""))))))
+        ;; A command's question is worded by the server: its result says
+        ;; what was asked, which the follow-ups must see.
+        (let ((asked (or (plist-get result :question) question)))
+          (when (and result (stringp asked))
+            (setq moelsp-chat--messages
+                  (append moelsp-chat--messages
+                          (list (list :role "user" :content asked)
+                                (list :role "assistant" :content (or text "")))))))
         (set-marker moelsp-chat--marker nil)
         (setq moelsp-chat--marker nil))
       (when result (run-hook-with-args 'moelsp-chat-answer-functions (or (plist-get result :text) ""))))))
@@ -224,48 +230,52 @@ it.  NEW (a prefix argument) starts a new conversation."
          (let ((b (bounds-of-thing-at-point 'defun))) (list (car b) (cdr b))))
         (t (list (point-min) (point-max)))))
 
-(defun moelsp--code-command (command question beg end)
-  "Ask the server's COMMAND about BEG..END; QUESTION is its wording."
+(defun moelsp--code-command (kind label beg end)
+  "Ask the server's command KIND (\"explain\", \"fix\", \"document\") about BEG..END.
+LABEL heads the turn in the chat buffer.  The question itself is the
+server's: the result's `question' (its wording and the code) is what
+the conversation keeps for the follow-ups."
   (let* ((conn (moelsp--current-connection t))
          (token (format "moelsp-chat-%d" (cl-incf moelsp--chat-counter)))
-         (title (format "%s\n(%s)" question (moelsp--where beg end))))
+         (title (format "%s\n(%s)" label (moelsp--where beg end))))
     (with-current-buffer (moelsp--chat-buffer)
       (unless (eq moelsp-chat--connection conn) (setq moelsp-chat--messages nil)))
     (if (and moelsp-mode moelsp--uri (eq moelsp--connection conn))
         (progn
           (moelsp--flush)
           (moelsp--chat-send conn :workspace/executeCommand
-                             (list :command command
+                             (list :command (concat "moelsp." kind)
                                    :arguments (vector (list :uri moelsp--uri
                                                             :range (moelsp--region-range beg end)))
                                    :workDoneToken token)
-                             token :title title :question question))
-      ;; The document is not open on the server: send the code in the question.
+                             token :title title))
+      ;; The document is not open on the server: the same question through
+      ;; moelsp/chat, with the code itself.
       (moelsp--chat-send conn :moelsp/chat
-                         (list :messages (vector (list :role "user"
-                                                       :content (concat question "\n\n"
-                                                                        (moelsp--code-block beg end))))
+                         (list :kind kind
+                               :code (buffer-substring-no-properties beg end)
+                               :language (moelsp--language-id)
                                :partialResultToken token)
-                         token :title title :question question))))
+                         token :title title))))
 
 ;;;###autoload (autoload 'moelsp-explain "moelsp" "Ask moelsp to explain the region BEG..END (or the function at point)." t)
 (defun moelsp-explain (beg end)
   "Ask moelsp to explain the region BEG..END (or the function at point)."
   (interactive (moelsp--region-or-defun))
-  (moelsp--code-command "moelsp.explain" "Explain what this code does." beg end))
+  (moelsp--code-command "explain" "Explain" beg end))
 
 ;;;###autoload (autoload 'moelsp-fix "moelsp" "Ask moelsp to find the bugs in BEG..END (or the function at point) and fix them." t)
 (defun moelsp-fix (beg end)
   "Ask moelsp to find the bugs in BEG..END (or the function at point) and fix them."
   (interactive (moelsp--region-or-defun))
-  (moelsp--code-command "moelsp.fix" "Find the bugs in this code and give a fixed version." beg end))
+  (moelsp--code-command "fix" "Fix" beg end))
 
 ;;;###autoload (autoload 'moelsp-document "moelsp" "Ask moelsp to write documentation comments for BEG..END." t)
 (defun moelsp-document (beg end)
   "Ask moelsp to write documentation comments for BEG..END.
 Interactively: the region, or the function at point."
   (interactive (moelsp--region-or-defun))
-  (moelsp--code-command "moelsp.document" "Write documentation comments for this code." beg end))
+  (moelsp--code-command "document" "Document" beg end))
 
 (provide 'moelsp-chat)
 ;;; moelsp-chat.el ends here

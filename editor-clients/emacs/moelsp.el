@@ -694,29 +694,27 @@ Always:
 ;;;###autoload
 (defun moelsp-status (&optional verbose)
   "Show the state of this buffer's moelsp server; return the status plist.
-With VERBOSE (a prefix argument), show the whole status (plan,
-hardware, KV cache, scheduler, completion telemetry) in a buffer."
+The echo area gets the server's line (state, model, tokens/s,
+completion counts, a snooze) and the project root.  With VERBOSE (a
+prefix argument), a buffer shows the whole status (plan and its
+reasons, completion telemetry, KV cache, scheduler, index)."
   (interactive "P")
   (let ((conn (or (moelsp--current-connection)
                   (and moelsp--connection (not (moelsp--live-p moelsp--connection))
                        (user-error "moelsp: %s (M-x moelsp-restart)"
                                    (or (moelsp--message moelsp--connection) "the server is not running")))
                   (user-error "moelsp: no server for this buffer (M-x moelsp-mode starts one)"))))
-    (let* ((status (jsonrpc-request conn :moelsp/status nil :timeout 10))
-           (completions (plist-get status :completions))
-           (latency (plist-get completions :latencyMs)))
+    (let ((status (jsonrpc-request conn :moelsp/status nil :timeout 10)))
       (moelsp--set-status conn status)
       (if verbose
           (moelsp--show-status-buffer conn status)
-        (message "moelsp %s%s — %s%s; completions: %s requests, %s shown, %s accepted, p50 %s ms"
-                 (plist-get status :state)
-                 (if (plist-get status :model) (format " (%s)" (plist-get status :model)) "")
-                 (abbreviate-file-name (moelsp--root conn))
-                 (let ((tps (plist-get status :tokensPerSecond)))
-                   (if (and (numberp tps) (> tps 0)) (format ", %.1f tokens/s" tps) ""))
-                 (plist-get completions :requests) (plist-get completions :shown)
-                 (plist-get completions :accepted)
-                 (if (numberp (plist-get latency :p50)) (round (plist-get latency :p50)) "-")))
+        ;; The server words its status (every editor shows the same line);
+        ;; the project root is what only this client knows.
+        (message "%s — %s"
+                 (or (plist-get status :summaryLine)
+                     (format "moelsp %s%s" (plist-get status :state)
+                             (if (plist-get status :message) (format " (%s)" (plist-get status :message)) "")))
+                 (abbreviate-file-name (moelsp--root conn))))
       status)))
 
 ;;;###autoload
@@ -753,17 +751,35 @@ Only when asked (`moelsp-auto-suggest' nil): \[moelsp-complete]."
 (declare-function json-pretty-print-buffer "json" (&optional minimize))
 
 (defun moelsp--show-status-buffer (conn status)
-  "Show STATUS of CONN as JSON in the *moelsp-status* buffer."
+  "Show STATUS of CONN in the *moelsp-status* buffer.
+The server's own text of it (`summary': state, plan and its reasons,
+completions, caches, scheduler), then every field as JSON."
   (require 'json)
   (with-current-buffer (get-buffer-create "*moelsp-status*")
-    (let ((inhibit-read-only t))
+    (let ((inhibit-read-only t)
+          (fields (copy-sequence status)))
       (erase-buffer)
-      (insert (json-serialize status :null-object nil :false-object :json-false))
-      (ignore-errors (json-pretty-print-buffer))
-      (goto-char (point-min))
-      (insert (format "// moelsp for %s\n" (moelsp--root conn))))
-    (when (fboundp 'js-json-mode) (funcall 'js-json-mode))
-    (setq buffer-read-only t)
+      (special-mode)
+      ;; `g' asks the server again.
+      (setq-local revert-buffer-function
+                  (lambda (&rest _)
+                    (let ((new (jsonrpc-request conn :moelsp/status nil :timeout 10)))
+                      (moelsp--set-status conn new)
+                      (moelsp--show-status-buffer conn new))))
+      (insert (format "# moelsp for %s\n\n" (abbreviate-file-name (moelsp--root conn))))
+      (insert (or (plist-get status :summary)
+                  (format "state:        %s%s\n" (plist-get status :state)
+                          (if (plist-get status :message) (format "  (%s)" (plist-get status :message)) ""))))
+      ;; The texts are above; the JSON has the rest (the fields no text shows).
+      (cl-remf fields :summary)
+      (cl-remf fields :summaryLine)
+      (insert "\n## fields (JSON)\n\n")
+      (let ((start (point)))
+        (insert (json-serialize fields :null-object nil :false-object :json-false))
+        (save-restriction
+          (narrow-to-region start (point-max))
+          (ignore-errors (json-pretty-print-buffer))))
+      (goto-char (point-min)))
     (display-buffer (current-buffer))))
 
 ;;;###autoload

@@ -1,6 +1,6 @@
 ;;; moelsp_el_test.el --- batch test of editor-clients/emacs/ (moelsp.el)  -*- lexical-binding: t -*-
 ;;
-;;   MOELSP_BINARY=build/cli/moelsp emacs -q --batch -l editor-clients/tests/moelsp_el_test.el
+;;   MOELSP_BINARY=$PWD/build/cli/moelsp emacs -q --batch -l editor-clients/tests/moelsp_el_test.el
 ;;
 ;; (-q, not -Q: Debian's site-start loads elpa-eglot.)  Uses the embedded default
 ;; model (no model setting; XDG_CONFIG_HOME and MOELSP_MODEL are cleared for the
@@ -11,8 +11,10 @@
 ;; mode line; types, gets a ghost-text suggestion equal to the server's;
 ;; typing its first character keeps the rest; dismisses it (point motion, C-g);
 ;; accepts a word (M-f), then the rest (TAB); streams a chat answer, a
-;; follow-up and an explanation into *moelsp-chat*; checks moelsp-status and
-;; the telemetry; checks the server's copy of the document (rebuilt from the
+;; follow-up, an explanation and documentation (of a buffer the server does not
+;; have open) into *moelsp-chat*, the commands under their labels with the
+;; server's question kept for follow-ups; checks that moelsp-status shows the
+;; server's texts (summaryLine, summary) and the telemetry; checks the server's copy of the document (rebuilt from the
 ;; didOpen/didChange messages sent, UTF-16 columns) equals the buffer; checks
 ;; eglot still manages the buffer, and shuts both servers down.  Exits 0 on success, 1 with a message on failure;
 ;; gives up after 120 s.
@@ -178,10 +180,20 @@ Return its text, or nil when there is none."
                                   (cl-incf moelsp-test--stream-updates))))
 (defvar moelsp-test--answers nil)
 (add-hook 'moelsp-chat-answer-functions (lambda (text) (push text moelsp-test--answers)))
+;; The last chat result's `question' (the commands' turn as the server asked it).
+(defvar moelsp-test--question nil)
+(advice-add 'moelsp--chat-done :before
+            (lambda (_buf _conn _token _question result _err)
+              (setq moelsp-test--question (plist-get result :question))))
+
+(defun moelsp-test-last-question ()
+  "The user's turn of the conversation's last exchange."
+  (plist-get (car (last (buffer-local-value 'moelsp-chat--messages (get-buffer "*moelsp-chat*")) 2))
+             :content))
 
 (defun moelsp-test-chat (what thunk)
   "Run THUNK, which asks moelsp something; check the answer streamed into the chat buffer."
-  (setq moelsp-test--stream-updates 0 moelsp-test--answers nil)
+  (setq moelsp-test--stream-updates 0 moelsp-test--answers nil moelsp-test--question nil)
   (let ((chat (funcall thunk)))
     (moelsp-test-check (bufferp chat) "%s: no chat buffer" what)
     (moelsp-test-wait (lambda () (not (buffer-local-value 'moelsp-chat--pending chat))) 60
@@ -313,29 +325,75 @@ Return its text, or nil when there is none."
       ;; 7. Chat: a question, then a follow-up that carries the conversation.
       (moelsp-test-chat "moelsp-chat"
                         (lambda () (moelsp-chat "Write a Python function that adds two numbers.")))
-      (moelsp-test-chat "follow-up" (lambda () (moelsp-chat "Explain what this code does.")))
+      (moelsp-test-chat "follow-up" (lambda () (moelsp-chat "Now make it subtract them instead.")))
       (moelsp-test-check (= (length (buffer-local-value 'moelsp-chat--messages (get-buffer "*moelsp-chat*"))) 4)
                          "the conversation does not have two turns: %S"
                          (buffer-local-value 'moelsp-chat--messages (get-buffer "*moelsp-chat*")))
       ;; moelsp.explain on the first function (workspace/executeCommand, work-done progress).
-      (let ((text (moelsp-test-chat "moelsp-explain"
-                                    (lambda () (moelsp-explain (point-min)
-                                                               (save-excursion (goto-char (point-min))
-                                                                               (search-forward "height\n")))))))
-        (moelsp-test-check (string-match-p "Explain what this code does\\.\n(shapes\\.py, lines 1-6)" text)
-                           "the explanation's question is missing:\n%s" text))
+      ;; The chat buffer heads the turn with a label; the question is the
+      ;; server's, and the conversation keeps it as asked (the result's
+      ;; `question': its wording and the code) for the follow-ups.
+      (let* ((end (save-excursion (goto-char (point-min)) (search-forward "height\n")))
+             (code (buffer-substring-no-properties (point-min) end))
+             (text (moelsp-test-chat "moelsp-explain" (lambda () (moelsp-explain (point-min) end))))
+             (asked (moelsp-test-last-question)))
+        (moelsp-test-check (string-match-p "^## You\nExplain\n(shapes\\.py, lines 1-6)\n" text)
+                           "the explanation's heading is missing:\n%s" text)
+        (moelsp-test-check (and (stringp moelsp-test--question)
+                                (string-suffix-p (concat "\n\n```python\n" (string-trim-right code) "\n```")
+                                                 moelsp-test--question))
+                           "the result's question is not the code in a python fence: %S" moelsp-test--question)
+        (moelsp-test-check (equal asked moelsp-test--question)
+                           "the conversation keeps %S, not the server's question %S" asked moelsp-test--question)
+        (moelsp-test-log "moelsp-explain: heading \"Explain\", the conversation keeps the server's question %S"
+                         (car (split-string asked "\n"))))
+      ;; moelsp-document on a buffer the server does not have open: moelsp/chat
+      ;; with kind and the code; the server's question is kept the same way.
+      (let* ((code "def add(a, b):\n    return a + b\n")
+             (text (with-temp-buffer
+                     (python-mode)
+                     (insert code)
+                     (moelsp-test-chat "moelsp-document (not open)"
+                                       (lambda () (moelsp-document (point-min) (point-max))))))
+             (asked (moelsp-test-last-question)))
+        (moelsp-test-check (string-match-p "^## You\nDocument\n(.*, lines 1-2)\n" text)
+                           "the documentation's heading is missing:\n%s" text)
+        (moelsp-test-check (and (stringp moelsp-test--question)
+                                (string-suffix-p "\n\n```python\ndef add(a, b):\n    return a + b\n```"
+                                                 moelsp-test--question)
+                                (equal asked moelsp-test--question))
+                           "moelsp/chat's question %S, kept %S" moelsp-test--question asked)
+        (moelsp-test-log "moelsp-document (not open): moelsp/chat with the code; question kept"))
 
       ;; 8. moelsp-status reports ready, and the telemetry counted what happened.
-      (let* ((status (moelsp-status))
-             (completions (plist-get status :completions)))
+      ;; What it echoes is the server's line (summaryLine) and the root; the
+      ;; verbose buffer the server's text (summary), then the fields.
+      (let* ((echoed nil)
+             (status (cl-letf* ((real (symbol-function 'message))
+                                ((symbol-function 'message)
+                                 (lambda (fmt &rest args) (setq echoed (apply #'format fmt args))
+                                   (apply real fmt args))))
+                       (moelsp-status)))
+             (completions (plist-get status :completions))
+             (line (plist-get status :summaryLine))
+             (summary (plist-get status :summary)))
         (moelsp-test-check (equal (plist-get status :state) "ready") "moelsp-status: %S" (plist-get status :state))
+        (moelsp-test-check (and (stringp line) (string-prefix-p "moelsp ready" line)) "summaryLine: %S" line)
+        (moelsp-test-check (equal echoed (concat line " — " (abbreviate-file-name (moelsp--root conn))))
+                           "moelsp-status echoed %S, not the server's line %S and the root" echoed line)
+        (moelsp-status t)
+        (let ((shown (with-current-buffer "*moelsp-status*" (buffer-string))))
+          (moelsp-test-check (and (stringp summary) (string-search summary shown)
+                                  (string-search "\n## fields (JSON)\n" shown)
+                                  (string-search "\"completions\"" shown)
+                                  (not (string-search "\"summaryLine\"" shown)))
+                             "the *moelsp-status* buffer lacks the server's summary or the fields:\n%s" shown))
         (moelsp-test-check (equal (moelsp-mode-line-string) " Moe") "the mode line shows %S"
                            (moelsp-mode-line-string))
         (moelsp-test-check (>= (plist-get completions :shown) 3) "shown: %S" completions)
         (moelsp-test-check (>= (plist-get completions :accepted) 1) "accepted: %S" completions)
         (moelsp-test-check (>= (plist-get completions :partiallyAccepted) 1) "partiallyAccepted: %S" completions)
-        (moelsp-test-log "moelsp-status: %s, model %s, completions %S" (plist-get status :state)
-                         (plist-get status :model) completions))
+        (moelsp-test-log "moelsp-status echoes %S; *moelsp-status* shows the summary" echoed))
 
       ;; 8b. A snooze: the mode line says so, nothing as you type reaches the model.
       (moelsp-snooze 1)

@@ -15,6 +15,7 @@ end
 
 check(binary and data, "MOELSP_BINARY and MOELSP_TEST_DATA must be set")
 local ready = false
+local ready_status -- the first moelsp/status that said ready
 local client_id = vim.lsp.start_client({
   name = "moelsp",
   cmd = { binary, "lsp" },
@@ -28,7 +29,10 @@ local client_id = vim.lsp.start_client({
   },
   handlers = {
     ["moelsp/status"] = function(_, result)
-      if result.state == "ready" then ready = true end
+      if result.state == "ready" then
+        ready = true
+        ready_status = ready_status or result
+      end
       if result.state == "error" then fail("model failed to load: " .. tostring(result.message)) end
     end,
   },
@@ -70,6 +74,23 @@ res, err = client.request_sync("workspace/executeCommand", {
 }, 20000, buf)
 check(res and not res.err, "chat failed: " .. vim.inspect(err or (res and res.err)))
 check(type(res.result.text) == "string" and #res.result.text > 0, "chat: empty answer")
+
+-- The server renders its status for the editors to show as is.
+check(type(ready_status.summary) == "string" and ready_status.summary:find("^state:%s+ready"),
+  "status: no summary: " .. vim.inspect(ready_status.summary))
+check(type(ready_status.summaryLine) == "string" and ready_status.summaryLine:find("^moelsp ready"),
+  "status: no summaryLine: " .. vim.inspect(ready_status.summaryLine))
+
+-- moelsp.explain answers with the turn it asked: its question and the code.
+res, err = client.request_sync("workspace/executeCommand", {
+  command = "moelsp.explain",
+  arguments = { { uri = vim.uri_from_bufnr(buf),
+    range = { start = { line = 0, character = 0 }, ["end"] = { line = 0, character = 15 } } } },
+}, 20000, buf)
+check(res and not res.err, "explain failed: " .. vim.inspect(err or (res and res.err)))
+check(type(res.result.text) == "string", "explain: no answer")
+check(type(res.result.question) == "string" and res.result.question:find("^%S.*\n\n```python\ndef area%(w, h%):\n```$"),
+  "explain: the question asked: " .. vim.inspect(res.result.question))
 
 client.stop()
 check(vim.wait(10000, function() return client.is_stopped() end, 20), "client did not stop")

@@ -229,6 +229,13 @@ local function test()
   wait_until(function() return vim.b[explain].moelsp_chat_done == 1 end, 60000, "the explanation")
   check((vim.b[explain].moelsp_chat_result or "") ~= "", "empty explanation")
   check(api.nvim_buf_get_lines(explain, 0, 1, false)[1]:find("lines 1%-2"), "the explanation's title")
+  -- A follow-up :MoeChat goes on from the turn as the server asked it (its
+  -- question, then the code), not from a question of the plugin's own.
+  local history = require("moelsp.chat").sessions[explain].messages
+  check(#history == 2 and history[1].role == "user" and history[2].content == vim.b[explain].moelsp_chat_result,
+    "the explanation's history: " .. vim.inspect(history))
+  check(history[1].content:find("^%S.*\n\n```python\ndef main%(%):\n    args = parse_args%(%)\n```$"),
+    "the server's question in the history: " .. vim.inspect(history[1].content))
   log(":MoeExplain answered")
   vim.cmd("close")
 
@@ -241,10 +248,15 @@ local function test()
     return b ~= before and vim.b[b].moelsp_status and b
   end, 10000, "the status window")
   local st = table.concat(api.nvim_buf_get_lines(status, 0, -1, false), "\n")
+  -- The server's words (its summary) under the root, then this editor's.
+  check(st:find("^# moelsp  " .. vim.pesc(dir) .. "\n"), ":MoeStatus lacks the root:\n" .. st)
   check(st:find("state:%s+ready"), ":MoeStatus does not say ready:\n" .. st)
   check(st:find("model:"), ":MoeStatus lacks the model")
   check(st:find("completions:%s+%d+ requests, [1-9]%d* shown, [1-9]%d* accepted"), ":MoeStatus lacks the telemetry:\n" .. st)
   check(st:find("per answer: %d+ ms = queue %d+ %+ prompt %d+"), ":MoeStatus lacks where the time went:\n" .. st)
+  check(st:find("controls:%s+trigger automatic, snoozed no"), ":MoeStatus lacks the server's controls:\n" .. st)
+  check(st:find("## this editor\nclient:%s+id " .. client.id .. ", inline completions on"),
+    ":MoeStatus lacks the client:\n" .. st)
   log(":MoeStatus says ready")
   vim.cmd("close")
 
@@ -336,6 +348,7 @@ local function test()
   check(not health:find("ERROR", 1, true), "checkhealth reports an error:\n" .. health)
   check(health:find("moelsp 0", 1, true), "checkhealth lacks the binary's version:\n" .. health)
   check(health:find("ready", 1, true), "checkhealth lacks the server state:\n" .. health)
+  check(health:find("; completions: %d+ asked"), "checkhealth lacks the server's status line:\n" .. health)
   log(":checkhealth moelsp ran")
 
   -- 11. Neovim 0.12+: its own vim.lsp.inline_completion draws and accepts,

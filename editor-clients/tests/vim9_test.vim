@@ -272,11 +272,28 @@ Step(':MoeChat streams the answer', 90.0, () => moelsp#ChatInfo().done, () => {
   const at = index(lines, '## moelsp')
   Check(at > 0, 'the answer heading')
   Check(stridx(join(lines[at + 1 :], "\n"), trim(info.text)) >= 0, 'the streamed text is in the chat buffer')
+  # :MoeStatus echoes the server's own line (summaryLine), :MoeStatus! shows
+  # its summary, then what only this editor knows.
+  const line = moelsp#Request('moelsp/status', {}, 5000).result.summaryLine
   const st = execute('MoeStatus')
   Out('status: ' .. trim(st))
-  Check(st =~ 'moelsp: ready', ':MoeStatus says ready')
+  Check(trim(st) ==# line, ':MoeStatus is the server''s line ' .. string(line))
+  Check(st =~ 'moelsp ready', ':MoeStatus says ready')
+  const code_win = win_getid()
+  MoeStatus!
+  const full = getline(1, '$')
+  Out('full status: ' .. json_encode(full))
+  Check(bufname() == 'moelsp://status', ':MoeStatus! opens its window')
+  Check(full[0] =~ '^# moelsp  /', 'the root heading: ' .. full[0])
+  Check(match(full, '^state:\s\+ready') >= 0 && match(full, '^completions:\s\+\d\+ requests') >= 0,
+    ':MoeStatus! shows the server''s summary')
+  Check(full[-2 :] == ['## this editor', 'suggestions:  automatic on (:MoeToggle), debounce 50 ms'],
+    ':MoeStatus! ends with this editor''s side: ' .. string(full[-2 :]))
+  close
+  win_gotoid(code_win)
   MoeToggle
   Check(!g:moelsp_enabled, ':MoeToggle turns suggestions off')
+  Check(execute('MoeStatus') =~ '\[automatic suggestions off\]', ':MoeStatus says they are off here')
   MoeToggle
   Check(g:moelsp_enabled, ':MoeToggle turns them on again')
   # The server's controls: a snooze answers nothing as you type (the model's

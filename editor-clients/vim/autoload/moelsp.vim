@@ -29,6 +29,7 @@ var chan: channel = null_channel
 var initialized = false
 var stopping = false
 var status: dict<any> = {state: 'stopped', message: ''}
+var root = ''      # the rootUri's directory: the cwd when the server started
 var error_shown = false
 var log_lines: list<string> = []
 var docs: dict<dict<any>> = {}   # bufnr -> {uri, languageId, version, tick, opened}
@@ -158,11 +159,12 @@ export def Start(): bool
   endif
   chan = job_getchannel(job)
   status = {state: 'starting', message: ''}
+  root = getcwd()
   const opts = get(g:, 'moelsp_init_options', {})
   const params = {
     processId: getpid(),
     clientInfo: {name: 'vim', version: printf('%d.%d', v:version / 100, v:version % 100)},
-    rootUri: FileUri(getcwd()),
+    rootUri: FileUri(root),
     capabilities: {
       textDocument: {inlineCompletion: {}, synchronization: {didSave: true}},
       workspace: {executeCommand: {}},
@@ -465,7 +467,7 @@ export def Snooze(minutes: string = '')
     Warn('moelsp: ' .. get(r.error, 'message', 'snooze failed'))
     return
   endif
-  StatusText()   # the server's status, with its snoozeLeftMs
+  FreshStatus()   # the server's status, with its snoozeLeftMs
   echomsg m > 0 ? printf('moelsp: no suggestions as you type for %g min', m) : 'moelsp: suggestions resumed'
 enddef
 
@@ -520,54 +522,56 @@ def Scratch(name: string, lines: list<string>)
   normal! G
 enddef
 
-export def StatusText(): string
+# The server's status, fetched anew when it runs (the notifications may lag).
+def FreshStatus(): dict<any>
   if Running() && initialized
     const r = Request('moelsp/status', {}, 1000)
     if type(get(r, 'result', 0)) == v:t_dict
       status = r.result
     endif
   endif
-  const s = status
-  var out = 'moelsp: ' .. get(s, 'state', 'stopped')
-  if get(s, 'model', '') != ''
-    out ..= ', model ' .. s.model
-  endif
-  if get(s, 'tokensPerSecond', 0) > 0
-    out ..= printf(', %.0f tokens/s', 0.0 + s.tokensPerSecond)
-  endif
-  const c = get(s, 'completions', {})
-  if !empty(c)
-    out ..= printf(', completions: %d asked, %d shown, %d accepted', get(c, 'requests', 0), get(c, 'shown', 0),
-      get(c, 'accepted', 0))
-    const lat = get(c, 'latencyMs', {})
-    if get(lat, 'samples', 0) > 0
-      out ..= printf(', latency p50 %.0f ms p95 %.0f ms', 0.0 + lat.p50, 0.0 + lat.p95)
-    endif
-  endif
-  if get(s, 'state', '') != 'ready' && get(s, 'message', '') != ''
-    out ..= ' (' .. s.message .. ')'
-  endif
-  if !get(g:, 'moelsp_enabled', true)
-    out ..= ' [automatic suggestions off]'
-  elseif get(c, 'snoozeLeftMs', 0) > 0
-    out ..= printf(' [snoozed for %d s more]', (c.snoozeLeftMs + 999) / 1000)
-  elseif get(c, 'trigger', '') == 'manual'
-    out ..= ' [suggestions only when asked]'
-  endif
-  return out
+  return status
 enddef
 
-export def ShowStatus(full: bool)
-  const text = StatusText()
-  if full
-    var lines = [text, '']
-    for [key, val] in items(status)
-      lines->add(key .. ': ' .. json_encode(val))
-    endfor
-    Scratch('moelsp://status', lines)
-  else
-    echo text
+# What this editor adds to the server's words: it alone knows that automatic
+# suggestions are off here.
+def EditorNote(): string
+  return get(g:, 'moelsp_enabled', true) ? '' : ' [automatic suggestions off]'
+enddef
+
+# The server's status line (summaryLine: the same words every editor shows);
+# without one (no server, or it stopped) the state in its shape.
+def ServerLine(s: dict<any>): string
+  const line = get(s, 'summaryLine', '')
+  if type(line) == v:t_string && line != ''
+    return line
   endif
+  return 'moelsp ' .. get(s, 'state', 'stopped') .. (get(s, 'message', '') != '' ? ' (' .. s.message .. ')' : '')
+enddef
+
+# :MoeStatus.
+export def StatusText(): string
+  return ServerLine(FreshStatus()) .. EditorNote()
+enddef
+
+# :MoeStatus! shows the server's whole status (summary) in a window.
+export def ShowStatus(full: bool)
+  if !full
+    echo StatusText()
+    return
+  endif
+  const s = FreshStatus()
+  const summary = get(s, 'summary', '')
+  var lines = ['# moelsp' .. (root == '' ? '' : '  ' .. root), '']
+  if type(summary) == v:t_string && summary != ''
+    lines += split(substitute(summary, '\n\+$', '', ''), "\n", true)
+  else
+    lines->add(ServerLine(s))
+  endif
+  lines += ['', '## this editor',
+    printf('suggestions:  automatic %s (:MoeToggle), debounce %d ms', get(g:, 'moelsp_enabled', true) ? 'on' : 'off',
+      get(g:, 'moelsp_debounce_ms', 75))]
+  Scratch('moelsp://status', lines)
 enddef
 
 export def ShowLog()

@@ -9,8 +9,10 @@
 // It installs the .vsix, opens a Python file, types inside a function, waits
 // for the ghost text moelsp (embedded default model) sends, accepts it with
 // Tab and checks the line, checks that the server counted the accept
-// (moelsp: Show Status and Plan), then asks the chat view a question and
-// watches the answer stream in. Exit 0 on success, 1 with a message.
+// (moelsp: Show Status and Plan: the server's summary), then asks the chat
+// view a question and watches the answer stream in, then Explain Selection
+// (the server's question under the label "Explain"). Exit 0 on success, 1
+// with a message.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -245,13 +247,17 @@ async function main() {
   log(`accepted; line 6 reads ${JSON.stringify(line)}`);
   await page.screenshot({ path: path.join(out, '3-accepted.png') });
 
-  // 7. The accept reached the server: its telemetry counts it.
+  // 7. The accept reached the server: its telemetry counts it, in the
+  //    server's own text of the status at the top of the status document
+  //    ("completions:  N requests, N shown, N accepted, ...").
   await runCommand(page, 'moelsp: Show Status and Plan');
   const accepted = await until('"accepted" in the status document', async () => {
     const text = await page.$$eval('.monaco-editor .view-lines', (els) => els.map((e) => e.textContent).join('\n'));
-    const m = /"accepted":\s*(\d+)/.exec(text.replace(/\u00a0/g, ' '));
+    const m = /completions: +\d+ requests, \d+ shown, (\d+) accepted/.exec(text.replace(/\u00a0/g, ' '));
     return m ? Number(m[1]) : null;
   }, 15000);
+  if (!(await page.$$eval('.tab.active', (tabs) => tabs.some((t) => t.textContent.includes('moelsp status.md')))))
+    fail('the status document is not "moelsp status.md"');
   if (accepted < 1) fail(`the server counted ${accepted} accepted suggestions`);
   const missing = consoleErrors.filter((e) => /command 'moelsp\.[^']*' not found/.test(e));
   if (missing.length) fail(`VS Code could not run a command: ${missing[0]}`);
@@ -387,6 +393,25 @@ async function main() {
   // final answer; the polling above saw some of the partial states.
   if (answer.pieces < 2) fail(`the answer did not stream (${answer.pieces} pieces)`);
   log(`streamed in ${answer.pieces} pieces (${seen.size} partial states seen)`);
+
+  // 9. Explain Selection on area.py: the view shows the label for the
+  //    server's question (moelsp/chat with kind "explain"), and its answer.
+  const turns = await frame.$$eval('.assistant', (els) => els.length);
+  await openFile('area.py');
+  await runCommand(page, 'moelsp: Explain Selection');
+  const explained = await until('the explanation', async () => {
+    const err = await frame.$$eval('.error', (els) => els.map((e) => e.textContent).join(' '));
+    if (err) fail(`the chat showed an error: ${err}`);
+    return frame.$$eval('.turn', (els, n) => {
+      const answers = els.filter((e) => e.classList.contains('assistant'));
+      const a = answers[answers.length - 1];
+      if (answers.length <= n || a.classList.contains('streaming') || !a.querySelector('.info')) return null;
+      const users = els.filter((e) => e.classList.contains('user'));
+      return { user: users[users.length - 1].textContent, answer: a.textContent };
+    }, turns);
+  }, 90000, 50);
+  if (!/^Explain\s*context: area\.py/.test(explained.user)) fail(`the explanation's turn reads ${JSON.stringify(explained.user)}`);
+  log(`explain: the turn reads ${JSON.stringify(explained.user)}; answer ${JSON.stringify(explained.answer.slice(0, 80))}`);
   log('PASS');
 }
 

@@ -6,6 +6,11 @@
 // as context when the box under the input is ticked; the server fits it to
 // the model's context. The answer streams as $/progress on a
 // partialResultToken, one piece of text per report.
+//
+// Explain / Fix / Document send moelsp/chat with their kind and the code:
+// the server words the question, the view shows a label for it, and the
+// result's question (the server's wording and the code) is the turn the
+// follow-ups carry.
 import * as crypto from 'crypto';
 import * as vscode from 'vscode';
 import { LanguageClient, ProgressType } from 'vscode-languageclient/node';
@@ -13,17 +18,27 @@ import { LanguageClient, ProgressType } from 'vscode-languageclient/node';
 export interface ChatTurn {
   role: 'user' | 'assistant';
   content: string;
+  shown?: string;  // what the view shows instead of content (a command's label)
 }
 
 interface ChatResult {
   text: string;
   finishReason: string;
   tokensPerSecond: number;
+  question?: string;  // explain, fix, document: the user's turn as the server asked it
 }
 
+// The commands the server asks about code (moelsp/chat's kind).
+export type CodeKind = 'explain' | 'fix' | 'document';
+const KIND_LABEL: Record<CodeKind, string> = { explain: 'Explain', fix: 'Fix', document: 'Document' };
+
 export interface CodeContext {
-  uri: string;
+  uri?: string;
   range?: { start: { line: number; character: number }; end: { line: number; character: number } };
+  // Instead of uri and range: the text itself, of a document the server does
+  // not have (a scheme outside the documentSelector's: a diff's other side).
+  code?: string;
+  language?: string;
   label: string;
 }
 
@@ -49,11 +64,12 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
     view.onDidDispose(() => (this.view = undefined));
   }
 
-  // Opens the view, then asks (the Explain/Fix/Document commands come here).
-  async askFromEditor(question: string, ctx?: CodeContext) {
+  // Opens the view, then asks the server's question of this kind about the
+  // code (the Explain/Fix/Document commands come here).
+  async askFromEditor(kind: CodeKind, ctx: CodeContext) {
     await vscode.commands.executeCommand(`${ChatViewProvider.viewId}.focus`);
     await this.whenReady();
-    await this.ask(question, ctx);
+    await this.ask(KIND_LABEL[kind], ctx, kind);
   }
 
   clear() {
@@ -73,7 +89,7 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
 
   private async onMessage(m: any) {
     if (m.type === 'ready') {
-      this.post({ type: 'history', turns: this.turns });
+      this.post({ type: 'history', turns: this.turns.map((t) => ({ role: t.role, content: t.shown ?? t.content })) });
       for (const f of this.pending.splice(0)) f();
     } else if (m.type === 'ask' && typeof m.text === 'string' && m.text.trim()) {
       await this.ask(m.text.trim(), m.withContext ? editorContext() : undefined);
@@ -84,7 +100,9 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
     }
   }
 
-  async ask(question: string, ctx?: CodeContext) {
+  // question: the user's words, or for a kind other than chat the label the
+  // view shows for the server's question.
+  async ask(question: string, ctx?: CodeContext, kind: CodeKind | 'chat' = 'chat') {
     const client = this.client();
     if (!client || !client.isRunning()) {
       this.post({ type: 'error', message: 'The moelsp server is not running (see the status bar item).' });
@@ -92,7 +110,6 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
     }
     this.running?.cancel();
     const cts = (this.running = new vscode.CancellationTokenSource());
-    this.turns.push({ role: 'user', content: question });
     this.post({ type: 'user', text: question, context: ctx?.label });
     this.post({ type: 'start' });
     const token = `moelsp-chat-${crypto.randomUUID()}`;
@@ -102,19 +119,34 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
       streamed += v.text;
       this.post({ type: 'delta', text: v.text });
     });
-    const params: Record<string, unknown> = { messages: this.turns, partialResultToken: token };
-    if (ctx) {
+    // A chat sends the conversation and the question; a command only its
+    // kind and the code (the server asks its own question).
+    const params: Record<string, unknown> =
+      kind === 'chat'
+        ? { messages: [...this.turns.map(({ role, content }) => ({ role, content })), { role: 'user', content: question }] }
+        : { kind };
+    params.partialResultToken = token;
+    if (ctx?.uri) {
       params.uri = ctx.uri;
       if (ctx.range) params.range = ctx.range;
+    } else if (ctx?.code !== undefined) {
+      params.code = ctx.code;
+      params.language = ctx.language;
     }
     this.busy.begin();
     try {
       const r = await client.sendRequest<ChatResult>('moelsp/chat', params, cts.token);
       const text = r?.text ?? streamed;
-      this.turns.push({ role: 'assistant', content: text });
+      // The turn is kept once answered (a failed one stays on screen, not
+      // in the model's history); a command's is the server's question.
+      const asked = kind === 'chat' ? question : r?.question;
+      if (asked !== undefined)
+        this.turns.push(
+          { role: 'user', content: asked, ...(kind === 'chat' ? {} : { shown: question }) },
+          { role: 'assistant', content: text },
+        );
       this.post({ type: 'done', text, info: `${r.finishReason} · ${r.tokensPerSecond.toFixed(1)} tok/s` });
     } catch (e: any) {
-      this.turns.pop();  // the question stays on screen, not in the model's history
       const cancelled = cts.token.isCancellationRequested || e?.code === -32800;
       this.post({ type: 'error', message: cancelled ? 'stopped' : `moelsp: ${e?.message ?? e}` });
     } finally {
@@ -194,12 +226,16 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
 export function editorContext(): CodeContext | undefined {
   const ed = vscode.window.activeTextEditor;
   if (!ed) return undefined;
-  const name = vscode.workspace.asRelativePath(ed.document.uri);
-  if (ed.selection.isEmpty) return { uri: ed.document.uri.toString(), label: name };
+  const doc = ed.document;
+  const name = vscode.workspace.asRelativePath(doc.uri);
   const s = ed.selection;
+  const label = s.isEmpty ? name : `${name}:${s.start.line + 1}-${s.end.line + 1}`;
+  if (doc.uri.scheme !== 'file' && doc.uri.scheme !== 'untitled')
+    return { code: doc.getText(s.isEmpty ? undefined : s), language: doc.languageId, label };
+  if (s.isEmpty) return { uri: doc.uri.toString(), label };
   return {
-    uri: ed.document.uri.toString(),
+    uri: doc.uri.toString(),
     range: { start: { line: s.start.line, character: s.start.character }, end: { line: s.end.line, character: s.end.character } },
-    label: `${name}:${s.start.line + 1}-${s.end.line + 1}`,
+    label,
   };
 }

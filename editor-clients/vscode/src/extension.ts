@@ -11,7 +11,7 @@ import {
   State as ClientState,
 } from 'vscode-languageclient/node';
 
-import { ChatViewProvider, editorContext } from './chat';
+import { ChatViewProvider, CodeKind, editorContext } from './chat';
 import { DefinitionFeed, VisibleRangesFeed } from './definitions';
 import { enableObject, enabledFor, findBinary, SERVER_KEYS, serverSettings } from './settings';
 import { ServerStatus, StatusBar } from './status';
@@ -29,7 +29,7 @@ let visibleRanges: VisibleRangesFeed;
 export async function activate(context: vscode.ExtensionContext) {
   extensionPath = context.extensionPath;
   output = vscode.window.createOutputChannel('moelsp', { log: true });
-  status = new StatusBar();
+  status = new StatusBar(scheduleStatusRefresh);
   renderEnabled();
   chat = new ChatViewProvider(() => client, status);
   definitions = new DefinitionFeed(() => client);
@@ -56,9 +56,10 @@ export async function activate(context: vscode.ExtensionContext) {
     cmd('moelsp.restart', restart),
     cmd('moelsp.showLogs', () => output.show(true)),
     cmd('moelsp.clearChat', () => chat.clear()),
-    cmd('moelsp.explainSelection', () => askAboutSelection('Explain what this code does.')),
-    cmd('moelsp.fixSelection', () => askAboutSelection('Find the bugs in this code and give a fixed version.')),
-    cmd('moelsp.documentSelection', () => askAboutSelection('Write documentation comments for this code.')),
+    // The server words these questions (moelsp/chat's kind): every editor asks the same.
+    cmd('moelsp.explainSelection', () => askAboutSelection('explain')),
+    cmd('moelsp.fixSelection', () => askAboutSelection('fix')),
+    cmd('moelsp.documentSelection', () => askAboutSelection('document')),
     vscode.workspace.onDidChangeConfiguration(onConfigurationChanged),
     vscode.workspace.registerTextDocumentContentProvider('moelsp-status', {
       onDidChange: statusDoc.event,
@@ -212,8 +213,12 @@ async function toggleCompletions() {
   vscode.window.setStatusBarMessage(`moelsp: inline completions ${on ? 'enabled' : 'disabled'}`, 3000);
 }
 
+// The active editor's language, when it is a document moelsp serves (the
+// documentSelector's schemes): the status document (markdown, off by default)
+// or a diff's other side says nothing about where moelsp suggests.
 function activeLanguage(): string | undefined {
-  return vscode.window.activeTextEditor?.document.languageId;
+  const doc = vscode.window.activeTextEditor?.document;
+  return doc && (doc.uri.scheme === 'file' || doc.uri.scheme === 'untitled') ? doc.languageId : undefined;
 }
 
 function renderEnabled() {
@@ -277,16 +282,27 @@ async function showStatus() {
   } else {
     s = { ...s, state: status.current, message: lastError || 'the server is not running' };
   }
-  statusText = JSON.stringify(s, null, 2);
+  statusText = statusMarkdown(s);
   statusDoc.fire(STATUS_URI);
   const doc = await vscode.workspace.openTextDocument(STATUS_URI);
   await vscode.window.showTextDocument(doc, { preview: true });
 }
 
+// The server's own text of its status (every editor shows the same words),
+// then every field as JSON for whoever wants the rest. Without a running
+// server, its state and why.
+function statusMarkdown(s: ServerStatus): string {
+  const { summary, summaryLine, ...fields } = s;  // (summaryLine: the status bar's tooltip)
+  const live = client?.isRunning() && typeof summary === 'string' && !s.requestError;
+  const text = live ? summary : `state:        ${s.state ?? status.current}${s.message ? `  (${s.message})` : ''}\n`;
+  const error = s.requestError ? `moelsp/status failed: ${s.requestError}\n\n` : '';
+  return `# moelsp status\n\n${error}${text}\n## all fields\n\n\`\`\`json\n${JSON.stringify(fields, null, 2)}\n\`\`\`\n`;
+}
+
 // The status opens as a read-only document (nothing to save when it closes).
-const STATUS_URI = vscode.Uri.parse('moelsp-status:moelsp%20status.json');
+const STATUS_URI = vscode.Uri.parse('moelsp-status:moelsp%20status.md');
 const statusDoc = new vscode.EventEmitter<vscode.Uri>();
-let statusText = '{}';
+let statusText = '';
 
 async function showMenu() {
   const v = config().get<unknown>('enable', true);
@@ -317,22 +333,21 @@ async function showMenu() {
     { label: '$(output) Show logs', run: () => output.show(true) },
     { label: '$(gear) Settings', run: () => vscode.commands.executeCommand('workbench.action.openSettings', 'moelsp') },
   );
-  const s = status.last;
-  const detail = s.model ? `${s.model}${s.tokensPerSecond ? `, ${s.tokensPerSecond.toFixed(1)} tok/s` : ''}` : '';
   const pick = await vscode.window.showQuickPick(items, {
-    title: `moelsp: ${status.current}${detail ? ` — ${detail}` : ''}`,
+    // The server's line while it runs; else what the status bar knows.
+    title: status.serverLine ?? `moelsp: ${status.current}`,
     placeHolder: lastError || 'moelsp',
   });
   await pick?.run();
 }
 
-async function askAboutSelection(question: string) {
+async function askAboutSelection(kind: CodeKind) {
   const ctx = editorContext();
   if (!ctx) {
     void vscode.window.showInformationMessage('moelsp: open a file and select some code first.');
     return;
   }
-  await chat.askFromEditor(question, ctx);
+  await chat.askFromEditor(kind, ctx);
 }
 
 async function onConfigurationChanged(e: vscode.ConfigurationChangeEvent) {

@@ -1,7 +1,8 @@
 // The status bar item: is moelsp running, and if not, why. States come from
 // the server's moelsp/status notifications (loading / ready / error) and from
 // this extension's own requests in flight (busy); tokens/s from the last
-// status the server answered.
+// status the server answered. The tooltip is the server's own line
+// (summaryLine), the words every editor shows.
 import * as vscode from 'vscode';
 
 export type State = 'starting' | 'loading' | 'ready' | 'busy' | 'error' | 'stopped' | 'disabled';
@@ -14,6 +15,10 @@ export interface ServerStatus {
   plan?: Record<string, any>;
   hardware?: Record<string, any>;
   completions?: Record<string, any>;
+  // The status rendered by the server: the whole of it as lines of text
+  // (markdown), and in one line.
+  summary?: string;
+  summaryLine?: string;
   [k: string]: unknown;
 }
 
@@ -29,7 +34,9 @@ export class StatusBar implements vscode.Disposable {
   private snoozeTimer: NodeJS.Timeout | undefined;
   last: ServerStatus = {};
 
-  constructor() {
+  // refresh: asks the server for its status again (it comes back through
+  // fromServer).
+  constructor(private readonly refresh: () => void = () => {}) {
     this.item.name = 'moelsp';
     this.item.command = 'moelsp.showMenu';
     this.render();
@@ -57,8 +64,13 @@ export class StatusBar implements vscode.Disposable {
     this.snoozeUntil = left > 0 ? Date.now() + left : 0;
     if (this.snoozeTimer) clearInterval(this.snoozeTimer);
     this.snoozeTimer = undefined;
-    // The minutes left count down; the server says when it ends, not as it does.
-    if (this.snoozeUntil) this.snoozeTimer = setInterval(() => this.render(), 15000);
+    // The minutes left count down; the server says when it ends, not as it
+    // does: its line (the tooltip) is asked for again at each tick.
+    if (this.snoozeUntil)
+      this.snoozeTimer = setInterval(() => {
+        this.render();
+        this.refresh();
+      }, 15000);
   }
 
   get snoozed(): boolean {
@@ -66,6 +78,13 @@ export class StatusBar implements vscode.Disposable {
   }
   get manualOnly(): boolean {
     return this.manual;
+  }
+
+  // The server's line for the state shown, when the server said it (not
+  // while the server is not running, or before its first status).
+  get serverLine(): string | undefined {
+    const live = this.state === 'loading' || this.state === 'ready' || this.state === 'busy';
+    return live && typeof this.last.summaryLine === 'string' ? this.last.summaryLine : undefined;
   }
 
   set(state: State, message = '') {
@@ -96,6 +115,7 @@ export class StatusBar implements vscode.Disposable {
   private render() {
     const model = this.last.model ?? 'model';
     const tps = this.last.tokensPerSecond ? ` · ${this.last.tokensPerSecond.toFixed(1)} tok/s` : '';
+    const line = this.serverLine;
     let text: string, tip: string;
     this.item.backgroundColor = undefined;
     switch (this.state) {
@@ -105,16 +125,16 @@ export class StatusBar implements vscode.Disposable {
         break;
       case 'loading':
         text = '$(loading~spin) moelsp: loading';
-        tip = `moelsp: ${this.message || 'loading the model'}`;
+        tip = line ?? `moelsp: ${this.message || 'loading the model'}`;
         break;
       case 'ready':
       case 'busy':
         if (this.inFlight > 0 || this.state === 'busy') {
           text = `$(sync~spin) moelsp: ${model}`;
-          tip = `moelsp: working (${model})`;
+          tip = line ? `moelsp: working\n${line}` : `moelsp: working (${model})`;
         } else {
           text = `$(check) moelsp: ${model}${tps}`;
-          tip = `moelsp: ready — ${model}${tps}`;
+          tip = line ?? `moelsp: ready — ${model}${tps}`;
         }
         break;
       case 'error':
@@ -143,10 +163,11 @@ export class StatusBar implements vscode.Disposable {
     } else if (live && this.snoozed) {
       const min = Math.ceil((this.snoozeUntil - Date.now()) / 60000);
       text = `$(clock) moelsp: snoozed ${min} min`;
-      tip += ` (snoozed for ${min} more min; Alt+\\ still asks)`;
+      // (the server's line says how long, when there is one)
+      tip += line ? ' (Alt+\\ still asks)' : ` (snoozed for ${min} more min; Alt+\\ still asks)`;
     } else if (live && this.manual) {
       text = '$(debug-pause) ' + text.replace(/^\$\([^)]*\) /, '');
-      tip += ' (suggestions only when asked: Alt+\\)';
+      tip += line ? ' (Alt+\\ asks)' : ' (suggestions only when asked: Alt+\\)';
     }
     this.item.text = text;
     this.item.tooltip = `${tip}\nClick for the moelsp menu`;

@@ -114,7 +114,8 @@ local function line_range(src, line1, line2)
   }
 end
 
--- Streams request `method` into `bufnr`. `on_done(text)` gets the final text.
+-- Streams request `method` into `bufnr`. `on_done(text, nil, result)` gets the
+-- final text and the whole result, `on_done(nil, err)` the error.
 local function stream(bufnr, client, method, params, token, on_done)
   local s = M.sessions[bufnr]
   local streamed = {}
@@ -154,7 +155,7 @@ local function stream(bufnr, client, method, params, token, on_done)
         tps and tps > 0 and string.format(", %.1f tokens/s", tps) or "")
       append_lines(bufnr, { "", footer, "" })
       vim.b[bufnr].moelsp_chat_result = text
-      if on_done then on_done(text) end
+      if on_done then on_done(text, nil, type(result) == "table" and result or {}) end
     end
     vim.b[bufnr].moelsp_chat_done = (vim.b[bufnr].moelsp_chat_done or 0) + 1
     util.user_event("MoelspChatDone")
@@ -172,16 +173,16 @@ local function next_token(kind)
   return string.format("moelsp-%s-%d-%d", kind, vim.fn.getpid(), counter)
 end
 
--- Streams `method` into bufnr once the server is ready; on_answer(text) gets
--- the final answer (not called on errors or cancellation).
+-- Streams `method` into bufnr once the server is ready; on_answer(text, result)
+-- gets the final answer (not called on errors or cancellation).
 local function stream_when_ready(bufnr, client_id, method, params, token, on_answer)
   clients.when_ready(client_id, function(c, why)
     if not c then
       append(bufnr, "**error:** " .. tostring(why))
       return
     end
-    stream(bufnr, c, method, params, token, function(text)
-      if text then on_answer(text) end
+    stream(bufnr, c, method, params, token, function(text, _, result)
+      if text then on_answer(text, result) end
     end)
   end)
 end
@@ -242,11 +243,9 @@ function M.chat(question, opts)
   return bufnr
 end
 
-local titles = {
-  explain = { "Explain", "Explain what this code does." },
-  fix = { "Fix", "Find the bugs in this code and give a fixed version." },
-  document = { "Document", "Write documentation comments for this code." },
-}
+-- The headings' labels. The questions themselves are the server's: it answers
+-- moelsp.explain & co. with the turn it asked (`question`).
+local titles = { explain = "Explain", fix = "Fix", document = "Document" }
 
 --- :MoeExplain / :MoeFix / :MoeDocument on lines line1..line2 of `src`
 --- (the whole buffer without a range).
@@ -268,21 +267,22 @@ function M.command(kind, opts)
   s.client_id = client.id
   local name = vim.fn.fnamemodify(api.nvim_buf_get_name(src), ":~:.")
   append_lines(bufnr, {
-    string.format("## %s: %s, lines %d-%d", titles[kind][1], name, line1, line2), "", "## moelsp", "", "",
+    string.format("## %s: %s, lines %d-%d", titles[kind], name, line1, line2), "", "## moelsp", "", "",
   })
   local win = open_window(bufnr)
   pcall(api.nvim_win_set_cursor, win, { api.nvim_buf_line_count(bufnr), 0 })
   local token = next_token(kind)
-  local code = table.concat(api.nvim_buf_get_lines(src, line1 - 1, line2, false), "\n")
   local params = {
     command = "moelsp." .. kind,
     arguments = { { uri = vim.uri_from_bufnr(src), range = range } },
     workDoneToken = token,
   }
-  stream_when_ready(bufnr, client.id, "workspace/executeCommand", params, token, function(text)
-    -- Follow-up questions with :MoeChat in this buffer see the code.
-    table.insert(s.messages, { role = "user",
-      content = titles[kind][2] .. "\n\n```" .. vim.bo[src].filetype .. "\n" .. code .. "\n```" })
+  stream_when_ready(bufnr, client.id, "workspace/executeCommand", params, token, function(text, result)
+    -- Follow-up questions with :MoeChat in this buffer see the code: the turn
+    -- as the server asked it (its question and the code). A server that does
+    -- not say (older than this plugin) leaves the answer out of the history.
+    if type(result.question) ~= "string" then return end
+    table.insert(s.messages, { role = "user", content = result.question })
     table.insert(s.messages, { role = "assistant", content = text })
   end)
   return bufnr

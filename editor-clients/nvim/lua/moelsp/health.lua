@@ -70,8 +70,10 @@ function M.check()
   end
   for _, e in ipairs(all) do
     local st = clients.status[e.client.id] or {}
-    local desc = string.format("%s: %s%s%s", e.root, st.state or "starting", st.model and (", model " .. st.model) or "",
-      st.message and st.message ~= "" and (" (" .. st.message .. ")") or "")
+    -- The server's own line when it has sent one (the same words every editor shows).
+    local desc = e.root .. ": " .. (type(st.summaryLine) == "string" and st.summaryLine or string.format("%s%s%s",
+      st.state or "starting", st.model and (", model " .. st.model) or "",
+      st.message and st.message ~= "" and (" (" .. st.message .. ")") or ""))
     if st.state == "ready" or st.state == "busy" then
       r.ok(desc)
     elseif st.state == "error" then

@@ -1,5 +1,5 @@
 -- :MoeStatus: the server's moelsp/status (state, model, plan, tokens/s,
--- completion telemetry) in a float or a split.
+-- completion telemetry), as the server words it, in a float or a split.
 local util = require("moelsp.util")
 local config = require("moelsp.config")
 local clients = require("moelsp.client")
@@ -7,81 +7,35 @@ local clients = require("moelsp.client")
 local api = vim.api
 local M = {}
 
-local function num(v, fmt)
-  if type(v) ~= "number" then return tostring(v) end
-  return string.format(fmt or "%g", v)
+-- The server renders its status (`summary`: lines of text), so that every
+-- editor shows the same words: this file only adds what the server cannot
+-- know (the workspace root, this Neovim's client and its settings) around it.
+
+-- The server's lines for status `st`, or a minimal text when it has none (the
+-- client's own status of a server that stopped or never answered).
+local function server_lines(st)
+  if type(st.summary) == "string" and st.summary ~= "" then
+    return util.split_lines((st.summary:gsub("\n+$", "")))
+  end
+  local lines = { string.format("state:        %s%s", tostring(st.state or "?"),
+    type(st.message) == "string" and st.message ~= "" and ("  (" .. st.message .. ")") or "") }
+  if st.model then table.insert(lines, "model:        " .. tostring(st.model)) end
+  return lines
 end
 
-local function mib(bytes)
-  if type(bytes) ~= "number" then return "?" end
-  if bytes >= 1024 * 1024 * 1024 then return string.format("%.1f GiB", bytes / 1024 ^ 3) end
-  return string.format("%.1f MiB", bytes / 1024 ^ 2)
-end
-
---- Lines describing one server's status `st` (a moelsp/status result).
-function M.format(st, root, client)
-  local lines = {}
-  local function add(s)
-    for _, l in ipairs(util.split_lines(s)) do lines[#lines + 1] = l end
-  end
-  add("# moelsp" .. (root and ("  " .. root) or ""))
-  add("")
-  add(string.format("state:        %s%s", st.state or "?", st.message and st.message ~= "" and ("  (" .. st.message .. ")") or ""))
-  if st.model then add("model:        " .. tostring(st.model)) end
-  if st.tokensPerSecond then add("tokens/s:     " .. num(st.tokensPerSecond, "%.1f") .. "  (last generation)") end
-  local p = st.plan
-  if type(p) == "table" then
-    local kv = p.kvCache or {}
-    local ex = p.experts or {}
-    add(string.format("plan:         %s, %s threads, weights %s, context %s, KV %s x %s tokens (%s)%s, batch <= %s",
-      tostring(p.backend or "cpu"), tostring(p.threads or "?"), tostring(p.weights or "?"),
-      tostring(p.contextSize or "?"), tostring(kv.type or "?"), tostring(kv.tokens or "?"), mib(kv.bytes),
-      kv.prefixCache and ", prefix cache" or "", tostring(p.batch and p.batch.max or "?")))
-    if ex.prefetch or (ex.cacheExperts and ex.cacheExperts > 0) then
-      add(string.format("experts:      prefetch %s (distance %s), hot cache %s experts",
-        tostring(ex.prefetch), tostring(ex.prefetchDistance), tostring(ex.cacheExperts)))
-    end
-  end
-  local c = st.completions
-  if type(c) == "table" then
-    local lat = c.latencyMs or {}
-    add(string.format("completions:  %s requests, %s shown, %s accepted, %s partially, %s cancelled, %s from cache",
-      num(c.requests), num(c.shown), num(c.accepted), num(c.partiallyAccepted), num(c.cancelled), num(c.cacheHits)))
-    add(string.format("              latency p50 %s ms, p95 %s ms (%s samples); prompt tokens %s (%s reused)",
-      num(lat.p50, "%.0f"), num(lat.p95, "%.0f"), num(lat.samples), num(c.promptTokens), num(c.promptTokensReused)))
-    local b = c.breakdown
-    if type(b) == "table" and type(b.answers) == "number" and b.answers > 0 then
-      local per = function(v) return type(v) == "number" and v / b.answers or nil end
-      add(string.format("              per answer: %s ms = queue %s + prompt %s (%s new tokens) + decode %s (%s tokens)",
-        num(per(b.totalMs), "%.0f"), num(per(b.queueMs), "%.0f"), num(per(b.promptMs), "%.0f"),
-        num(per(b.promptTokensNew), "%.1f"), num(per(b.generateMs), "%.0f"), num(per(b.generatedTokens), "%.1f")))
-    end
-  end
-  local k = st.kvCache
-  if type(k) == "table" then
-    add(string.format("kv cache:     %s/%s blocks in use, %s cached, prefix hit rate %s",
-      num(k.blocksInUse), num(k.blocksTotal), num(k.blocksCached), num(k.prefixHitRate, "%.2f")))
-  end
-  local sc = st.scheduler
-  if type(sc) == "table" then
-    add(string.format("scheduler:    %s requests, %s running, %s waiting, mean batch %s, %s preemptions",
-      num(sc.requests), num(sc.running), num(sc.waiting), num(sc.meanBatch, "%.2f"), num(sc.preemptions)))
-  end
+--- Lines describing one server's status `st` (a moelsp/status result): the
+--- server's `summary` under a heading with the root and `note` (e.g. why it is
+--- an older status), then this editor's side of it when `client` is given.
+function M.format(st, root, client, note)
+  local lines = { "# moelsp" .. (root and ("  " .. root) or ""), "" }
+  if note then vim.list_extend(lines, { "(" .. note .. ")", "" }) end
+  vim.list_extend(lines, server_lines(st))
   if client then
     local comp = require("moelsp.completion")
-    local cc = type(st.completions) == "table" and st.completions or {}
-    add(string.format("controls:     trigger %s, snoozed %s", tostring(cc.trigger or "automatic"),
-      (tonumber(cc.snoozeLeftMs) or 0) > 0 and string.format("for %d s more", math.ceil(cc.snoozeLeftMs / 1000)) or "no"))
-    add(string.format("client:       id %d, inline completions %s (%s, debounce %s ms)", client.id,
+    vim.list_extend(lines, { "", "## this editor" })
+    table.insert(lines, string.format("client:       id %d, inline completions %s (%s, debounce %s ms)", client.id,
       comp.enabled and "on" or "off", comp.use_builtin() and "vim.lsp.inline_completion" or "extmark ghost text",
       config.get().debounce or 0))
-  end
-  if type(p) == "table" and type(p.reasons) == "table" and #p.reasons > 0 then
-    add("")
-    add("## plan")
-    for _, r in ipairs(p.reasons) do
-      add(string.format("- %s = %s: %s", tostring(r.key), tostring(r.value), tostring(r.why)))
-    end
   end
   return lines
 end
@@ -162,9 +116,15 @@ function M.show()
   end
   for i, entry in ipairs(all) do
     local ok = util.request(entry.client, "moelsp/status", {}, function(err, result)
-      local st = (not err and type(result) == "table") and result or clients.status[entry.client.id] or { state = "unknown" }
-      if err then st = vim.tbl_extend("force", {}, st, { message = "moelsp/status failed: " .. tostring(err.message) }) end
-      sections[i] = M.format(st, entry.root, entry.client)
+      if not err and type(result) == "table" then
+        sections[i] = M.format(result, entry.root, entry.client)
+      else
+        -- The last status the server sent (its notification), saying so.
+        local last = clients.status[entry.client.id]
+        local why = err and ("moelsp/status failed: " .. tostring(err.message)) or "moelsp/status gave no status"
+        sections[i] = M.format(last or { state = "unknown" }, entry.root, entry.client,
+          last and (why .. "; the last status it sent follows") or why)
+      end
       done()
     end, nil)
     if not ok then
