@@ -12,6 +12,7 @@
 #include "../model/weights.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
+#include "facts.h"
 
 namespace moelsp::arch {
 
@@ -68,15 +69,21 @@ std::unique_ptr<Model> make_glm4moe(std::unique_ptr<gguf::File> f, const LoadOpt
 std::unique_ptr<Model> make_glm_dsa(std::unique_ptr<gguf::File> f, const LoadOptions& opt);
 std::unique_ptr<Model> make_gpt_oss(std::unique_ptr<gguf::File> f, const LoadOptions& opt);
 
-// The one list of architectures: general.architecture → factory. Model::load,
-// supported_architectures() and every "supported: …" message read it.
+// The one list of architectures: general.architecture → factory and facts
+// (facts.h). Model::load, supported_architectures(), `moelsp inspect`, the
+// device pass and every "supported: …" message read it.
 struct ArchEntry {
   std::string_view name;
   std::unique_ptr<Model> (*make)(std::unique_ptr<gguf::File>, const LoadOptions&);
+  const ArchFacts* facts;
 };
 inline constexpr ArchEntry kArchitectures[] = {
-    {"deepseek2", make_deepseek2}, {"qwen3moe", make_qwen3moe}, {"llama", make_llama},
-    {"glm4moe", make_glm4moe},     {"glm-dsa", make_glm_dsa},   {"gpt-oss", make_gpt_oss},
+    {"deepseek2", make_deepseek2, &kDeepseek2Facts},
+    {"qwen3moe", make_qwen3moe, &kQwen3moeFacts},
+    {"llama", make_llama, &kLlamaFacts},
+    {"glm4moe", make_glm4moe, &kGlm4moeFacts},
+    {"glm-dsa", make_glm_dsa, &kGlmDsaFacts},
+    {"gpt-oss", make_gpt_oss, &kGptOssFacts},
 };
 const ArchEntry* find_architecture(std::string_view name);  // nullptr when unsupported
 std::string architecture_names();                           // "deepseek2, qwen3moe, llama"

@@ -30,7 +30,7 @@ struct DecoderLayer {
 
   // blk.{il}.attn_norm and the pre-FFN norm: ffn_norm, or post_attention_norm
   // in the files of glm4moe and gpt-oss (the same place in the layer).
-  void load_norms(const WeightLoader& wl, const ModelConfig& c, int il, const char* ffn_norm_name = "ffn_norm");
+  void load_norms(const WeightLoader& wl, const ModelConfig& c, int il);  // attn_norm and c.ffn_norm
   // The FFN: routed (and shared) experts where cfg.is_moe_layer(il), else a dense SwiGLU.
   void load_ffn(const WeightLoader& wl, const ModelConfig& c, int il);
 };

@@ -52,6 +52,18 @@ class Deepseek2 final : public Decoder<Deepseek2Layer> {
 
 }  // namespace
 
+// What a file must hold (inspect checks it before a load) and the device pass's support.
+const ArchFacts kDeepseek2Facts = {
+    .keys = {"block_count", "embedding_length", "attention.head_count", "attention.layer_norm_rms_epsilon",
+             "attention.kv_lora_rank", "attention.key_length", "attention.value_length", "rope.dimension_count",
+             "expert_count", "expert_used_count", "expert_feed_forward_length", "leading_dense_block_count",
+             "feed_forward_length"},
+    .tensors = {"attn_norm.weight", "attn_kv_a_mqa.weight", "attn_kv_a_norm.weight", "attn_output.weight",
+                "ffn_norm.weight"},
+    .one_of = {{{"attn_q.weight"}, {"attn_q_a.weight", "attn_q_b.weight"}},
+               {{"attn_kv_b.weight"}, {"attn_k_b.weight", "attn_v_b.weight"}}},
+    .device_unsupported = {}};
+
 std::unique_ptr<Model> make_deepseek2(std::unique_ptr<gguf::File> f, const LoadOptions& opt) {
   return std::make_unique<Deepseek2>(std::move(f), opt);
 }

@@ -32,6 +32,7 @@ class Glm4Moe final : public Decoder<Glm4MoeLayer> {
     ModelConfig& c = cfg_;
     const gguf::File& f = *file_;
     c.rope.type = RopeType::Neox;
+    c.ffn_norm = "post_attention_norm";
     read_moe_config(f, c, Gating::Sigmoid);
     const int nextn = int(opt<uint32_t>(f, c.arch, "nextn_predict_layers", 0));
     if (nextn < 0 || nextn >= c.n_layer)
@@ -48,7 +49,7 @@ class Glm4Moe final : public Decoder<Glm4MoeLayer> {
     emb_.load(wl, c);
     for (int il = 0; il < c.n_layer; ++il) {
       Glm4MoeLayer L;
-      L.load_norms(wl, c, il, "post_attention_norm");
+      L.load_norms(wl, c, il);
       L.attn = layers::load_gqa(wl, c, il);
       L.load_ffn(wl, c, il);  // dense for the leading layers, then MoE with a shared expert
       layers_.push_back(std::move(L));
@@ -71,6 +72,16 @@ class Glm4Moe final : public Decoder<Glm4MoeLayer> {
 };
 
 }  // namespace
+
+// What a file must hold (inspect checks it before a load) and the device pass's support.
+const ArchFacts kGlm4moeFacts = {
+    .keys = {"block_count", "embedding_length", "attention.head_count", "attention.head_count_kv",
+             "attention.layer_norm_rms_epsilon", "rope.dimension_count", "expert_count", "expert_used_count",
+             "expert_feed_forward_length", "leading_dense_block_count", "feed_forward_length"},
+    .tensors = {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
+                "post_attention_norm.weight"},
+    .one_of = {},
+    .device_unsupported = {}};
 
 std::unique_ptr<Model> make_glm4moe(std::unique_ptr<gguf::File> f, const LoadOptions& opt) {
   return std::make_unique<Glm4Moe>(std::move(f), opt);

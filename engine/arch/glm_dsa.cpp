@@ -263,6 +263,18 @@ class GlmDsa final : public Decoder<GlmDsaLayer> {
 
 }  // namespace
 
+// What a file must hold (inspect checks it before a load) and the device pass's support.
+const ArchFacts kGlmDsaFacts = {
+    .keys = {"block_count", "embedding_length", "attention.head_count", "attention.layer_norm_rms_epsilon",
+             "attention.q_lora_rank", "attention.kv_lora_rank", "rope.dimension_count", "expert_count",
+             "expert_used_count", "expert_feed_forward_length", "attention.indexer.head_count",
+             "attention.indexer.key_length", "attention.indexer.top_k"},
+    .tensors = {"attn_norm.weight", "attn_kv_a_mqa.weight", "attn_kv_a_norm.weight", "attn_output.weight",
+                "ffn_norm.weight"},
+    .one_of = {{{"attn_q.weight"}, {"attn_q_a.weight", "attn_q_b.weight"}},
+               {{"attn_kv_b.weight"}, {"attn_k_b.weight", "attn_v_b.weight"}}},
+    .device_unsupported = "glm-dsa's sparse attention (the lightning indexer) is not on the device yet"};
+
 std::unique_ptr<Model> make_glm_dsa(std::unique_ptr<gguf::File> f, const LoadOptions& opt) {
   return std::make_unique<GlmDsa>(std::move(f), opt);
 }

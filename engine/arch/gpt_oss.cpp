@@ -29,6 +29,7 @@ class GptOss final : public Decoder<GptOssLayer> {
     c.rope.type = RopeType::Neox;
     c.gating = Gating::SoftmaxChosen;
     c.swiglu_oai = true;
+    c.ffn_norm = "post_attention_norm";
     c.n_ff_exp = int(req<uint32_t>(f, c.arch, "expert_feed_forward_length"));
     if (c.n_expert <= 0) throw ModelError(fmt::format("{}: {} without {}.expert_count", f.path(), c.arch, c.arch));
     const int window = int(req<uint32_t>(f, c.arch, "attention.sliding_window"));
@@ -38,17 +39,18 @@ class GptOss final : public Decoder<GptOssLayer> {
     if (window <= 0 || pattern <= 0)
       throw ModelError(
           fmt::format("{}: {}.attention.sliding_window {} (pattern {})", f.path(), c.arch, window, pattern));
+    for (int il = 0; il < c.n_layer; ++il) c.layer_window.push_back(il % pattern < pattern - 1 ? window : 0);
 
     // Tensors.
     const WeightLoader wl(f);
     emb_.load(wl, c);
     for (int il = 0; il < c.n_layer; ++il) {
       GptOssLayer L;
-      L.load_norms(wl, c, il, "post_attention_norm");
+      L.load_norms(wl, c, il);
       L.attn = layers::load_gqa(wl, c, il);
       if (L.attn.sinks.empty())
         throw ModelError(fmt::format("{}: missing tensor 'blk.{}.attn_sinks.weight'", f.path(), il));
-      L.attn.window = il % pattern < pattern - 1 ? window : 0;
+      L.attn.window = c.window(il);
       L.load_ffn(wl, c, il);  // MoE in every layer
       if (L.moe.router_bias.empty() || L.moe.gate_b.empty() || L.moe.up_b.empty() || L.moe.down_b.empty())
         throw ModelError(fmt::format("{}: layer {} lacks the router or expert biases gpt-oss has", f.path(), il));
@@ -72,6 +74,16 @@ class GptOss final : public Decoder<GptOssLayer> {
 };
 
 }  // namespace
+
+// What a file must hold (inspect checks it before a load) and the device pass's support.
+const ArchFacts kGptOssFacts = {
+    .keys = {"block_count", "embedding_length", "attention.head_count", "attention.head_count_kv",
+             "attention.layer_norm_rms_epsilon", "attention.sliding_window", "expert_count", "expert_used_count",
+             "expert_feed_forward_length"},
+    .tensors = {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
+                "attn_sinks.weight", "post_attention_norm.weight"},
+    .one_of = {},
+    .device_unsupported = {}};
 
 std::unique_ptr<Model> make_gpt_oss(std::unique_ptr<gguf::File> f, const LoadOptions& opt) {
   return std::make_unique<GptOss>(std::move(f), opt);

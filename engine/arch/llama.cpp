@@ -46,6 +46,14 @@ class Llama final : public Decoder<LlamaLayer> {
 
 }  // namespace
 
+// What a file must hold (inspect checks it before a load) and the device pass's support.
+const ArchFacts kLlamaFacts = {.keys = {"block_count", "embedding_length", "attention.head_count",
+                                        "attention.layer_norm_rms_epsilon", "feed_forward_length"},
+                               .tensors = {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
+                                           "attn_output.weight", "ffn_norm.weight"},
+                               .one_of = {},
+                               .device_unsupported = {}};
+
 std::unique_ptr<Model> make_llama(std::unique_ptr<gguf::File> f, const LoadOptions& opt) {
   return std::make_unique<Llama>(std::move(f), opt);
 }

@@ -48,6 +48,15 @@ class Qwen3Moe final : public Decoder<Qwen3MoeLayer> {
 
 }  // namespace
 
+// What a file must hold (inspect checks it before a load) and the device pass's support.
+const ArchFacts kQwen3moeFacts = {
+    .keys = {"block_count", "embedding_length", "attention.head_count", "attention.head_count_kv",
+             "attention.layer_norm_rms_epsilon", "expert_count", "expert_used_count", "expert_feed_forward_length"},
+    .tensors = {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
+                "attn_q_norm.weight", "attn_k_norm.weight", "ffn_norm.weight"},
+    .one_of = {},
+    .device_unsupported = {}};
+
 std::unique_ptr<Model> make_qwen3moe(std::unique_ptr<gguf::File> f, const LoadOptions& opt) {
   return std::make_unique<Qwen3Moe>(std::move(f), opt);
 }

@@ -356,16 +356,7 @@ void Pass::moe(DeviceLayer& L, int il, const float* h, float* out, MoeLayerStats
   float* logits = slot(Route, size_t(n) * size_t(NE));
   d.matmul(L.router, h, E, n, logits, NE);
   if (L.router_bias) d.add_bias(logits, L.router_bias, n, NE);
-  kernels::hd::RouteParams r;
-  r.n_expert = NE;
-  r.k = k;
-  r.gating = c.gating == Gating::Softmax   ? kernels::hd::RouteGating::Softmax
-             : c.gating == Gating::Sigmoid ? kernels::hd::RouteGating::Sigmoid
-                                           : kernels::hd::RouteGating::SoftmaxChosen;
-  r.n_group = c.n_group;
-  r.n_group_used = c.n_group_used;
-  r.norm = c.expert_weights_norm;
-  r.scale = c.expert_weights_scale;
+  const kernels::hd::RouteParams r = layers::route_params(c);  // the CPU pass's routing (layers.h)
   int* chosen_d = slot<int>(Chosen, size_t(n * k));
   float* weight_d = slot(Weight, size_t(n * k));
   d.route(r, logits, n, L.sel_bias, chosen_d, weight_d);
@@ -470,18 +461,17 @@ std::vector<float> Pass::cpu_experts(const DeviceLayer& L, const std::vector<flo
     yc.resize(size_t(ne) * size_t(E));
     layers::linear(pool, L.cpu_gate[size_t(e)], xc.data(), ne, gc.data());
     layers::linear(pool, L.cpu_up[size_t(e)], xc.data(), ne, uc.data());
-    const auto bias = [&](std::vector<float>& y, const std::vector<float>& b, int64_t rows) {
-      if (b.empty()) return;
-      for (int i = 0; i < ne; ++i)
-        for (int64_t j = 0; j < rows; ++j) y[size_t(i * rows + j)] += b[size_t(e * rows + j)];
+    // The expert's biases (gpt-oss) and activation, as the CPU pass applies them (layers.h).
+    const auto bias_of = [&](const std::vector<float>& b, int64_t rows) {
+      return b.empty() ? nullptr : b.data() + int64_t(e) * rows;
     };
-    bias(gc, L.cpu_gate_b, ff);
-    bias(uc, L.cpu_up_b, ff);
-    if (c.swiglu_oai)
-      for (size_t i = 0; i < gc.size(); ++i) gc[i] = kernels::hd::swiglu_oai(gc[i], uc[i]);
-    else kernels::silu_mul(gc.data(), uc.data(), gc.data(), int64_t(gc.size()));
+    for (int i = 0; i < ne; ++i)
+      layers::expert_activation(c.swiglu_oai, gc.data() + int64_t(i) * ff, uc.data() + int64_t(i) * ff,
+                                bias_of(L.cpu_gate_b, ff), bias_of(L.cpu_up_b, ff), gc.data() + int64_t(i) * ff, ff);
     layers::linear(pool, L.cpu_down[size_t(e)], gc.data(), ne, yc.data());
-    bias(yc, L.cpu_down_b, E);
+    if (const float* db = bias_of(L.cpu_down_b, E))
+      for (int i = 0; i < ne; ++i)
+        for (int j = 0; j < E; ++j) yc[size_t(i) * size_t(E) + size_t(j)] += db[j];
     for (int i = 0; i < ne; ++i) {
       const float w = by.wt[size_t(e)][size_t(i)];
       float* dst = ycpu.data() + size_t(ts[size_t(i)]) * size_t(E);

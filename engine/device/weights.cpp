@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "../arch/facts.h"
 #include "../layers/layers.h"
 #include "device_forward.h"
 #include "device_model.h"
@@ -175,16 +176,6 @@ std::vector<float> expert_bias(const Uploader& up, const std::string& name, int6
   return v;
 }
 
-// gpt-oss's sliding window for layer il (engine/arch/gpt_oss.cpp's rule:
-// every `pattern`-th layer full, the others windowed), 0 elsewhere.
-int sliding_window(const ModelConfig& c, const gguf::File& f, int il) {
-  if (c.arch != "gpt-oss") return 0;  // the CPU engine windows only gpt-oss
-  const int window = int(f.get_or<uint32_t>(c.arch + ".attention.sliding_window", 0));
-  const int pattern = int(f.get_or<uint32_t>(c.arch + ".attention.sliding_window_pattern", 2));
-  if (window <= 0 || pattern <= 0) return 0;
-  return il % pattern < pattern - 1 ? window : 0;
-}
-
 // A layer's attention weights: MLA's projections, or GQA's with their
 // optional biases, q/k norms, sinks and sliding window.
 void upload_attention(Uploader& up, const ModelConfig& c, const gguf::File& f, int il, const std::string& b,
@@ -214,7 +205,7 @@ void upload_attention(Uploader& up, const ModelConfig& c, const gguf::File& f, i
   L.q_norm = up.maybe_vec(b + "attn_q_norm.weight", c.head_dim_k);
   L.k_norm = up.maybe_vec(b + "attn_k_norm.weight", c.head_dim_k);
   L.sinks = up.maybe_vec(b + "attn_sinks.weight", c.n_head);
-  L.window = sliding_window(c, f, il);
+  L.window = c.window(il);  // as the architecture set it
 }
 
 // A MoE layer: router and biases, shared experts, and the routed experts:
@@ -259,7 +250,8 @@ void upload_moe(Uploader& up, const ModelConfig& c, const std::string& b, int n_
 }  // namespace
 
 std::string unsupported(const ModelConfig& c, const gguf::File&) {
-  if (c.arch == "glm-dsa") return "glm-dsa's sparse attention (the lightning indexer) is not on the device yet";
+  if (const arch::ArchFacts* facts = arch::facts_of(c.arch); facts && !facts->device_unsupported.empty())
+    return std::string(facts->device_unsupported);
   if (c.n_expert > 512) return fmt::format("{} experts per layer (the device router takes at most 512)", c.n_expert);
   const int hk = c.kv_lora_rank > 0 ? c.kv_lora_rank + c.qk_rope : c.head_dim_k;
   const int hv = c.kv_lora_rank > 0 ? c.kv_lora_rank : c.head_dim_v;
@@ -286,8 +278,7 @@ DeviceForward::DeviceForward(std::shared_ptr<gpu::Device> dev, const ModelConfig
       const std::string b = fmt::format("blk.{}.", il);
       DeviceLayer L;
       L.attn_norm = up.vec(b + "attn_norm.weight", c.n_embd);
-      L.ffn_norm =
-          up.vec(b + (up.has(b + "ffn_norm.weight") ? "ffn_norm.weight" : "post_attention_norm.weight"), c.n_embd);
+      L.ffn_norm = up.vec(b + c.ffn_norm + ".weight", c.n_embd);
       upload_attention(up, c, f, il, b, L);
       if (c.is_moe_layer(il)) {
         upload_moe(up, c, b, n_exp_res, L);

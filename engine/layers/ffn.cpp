@@ -59,6 +59,29 @@ MoeWeights load_moe(const WeightLoader& wl, const ModelConfig& c, int il) {
   return w;
 }
 
+hd::RouteParams route_params(const ModelConfig& cfg) {
+  hd::RouteParams r;
+  r.n_expert = cfg.n_expert;
+  r.k = cfg.n_expert_used;
+  r.gating = cfg.gating == Gating::Softmax   ? hd::RouteGating::Softmax
+             : cfg.gating == Gating::Sigmoid ? hd::RouteGating::Sigmoid
+                                             : hd::RouteGating::SoftmaxChosen;
+  r.n_group = cfg.n_group;
+  r.n_group_used = cfg.n_group_used;
+  r.norm = cfg.expert_weights_norm;
+  r.scale = cfg.expert_weights_scale;
+  return r;
+}
+
+void expert_activation(bool oai, const float* g, const float* u, const float* gb, const float* ub, float* h,
+                       int64_t n) {
+  if (!gb && !ub && !oai) return kernels::silu_mul(g, u, h, n);  // the common case, vectorized
+  for (int64_t r = 0; r < n; ++r) {
+    const float gv = g[r] + (gb ? gb[r] : 0.0f), uv = u[r] + (ub ? ub[r] : 0.0f);
+    h[r] = oai ? kernels::hd::swiglu_oai(gv, uv) : kernels::hd::swiglu(gv, uv);
+  }
+}
+
 void route(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const float* x, int64_t m, int* chosen,
            float* weight) {
   const int n_exp = cfg.n_expert, k = cfg.n_expert_used;
@@ -70,16 +93,7 @@ void route(ThreadPool& pool, const ModelConfig& cfg, const MoeWeights& w, const 
   if (!w.router_bias.empty()) add_bias(probs.data(), w.router_bias, m);
   // Per token: gating, selection bias, group limit, top-k, norm and scale, by
   // the definition the CUDA router kernel shares (kernels/hd_route.h).
-  hd::RouteParams r;
-  r.n_expert = n_exp;
-  r.k = k;
-  r.gating = cfg.gating == Gating::Softmax   ? hd::RouteGating::Softmax
-             : cfg.gating == Gating::Sigmoid ? hd::RouteGating::Sigmoid
-                                             : hd::RouteGating::SoftmaxChosen;
-  r.n_group = cfg.n_group;
-  r.n_group_used = cfg.n_group_used;
-  r.norm = cfg.expert_weights_norm;
-  r.scale = cfg.expert_weights_scale;
+  const hd::RouteParams r = route_params(cfg);
   sel.resize(static_cast<size_t>(n_exp));
   const float* bias = w.selection_bias.empty() ? nullptr : w.selection_bias.data();
   for (int64_t t = 0; t < m; ++t)
@@ -284,17 +298,8 @@ void gate_up_item(const MoeWeights& w, bool oai, ActiveExpert& ex, const WorkIte
   // Expert biases (gpt-oss) for rows r0..r1; the shared experts have none.
   const float* gb = ex.e >= 0 && !w.gate_b.empty() ? w.gate_b.data() + ex.e * ff + it.r0 : nullptr;
   const float* ub = ex.e >= 0 && !w.up_b.empty() ? w.up_b.data() + ex.e * ff + it.r0 : nullptr;
-  if (!gb && !ub && !oai) {  // the common case, vectorized: one row of h per token
-    for (int64_t i = 0; i < n; ++i)
-      kernels::silu_mul(g.data() + i * nr, u.data() + i * nr, ex.h.data() + i * ff + it.r0, nr);
-  } else
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t r = 0; r < nr; ++r) {
-        float gv = g[size_t(i * nr + r)], uv = u[size_t(i * nr + r)];
-        if (gb) gv += gb[r];
-        if (ub) uv += ub[r];
-        ex.h[size_t(i * ff + it.r0 + r)] = oai ? kernels::hd::swiglu_oai(gv, uv) : kernels::hd::swiglu(gv, uv);
-      }
+  for (int64_t i = 0; i < n; ++i)
+    expert_activation(oai, g.data() + i * nr, u.data() + i * nr, gb, ub, ex.h.data() + i * ff + it.r0, nr);
   // acq_rel: the other items' rows of h are visible to whoever quantizes it.
   if (std::atomic_ref<int>(ex.pending).fetch_sub(1, std::memory_order_acq_rel) == 1) {
     kernels::quantize_acts(ex.h.data(), ff, n, ff, kernels::act_blocks(ex.down.type), ex.hq);

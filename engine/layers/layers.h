@@ -12,6 +12,7 @@
 #include "../model/weights.h"
 #include "engine/model.h"
 #include "kernels/convert.h"
+#include "kernels/hd_route.h"
 #include "kernels/quantize.h"
 
 namespace moelsp {
@@ -127,6 +128,14 @@ using MoeStats = MoeLayerStats;
 // The routed-expert tensors of layer `il` (router, gate/up/down experts of
 // n_ff_exp rows, optional exp_probs_b selection bias and fused shared experts).
 MoeWeights load_moe(const WeightLoader& wl, const ModelConfig& c, int il);
+
+// The MoE layer's definition, one for the CPU pass (moe() below) and the
+// device pass (device/forward.cpp): the router's parameters (kernels/hd_route.h
+// routes a token with them, on either), and the expert activation of one
+// token's rows, h = act(g + b_g, u + b_u): SwiGLU, or gpt-oss's clamped form
+// (ModelConfig::swiglu_oai, kernels/hd_activations.h); biases may be null.
+kernels::hd::RouteParams route_params(const ModelConfig& cfg);
+void expert_activation(bool oai, const float* g, const float* u, const float* gb, const float* ub, float* h, int64_t n);
 
 // The router's choice for m rows of x: chosen [m][k] experts and their
 // combine weights [m][k] (gating, selection bias, group limit, top-k, norm).

@@ -267,6 +267,11 @@ const ArchEntry* find_architecture(std::string_view name) {
   return nullptr;
 }
 
+const ArchFacts* facts_of(std::string_view name) {
+  const ArchEntry* a = find_architecture(name);
+  return a ? a->facts : nullptr;
+}
+
 std::string architecture_names() {
   std::string s;
   for (const ArchEntry& a : kArchitectures) s += (s.empty() ? "" : ", ") + std::string(a.name);
@@ -352,10 +357,10 @@ void read_common_config(const gguf::File& f, ModelConfig& c) {
   c.kq_scale = 1.0f / std::sqrt(float(c.head_dim_k));
 }
 
-void DecoderLayer::load_norms(const WeightLoader& wl, const ModelConfig& c, int il, const char* ffn_norm_name) {
+void DecoderLayer::load_norms(const WeightLoader& wl, const ModelConfig& c, int il) {
   const std::string b = fmt::format("blk.{}.", il);
   attn_norm = wl.vec(b + "attn_norm.weight", c.n_embd);
-  ffn_norm = wl.vec(b + ffn_norm_name + ".weight", c.n_embd);
+  ffn_norm = wl.vec(b + c.ffn_norm + ".weight", c.n_embd);
 }
 
 void read_mla_config(const gguf::File& f, ModelConfig& c) {

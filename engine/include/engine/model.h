@@ -63,6 +63,12 @@ struct ModelConfig {
   float kq_scale = 1.0f;
   RopeConfig rope;
   bool qk_norm = false;  // qwen3: per-head RMSNorm of q and k
+  // Per layer: the sliding window's size, 0 for full causal attention (empty:
+  // every layer full). Set by the architecture (gpt-oss); both passes read it.
+  std::vector<int> layer_window;
+  // The norm ahead of the FFN, "blk.N.{ffn_norm}.weight": ffn_norm, or
+  // post_attention_norm (glm4moe, gpt-oss). Set by the architecture.
+  std::string ffn_norm = "ffn_norm";
   // Feed-forward
   int n_ff = 0;      // dense layers
   int n_ff_exp = 0;  // one routed expert
@@ -79,6 +85,7 @@ struct ModelConfig {
   int q_lora_rank = 0, kv_lora_rank = 0, qk_nope = 0, qk_rope = 0;
 
   bool is_moe_layer(int il) const { return n_expert > 0 && il >= n_layer_dense_lead; }
+  int window(int il) const { return size_t(il) < layer_window.size() ? layer_window[size_t(il)] : 0; }
 };
 
 // One sequence's share of a forward pass: the next `n_tokens` tokens of the
