@@ -60,79 +60,99 @@ std::string cell_color(double share, int n_expert) {
   return fmt::format("#{:02x}{:02x}{:02x}", r, g, b);
 }
 
+// Where the heatmap's parts go: a cell per (layer, expert), the per-layer
+// figures in columns right of the grid, the legend below.
+struct HeatmapGeometry {
+  int n_e, n_l, cw, ch, left = 70, top = 58, grid_w, grid_h, figures_x, legend_y;
+  static constexpr int kColX[] = {0, 62, 128, 170};
+  static constexpr const char* kColName[] = {"entropy", "max/mean", "dead", "thread imbalance"};
+  explicit HeatmapGeometry(const ExpertReport& r)
+      : n_e(std::max(1, r.n_expert)),
+        n_l(int(r.layers.size())),
+        cw(std::clamp(960 / n_e, 4, 18)),
+        ch(std::clamp(560 / std::max(1, n_l), 10, 22)),
+        grid_w(cw * n_e),
+        grid_h(ch * std::max(1, n_l)),
+        figures_x(left + grid_w + 14),
+        legend_y(top + grid_h + 34) {}
+};
+
+// One layer's row: its label, a cell per expert, its figures (SVG collapses
+// runs of spaces: one <text> each).
+void heatmap_row(std::string& o, const HeatmapGeometry& g, const LayerUsage& u, int i) {
+  const int y = g.top + i * g.ch;
+  const int64_t total = u.total();
+  o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">layer {}</text>\n", g.left - 6, y + g.ch / 2 + 4,
+                   u.layer);
+  o += fmt::format("<g data-layer=\"{}\">\n", u.layer);
+  for (int e = 0; e < g.n_e; ++e) {
+    const int64_t t = e < int(u.tokens.size()) ? u.tokens[size_t(e)] : 0;
+    const double share = total > 0 ? double(t) / double(total) : 0.0;
+    o += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" data-layer=\"{}\" data-expert=\"{}\" "
+        "data-tokens=\"{}\" data-share=\"{:.6f}\"><title>layer {}, expert {}: {} tokens, {:.2f} % of the "
+        "layer's</title></rect>\n",
+        g.left + e * g.cw, y, g.cw, g.ch, total > 0 ? cell_color(share, g.n_e) : "#dddddd", u.layer, e, t, share,
+        u.layer, e, t, share * 100);
+  }
+  o += "</g>\n";
+  const std::string figures[] = {fmt::format("{:.3f}", u.entropy), fmt::format("{:.2f}", u.max_over_mean()),
+                                 std::to_string(u.dead()), fmt::format("{:.3f}", u.thread_imbalance)};
+  for (int c = 0; c < 4; ++c)
+    o += fmt::format("<text x=\"{}\" y=\"{}\" font-family=\"monospace\">{}</text>\n", g.figures_x + g.kColX[c],
+                     y + g.ch / 2 + 4, figures[c]);
+}
+
+// The legend: the colour scale, from 1/8 of an even share to 8×, and black.
+void heatmap_legend(std::string& o, const HeatmapGeometry& g) {
+  const int lw = 240, steps = 24, left = g.left, y = g.legend_y;
+  for (int s = 0; s < steps; ++s) {
+    const double ratio = std::pow(2.0, -3.0 + 6.0 * (s + 0.5) / steps);
+    o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"12\" fill=\"{}\"/>\n", left + s * lw / steps, y,
+                     lw / steps + 1, cell_color(ratio / g.n_e, g.n_e));
+  }
+  o += fmt::format(
+      "<text x=\"{}\" y=\"{}\" font-size=\"10\">1/8</text><text x=\"{}\" y=\"{}\" font-size=\"10\" "
+      "text-anchor=\"middle\">even (1/{})</text><text x=\"{}\" y=\"{}\" font-size=\"10\" "
+      "text-anchor=\"end\">8×</text>\n",
+      left, y + 26, left + lw / 2, y + 26, g.n_e, left + lw, y + 26);
+  o += fmt::format(
+      "<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"#000000\"/><text x=\"{}\" y=\"{}\" "
+      "font-size=\"10\">no token (dead)</text>\n",
+      left + lw + 20, y, left + lw + 36, y + 10);
+}
+
 }  // namespace
 
 std::string heatmap_svg(const ExpertReport& r) {
-  const int n_e = std::max(1, r.n_expert), n_l = int(r.layers.size());
-  const int cw = std::clamp(960 / n_e, 4, 18), ch = std::clamp(560 / std::max(1, n_l), 10, 22);
-  const int left = 70, top = 58, grid_w = cw * n_e, grid_h = ch * std::max(1, n_l);
-  // The per-layer figures in columns right of the grid (SVG collapses runs of spaces: one <text> each).
-  const int figures_x = left + grid_w + 14, width = std::max(figures_x + 300, 640), legend_y = top + grid_h + 34;
-  constexpr int kColX[] = {0, 62, 128, 170};
-  constexpr const char* kColName[] = {"entropy", "max/mean", "dead", "thread imbalance"};
-  const int height = legend_y + 46;
+  const HeatmapGeometry g(r);
+  const int width = std::max(g.figures_x + 300, 640), height = g.legend_y + 46;
   std::string o = fmt::format(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
       "font-family=\"sans-serif\" font-size=\"11\">\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n",
       width, height, width, height);
-  o += fmt::format("<text x=\"{}\" y=\"20\" font-size=\"14\" font-weight=\"bold\">Expert usage: {}</text>\n", left,
+  o += fmt::format("<text x=\"{}\" y=\"20\" font-size=\"14\" font-weight=\"bold\">Expert usage: {}</text>\n", g.left,
                    markup_escape(r.model));
   o += fmt::format(
       "<text x=\"{}\" y=\"38\" fill=\"#444\">share of each MoE layer's routed tokens per expert ({} experts, {} per "
       "token){}</text>\n",
-      left, r.n_expert, r.n_expert_used, r.source.empty() ? "" : ", on " + markup_escape(r.source));
-  // Column headers: every expert when there is room, else every 8th.
-  const int label_every = cw >= 16 ? 1 : cw >= 7 ? 4 : 16;
-  for (int e = 0; e < n_e; e += label_every)
+      g.left, r.n_expert, r.n_expert_used, r.source.empty() ? "" : ", on " + markup_escape(r.source));
+  // Column headers: every expert when there is room, else every 4th or 16th.
+  const int label_every = g.cw >= 16 ? 1 : g.cw >= 7 ? 4 : 16;
+  for (int e = 0; e < g.n_e; e += label_every)
     o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"9\">{}</text>\n",
-                     left + e * cw + cw / 2, top - 4, e);
-  o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"9\">expert</text>\n", left - 6, top - 4);
+                     g.left + e * g.cw + g.cw / 2, g.top - 4, e);
+  o +=
+      fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"9\">expert</text>\n", g.left - 6, g.top - 4);
   for (int c = 0; c < 4; ++c)
-    o += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"9\">{}</text>\n", figures_x + kColX[c], top - 4, kColName[c]);
-  for (int i = 0; i < n_l; ++i) {
-    const LayerUsage& u = r.layers[size_t(i)];
-    const int y = top + i * ch;
-    const int64_t total = u.total();
-    o +=
-        fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">layer {}</text>\n", left - 6, y + ch / 2 + 4, u.layer);
-    o += fmt::format("<g data-layer=\"{}\">\n", u.layer);
-    for (int e = 0; e < n_e; ++e) {
-      const int64_t t = e < int(u.tokens.size()) ? u.tokens[size_t(e)] : 0;
-      const double share = total > 0 ? double(t) / double(total) : 0.0;
-      o += fmt::format(
-          "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" data-layer=\"{}\" data-expert=\"{}\" "
-          "data-tokens=\"{}\" data-share=\"{:.6f}\"><title>layer {}, expert {}: {} tokens, {:.2f} % of the "
-          "layer's</title></rect>\n",
-          left + e * cw, y, cw, ch, total > 0 ? cell_color(share, n_e) : "#dddddd", u.layer, e, t, share, u.layer, e, t,
-          share * 100);
-    }
-    o += "</g>\n";
-    const std::string figures[] = {fmt::format("{:.3f}", u.entropy), fmt::format("{:.2f}", u.max_over_mean()),
-                                   std::to_string(u.dead()), fmt::format("{:.3f}", u.thread_imbalance)};
-    for (int c = 0; c < 4; ++c)
-      o += fmt::format("<text x=\"{}\" y=\"{}\" font-family=\"monospace\">{}</text>\n", figures_x + kColX[c],
-                       y + ch / 2 + 4, figures[c]);
-  }
-  o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n", left, top,
-                   grid_w, grid_h);
-  // Legend: the colour scale, from 1/8 of an even share to 8×, and black.
-  const int lw = 240, steps = 24;
-  for (int s = 0; s < steps; ++s) {
-    const double ratio = std::pow(2.0, -3.0 + 6.0 * (s + 0.5) / steps);
-    o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"12\" fill=\"{}\"/>\n", left + s * lw / steps,
-                     legend_y, lw / steps + 1, cell_color(ratio / n_e, n_e));
-  }
-  o += fmt::format(
-      "<text x=\"{}\" y=\"{}\" font-size=\"10\">1/8</text><text x=\"{}\" y=\"{}\" font-size=\"10\" "
-      "text-anchor=\"middle\">even (1/{})</text><text x=\"{}\" y=\"{}\" font-size=\"10\" "
-      "text-anchor=\"end\">8×</text>\n",
-      left, legend_y + 26, left + lw / 2, legend_y + 26, n_e, left + lw, legend_y + 26);
-  o += fmt::format(
-      "<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"#000000\"/><text x=\"{}\" y=\"{}\" "
-      "font-size=\"10\">no token (dead)</text>\n",
-      left + lw + 20, legend_y, left + lw + 36, legend_y + 10);
+    o += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"9\">{}</text>\n", g.figures_x + g.kColX[c], g.top - 4,
+                     g.kColName[c]);
+  for (int i = 0; i < g.n_l; ++i) heatmap_row(o, g, r.layers[size_t(i)], i);
+  o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n", g.left,
+                   g.top, g.grid_w, g.grid_h);
+  heatmap_legend(o, g);
   o += "</svg>\n";
   return o;
 }

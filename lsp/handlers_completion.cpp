@@ -96,6 +96,27 @@ json empty_result(bool inline_kind) {
 
 }  // namespace
 
+assist::CompletionQuery Server::Impl::completion_query(const QueryArgs& a) {
+  const std::string& text = a.text;  // a snapshot, not a copy
+  assist::CompletionQuery q = assist::query_at(text, offset_of(text, a.params.position));
+  if (a.selected) {  // complete as if the selected item were already inserted
+    const size_t sa = offset_of(text, a.selected->range.start), sb = offset_of(text, a.selected->range.end);
+    // (The item's range is on the cursor's line, which the excerpt holds.)
+    if (sa <= sb && sa >= q.text_offset && sb - q.text_offset <= q.text.size()) {
+      q.text.replace(sa - q.text_offset, sb - sa, a.selected->text);
+      q.cursor = sa - q.text_offset + a.selected->text.size();
+    }
+  }
+  const Settings& s = a.settings;
+  q.repo = repo_context(a.params.uri, q, s, a.exclude, a.to_remote);
+  q.invoked = a.invoked;
+  q.settings = {*s.completion_max_tokens, *s.completion_time_budget_ms, *s.completion_debounce_ms,
+                *s.completion_draft_tokens, assist::FimOrder::kModel};
+  if (s.completion_fim_order)
+    q.settings.fim_order = *s.completion_fim_order == "spm" ? assist::FimOrder::kSpm : assist::FimOrder::kPsm;
+  return q;
+}
+
 void Server::Impl::complete(const CompletionParams& params, Reply reply, bool inline_kind) {
   const bool invoked = inline_kind && params.trigger_kind == InlineCompletionTriggerKind::Invoked;
   // The item selected in the client's completion popup: the suggestion must
@@ -126,42 +147,32 @@ void Server::Impl::complete(const CompletionParams& params, Reply reply, bool in
   }
   auto ticket = track(reply.id());
   service.claim(params.uri, ticket);  // a newer completion for the same document makes this one moot
-  enqueue(
-      Lane::Completion, reply, [this, params, reply, ticket, s, exclude, inline_kind, invoked, selected, to_remote] {
-        const std::string& uri = params.uri;
-        const Position pos = params.position;
-        assist::CompletionAnswer answer;
-        std::string word;  // classic items replace it
-        try {
-          const auto doc = docs.get(uri);
-          if (!doc) throw std::runtime_error("document not open: " + uri);
-          const std::string& text = *doc->text;  // a snapshot, not a copy
-          assist::CompletionQuery q = assist::query_at(text, offset_of(text, pos));
-          if (selected) {  // complete as if the selected item were already inserted
-            const size_t a = offset_of(text, selected->range.start), b = offset_of(text, selected->range.end);
-            // (The item's range is on the cursor's line, which the excerpt holds.)
-            if (a <= b && a >= q.text_offset && b - q.text_offset <= q.text.size()) {
-              q.text.replace(a - q.text_offset, b - a, selected->text);
-              q.cursor = a - q.text_offset + selected->text.size();
+  enqueue(Lane::Completion, reply,
+          [this, params, reply, ticket, s, exclude, inline_kind, invoked, selected, to_remote] {
+            const Position pos = params.position;
+            assist::CompletionAnswer answer;
+            std::string word;  // classic items replace it
+            try {
+              const auto doc = docs.get(params.uri);
+              if (!doc) throw std::runtime_error("document not open: " + params.uri);
+              const assist::CompletionQuery q = completion_query({.params = params,
+                                                                  .text = *doc->text,
+                                                                  .selected = selected,
+                                                                  .settings = s,
+                                                                  .exclude = exclude,
+                                                                  .to_remote = to_remote,
+                                                                  .invoked = invoked});
+              word = word_before(q.text, q.cursor);
+              answer = service.complete(q, *ticket);
+            } catch (const std::exception& e) {
+              answer.error = e.what();
             }
-          }
-          q.repo = repo_context(uri, q, s, exclude, to_remote);
-          q.invoked = invoked;
-          q.settings = {*s.completion_max_tokens, *s.completion_time_budget_ms, *s.completion_debounce_ms,
-                        *s.completion_draft_tokens, assist::FimOrder::kModel};
-          if (s.completion_fim_order)
-            q.settings.fim_order = *s.completion_fim_order == "spm" ? assist::FimOrder::kSpm : assist::FimOrder::kPsm;
-          word = word_before(q.text, q.cursor);
-          answer = service.complete(q, *ticket);
-        } catch (const std::exception& e) {
-          answer.error = e.what();
-        }
-        untrack(reply.id(), ticket);
-        service.release(uri, ticket);
-        if (answer.cancelled || ticket->cancelled()) return reply.error(kRequestCancelled, "request cancelled");
-        if (!answer.error.empty()) return reply.error(kInternalError, answer.error);
-        reply(completion_result(answer.texts, pos, selected, word, inline_kind));
-      });
+            untrack(reply.id(), ticket);
+            service.release(params.uri, ticket);
+            if (answer.cancelled || ticket->cancelled()) return reply.error(kRequestCancelled, "request cancelled");
+            if (!answer.error.empty()) return reply.error(kInternalError, answer.error);
+            reply(completion_result(answer.texts, pos, selected, word, inline_kind));
+          });
 }
 
 }  // namespace moelsp::lsp

@@ -233,6 +233,17 @@ struct Server::Impl {
 
   // features
   void complete(const CompletionParams& p, Reply reply, bool inline_kind);
+  // What a completion asks the service: the text around the cursor (the
+  // popup's selected item as if inserted), other files' code, the settings.
+  struct QueryArgs {
+    const CompletionParams& params;
+    const std::string& text;  // the document
+    const std::optional<SelectedCompletionInfo>& selected;
+    const Settings& settings;
+    const assist::ExcludeList& exclude;
+    bool to_remote = false, invoked = false;
+  };
+  assist::CompletionQuery completion_query(const QueryArgs& a);
   void chat(const std::string& command, const ChatParams& p, Reply reply);
 };
 

@@ -224,6 +224,76 @@ double measure_disk_read_gbs(const std::string& path, size_t max_bytes) {
   return done && sec > 0 ? double(done) / sec / 1e9 : 0;
 }
 
+namespace {
+
+// The calibration cache for this machine (its key matches), or null.
+json read_calibration(const std::string& cache, const HwProfile& p) {
+  if (cache.empty()) return json();
+  std::ifstream in(cache);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  json cached;
+  if (in && json_limit_problem(text).empty()) cached = json::parse(text, nullptr, false);
+  if (cached.is_discarded() || !cached.is_object() || cached.value("key", "") != p.key()) return json();
+  return cached;
+}
+
+// Memory bandwidth and each GPU's host-to-device rate: measured (the cache
+// entry they make), or read from the cache. Returns whether it measured.
+bool calibrate_memory(const ProfileOptions& opt, HwProfile& p, json& cached) {
+  if (cached.is_object() && cached.contains("memBwGBs")) {
+    p.mem_bw_gbs = cached.value("memBwGBs", 0.0);
+    p.calibrated_at = cached.value("date", "");
+    if (auto g = cached.find("h2dGBs"); g != cached.end() && g->is_array())
+      for (size_t i = 0; i < p.gpus.size() && i < g->size(); ++i) p.gpus[i].h2d_gbs = (*g)[i].get<double>();
+    p.from_cache = true;
+    return false;
+  }
+  // 512 MiB outruns any cache; under a small memory limit an eighth of what is usable still does.
+  const size_t buf = std::clamp<size_t>(size_t(p.mem.usable() / 8), size_t(64) << 20, size_t(512) << 20);
+  p.mem_bw_gbs = measure_memory_bandwidth_gbs(opt.threads > 0 ? opt.threads : p.cpu.physical, buf);
+  for (GpuProfile& g : p.gpus) {
+    std::string err;
+    g.h2d_gbs = kernels::cuda::host_to_device_gbs(g.index, size_t(256) << 20, &err);
+    if (!err.empty() && p.gpu_error.empty()) p.gpu_error = err;
+  }
+  p.calibrated_at = today();
+  cached = json{{"key", p.key()}, {"date", p.calibrated_at}, {"memBwGBs", p.mem_bw_gbs}, {"disks", json::object()}};
+  json h2d = json::array();
+  for (const GpuProfile& g : p.gpus) h2d.push_back(g.h2d_gbs);
+  cached["h2dGBs"] = h2d;
+  return true;
+}
+
+// Disks are measured per device, the first time a model is read from one.
+// Returns whether it measured.
+bool calibrate_disk(const ProfileOptions& opt, HwProfile& p, json& cached) {
+  if (p.disk.device.empty()) return false;
+  json& disks = cached["disks"];
+  if (!disks.is_object()) disks = json::object();
+  if (auto it = disks.find(p.disk.device); it != disks.end() && it->is_number()) {
+    p.disk.read_gbs = it->get<double>();
+    return false;
+  }
+  if (opt.model_path.empty()) return false;
+  p.disk.read_gbs = measure_disk_read_gbs(opt.model_path);
+  if (p.disk.read_gbs <= 0) return false;
+  disks[p.disk.device] = p.disk.read_gbs;
+  return true;
+}
+
+void write_calibration(const std::string& cache, const json& cached, HwProfile& p) {
+  std::error_code ec;
+  fs::create_directories(fs::path(cache).parent_path(), ec);
+  const std::string tmp = cache + "." + std::to_string(getpid()) + ".tmp";  // concurrent starts each write their own
+  std::ofstream out(tmp);
+  out << cached.dump(1) << "\n";
+  out.close();
+  if (out) fs::rename(tmp, cache, ec);
+  if (!out || ec) p.cache_error = fmt::format("cannot write {}: {}", cache, ec ? ec.message() : "write failed");
+}
+
+}  // namespace
+
 HwProfile hardware_profile(const ProfileOptions& opt) {
   static std::once_flag isa_note;
   std::call_once(isa_note, [] {
@@ -239,63 +309,12 @@ HwProfile hardware_profile(const ProfileOptions& opt) {
     p.gpus.push_back({d.index, d.name, d.cc_major, d.cc_minor, d.total_memory, d.free_memory, d.multiprocessors,
                       d.memory_bus_bits, 0});
   if (!opt.calibrate) return p;
-
   const std::string cache = opt.cache_path.empty() ? profile_cache_path() : opt.cache_path;
-  json cached;
-  if (!opt.recalibrate && !cache.empty()) {
-    std::ifstream in(cache);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in && json_limit_problem(text).empty()) cached = json::parse(text, nullptr, false);
-    if (cached.is_discarded() || !cached.is_object() || cached.value("key", "") != p.key()) cached = json();
-  }
-  bool changed = false;
-  if (cached.is_object() && cached.contains("memBwGBs")) {
-    p.mem_bw_gbs = cached.value("memBwGBs", 0.0);
-    p.calibrated_at = cached.value("date", "");
-    if (auto g = cached.find("h2dGBs"); g != cached.end() && g->is_array())
-      for (size_t i = 0; i < p.gpus.size() && i < g->size(); ++i) p.gpus[i].h2d_gbs = (*g)[i].get<double>();
-    p.from_cache = true;
-  } else {
-    // 512 MiB outruns any cache; under a small memory limit an eighth of what is usable still does.
-    const size_t buf = std::clamp<size_t>(size_t(p.mem.usable() / 8), size_t(64) << 20, size_t(512) << 20);
-    p.mem_bw_gbs = measure_memory_bandwidth_gbs(opt.threads > 0 ? opt.threads : p.cpu.physical, buf);
-    for (GpuProfile& g : p.gpus) {
-      std::string err;
-      g.h2d_gbs = kernels::cuda::host_to_device_gbs(g.index, size_t(256) << 20, &err);
-      if (!err.empty() && p.gpu_error.empty()) p.gpu_error = err;
-    }
-    p.calibrated_at = today();
-    cached = json{{"key", p.key()}, {"date", p.calibrated_at}, {"memBwGBs", p.mem_bw_gbs}, {"disks", json::object()}};
-    json h2d = json::array();
-    for (const GpuProfile& g : p.gpus) h2d.push_back(g.h2d_gbs);
-    cached["h2dGBs"] = h2d;
-    changed = true;
-  }
-  // Disks are measured per device, the first time a model is read from one.
-  if (!p.disk.device.empty()) {
-    json& disks = cached["disks"];
-    if (!disks.is_object()) disks = json::object();
-    if (auto it = disks.find(p.disk.device); it != disks.end() && it->is_number()) {
-      p.disk.read_gbs = it->get<double>();
-    } else if (!opt.model_path.empty()) {
-      p.disk.read_gbs = measure_disk_read_gbs(opt.model_path);
-      if (p.disk.read_gbs > 0) {
-        disks[p.disk.device] = p.disk.read_gbs;
-        changed = true;
-      }
-    }
-  }
+  json cached = opt.recalibrate ? json() : read_calibration(cache, p);
+  bool changed = calibrate_memory(opt, p, cached);
+  changed = calibrate_disk(opt, p, cached) || changed;
   p.calibrated = true;
-  if (changed && !cache.empty()) {
-    std::error_code ec;
-    fs::create_directories(fs::path(cache).parent_path(), ec);
-    const std::string tmp = cache + "." + std::to_string(getpid()) + ".tmp";  // concurrent starts each write their own
-    std::ofstream out(tmp);
-    out << cached.dump(1) << "\n";
-    out.close();
-    if (out) fs::rename(tmp, cache, ec);
-    if (!out || ec) p.cache_error = fmt::format("cannot write {}: {}", cache, ec ? ec.message() : "write failed");
-  }
+  if (changed && !cache.empty()) write_calibration(cache, cached, p);
   return p;
 }
 

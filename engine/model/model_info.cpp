@@ -4,6 +4,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "../arch/arch.h"
 #include "engine/gguf.h"
@@ -32,59 +33,6 @@ const std::vector<std::string>& supported_weight_types() {
 }
 
 namespace {
-
-struct ArchRequirements {
-  std::vector<std::string> keys;     // without the "{arch}." prefix
-  std::vector<std::string> tensors;  // per-layer names use "blk.%d." prefix, checked for layer 0..n-1
-  std::vector<std::string> moe_tensors;
-};
-
-// Tensors every layer needs (beyond the alternatives handled below).
-ArchRequirements requirements(const std::string& arch) {
-  if (arch == "deepseek2")
-    return {
-        {"block_count", "embedding_length", "attention.head_count", "attention.layer_norm_rms_epsilon",
-         "attention.kv_lora_rank", "attention.key_length", "attention.value_length", "rope.dimension_count",
-         "expert_count", "expert_used_count", "expert_feed_forward_length", "leading_dense_block_count",
-         "feed_forward_length"},
-        {"attn_norm.weight", "attn_kv_a_mqa.weight", "attn_kv_a_norm.weight", "attn_output.weight", "ffn_norm.weight"},
-        {"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}};
-  if (arch == "qwen3moe")
-    return {{"block_count", "embedding_length", "attention.head_count", "attention.head_count_kv",
-             "attention.layer_norm_rms_epsilon", "expert_count", "expert_used_count", "expert_feed_forward_length"},
-            {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
-             "attn_q_norm.weight", "attn_k_norm.weight", "ffn_norm.weight"},
-            {"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}};
-  if (arch == "llama")
-    return {{"block_count", "embedding_length", "attention.head_count", "attention.layer_norm_rms_epsilon",
-             "feed_forward_length"},
-            {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
-             "ffn_norm.weight"},
-            {"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}};
-  if (arch == "glm-dsa")
-    return {
-        {"block_count", "embedding_length", "attention.head_count", "attention.layer_norm_rms_epsilon",
-         "attention.q_lora_rank", "attention.kv_lora_rank", "rope.dimension_count", "expert_count", "expert_used_count",
-         "expert_feed_forward_length", "attention.indexer.head_count", "attention.indexer.key_length",
-         "attention.indexer.top_k"},
-        {"attn_norm.weight", "attn_kv_a_mqa.weight", "attn_kv_a_norm.weight", "attn_output.weight", "ffn_norm.weight"},
-        {"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}};
-  if (arch == "gpt-oss")
-    return {{"block_count", "embedding_length", "attention.head_count", "attention.head_count_kv",
-             "attention.layer_norm_rms_epsilon", "attention.sliding_window", "expert_count", "expert_used_count",
-             "expert_feed_forward_length"},
-            {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
-             "attn_sinks.weight", "post_attention_norm.weight"},
-            {"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}};
-  if (arch == "glm4moe")
-    return {{"block_count", "embedding_length", "attention.head_count", "attention.head_count_kv",
-             "attention.layer_norm_rms_epsilon", "rope.dimension_count", "expert_count", "expert_used_count",
-             "expert_feed_forward_length", "leading_dense_block_count", "feed_forward_length"},
-            {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
-             "post_attention_norm.weight"},
-            {"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}};
-  return {};
-}
 
 std::string quoted(const std::string& s) {
   std::string out = "'";
@@ -139,22 +87,40 @@ void summarize_tokenizer(const gguf::File& f, ModelSummary& m) {
   }
 }
 
-}  // namespace
+// One layer's tensors against the architecture's facts: its own, one
+// spelling of each that has several, and the FFN's (routed experts in a MoE
+// layer, a dense ffn_up elsewhere).
+void check_layer(const gguf::File& f, const arch::ArchFacts& facts, const std::string& blk, bool moe_layer,
+                 std::vector<std::string>& problems) {
+  const auto has = [&](std::string_view t) { return f.tensor(blk + std::string(t)) != nullptr; };
+  for (const auto& t : facts.tensors)
+    if (!has(t)) problems.push_back(fmt::format("missing tensor {}{}", blk, t));
+  for (const auto& ways : facts.one_of) {
+    const bool met = std::any_of(ways.begin(), ways.end(),
+                                 [&](const auto& set) { return std::all_of(set.begin(), set.end(), has); });
+    if (met) continue;
+    // "attn_q.weight (or attn_q_a/attn_q_b)"
+    std::string alt;
+    for (size_t i = 1; i < ways.size(); ++i)
+      for (size_t j = 0; j < ways[i].size(); ++j) {
+        std::string_view t = ways[i][j];
+        if (t.ends_with(".weight")) t.remove_suffix(7);
+        alt += std::string(alt.empty() ? "" : (j == 0 ? ", or " : "/")) + std::string(t);
+      }
+    problems.push_back(
+        fmt::format("missing tensor {}{}{}", blk, fmt::join(ways[0], "+"), alt.empty() ? "" : " (or " + alt + ")"));
+  }
+  if (moe_layer) {
+    for (const auto& t : arch::kMoeTensors)
+      if (!has(t)) problems.push_back(fmt::format("missing tensor {}{}", blk, t));
+  } else if (!has("ffn_up.weight")) {
+    problems.push_back("missing tensor " + blk + "ffn_up.weight");
+  }
+}
 
-ModelSummary summarize(const gguf::File& f) {
-  ModelSummary m;
-  m.path = f.path();
-  m.gguf_version = f.version();
-  m.file_size = f.file_size();
-  m.arch = f.get_or<std::string>("general.architecture", "");
-  m.name = f.get_or<std::string>("general.name", "");
-  const std::string prefix = m.arch + ".";
-  if (!m.arch.empty())
-    for (const auto& [k, v] : f.metadata())
-      if (k.starts_with(prefix)) m.hparams.emplace_back(k.substr(prefix.size()), v.to_string(8));
-
-  // Parameters. Routed-expert tensors (ffn_*_exps) hold expert_count experts of
-  // which expert_used_count run per token.
+// Parameters. Routed-expert tensors (ffn_*_exps) hold expert_count experts
+// of which expert_used_count run per token.
+void count_parameters(const gguf::File& f, const std::string& prefix, ModelSummary& m) {
   const auto n_expert = f.get_or<uint64_t>(prefix + "expert_count", 0);
   const auto n_used = f.get_or<uint64_t>(prefix + "expert_used_count", 0);
   m.is_moe = n_expert > 0;
@@ -169,53 +135,45 @@ ModelSummary summarize(const gguf::File& f) {
   m.active_params = m.total_params;
   if (m.is_moe && n_used <= n_expert) m.active_params = m.total_params - routed + routed / n_expert * n_used;
   m.type_counts.assign(types.begin(), types.end());
+}
 
-  // What stops us from running it.
-  const auto& archs = supported_architectures();
-  if (m.arch.empty()) {
-    m.problems.push_back("no general.architecture key");
-  } else if (std::find(archs.begin(), archs.end(), m.arch) == archs.end()) {
+// What stops moelsp from running a file of a known architecture: missing
+// hyperparameters and tensors (its facts), weight types the kernels lack.
+void check_against(const gguf::File& f, const arch::ArchFacts& facts, const std::string& prefix, ModelSummary& m) {
+  for (const auto& k : facts.keys)
+    if (!f.has(prefix + std::string(k))) m.problems.push_back(fmt::format("missing hyperparameter {}{}", prefix, k));
+  if (f.tensors().empty()) return m.problems.push_back("the file holds no tensors (a vocabulary-only file?)");
+  if (!f.tensor("token_embd.weight")) m.problems.push_back("missing tensor token_embd.weight");
+  if (!f.tensor("output_norm.weight")) m.problems.push_back("missing tensor output_norm.weight");
+  const auto n_layer = f.get_or<uint64_t>(prefix + "block_count", 0);
+  const auto n_dense = f.get_or<uint64_t>(prefix + "leading_dense_block_count", 0);
+  for (uint64_t l = 0; l < n_layer && l < 4096; ++l)
+    check_layer(f, facts, fmt::format("blk.{}.", l), m.is_moe && l >= n_dense, m.problems);
+  const auto& wt = supported_weight_types();
+  for (const auto& [type, count] : m.type_counts)
+    if (std::find(wt.begin(), wt.end(), type) == wt.end())
+      m.problems.push_back(fmt::format("weight type {} ({} tensors) is not supported yet", type, count));
+}
+
+}  // namespace
+
+ModelSummary summarize(const gguf::File& f) {
+  ModelSummary m;
+  m.path = f.path();
+  m.gguf_version = f.version();
+  m.file_size = f.file_size();
+  m.arch = f.get_or<std::string>("general.architecture", "");
+  m.name = f.get_or<std::string>("general.name", "");
+  const std::string prefix = m.arch + ".";
+  if (!m.arch.empty())
+    for (const auto& [k, v] : f.metadata())
+      if (k.starts_with(prefix)) m.hparams.emplace_back(k.substr(prefix.size()), v.to_string(8));
+  count_parameters(f, prefix, m);
+  if (m.arch.empty()) m.problems.push_back("no general.architecture key");
+  else if (const arch::ArchFacts* facts = arch::facts_of(m.arch)) check_against(f, *facts, prefix, m);
+  else
     m.problems.push_back(
         fmt::format("architecture '{}' is not supported (supported: {})", m.arch, arch::architecture_names()));
-  } else {
-    const ArchRequirements req = requirements(m.arch);
-    for (const auto& k : req.keys)
-      if (!f.has(prefix + k)) m.problems.push_back(fmt::format("missing hyperparameter {}{}", prefix, k));
-    if (f.tensors().empty()) {
-      m.problems.push_back("the file holds no tensors (a vocabulary-only file?)");
-    } else {
-      if (!f.tensor("token_embd.weight")) m.problems.push_back("missing tensor token_embd.weight");
-      if (!f.tensor("output_norm.weight")) m.problems.push_back("missing tensor output_norm.weight");
-      const auto n_layer = f.get_or<uint64_t>(prefix + "block_count", 0);
-      const auto n_dense = f.get_or<uint64_t>(prefix + "leading_dense_block_count", 0);
-      for (uint64_t l = 0; l < n_layer && l < 4096; ++l) {
-        const std::string blk = fmt::format("blk.{}.", l);
-        for (const auto& t : req.tensors)
-          if (!f.tensor(blk + t)) m.problems.push_back("missing tensor " + blk + t);
-        const bool moe_layer = m.is_moe && l >= n_dense;
-        if (moe_layer) {
-          for (const auto& t : req.moe_tensors)
-            if (!f.tensor(blk + t)) m.problems.push_back("missing tensor " + blk + t);
-        } else if (!f.tensor(blk + "ffn_up.weight")) {
-          m.problems.push_back("missing tensor " + blk + "ffn_up.weight");
-        }
-        if (m.arch == "deepseek2" || m.arch == "glm-dsa") {
-          const bool q_direct = f.tensor(blk + "attn_q.weight");
-          const bool q_lora = f.tensor(blk + "attn_q_a.weight") && f.tensor(blk + "attn_q_b.weight");
-          if (!q_direct && !q_lora)
-            m.problems.push_back("missing tensor " + blk + "attn_q.weight (or attn_q_a/attn_q_b)");
-          const bool kv_combined = f.tensor(blk + "attn_kv_b.weight");
-          const bool kv_split = f.tensor(blk + "attn_k_b.weight") && f.tensor(blk + "attn_v_b.weight");
-          if (!kv_combined && !kv_split)
-            m.problems.push_back("missing tensor " + blk + "attn_kv_b.weight (or attn_k_b/attn_v_b)");
-        }
-      }
-      const auto& wt = supported_weight_types();
-      for (const auto& [type, count] : m.type_counts)
-        if (std::find(wt.begin(), wt.end(), type) == wt.end())
-          m.problems.push_back(fmt::format("weight type {} ({} tensors) is not supported yet", type, count));
-    }
-  }
   summarize_tokenizer(f, m);
   // A long list of missing per-layer tensors says one thing; keep the first few.
   if (m.problems.size() > 24) {

@@ -6,25 +6,54 @@
 
 namespace moelsp {
 
+namespace {
+
+// Repeat, frequency and presence penalties over the recent window, on the
+// candidates' logits (cand[t] is token t's).
+void penalise(const SamplingParams& p, std::span<const TokenId> history, std::vector<std::pair<float, TokenId>>& cand) {
+  const bool any = p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+  if (!any || history.empty()) return;
+  const size_t n = p.penalty_last_n < 0 ? history.size() : std::min(history.size(), size_t(p.penalty_last_n));
+  std::unordered_map<TokenId, int> count;
+  for (TokenId t : history.subspan(history.size() - n)) ++count[t];
+  for (const auto& [t, c] : count) {
+    if (t < 0 || size_t(t) >= cand.size()) continue;
+    float& l = cand[size_t(t)].first;
+    l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
+    l -= float(c) * p.frequency_penalty + p.presence_penalty;
+  }
+}
+
+// How many of the sorted candidates (probabilities `prob`, n of them) stay:
+// top-p, the smallest prefix reaching p; then min-p, those at least min_p ×
+// the best probability.
+size_t truncate(const SamplingParams& p, const std::vector<double>& prob, size_t n) {
+  if (p.top_p < 1.0f) {
+    double acc = 0;
+    for (size_t i = 0; i < n; ++i) {
+      acc += prob[i];
+      if (acc >= p.top_p) {
+        n = i + 1;
+        break;
+      }
+    }
+  }
+  if (p.min_p > 0.0f) {
+    size_t keep = 1;
+    while (keep < n && prob[keep] >= p.min_p * prob[0]) ++keep;
+    n = keep;
+  }
+  return n;
+}
+
+}  // namespace
+
 Sampler::Sampler(const SamplingParams& p, int n_vocab) : p_(p), n_vocab_(n_vocab), rng_(p.seed) {}
 
 TokenId Sampler::sample(const float* logits, std::span<const TokenId> history) {
   cand_.resize(size_t(n_vocab_));
   for (int i = 0; i < n_vocab_; ++i) cand_[size_t(i)] = {logits[i], TokenId(i)};
-
-  // Penalties over the recent window.
-  const bool penalise = p_.repeat_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f;
-  if (penalise && !history.empty()) {
-    const size_t n = p_.penalty_last_n < 0 ? history.size() : std::min(history.size(), size_t(p_.penalty_last_n));
-    std::unordered_map<TokenId, int> count;
-    for (TokenId t : history.subspan(history.size() - n)) ++count[t];
-    for (const auto& [t, c] : count) {
-      if (t < 0 || t >= n_vocab_) continue;
-      float& l = cand_[size_t(t)].first;
-      l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
-      l -= float(c) * p_.frequency_penalty + p_.presence_penalty;
-    }
-  }
+  penalise(p_, history, cand_);
 
   if (p_.temperature <= 0.0f) {
     return std::max_element(cand_.begin(), cand_.end(),
@@ -51,23 +80,7 @@ TokenId Sampler::sample(const float* logits, std::span<const TokenId> history) {
   double sum = 0;
   for (size_t i = 0; i < n; ++i) sum += prob[i] = std::exp(double(cand_[i].first) - mx);
   for (auto& q : prob) q /= sum;
-  // top-p: the smallest prefix reaching p.
-  if (p_.top_p < 1.0f) {
-    double acc = 0;
-    for (size_t i = 0; i < n; ++i) {
-      acc += prob[i];
-      if (acc >= p_.top_p) {
-        n = i + 1;
-        break;
-      }
-    }
-  }
-  // min-p: drop tokens below min_p × the best probability.
-  if (p_.min_p > 0.0f) {
-    size_t keep = 1;
-    while (keep < n && prob[keep] >= p_.min_p * prob[0]) ++keep;
-    n = keep;
-  }
+  n = truncate(p_, prob, n);
   // Temperature on the survivors, then draw.
   std::vector<double> w(n);
   double wsum = 0;

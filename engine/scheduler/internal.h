@@ -153,6 +153,9 @@ class Scheduler {
   int draft_room(const Live& l) const;              // draft tokens this request may run now
   bool after_logits(Live& l, const float* logits);  // samples and emits one token; false when it ended
   const float* heal_mask(Live& l, const float* logits);
+  // The sampled token's text into the answer, less what a stop string or
+  // token healing takes: returns true when a stop string ended it.
+  bool emit_text(Live& l, TokenId tok);
   // The sampled token, or (when the request's grammar rejects it) a token
   // resampled from the logits masked to what the grammar allows; kNoToken
   // with the request ended when nothing is allowed.

@@ -66,6 +66,34 @@ const float* Scheduler::heal_mask(Live& l, const float* logits) {
   return any ? l.healed.data() : logits;
 }
 
+bool Scheduler::emit_text(Live& l, TokenId tok) {
+  const Request& req = l.job->req;
+  l.pending += l.dec->push(tok);
+  if (!l.heal_left.empty()) {  // the healed text was the prompt's: not part of the answer
+    const size_t n = std::min(l.heal_left.size(), l.pending.size());
+    if (l.pending.compare(0, n, l.heal_left, 0, n) == 0) {
+      l.pending.erase(0, n);
+      l.heal_left.erase(0, n);
+    } else {
+      l.heal_left.clear();  // (cannot happen for a token that begins with it; never cut the answer)
+    }
+  }
+  // A stop string ends generation; its text is not returned.
+  size_t stop_at = std::string::npos;
+  for (const auto& s : req.stop)
+    if (!s.empty()) stop_at = std::min(stop_at, l.pending.find(s));
+  const bool stopped = stop_at != std::string::npos;
+  if (stopped) l.pending.resize(stop_at);
+  const size_t emit = stopped ? l.pending.size() : l.pending.size() - held_back(l.pending, req.stop);
+  if (emit > 0) {
+    const std::string out = l.pending.substr(0, emit);
+    l.pending.erase(0, emit);
+    l.res.text += out;
+    if (l.job->cb.on_token) l.job->cb.on_token(tok, out);
+  }
+  return stopped;
+}
+
 bool Scheduler::after_logits(Live& l, const float* logits) {
   const Request& req = l.job->req;
   const Callbacks& cb = l.job->cb;
@@ -105,30 +133,10 @@ bool Scheduler::after_logits(Live& l, const float* logits) {
   l.res.tokens.push_back(tok);
   l.history.push_back(tok);
   ++l.res.timings.n_generated;
-  l.pending += l.dec->push(tok);
-  if (!l.heal_left.empty()) {  // the healed text was the prompt's: not part of the answer
-    const size_t n = std::min(l.heal_left.size(), l.pending.size());
-    if (l.pending.compare(0, n, l.heal_left, 0, n) == 0) {
-      l.pending.erase(0, n);
-      l.heal_left.erase(0, n);
-    } else {
-      l.heal_left.clear();  // (cannot happen for a token that begins with it; never cut the answer)
-    }
-  }
-  // A stop string ends generation; its text is not returned.
-  size_t stop_at = std::string::npos;
-  for (const auto& s : req.stop)
-    if (!s.empty()) stop_at = std::min(stop_at, l.pending.find(s));
-  const bool stopped = stop_at != std::string::npos;
-  if (stopped) l.pending.resize(stop_at);
-  const size_t emit = stopped ? l.pending.size() : l.pending.size() - held_back(l.pending, req.stop);
-  if (emit > 0) {
-    const std::string out = l.pending.substr(0, emit);
-    l.pending.erase(0, emit);
-    l.res.text += out;
-    if (cb.on_token) cb.on_token(tok, out);
-  }
-  if (stopped || (emit > 0 && cb.should_stop && cb.should_stop(l.res.text))) return done(FinishReason::Stop);
+  const size_t before = l.res.text.size();
+  const bool stopped = emit_text(l, tok);
+  const bool emitted = l.res.text.size() > before;
+  if (stopped || (emitted && cb.should_stop && cb.should_stop(l.res.text))) return done(FinishReason::Stop);
   if (l.grammar && l.grammar->finished()) return done(FinishReason::Eos);  // nothing but the end may follow
   if (int(l.res.tokens.size()) >= req.max_tokens) return done(FinishReason::Length);
   if (l.seq->n_past() >= opt_.n_ctx) return done(FinishReason::Length);  // no position left for `tok`
