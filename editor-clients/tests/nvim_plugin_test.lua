@@ -238,6 +238,20 @@ local function test()
     "the server's question in the history: " .. vim.inspect(history[1].content))
   log(":MoeExplain answered")
   vim.cmd("close")
+  -- On a buffer the server does not have (a scratch buffer): the same
+  -- command through moelsp/chat with the lines themselves.
+  local scratch = api.nvim_create_buf(true, true)
+  api.nvim_buf_set_lines(scratch, 0, -1, false, { "def twice(x):", "    return 2 * x" })
+  vim.bo[scratch].filetype = "python"
+  api.nvim_set_current_buf(scratch)
+  vim.cmd("MoeDocument")
+  local documented = api.nvim_get_current_buf()
+  wait_until(function() return vim.b[documented].moelsp_chat_done == 1 end, 60000, "the scratch buffer's documentation")
+  local dh = require("moelsp.chat").sessions[documented].messages
+  check(#dh == 2 and dh[1].content:find("\n\n```python\ndef twice%(x%):\n    return 2 %* x\n```$"),
+    "the scratch buffer's question: " .. vim.inspect(dh))
+  log(":MoeDocument answered on a buffer the server does not have")
+  vim.cmd("close")
 
   -- 8. :MoeStatus.
   api.nvim_set_current_buf(buf)

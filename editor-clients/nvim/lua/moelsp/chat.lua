@@ -254,9 +254,6 @@ function M.command(kind, opts)
   local src = opts.bufnr or api.nvim_get_current_buf()
   local client = client_for(src)
   if not client then return end
-  if not clients.for_buffer(src) then
-    return util.error("this buffer is not open on the server (not a file?)")
-  end
   local line1, line2 = opts.line1, opts.line2
   if not opts.range or opts.range == 0 then
     line1, line2 = 1, api.nvim_buf_line_count(src)
@@ -272,12 +269,24 @@ function M.command(kind, opts)
   local win = open_window(bufnr)
   pcall(api.nvim_win_set_cursor, win, { api.nvim_buf_line_count(bufnr), 0 })
   local token = next_token(kind)
-  local params = {
-    command = "moelsp." .. kind,
-    arguments = { { uri = vim.uri_from_bufnr(src), range = range } },
-    workDoneToken = token,
-  }
-  stream_when_ready(bufnr, client.id, "workspace/executeCommand", params, token, function(text, result)
+  local method, params
+  if clients.for_buffer(src) then
+    method, params = "workspace/executeCommand", {
+      command = "moelsp." .. kind,
+      arguments = { { uri = vim.uri_from_bufnr(src), range = range } },
+      workDoneToken = token,
+    }
+  else
+    -- Not a document the server has (a scratch buffer, a help page): the
+    -- same command through moelsp/chat, with the lines themselves.
+    method, params = "moelsp/chat", {
+      kind = kind,
+      code = table.concat(api.nvim_buf_get_lines(src, line1 - 1, line2, false), "\n"),
+      language = vim.bo[src].filetype,
+      partialResultToken = token,
+    }
+  end
+  stream_when_ready(bufnr, client.id, method, params, token, function(text, result)
     -- Follow-up questions with :MoeChat in this buffer see the code: the turn
     -- as the server asked it (its question and the code). A server that does
     -- not say (older than this plugin) leaves the answer out of the history.
