@@ -35,7 +35,11 @@ void ModelHost::load(const Settings& s, bool full_context) {
         .model = s.model, .backend_url = s.backend_url, .plan = s.plan, .prompt_cache = prompt_cache_options(s).dir};
   }
   if (s.backend_url && !s.backend_url->empty()) return load_remote(s);
-  if (!s.model || s.model->empty()) return fail("no model file named");
+  if (!s.model || s.model->empty()) {
+    fail("no model file named");
+    if (hooks_.done) hooks_.done(snapshot());
+    return;
+  }
   {
     std::lock_guard lock(mu_);
     state_ = {.phase = ModelPhase::Loading, .message = "loading " + *s.model, .file = *s.model};
@@ -52,6 +56,10 @@ void ModelHost::load_engine(Settings s, bool full_context) {
     // The plan: threads, KV size and layout, expert prefetch/cache, batch
     // limits, each with its reason.
     PlannedModel pm = load_planned(*s.model, req);
+    {  // (the plan is told even when building the engine fails: it says why)
+      std::lock_guard lock(mu_);
+      state_.plan_text = pm.plan.to_text();
+    }
     EngineOptions eo = pm.plan.engine_options();
     eo.prompt_cache = prompt_cache_options(s);
     auto b = std::make_shared<EngineBackend>(std::make_unique<Engine>(pm.model, eo));
@@ -59,7 +67,6 @@ void ModelHost::load_engine(Settings s, bool full_context) {
     std::lock_guard lock(mu_);
     state_.model = pm.model;
     state_.backend = b;
-    state_.plan_text = pm.plan.to_text();
     state_.n_ctx = pm.plan.n_ctx;
     plan_json_ = pm.plan.to_json();
     hw_json_ = pm.hw.to_json();
@@ -138,8 +145,7 @@ LoadKey ModelHost::loaded() const {
 
 namespace {
 
-json engine_status(const Model& model, const Engine& engine) {
-  const EngineMetrics m = engine.metrics();
+json engine_status(const Model& model, const Engine& engine, const EngineMetrics& m) {
   const ExpertMetrics em = model.expert_metrics();
   json s;
   s["experts"] = {{"predictionAccuracy", em.accuracy()},      {"previousTokenAccuracy", em.baseline_accuracy()},
@@ -197,8 +203,9 @@ std::string ModelHost::status_json() const {
   }
   if (st.model && st.backend) {
     const Engine& engine = st.backend->engine();
-    s.update(engine_status(*st.model, engine));
-    s["plan"]["kvCache"]["bytes"] = engine.metrics().kv.bytes;
+    const EngineMetrics m = engine.metrics();
+    s.update(engine_status(*st.model, engine, m));
+    s["plan"]["kvCache"]["bytes"] = m.kv.bytes;
     s["plan"]["kvCache"]["prefixCache"] = engine.options().prefix_cache;
   }
   if (st.remote) {
@@ -210,7 +217,9 @@ std::string ModelHost::status_json() const {
                     {"fimTemplate", o.fim_template},
                     {"lastError", st.remote->last_error()}};
   }
-  return s.dump();
+  // Names and messages come from files and servers: bad UTF-8 becomes U+FFFD
+  // rather than an exception in every status.
+  return s.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string ModelHost::metrics_text() const {

@@ -66,7 +66,7 @@ class ModelHost {
   ModelHost& operator=(const ModelHost&) = delete;
 
   // Loads what `s` names: backend.url → a remote backend; else the GGUF
-  // s.model (the caller resolves the default; empty → fail()). `full_context`:
+  // s.model (the caller resolves the default; empty: the Error phase, and done). `full_context`:
   // the plan gives sequences the model's whole context when memory allows
   // (agents' prompts). The service gets the backend once it is ready.
   void load(const Settings& s, bool full_context = false);

@@ -192,10 +192,10 @@ class Session {
 
  private:
   const Options& o_;
-  Client c_;
   Tally t_;
   std::set<std::string> chats_running_;  // ids (dumped), guarded by t_.mu
   std::atomic<bool> ready_{false};
+  Client c_;  // last: destroyed first, so no callback outlives what it writes to
 };
 
 double percentile(const std::vector<double>& sorted, double p) {

@@ -118,7 +118,6 @@ struct Server::Impl {
   Worklane lanes[2];
   bool stopping = false;
   std::vector<std::thread> workers;
-  std::thread loader;
   std::atomic<int> next_server_request_id{1};
   // moelsp.snooze: automatic completions get nothing until this moment
   // (steady clock, ms since its epoch; 0: not snoozed).

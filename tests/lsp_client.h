@@ -46,9 +46,14 @@ class Client {
     client_t_ = std::make_unique<Transport>(from_server_[0], to_server_[1]);
     server_ = std::make_unique<Server>(*server_t_, std::move(opt));
     exit_code_ = std::async(std::launch::async, [this] {
-      const int rc = server_->run();
-      server_.reset();  // joins the server's workers: nothing writes to the pipe after this
-      close(from_server_[1]);
+      int rc = -1;
+      try {
+        rc = server_->run();
+      } catch (const std::exception& e) {
+        fail("the server threw: " + std::string(e.what()));
+      }
+      server_.reset();         // joins the server's workers: nothing writes to the pipe after this
+      close(from_server_[1]);  // (whatever happened: the reader sees the end)
       return rc;
     });
     reader_ = std::thread([this] { read_loop(); });
@@ -56,7 +61,7 @@ class Client {
   ~Client() {
     close_input();
     if (exit_code_.valid()) exit_code_.wait();
-    reader_.join();
+    if (reader_.joinable()) reader_.join();
     close(to_server_[0]);
     close(from_server_[0]);
   }
@@ -84,7 +89,8 @@ class Client {
     send({{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}});
     return id;
   }
-  // A request, waiting for its answer (the whole response object).
+  // A request, waiting for its answer (the whole response object). Not from
+  // a callback: the reader thread that would deliver the answer runs it.
   json call(const std::string& method, json params = json::object(), int timeout_ms = 20000) {
     auto answer = std::make_shared<std::promise<json>>();
     auto f = answer->get_future();
@@ -106,6 +112,7 @@ class Client {
   // The next message not answered through call(), within a timeout.
   json next(int timeout_ms = 20000) {
     std::unique_lock lock(mu_);
+    if (!failure_.empty()) throw std::runtime_error(failure_);
     if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return !inbox_.empty() || ended_; }))
       throw std::runtime_error("no message from the server within " + std::to_string(timeout_ms) + " ms");
     if (inbox_.empty()) throw std::runtime_error("the server closed its output" + read_error_);
@@ -133,12 +140,22 @@ class Client {
       to_server_[1] = -1;
     }
   }
+  // Ends the input, waits for the server to exit and for the reader to take
+  // what it wrote last: no callback runs after this returns.
   int exit_code() {
     close_input();
-    return exit_code_.get();
+    const int rc = exit_code_.get();
+    if (reader_.joinable()) reader_.join();
+    if (!failure_.empty()) throw std::runtime_error(failure_);
+    return rc;
   }
 
  private:
+  void fail(const std::string& why) {
+    std::lock_guard lock(mu_);
+    if (failure_.empty()) failure_ = why;
+    cv_.notify_all();
+  }
   void read_loop() {
     while (auto m = client_t_->read()) {
       std::unique_lock lock(mu_);
@@ -152,17 +169,20 @@ class Client {
         break;
       }
       const bool answer = j.contains("id") && !j.contains("method");
+      std::function<void(const json&)> handler;
       if (auto it = answer ? callbacks_.find(j["id"].dump()) : callbacks_.end(); it != callbacks_.end()) {
-        const OnResponse on_response = std::move(it->second);
+        handler = std::move(it->second);
         callbacks_.erase(it);
-        lock.unlock();
-        on_response(j);
-        continue;
+      } else if (on_message_) {
+        handler = on_message_;
       }
-      if (on_message_) {
-        const auto f = on_message_;
+      if (handler) {
         lock.unlock();
-        f(j);
+        try {
+          handler(j);
+        } catch (const std::exception& e) {  // reported by next() and exit_code(), not std::terminate
+          fail(std::string("a callback threw: ") + e.what());
+        }
         continue;
       }
       inbox_.push_back(std::move(j));
@@ -186,6 +206,7 @@ class Client {
   int calls_ = 0;
   bool ended_ = false;
   std::string read_error_;
+  std::string failure_;  // a callback's exception or the server's: thrown by next() and exit_code()
 };
 
 // (threads, VmRSS in KiB) of this process: the server runs in-process.
