@@ -87,14 +87,20 @@ void summarize_tokenizer(const gguf::File& f, ModelSummary& m) {
   }
 }
 
-// One layer's tensors against the architecture's facts: its own, one
-// spelling of each that has several, and the FFN's (routed experts in a MoE
-// layer, a dense ffn_up elsewhere).
+// One layer's tensors against the architecture's facts: its own, the FFN's
+// (routed experts in a MoE layer, a dense ffn_up elsewhere), and one
+// spelling of each that has several.
 void check_layer(const gguf::File& f, const arch::ArchFacts& facts, const std::string& blk, bool moe_layer,
                  std::vector<std::string>& problems) {
   const auto has = [&](std::string_view t) { return f.tensor(blk + std::string(t)) != nullptr; };
   for (const auto& t : facts.tensors)
     if (!has(t)) problems.push_back(fmt::format("missing tensor {}{}", blk, t));
+  if (moe_layer) {
+    for (const auto& t : arch::kMoeTensors)
+      if (!has(t)) problems.push_back(fmt::format("missing tensor {}{}", blk, t));
+  } else if (!has("ffn_up.weight")) {
+    problems.push_back("missing tensor " + blk + "ffn_up.weight");
+  }
   for (const auto& ways : facts.one_of) {
     const bool met = std::any_of(ways.begin(), ways.end(),
                                  [&](const auto& set) { return std::all_of(set.begin(), set.end(), has); });
@@ -109,12 +115,6 @@ void check_layer(const gguf::File& f, const arch::ArchFacts& facts, const std::s
       }
     problems.push_back(
         fmt::format("missing tensor {}{}{}", blk, fmt::join(ways[0], "+"), alt.empty() ? "" : " (or " + alt + ")"));
-  }
-  if (moe_layer) {
-    for (const auto& t : arch::kMoeTensors)
-      if (!has(t)) problems.push_back(fmt::format("missing tensor {}{}", blk, t));
-  } else if (!has("ffn_up.weight")) {
-    problems.push_back("missing tensor " + blk + "ffn_up.weight");
   }
 }
 
