@@ -68,8 +68,8 @@ void ModelHost::load_engine(Settings s, bool full_context) {
     state_.model = pm.model;
     state_.backend = b;
     state_.n_ctx = pm.plan.n_ctx;
-    plan_json_ = pm.plan.to_json();
-    hw_json_ = pm.hw.to_json();
+    plan_json_ = std::make_shared<const json>(json::parse(pm.plan.to_json()));
+    hw_json_ = std::make_shared<const json>(json::parse(pm.hw.to_json()));
     state_.phase = ModelPhase::Ready;
     state_.message = "model loaded: " + *s.model;
   } catch (const std::exception& e) {
@@ -111,8 +111,8 @@ void ModelHost::unload() {
   service_.set_backend(nullptr);
   std::lock_guard lock(mu_);
   state_ = {.phase = ModelPhase::Loading};
-  plan_json_.clear();
-  hw_json_.clear();
+  plan_json_.reset();
+  hw_json_.reset();
 }
 
 void ModelHost::fail(std::string message) { set(ModelPhase::Error, std::move(message)); }
@@ -186,9 +186,9 @@ json engine_status(const Model& model, const Engine& engine, const EngineMetrics
 
 }  // namespace
 
-std::string ModelHost::status_json() const {
+json ModelHost::status() const {
   Snapshot st;
-  std::string plan, hw;
+  std::shared_ptr<const json> plan, hw;
   {
     std::lock_guard lock(mu_);
     st = state_;
@@ -198,8 +198,8 @@ std::string ModelHost::status_json() const {
   json s = json::object();
   if (st.model) {
     s["model"] = st.model->config().name.empty() ? st.model->config().arch : st.model->config().name;
-    s["plan"] = json::parse(plan);
-    s["hardware"] = json::parse(hw);
+    s["plan"] = plan ? *plan : json::object();
+    s["hardware"] = hw ? *hw : json::object();
   }
   if (st.model && st.backend) {
     const Engine& engine = st.backend->engine();
@@ -217,9 +217,7 @@ std::string ModelHost::status_json() const {
                     {"fimTemplate", o.fim_template},
                     {"lastError", st.remote->last_error()}};
   }
-  // Names and messages come from files and servers: bad UTF-8 becomes U+FFFD
-  // rather than an exception in every status.
-  return s.dump(-1, ' ', false, json::error_handler_t::replace);
+  return s;
 }
 
 std::string ModelHost::metrics_text() const {

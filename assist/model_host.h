@@ -16,6 +16,8 @@
 #include <string>
 #include <thread>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "assist/settings.h"
 
 namespace moelsp {
@@ -81,10 +83,12 @@ class ModelHost {
   bool is_remote() const;  // a remote backend generates (its privacy rules apply)
   LoadKey loaded() const;
 
-  // What runs, as a JSON object's text: "model", "plan", "hardware",
-  // "experts", "device", "kvCache", "promptCache", "scheduler" for the
-  // engine; "model" and "backend" for a remote; {} while nothing is loaded.
-  std::string status_json() const;
+  // What runs, as a JSON object: "model", "plan", "hardware", "experts",
+  // "device", "kvCache", "promptCache", "scheduler" for the engine; "model"
+  // and "backend" for a remote; {} while nothing is loaded. Names and
+  // messages come from files and servers: dump it with
+  // error_handler_t::replace (bad UTF-8 becomes U+FFFD).
+  nlohmann::json status() const;
   // The engine's gauges as Prometheus text (KV blocks, prefix and expert
   // cache hit rates, scheduler, per-layer routing entropy); "" without an engine.
   std::string metrics_text() const;
@@ -98,7 +102,9 @@ class ModelHost {
   Hooks hooks_;
   mutable std::mutex mu_;
   Snapshot state_;
-  std::string plan_json_, hw_json_;
+  // The plan and the machine as loaded, parsed once (a status is built on
+  // every busy change: each completion's start and end).
+  std::shared_ptr<const nlohmann::json> plan_json_, hw_json_;
   LoadKey loaded_;
   std::thread loader_;
 };

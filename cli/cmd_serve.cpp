@@ -84,9 +84,10 @@ http::ModelState ready_state(const assist::ModelHost& host, const assist::ModelH
           .message = "ready",
           .status_json =
               [&host, sampling_json] {
-                nlohmann::json j = nlohmann::json::parse(host.status_json());
+                nlohmann::json j = host.status();
                 j["samplingDefaults"] = nlohmann::json::parse(sampling_json);
-                return j.dump();
+                // (names and messages from files and servers: bad UTF-8 becomes U+FFFD)
+                return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
               },
           .metrics_text = [&host] { return host.metrics_text(); },
           .experts = experts,

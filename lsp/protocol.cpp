@@ -115,6 +115,13 @@ bool flag_at(const json& j, std::initializer_list<const char*> keys) {
 }
 
 // The chat fields of an object: messages, and the code (uri, range).
+std::optional<TraceValue> trace_value(const std::string& s) {
+  if (s == "off") return TraceValue::Off;
+  if (s == "messages") return TraceValue::Messages;
+  if (s == "verbose") return TraceValue::Verbose;
+  return std::nullopt;
+}
+
 ChatParams read_chat(const Fields& f) {
   ChatParams p;
   if (f.has("messages")) {
@@ -154,9 +161,7 @@ void from_json(const json& j, InitializeParams& p) {
   c.dynamic_completion = c.completion && flag_at(caps, {"textDocument", "completion", "dynamicRegistration"});
   c.dynamic_inline = c.inline_completion && flag_at(caps, {"textDocument", "inlineCompletion", "dynamicRegistration"});
   c.dynamic_watch = flag_at(caps, {"workspace", "didChangeWatchedFiles", "dynamicRegistration"});
-  // (Leniently: an unknown value is off.)
-  const std::string trace = f.str_or("trace", "off");
-  p.trace = trace == "verbose" ? TraceValue::Verbose : trace == "messages" ? TraceValue::Messages : TraceValue::Off;
+  p.trace = trace_value(f.str_or("trace", "off")).value_or(TraceValue::Off);  // (leniently: unknown is off)
   // The workspace's folders, leniently too: a malformed entry is skipped.
   if (const json* wf = f.find("workspaceFolders"); wf && wf->is_array()) {
     for (const json& w : *wf)
@@ -261,9 +266,9 @@ void from_json(const json& j, CancelParams& p) {
 
 void from_json(const json& j, SetTraceParams& p) {
   const std::string v = Fields(j, "").str("value");
-  if (v != "off" && v != "messages" && v != "verbose")
-    throw ParamError("value: expected off, messages or verbose, got \"" + v + "\"");
-  p.value = v == "verbose" ? TraceValue::Verbose : v == "messages" ? TraceValue::Messages : TraceValue::Off;
+  const std::optional<TraceValue> t = trace_value(v);
+  if (!t) throw ParamError("value: expected off, messages or verbose, got \"" + v + "\"");
+  p.value = *t;
 }
 
 void from_json(const json& j, CompletionParams& p) {

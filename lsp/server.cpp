@@ -210,7 +210,7 @@ json Server::Impl::status_json() {
   json s = {{"state", st.phase == assist::ModelPhase::Ready && service.busy() ? "busy" : to_string(st.phase)},
             {"message", st.message},
             {"tokensPerSecond", service.last_tokens_per_second()}};
-  s.update(json::parse(host.status_json()));
+  s.update(host.status());
   s["index"] = index_status();
   const assist::TelemetrySnapshot t = service.telemetry();
   s["completions"] = {

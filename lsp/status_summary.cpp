@@ -40,10 +40,15 @@ const json& field(const json& j, const char* key) {
   return it != j.end() && it->is_object() ? *it : empty;
 }
 
+// "for 118 s more" while completions are snoozed, else "".
+std::string snooze_left(const json& c) {
+  const double left = c.value("snoozeLeftMs", 0.0);
+  return left > 0 ? fmt::format("for {} s more", int64_t(std::ceil(left / 1000))) : "";
+}
+
 // What the user turned on or off: a snooze, manual mode.
 std::string controls(const json& c) {
-  const double left = c.value("snoozeLeftMs", 0.0);
-  if (left > 0) return fmt::format("snoozed for {} s more", int64_t(std::ceil(left / 1000)));
+  if (const std::string left = snooze_left(c); !left.empty()) return "snoozed " + left;
   if (c.value("trigger", "automatic") == "manual") return "suggestions only when asked";
   return "";
 }
@@ -78,9 +83,9 @@ void add_completions(std::string& out, const json& c) {
         per("totalMs"), per("queueMs"), per("promptMs"), per("promptTokensNew"), per("generateMs"),
         per("generatedTokens"));
   }
-  const std::string ctl = controls(c);
+  const std::string left = snooze_left(c);
   out += fmt::format("controls:     trigger {}, snoozed {}\n", c.value("trigger", "automatic"),
-                     c.value("snoozeLeftMs", 0.0) > 0 ? ctl.substr(std::string("snoozed ").size()) : "no");
+                     left.empty() ? "no" : left);
 }
 
 void add_engine(std::string& out, const json& st) {

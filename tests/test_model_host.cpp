@@ -40,7 +40,7 @@ TEST_CASE("model host: a GGUF loads in the background, then the service has it a
   CHECK(w.service.backend() != nullptr);
   CHECK_FALSE(w.host.is_remote());
   CHECK(w.host.loaded().model == s.model);
-  const json j = json::parse(w.host.status_json());
+  const json j = w.host.status();
   for (const char* key : {"model", "plan", "hardware", "experts", "kvCache", "scheduler"}) {
     INFO(key);
     CHECK(j.contains(key));
@@ -49,7 +49,7 @@ TEST_CASE("model host: a GGUF loads in the background, then the service has it a
   CHECK_THAT(w.host.metrics_text(), Catch::Contains("moelsp_kv_blocks_free"));
   w.host.unload();
   CHECK(w.service.backend() == nullptr);
-  CHECK(w.host.status_json() == "{}");
+  CHECK(w.host.status() == json::object());
   CHECK(w.host.metrics_text().empty());
 }
 
@@ -75,7 +75,7 @@ TEST_CASE("model host: backend.url sets up a remote backend at once, and a bad U
   REQUIRE(st.phase == assist::ModelPhase::Ready);
   CHECK(w.host.is_remote());
   CHECK(st.backend_url == "http://127.0.0.1:9/v1");
-  const json j = json::parse(w.host.status_json());
+  const json j = w.host.status();
   CHECK(j["backend"]["url"] == "http://127.0.0.1:9/v1");
 
   Watched bad;
