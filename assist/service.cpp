@@ -82,7 +82,7 @@ FimInput fim_input(const CompletionQuery& q, const CompletionContext& ctx) {
   const CompletionSettings& s = q.settings;
   FimInput in;
   in.context = ctx;
-  in.context.repo = q.repo;
+  in.context.repo = q.repo_for ? q.repo_for(q) : q.repo;
   in.max_tokens = s.max_tokens;
   in.t_max_predict_ms = s.time_budget_ms;
   // The prompt may take 10× the generation budget (15 s by default): a
@@ -143,7 +143,9 @@ CompletionAnswer Service::complete(const CompletionQuery& q, Ticket& ticket) {
 
 void Service::generate(const CompletionQuery& q, const CompletionContext& ctx, Backend& backend, Ticket& ticket,
                        CompletionAnswer& out) {
+  const auto t_context = Clock::now();
   FimInput in = fim_input(q, ctx);
+  out.context_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_context).count();
   const int alternatives = q.alternatives > 0 ? q.alternatives : q.invoked ? 3 : 1;
   begin_busy();
   double tps = 0;
@@ -189,6 +191,7 @@ void Service::record(const CompletionAnswer& out, double total_ms) {
     counts_.timed_prompt_ms += out.timings.prompt_ms;
     counts_.timed_generate_ms += out.timings.generate_ms;
     counts_.timed_total_ms += total_ms;
+    counts_.timed_context_ms += out.context_ms;
   }
   latency_ms_.push_back(total_ms);
   if (latency_ms_.size() > kLatencySamples) latency_ms_.erase(latency_ms_.begin());

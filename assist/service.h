@@ -38,6 +38,12 @@ struct CompletionQuery {
   size_t cursor = 0;       // byte offset of the cursor in `text`
   size_t text_offset = 0;  // where `text` starts in the document
   RepoContext repo;        // other files' code for the prompt (the workspace index's picks, /infill's input_extra)
+  // Where `repo` comes from when it is worth computing: called (in place of
+  // reading `repo`) only when the backend runs — not for an answer from the
+  // cache, nor for a keystroke a newer one cancelled during the debounce.
+  // A suggestion typed through costs no index query (it cost 1-2 ms each,
+  // the p50 of typing with context on).
+  std::function<RepoContext(const CompletionQuery&)> repo_for;
   bool invoked = false;    // the user asked: up to three alternatives, not from the cache
   int alternatives = 0;    // > 0: this many tries (the first greedy, the others sampled); 0: 3 if invoked, else 1
   CompletionSettings settings;
@@ -52,6 +58,7 @@ CompletionQuery query_at(std::string_view document, size_t cursor);
 struct CompletionAnswer {
   std::vector<std::string> texts;  // best first; may be empty (nothing sensible to offer)
   Timings timings;                 // the first generation's (none from the cache)
+  double context_ms = 0;           // finding other files' code (CompletionQuery::repo_for)
   bool from_cache = false;
   bool cancelled = false;
   std::string error;
@@ -107,9 +114,10 @@ struct TelemetrySnapshot {
   // Where answered completions' time went (sums over `timed` answers that
   // reached the model; the first, greedy try only): waiting for the engine,
   // the prompt's new tokens, decoding, and the rest of the answer's
-  // latency (debounce, tokenization, post-processing, alternatives).
+  // latency (debounce, tokenization, post-processing, alternatives), of
+  // which timed_context_ms found other files' code.
   int64_t timed = 0, timed_prompt_new = 0, timed_generated = 0;
-  double timed_queue_ms = 0, timed_prompt_ms = 0, timed_generate_ms = 0, timed_total_ms = 0;
+  double timed_queue_ms = 0, timed_prompt_ms = 0, timed_generate_ms = 0, timed_total_ms = 0, timed_context_ms = 0;
   double latency_p50_ms = 0, latency_p95_ms = 0;
   size_t latency_samples = 0;
 };

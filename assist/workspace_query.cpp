@@ -242,12 +242,10 @@ struct Pick {
   std::string text;
 };
 
-}  // namespace
-
-RepoContext WorkspaceIndex::context_for(const ContextQuery& q, const ExcludeList& exclude) const {
+// The query's picks, under the index's read lock.
+RepoContext pick_context(const WorkspaceIndex::Impl& m, const ContextQuery& q, const ExcludeList& exclude) {
+  using Impl = WorkspaceIndex::Impl;
   RepoContext rc;
-  const Impl& m = *impl_;
-  std::shared_lock lock(m.mu);
   const auto [root, rel] = m.locate(q.path);
   rc.path = rel;
   rc.repo = root >= 0 ? m.opt.roots[size_t(root)].substr(m.opt.roots[size_t(root)].rfind('/') + 1) : "";
@@ -299,6 +297,35 @@ RepoContext WorkspaceIndex::context_for(const ContextQuery& q, const ExcludeList
     const Impl::File& f = m.files[m.chunks[p.chunk].file];
     rc.snippets.push_back({f.rel, std::move(p.text), f.path});
   }
+  return rc;
+}
+
+}  // namespace
+
+RepoContext WorkspaceIndex::context_for(const ContextQuery& query, const ExcludeList& exclude) const {
+  // Whole words only: the word being typed is not a name yet (see the
+  // file's comment), and the memo's key must not move with its letters.
+  ContextQuery q = query;
+  while (!q.prefix.empty() && is_word_char(q.prefix.back())) q.prefix.remove_suffix(1);
+  const Impl& m = *impl_;
+  std::shared_lock lock(m.mu);
+  std::string globs;
+  for (const std::string& g : exclude.globs()) globs.append(g).push_back('\n');
+  Impl::QueryKey key{.version = m.version.load(),
+                     .budget = q.budget_bytes,
+                     .prefix_hash = std::hash<std::string_view>{}(q.prefix),
+                     .suffix_hash = std::hash<std::string_view>{}(q.suffix),
+                     .path = q.path,
+                     .exclude = std::move(globs)};
+  {
+    std::lock_guard memo_lock(m.memo_mu);
+    for (const auto& [k, rc] : m.memo)
+      if (k == key) return rc;
+  }
+  RepoContext rc = pick_context(m, q, exclude);
+  std::lock_guard memo_lock(m.memo_mu);
+  m.memo.emplace_front(std::move(key), rc);
+  if (m.memo.size() > Impl::kMemoEntries) m.memo.pop_back();
   return rc;
 }
 

@@ -108,7 +108,10 @@ assist::CompletionQuery Server::Impl::completion_query(const QueryArgs& a) {
     }
   }
   const Settings& s = a.settings;
-  q.repo = repo_context(a.params.uri, q, s, a.exclude, a.to_remote);
+  // Computed only when the model runs (assist::CompletionQuery::repo_for),
+  // inside service.complete(), while the caller's arguments still live.
+  q.repo_for = [this, &uri = a.params.uri, &s, &exclude = a.exclude, to_remote = a.to_remote](
+                   const assist::CompletionQuery& query) { return repo_context(uri, query, s, exclude, to_remote); };
   q.invoked = a.invoked;
   q.settings = {*s.completion_max_tokens, *s.completion_time_budget_ms, *s.completion_debounce_ms,
                 *s.completion_draft_tokens, assist::FimOrder::kModel};

@@ -233,6 +233,7 @@ json Server::Impl::status_json() {
         {"queueMs", t.timed_queue_ms},
         {"promptMs", t.timed_prompt_ms},
         {"generateMs", t.timed_generate_ms},
+        {"contextMs", t.timed_context_ms},
         {"totalMs", t.timed_total_ms}}}};
   // Rendered here so that every editor shows the same words.
   s["summary"] = status_summary(s);

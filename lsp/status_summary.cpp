@@ -79,9 +79,9 @@ void add_completions(std::string& out, const json& c) {
     const auto per = [&](const char* k) { return b.value(k, 0.0) / n; };
     out += fmt::format(
         "              per answer: {:.0f} ms = queue {:.0f} + prompt {:.0f} ({:.1f} new tokens) + decode {:.0f} "
-        "({:.1f} tokens)\n",
+        "({:.1f} tokens); other files' code found in {:.1f}\n",
         per("totalMs"), per("queueMs"), per("promptMs"), per("promptTokensNew"), per("generateMs"),
-        per("generatedTokens"));
+        per("generatedTokens"), per("contextMs"));
   }
   const std::string left = snooze_left(c);
   out += fmt::format("controls:     trigger {}, snoozed {}\n", c.value("trigger", "automatic"),

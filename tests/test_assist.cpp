@@ -86,6 +86,34 @@ TEST_CASE("completions: the cache answers a repeat and a typed-through suggestio
   CHECK(tel.latency_samples >= 2);
 }
 
+TEST_CASE("completions: other files' code is looked up only when the model runs") {
+  Service s;
+  s.set_backend(backend());
+  const std::string text = "import os\n\ndef main():\n    ";
+  int lookups = 0;
+  const auto with_context = [&](const std::string& t) {
+    CompletionQuery q = query(t);
+    q.repo_for = [&](const CompletionQuery&) {
+      ++lookups;
+      return RepoContext{.repo = "r", .path = "a.py", .snippets = {{"b.py", "def helper():\n", ""}}};
+    };
+    return q;
+  };
+  Ticket t1;
+  const CompletionAnswer first = s.complete(with_context(text), t1);
+  REQUIRE(first.error.empty());
+  CHECK(lookups == 1);
+  CHECK(first.timings.n_prompt > 0);
+  Ticket t2;
+  const CompletionAnswer again = s.complete(with_context(text), t2);
+  if (!first.texts.empty()) CHECK(again.from_cache);
+  CHECK(lookups == (first.texts.empty() ? 2 : 1));  // a suggestion from the cache asks nothing
+  Ticket t3;
+  t3.cancel();  // a keystroke made moot before the model runs
+  s.complete(with_context(text + "x = 1\n"), t3);
+  CHECK(lookups == (first.texts.empty() ? 2 : 1));
+}
+
 TEST_CASE("a newer request on the same stream cancels the older, other streams are left alone") {
   Service s;
   auto a = std::make_shared<Ticket>(), b = std::make_shared<Ticket>(), other = std::make_shared<Ticket>();

@@ -220,6 +220,32 @@ TEST_CASE("a completion gets the definition of a name from another file, never i
   CHECK(all_text(filtered).find("compute_checksum(data") == std::string::npos);
 }
 
+TEST_CASE("the word being typed does not move the picks, a change to the index does") {
+  TempTree t;
+  t.write("pkg/util.py", kUtil);
+  const std::string app = t.write("pkg/app.py", "");
+  WorkspaceIndex index;
+  index.start({.roots = {t.root.string()}});
+  index.wait_idle();
+  const auto query = [&](const std::string& prefix) {
+    return all_text(index.context_for({.path = app, .prefix = prefix, .suffix = "\n", .budget_bytes = 2000},
+                                      exclude_list(std::nullopt)));
+  };
+  const std::string head = "from pkg.util import compute_checksum\n\ndef verify(blob):\n    return ";
+  const std::string base = query(head);
+  CHECK(base.find("def compute_checksum(") != std::string::npos);
+  for (const char* typed : {"c", "comp", "compute_ch"}) CHECK(query(head + typed) == base);
+  // A finished word is a name: the memo does not answer for it.
+  t.write("pkg/extra.py", "def shiny_new_helper(x):\n    return x\n");
+  index.file_changed((t.root / "pkg/extra.py").string());
+  index.wait_idle();
+  CHECK(query(head + "shiny_new_helper(").find("def shiny_new_helper(x):") != std::string::npos);
+  // The same text after the index changed: asked again, not remembered.
+  index.file_deleted((t.root / "pkg/extra.py").string());
+  index.wait_idle();
+  CHECK(query(head + "shiny_new_helper(").find("shiny_new_helper") == std::string::npos);
+}
+
 TEST_CASE("code like the text around the cursor is found without a defined name (BM25)") {
   TempTree t;
   t.write("net/retry.py",
