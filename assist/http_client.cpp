@@ -11,8 +11,11 @@
 // inside the library, which -Werror would turn into a failed build.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -49,7 +52,7 @@ Url parse_url(const std::string& u) {
   } else if (u.rfind("http://", 0) == 0) {
     rest = u.substr(7);
   } else {
-    throw std::runtime_error("backend.url " + u + ": must start with http:// or https://");
+    throw std::runtime_error(u + ": must start with http:// or https://");
   }
   if (const size_t slash = rest.find('/'); slash != std::string::npos) {
     url.base = rest.substr(slash);
@@ -60,7 +63,7 @@ Url parse_url(const std::string& u) {
   std::string port;
   if (!rest.empty() && rest.front() == '[') {
     const size_t close = rest.find(']');
-    if (close == std::string::npos) throw std::runtime_error("backend.url " + u + ": unclosed [");
+    if (close == std::string::npos) throw std::runtime_error(u + ": unclosed [");
     url.host = rest.substr(1, close - 1);
     if (close + 1 < rest.size() && rest[close + 1] == ':') port = rest.substr(close + 2);
   } else {
@@ -69,9 +72,9 @@ Url parse_url(const std::string& u) {
     if (colon != std::string::npos) port = rest.substr(colon + 1);
   }
   url.port = !port.empty() ? port : url.tls ? "443" : "80";
-  if (url.host.empty()) throw std::runtime_error("backend.url " + u + ": no host");
+  if (url.host.empty()) throw std::runtime_error(u + ": no host");
   if (url.port.find_first_not_of("0123456789") != std::string::npos)
-    throw std::runtime_error("backend.url " + u + ": the port must be a number");
+    throw std::runtime_error(u + ": the port must be a number");
   return url;
 }
 
@@ -109,6 +112,7 @@ struct Conn {
 struct HttpClient::Impl {
   HttpClientOptions opt;
   Url url;
+  std::optional<Url> proxy;
   std::optional<ssl::context> tls_ctx;
   std::mutex mu;
   std::deque<std::unique_ptr<Conn>> idle;
@@ -121,19 +125,22 @@ struct HttpClient::Impl {
     auto c = std::make_unique<Conn>();
     if (url.tls) c->secure.emplace(c->io, *tls_ctx);
     else c->plain.emplace(c->io);
+    const Url& hop = proxy ? *proxy : url;  // the first hop: the proxy, when there is one
+    const std::string via = proxy ? " (the proxy " + hop.host + ":" + hop.port + ")" : "";
     tcp::resolver resolver(c->io);
     beast::error_code ec;
-    const auto endpoints = resolver.resolve(url.host, url.port, ec);
+    const auto endpoints = resolver.resolve(hop.host, hop.port, ec);
     if (ec) {
-      err = "cannot resolve " + url.host + ": " + ec.message();
+      err = "cannot resolve " + hop.host + via + ": " + ec.message();
       return nullptr;
     }
     c->lowest().expires_after(timeout());
     ec = c->run([&](auto h) { c->lowest().async_connect(endpoints, std::move(h)); });
     if (ec) {
-      err = "cannot connect to " + url.host + ":" + url.port + ": " + ec.message();
+      err = "cannot connect to " + hop.host + ":" + hop.port + via + ": " + ec.message();
       return nullptr;
     }
+    if (proxy && url.tls && !tunnel(*c, err)) return nullptr;
     if (c->secure) {
       // SNI, and the certificate must name the host.
       if (!SSL_set_tlsext_host_name(c->secure->native_handle(), url.host.c_str())) {
@@ -155,6 +162,30 @@ struct HttpClient::Impl {
     return c;
   }
 
+  // CONNECT host:port through the proxy: TLS then runs inside the tunnel.
+  bool tunnel(Conn& c, std::string& err) {
+    const std::string authority = url.host + ":" + url.port;
+    bhttp::request<bhttp::empty_body> req{bhttp::verb::connect, authority, 11};
+    req.set(bhttp::field::host, authority);
+    req.set(bhttp::field::user_agent, "moelsp");
+    c.lowest().expires_after(timeout());
+    beast::error_code ec = c.run([&](auto h) { bhttp::async_write(c.lowest(), req, std::move(h)); });
+    bhttp::response_parser<bhttp::empty_body> parser;
+    parser.skip(true);  // a CONNECT answer has no body
+    if (!ec) ec = c.run([&](auto h) { bhttp::async_read_header(c.lowest(), c.buf, parser, std::move(h)); });
+    if (ec) {
+      err = "the proxy " + proxy->host + ":" + proxy->port + " did not open a tunnel to " + authority + ": " +
+            ec.message();
+      return false;
+    }
+    if (parser.get().result_int() != 200) {
+      err = "the proxy " + proxy->host + ":" + proxy->port + " refused a tunnel to " + authority + ": HTTP " +
+            std::to_string(parser.get().result_int());
+      return false;
+    }
+    return true;
+  }
+
   std::unique_ptr<Conn> take_idle() {
     std::lock_guard lock(mu);
     if (idle.empty()) return nullptr;
@@ -173,8 +204,7 @@ struct HttpClient::Impl {
 
   // One attempt on `c`. Stale: the reused connection was closed before the
   // server answered anything (safe to send again on a new one).
-  Outcome exchange(Conn& c, bool reused, const std::string& path, const std::string& body,
-                   const std::function<void(const Head&)>& on_head,
+  Outcome exchange(Conn& c, bool reused, const Request& r, const std::function<void(const Head&)>& on_head,
                    const std::function<bool(std::string_view)>& on_data, Ticket& ticket, std::string& err, bool& keep) {
     keep = false;
     ticket.on_cancel([&c] { net::post(c.io, [&c] { c.close(); }); });
@@ -182,15 +212,17 @@ struct HttpClient::Impl {
       Ticket& t;
       ~Unhook() { t.on_cancel(nullptr); }
     } unhook{ticket};
-    bhttp::request<bhttp::string_body> req{bhttp::verb::post, url.base + path, 11};
-    req.set(bhttp::field::host, url.host);
+    // Through a proxy, plain http names the whole URL (absolute form).
+    const std::string prefix =
+        proxy && !url.tls ? "http://" + url.host + (url.port == "80" ? "" : ":" + url.port) : std::string();
+    bhttp::request<bhttp::string_body> req{bhttp::string_to_verb(r.method), prefix + url.base + r.target, 11};
+    req.set(bhttp::field::host, url.port == (url.tls ? "443" : "80") ? url.host : url.host + ":" + url.port);
     req.set(bhttp::field::user_agent, "moelsp");
-    req.set(bhttp::field::content_type, "application/json");
-    req.set(bhttp::field::accept, "text/event-stream, application/json");
     if (!opt.api_key.empty()) req.set(bhttp::field::authorization, "Bearer " + opt.api_key);
+    for (const auto& [k, v] : r.fields) req.set(k, v);
     req.keep_alive(true);
-    req.body() = body;
-    req.prepare_payload();
+    req.body() = r.body;
+    if (!r.body.empty() || r.method == "POST") req.prepare_payload();
     c.lowest().expires_after(timeout());
     beast::error_code ec =
         c.with_stream([&](auto& s) { return c.run([&](auto h) { bhttp::async_write(s, req, std::move(h)); }); });
@@ -211,7 +243,9 @@ struct HttpClient::Impl {
                            ec == net::error::connection_reset || ec == ssl::error::stream_truncated;
       return reused && nothing ? Outcome::Stale : Outcome::Failed;
     }
-    on_head({int(parser.get().result_int()), std::string(parser.get()[bhttp::field::content_type])});
+    Head head{int(parser.get().result_int()), std::string(parser.get()[bhttp::field::content_type]), {}};
+    for (const auto& f : parser.get()) head.fields.emplace_back(std::string(f.name_string()), std::string(f.value()));
+    on_head(head);
     char chunk[8192];
     bool go_on = true;
     while (!parser.is_done() && go_on) {
@@ -236,6 +270,10 @@ struct HttpClient::Impl {
 
 HttpClient::HttpClient(HttpClientOptions opt) : impl_(std::make_unique<Impl>()) {
   impl_->url = parse_url(opt.url);
+  if (!opt.proxy.empty()) {
+    impl_->proxy = parse_url(opt.proxy);
+    if (impl_->proxy->tls) throw std::runtime_error("proxy " + opt.proxy + ": only http:// proxies are supported");
+  }
   if (impl_->url.tls) {
     auto& ctx = impl_->tls_ctx.emplace(ssl::context::tls_client);
     ctx.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
@@ -257,10 +295,65 @@ HttpClient::HttpClient(HttpClientOptions opt) : impl_(std::make_unique<Impl>()) 
 HttpClient::~HttpClient() = default;
 
 bool HttpClient::tls() const { return impl_->url.tls; }
+
+std::string HttpClient::origin() const {
+  const Url& u = impl_->url;
+  const bool default_port = u.port == (u.tls ? "443" : "80");
+  return (u.tls ? "https://" : "http://") + u.host + (default_port ? "" : ":" + u.port);
+}
+
+std::string HttpClient::Head::field(std::string_view name) const {
+  for (const auto& [k, v] : fields)
+    if (k.size() == name.size() && std::equal(k.begin(), k.end(), name.begin(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+        }))
+      return v;
+  return "";
+}
+
+std::string proxy_from_env(const std::string& url) {
+  const auto env = [](const char* upper, const char* lower) {
+    const char* v = std::getenv(lower);
+    if (!v || !*v) v = std::getenv(upper);
+    return std::string(v ? v : "");
+  };
+  const bool tls = url.rfind("https://", 0) == 0;
+  std::string proxy = tls ? env("HTTPS_PROXY", "https_proxy") : env("HTTP_PROXY", "http_proxy");
+  if (proxy.empty()) return "";
+  if (proxy.find("://") == std::string::npos) proxy = "http://" + proxy;
+  const std::string host = parse_url(url).host;
+  const std::string no_proxy = env("NO_PROXY", "no_proxy");
+  for (size_t at = 0; at <= no_proxy.size();) {
+    size_t end = no_proxy.find(',', at);
+    if (end == std::string::npos) end = no_proxy.size();
+    std::string entry = no_proxy.substr(at, end - at);
+    at = end + 1;
+    entry.erase(0, entry.find_first_not_of(" \t"));
+    entry.erase(entry.find_last_not_of(" \t") + 1);
+    if (const size_t colon = entry.rfind(':');
+        colon != std::string::npos && entry.find(']') == std::string::npos && entry.find(':') == colon)
+      entry.resize(colon);  // host:port: the host
+    if (!entry.empty() && entry.front() == '.') entry.erase(0, 1);
+    if (entry.empty()) continue;
+    if (entry == "*" || host == entry ||
+        (host.size() > entry.size() && host.ends_with(entry) && host[host.size() - entry.size() - 1] == '.'))
+      return "";
+  }
+  return proxy;
+}
 size_t HttpClient::connections_opened() const { return impl_->opened; }
 
 std::string HttpClient::post(const std::string& path, const std::string& body,
                              const std::function<void(const Head&)>& on_head,
+                             const std::function<bool(std::string_view)>& on_data, Ticket& ticket) {
+  return send({.method = "POST",
+               .target = path,
+               .fields = {{"Content-Type", "application/json"}, {"Accept", "text/event-stream, application/json"}},
+               .body = body},
+              on_head, on_data, ticket);
+}
+
+std::string HttpClient::send(const Request& r, const std::function<void(const Head&)>& on_head,
                              const std::function<bool(std::string_view)>& on_data, Ticket& ticket) {
   std::string err;
   // A reused connection the server has closed meanwhile (its keep-alive
@@ -280,7 +373,7 @@ std::string HttpClient::post(const std::string& path, const std::string& body,
     }
     err.clear();
     bool keep = false;
-    const Impl::Outcome out = impl_->exchange(*c, reused, path, body, on_head, on_data, ticket, err, keep);
+    const Impl::Outcome out = impl_->exchange(*c, reused, r, on_head, on_data, ticket, err, keep);
     if (keep && !ticket.cancelled()) impl_->give_back(std::move(c));
     if (out == Impl::Outcome::Stale) continue;
     return ticket.cancelled() ? "" : err;

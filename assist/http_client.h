@@ -12,16 +12,21 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "assist/backend.h"
 
 namespace moelsp::assist {
 
 struct HttpClientOptions {
-  std::string url;      // http[s]://host[:port][/base path]
-  std::string api_key;  // Authorization: Bearer
-  int timeout_s = 30;   // connect, TLS handshake, and each write or read
-  std::string ca_file;  // PEM; empty: the system's CAs
+  std::string url;  // http[s]://host[:port][/base path]
+  // An HTTP proxy (http://host:port): https goes through a CONNECT tunnel,
+  // http as absolute-form requests. Empty: none (see proxy_from_env).
+  std::string proxy = {};
+  std::string api_key = {};  // Authorization: Bearer
+  int timeout_s = 30;        // connect, TLS handshake, and each write or read
+  std::string ca_file = {};  // PEM; empty: the system's CAs
   bool verify_tls = true;
   size_t max_idle = 4;  // keep-alive connections kept for reuse
 };
@@ -35,7 +40,19 @@ class HttpClient {
   struct Head {
     int status = 0;
     std::string content_type;
+    std::vector<std::pair<std::string, std::string>> fields;  // every header, as received
+    // A header's value ("" when absent); the name in any case.
+    std::string field(std::string_view name) const;
   };
+  struct Request {
+    std::string method = "GET";
+    std::string target;  // path and query, after the URL's base path
+    std::vector<std::pair<std::string, std::string>> fields;
+    std::string body;  // sent when not empty (a content type among `fields`)
+  };
+  // Any request; the answer as post() gives it.
+  std::string send(const Request& req, const std::function<void(const Head&)>& on_head,
+                   const std::function<bool(std::string_view)>& on_data, Ticket& ticket);
   // POSTs `body` (JSON) to base path + `path`. on_head gets the status line's
   // code and content type, on_data each piece of the body as it arrives and
   // returns false to stop reading (that connection is closed, not reused).
@@ -44,6 +61,8 @@ class HttpClient {
                    const std::function<bool(std::string_view)>& on_data, Ticket& ticket);
 
   bool tls() const;
+  // The origin this client talks to: scheme://host[:port] (no base path).
+  std::string origin() const;
   // Connections opened so far (tests: keep-alive reuses them).
   size_t connections_opened() const;
 
@@ -52,5 +71,11 @@ class HttpClient {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// The proxy the environment names for `url`, as curl reads it: HTTPS_PROXY
+// (https_proxy) for https, HTTP_PROXY (http_proxy) for http, none when the
+// host matches NO_PROXY (no_proxy: comma-separated host names or domain
+// suffixes, `*` for all). "" when none.
+std::string proxy_from_env(const std::string& url);
 
 }  // namespace moelsp::assist

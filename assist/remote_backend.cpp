@@ -140,11 +140,17 @@ struct RemoteBackend::Impl {
 };
 
 RemoteBackend::RemoteBackend(RemoteOptions opt) : impl_(std::make_unique<Impl>()) {
-  impl_->http = std::make_unique<HttpClient>(HttpClientOptions{.url = opt.url,
-                                                               .api_key = opt.api_key,
-                                                               .timeout_s = opt.timeout_s,
-                                                               .ca_file = opt.ca_file,
-                                                               .verify_tls = opt.verify_tls});
+  try {
+    impl_->http = std::make_unique<HttpClient>(HttpClientOptions{.url = opt.url,
+                                                                 .api_key = opt.api_key,
+                                                                 .timeout_s = opt.timeout_s,
+                                                                 .ca_file = opt.ca_file,
+                                                                 .verify_tls = opt.verify_tls});
+  } catch (const std::runtime_error& e) {  // a malformed URL: say which setting holds it
+    if (std::string_view(e.what()).starts_with(opt.url))
+      throw std::runtime_error("backend.url " + std::string(e.what()));
+    throw;
+  }
   if (opt.api != "openai" && opt.api != "llama.cpp")
     throw std::runtime_error("backend.api '" + opt.api + "': openai or llama.cpp");
   (void)fim_template_prompt(opt.fim_template, "", "");  // an unknown template is an error now, not per keystroke

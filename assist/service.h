@@ -44,8 +44,8 @@ struct CompletionQuery {
   // A suggestion typed through costs no index query (it cost 1-2 ms each,
   // the p50 of typing with context on).
   std::function<RepoContext(const CompletionQuery&)> repo_for;
-  bool invoked = false;    // the user asked: up to three alternatives, not from the cache
-  int alternatives = 0;    // > 0: this many tries (the first greedy, the others sampled); 0: 3 if invoked, else 1
+  bool invoked = false;  // the user asked: up to three alternatives, not from the cache
+  int alternatives = 0;  // > 0: this many tries (the first greedy, the others sampled); 0: 3 if invoked, else 1
   CompletionSettings settings;
 };
 

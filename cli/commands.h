@@ -31,6 +31,7 @@ void add_quantize(CLI::App& app, std::vector<Command>& out);  // quantize
 void add_profile(CLI::App& app, std::vector<Command>& out);   // profile
 void add_lsp(CLI::App& app, std::vector<Command>& out);       // settings, lsp
 void add_serve(CLI::App& app, std::vector<Command>& out);     // serve
+void add_pull(CLI::App& app, std::vector<Command>& out);      // pull, models, rm
 
 struct InspectOptions {
   std::string path;

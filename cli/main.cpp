@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
 
   std::vector<cli::Command> commands;  // in `moelsp --help`'s order
   for (auto add : {cli::add_inspect, cli::add_tokenize, cli::add_generate, cli::add_bench, cli::add_quantize,
-                   cli::add_profile, cli::add_lsp, cli::add_serve})
+                   cli::add_profile, cli::add_lsp, cli::add_serve, cli::add_pull})
     add(app, commands);
 
   CLI11_PARSE(app, argc, argv);

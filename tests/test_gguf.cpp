@@ -110,6 +110,54 @@ TEST_CASE("GGUF writes to disk and reads back through mmap") {
   std::filesystem::remove(path);
 }
 
+TEST_CASE("a split model opens from its first part, with every part's tensors") {
+  const auto dir = std::filesystem::temp_directory_path() / "moelsp_test_split";
+  std::filesystem::create_directories(dir);
+  const auto part = [&](int k) { return (dir / ("m-Q8_0-0000" + std::to_string(k) + "-of-00002.gguf")).string(); };
+  std::vector<uint8_t> a(64), b(32);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = uint8_t(i);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = uint8_t(200 - i);
+  Writer w1;
+  w1.set("general.architecture", std::string("test"));
+  w1.set("split.no", uint16_t(0));
+  w1.set("split.count", uint16_t(2));
+  w1.set("split.tensors.count", int32_t(2));
+  w1.add_tensor("first", DType::F32, {16}, a);
+  w1.write(part(1));
+  Writer w2;
+  w2.set("split.no", uint16_t(1));
+  w2.set("split.count", uint16_t(2));
+  w2.add_tensor("second", DType::F32, {8}, b);
+  w2.write(part(2));
+  {
+    const File f = File::open(part(1));
+    REQUIRE(f.tensors().size() == 2);
+    REQUIRE(f.tensor("second") != nullptr);
+    CHECK(f.tensor("second")->part == 1);
+    const auto d = f.tensor_data(*f.tensor("second"));
+    CHECK(std::vector<uint8_t>(d.begin(), d.end()) == b);
+    const auto d1 = f.tensor_data(*f.tensor("first"));
+    CHECK(std::vector<uint8_t>(d1.begin(), d1.end()) == a);
+    CHECK(f.file_size() == std::filesystem::file_size(part(1)) + std::filesystem::file_size(part(2)));
+  }
+  std::filesystem::remove(part(2));
+  CHECK_THROWS_WITH(File::open(part(1)), Catch::Contains("part 2 of 2 is missing"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a header alone: read from a file's first bytes, more asked for when it goes on") {
+  const std::vector<uint8_t> whole = sample_writer().to_bytes();
+  const File h = File::from_header(std::vector<uint8_t>(whole.begin(), whole.begin() + long(whole.size() - 8)),
+                                   whole.size(), "head");
+  CHECK(h.tensors().size() == 2);
+  CHECK(h.file_size() == whole.size());
+  CHECK_THROWS_AS(h.tensor_data(h.tensors().front()), GgufError);
+  CHECK_THROWS_AS(File::from_header(std::vector<uint8_t>(whole.begin(), whole.begin() + 40), whole.size(), "head"),
+                  GgufHeaderIncomplete);
+  // The header must fit the whole file's size, as open() checks it.
+  CHECK_THROWS_WITH(File::from_header(whole, whole.size() / 2, "head"), Catch::Contains("truncated file"));
+}
+
 TEST_CASE("typed accessors convert numbers that fit and refuse the rest") {
   const File f = File::from_bytes(sample_writer().to_bytes());
   CHECK(f.get<uint64_t>("t.u8") == 200);

@@ -49,10 +49,12 @@ uint64_t min_encoded_size(ValueType t) {
 
 class Cursor {
  public:
-  Cursor(const uint8_t* data, uint64_t size, const std::string& name) : data_(data), size_(size), name_(name) {}
+  // `logical_size`: the whole file's, when `data` holds only its head (from_header).
+  Cursor(const uint8_t* data, uint64_t size, const std::string& name, uint64_t logical_size)
+      : data_(data), size_(size), logical_(logical_size), name_(name) {}
 
   uint64_t pos() const { return pos_; }
-  uint64_t remaining() const { return size_ - pos_; }
+  uint64_t remaining() const { return logical_ - pos_; }
 
   [[noreturn]] void fail(uint64_t at, const std::string& problem) const {
     throw GgufError(fmt::format("{}: offset {}: {}", name_, at, problem));
@@ -61,6 +63,8 @@ class Cursor {
   void need(uint64_t n, const char* what) const {
     if (n > remaining())
       fail(pos_, fmt::format("truncated file: {} needs {} bytes, only {} remain", what, n, remaining()));
+    if (n > size_ - pos_)
+      throw GgufHeaderIncomplete(fmt::format("{}: the header goes on past the first {} bytes", name_, size_));
   }
 
   template <class T>
@@ -84,7 +88,7 @@ class Cursor {
 
  private:
   const uint8_t* data_;
-  uint64_t size_;
+  uint64_t size_, logical_;
   uint64_t pos_ = 0;
   const std::string& name_;
 };
@@ -152,7 +156,8 @@ struct File::Impl {
   std::string path;
   // Either an mmap'd region or an owned buffer (from_bytes).
   const uint8_t* data = nullptr;
-  uint64_t size = 0;
+  uint64_t size = 0;  // the file's (from_header: more than `data` holds)
+  uint64_t held = 0;  // bytes at `data`
   void* map = nullptr;
   std::vector<uint8_t> owned;
 
@@ -168,6 +173,18 @@ struct File::Impl {
     if (map) munmap(map, size);
   }
 
+  std::vector<std::unique_ptr<Impl>> parts;  // a split model's other files
+
+  // Maps `path` (parse() not yet called).
+  static std::unique_ptr<Impl> map_file(const std::string& path);
+  // A split model: maps and parses the other parts, adds their tensors.
+  void attach_parts();
+  uint64_t total_size() const {
+    uint64_t n = size;
+    for (const auto& p : parts) n += p->size;
+    return n;
+  }
+
   // Each part checks what it reads and fails naming the byte offset.
   void parse();
   void read_header(Cursor& c, uint64_t& n_tensors, uint64_t& n_kv);
@@ -178,7 +195,7 @@ struct File::Impl {
 };
 
 void File::Impl::parse() {
-  Cursor c(data, size, path);
+  Cursor c(data, held, path, size);
   uint64_t n_tensors = 0, n_kv = 0;
   read_header(c, n_tensors, n_kv);
   read_metadata(c, n_kv);
@@ -190,9 +207,9 @@ void File::Impl::parse() {
 // Magic, version, and the two counts (checked against the file's size).
 void File::Impl::read_header(Cursor& c, uint64_t& n_tensors, uint64_t& n_kv) {
   if (size == 0) c.fail(0, "empty file (not a GGUF file)");
-  if (size < 4 || std::memcmp(data, "GGUF", 4) != 0) {
+  if (held < 4 || std::memcmp(data, "GGUF", 4) != 0) {
     std::string got;
-    for (uint64_t i = 0; i < std::min<uint64_t>(size, 4); ++i) got += fmt::format("{:02x}", data[i]);
+    for (uint64_t i = 0; i < std::min<uint64_t>(held, 4); ++i) got += fmt::format("{:02x}", data[i]);
     c.fail(0, fmt::format("bad magic 0x{} (expected \"GGUF\" = 0x47475546): not a GGUF file", got));
   }
   c.read<uint32_t>("magic");
@@ -322,7 +339,7 @@ File::File(File&&) noexcept = default;
 File& File::operator=(File&&) noexcept = default;
 File::~File() = default;
 
-File File::open(const std::string& path) {
+auto File::Impl::map_file(const std::string& path) -> std::unique_ptr<Impl> {
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -337,7 +354,7 @@ File File::open(const std::string& path) {
     ::close(fd);
     throw GgufError(fmt::format("{}: not a regular file", path));
   }
-  impl->size = uint64_t(st.st_size);
+  impl->size = impl->held = uint64_t(st.st_size);
   if (impl->size > 0) {
     void* m = mmap(nullptr, impl->size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (m == MAP_FAILED) {
@@ -349,7 +366,52 @@ File File::open(const std::string& path) {
     impl->data = static_cast<const uint8_t*>(m);
   }
   ::close(fd);  // the mapping keeps the file alive
+  return impl;
+}
+
+void File::Impl::attach_parts() {
+  const auto it = kv_index.find("split.count");
+  if (it == kv_index.end()) return;
+  const std::optional<uint32_t> count = kv[it->second].second.as<uint32_t>();
+  if (!count || *count <= 1) return;
+  const size_t at = path.rfind(fmt::format("-00001-of-{:05d}", *count));
+  if (at == std::string::npos)
+    throw GgufError(fmt::format("{}: a split model of {} parts: open its first part, named …-00001-of-{:05d}.gguf",
+                                path, *count, *count));
+  for (uint32_t k = 2; k <= *count; ++k) {
+    std::string p = path;
+    p.replace(at + 1, 5, fmt::format("{:05d}", k));
+    if (::access(p.c_str(), R_OK) != 0)
+      throw GgufError(fmt::format("{}: part {} of {} is missing: {}", path, k, *count, p));
+    auto part = map_file(p);
+    part->parse();
+    if (const auto no = part->kv_index.find("split.no");
+        no != part->kv_index.end() && part->kv[no->second].second.as<uint32_t>() != k - 1)
+      throw GgufError(fmt::format("{}: split.no is not {} (a part of another split?)", p, k - 1));
+    for (TensorInfo& t : part->tensors) {
+      t.part = k - 1;
+      tensors.push_back(std::move(t));
+    }
+    part->tensors.clear();
+    part->tensor_index.clear();
+    parts.push_back(std::move(part));
+  }
+  tensor_index.clear();  // its keys viewed the moved names
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (!tensor_index.emplace(tensors[i].name, i).second)
+      throw GgufError(fmt::format("{}: tensor '{}' is in two parts", path, tensors[i].name));
+  if (const auto n = kv_index.find("split.tensors.count"); n != kv_index.end()) {
+    const auto want = kv[n->second].second.as<uint64_t>();
+    if (want && *want != tensors.size())
+      throw GgufError(
+          fmt::format("{}: split.tensors.count is {}, the {} parts hold {}", path, *want, *count, tensors.size()));
+  }
+}
+
+File File::open(const std::string& path) {
+  auto impl = Impl::map_file(path);
   impl->parse();
+  impl->attach_parts();
   return File(std::move(impl));
 }
 
@@ -358,7 +420,18 @@ File File::from_bytes(std::vector<uint8_t> bytes, std::string name) {
   impl->path = std::move(name);
   impl->owned = std::move(bytes);
   impl->data = impl->owned.data();
-  impl->size = impl->owned.size();
+  impl->size = impl->held = impl->owned.size();
+  impl->parse();
+  return File(std::move(impl));
+}
+
+File File::from_header(std::vector<uint8_t> head, uint64_t file_size, std::string name) {
+  auto impl = std::make_unique<Impl>();
+  impl->path = std::move(name);
+  impl->owned = std::move(head);
+  impl->data = impl->owned.data();
+  impl->held = std::min<uint64_t>(impl->owned.size(), file_size);
+  impl->size = file_size;
   impl->parse();
   return File(std::move(impl));
 }
@@ -367,7 +440,7 @@ const std::string& File::path() const { return impl_->path; }
 uint32_t File::version() const { return impl_->version; }
 uint64_t File::alignment() const { return impl_->alignment; }
 uint64_t File::data_offset() const { return impl_->data_offset; }
-uint64_t File::file_size() const { return impl_->size; }
+uint64_t File::file_size() const { return impl_->total_size(); }
 const std::vector<std::pair<std::string, Value>>& File::metadata() const { return impl_->kv; }
 
 const Value* File::find(std::string_view key) const {
@@ -383,7 +456,10 @@ const TensorInfo* File::tensor(std::string_view name) const {
 }
 
 std::span<const uint8_t> File::tensor_data(const TensorInfo& t) const {
-  return {impl_->data + impl_->data_offset + t.offset, t.n_bytes};
+  const Impl& src = t.part == 0 ? *impl_ : *impl_->parts.at(t.part - 1);
+  if (src.held < src.size)
+    throw GgufError(fmt::format("{}: tensor '{}': only the header was read (no tensor data)", src.path, t.name));
+  return {src.data + src.data_offset + t.offset, t.n_bytes};
 }
 
 }  // namespace moelsp::gguf

@@ -30,6 +30,12 @@ class GgufError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+// From File::from_header: the header goes on past the bytes given (read
+// more of the file and try again).
+class GgufHeaderIncomplete : public GgufError {
+ public:
+  using GgufError::GgufError;
+};
 
 // Metadata value types; the numbering is the file format's.
 enum class ValueType : uint32_t {
@@ -88,17 +94,26 @@ struct TensorInfo {
   std::string name;
   std::vector<uint64_t> shape;  // ggml order: shape[0] is the contiguous (row) dimension
   DType type = DType::F32;
-  uint64_t offset = 0;  // relative to the data section
+  uint64_t offset = 0;  // relative to the data section (of its part's file)
   uint64_t n_elements = 0;
   uint64_t n_bytes = 0;
+  uint32_t part = 0;  // a split model's: which file holds it (0: the first)
 };
 
 class File {
  public:
-  // Maps and validates `path`. Throws GgufError.
+  // Maps and validates `path`. Throws GgufError. A split model (llama.cpp's
+  // gguf-split: `split.count` > 1, named …-00001-of-0000N.gguf) is opened
+  // from its first part: the other parts are mapped too and their tensors
+  // join the list (the metadata is the first part's).
   static File open(const std::string& path);
   // Parses an in-memory image (copied); `name` is used in error messages.
   static File from_bytes(std::vector<uint8_t> bytes, std::string name = "<memory>");
+  // The header only, from the first bytes of a file of `file_size` bytes
+  // (a download not made yet): metadata and tensor infos, checked against
+  // file_size; tensor_data() throws. GgufHeaderIncomplete when the header
+  // runs past `head`.
+  static File from_header(std::vector<uint8_t> head, uint64_t file_size, std::string name);
 
   File(File&&) noexcept;
   File& operator=(File&&) noexcept;
@@ -108,7 +123,7 @@ class File {
   uint32_t version() const;
   uint64_t alignment() const;
   uint64_t data_offset() const;  // absolute offset of the tensor data section
-  uint64_t file_size() const;
+  uint64_t file_size() const;    // every part's, for a split model
 
   const std::vector<std::pair<std::string, Value>>& metadata() const;
   const Value* find(std::string_view key) const;

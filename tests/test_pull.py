@@ -1,0 +1,506 @@
+#!/usr/bin/env python3
+"""`moelsp pull`, `moelsp models` and `moelsp rm` against a double of the
+Hugging Face hub (tests/hf_double.py: the hub's tree API and resolve/, which
+redirects to a CDN on another server), never the network:
+
+(a) owner/repo:Q8_0 fetches that file only, byte-identical, its absolute path
+    the last line of stdout, the repository's files read from the tree API;
+(b) a split quant (hf://, lower-case) fetches both parts, the tree's pages
+    followed through their Link headers;
+(c) what the cache already holds is not fetched again (by quant, by path);
+(d) a connection cut in the middle of the body is resumed with a Range
+    request; a run killed in the middle is resumed from its .part by the next;
+    the files are byte-identical; hf://owner/repo picks the Q4_K_M file;
+(e) a SHA-256 that does not match is refused: nothing at the final path,
+    no .part left;
+(f) a gated repository: refused without HF_TOKEN (or with a wrong one), the
+    message naming HF_TOKEN; fetched with it, the token sent to the hub and
+    not to the CDN it redirects to;
+(g) a repository not found, one without GGUF files, a quant it lacks (the
+    message lists those it has), a hub that refuses connections: exit 1 and
+    a `moelsp pull: ` message naming the problem;
+(h) through a proxy: http_proxy (absolute-form requests), NO_PROXY bypassing
+    it, https_proxy and HTTPS_PROXY over TLS (CONNECT tunnels; the throwaway
+    CA from SSL_CERT_FILE; without it the certificate is refused);
+(i) `moelsp models` lists the cached files with their sizes (a .part as
+    partial or not at all; MOELSP_MODELS_DIR, --dir winning over it);
+    `moelsp rm` removes a model (all its parts), and says so when nothing
+    matches;
+(j) a relative redirect (Location: /cdn/... on the hub itself) is followed.
+
+The payloads are a real small GGUF (tests/data/reference/glm4moe-ref.gguf)
+with a few bytes that differ per file appended, so a wrong file is told from
+the right one; the split quant is that GGUF split in two as gguf-split does
+(each part a GGUF holding half the tensors): `pull` reads the first part's
+header and refuses a file that is not a usable GGUF before downloading.
+
+    python3 tests/test_pull.py MOELSP_BINARY
+
+Exits 0 when every check passes, 1 with a message at the first failure.
+"""
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from hf_double import HubDouble, Proxy, make_certs, split_gguf  # noqa: E402
+
+sys.stdout.reconfigure(line_buffering=True)  # the checks' lines in order with a failure's
+BINARY = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("MOELSP_BINARY", "")
+TIMEOUT = 60  # seconds, every run of the binary
+TOKEN = "hf_pullTestToken0123456789"
+
+GGUF = open(os.path.join(HERE, "data", "reference", "glm4moe-ref.gguf"), "rb").read()
+
+
+def payload(name):
+    """The real GGUF, then bytes of its own: each file differs from the others."""
+    return GGUF + random.Random(name).randbytes(1000 + len(name))
+
+
+CODER = "acme/Coder-GGUF"
+Q8 = "Coder-Q8_0.gguf"
+Q4KM = "Coder-Q4_K_M.gguf"
+SPLIT = ["Q4_0/Coder-Q4_0-00001-of-00002.gguf", "Q4_0/Coder-Q4_0-00002-of-00002.gguf"]
+CODER_FILES = {"README.md": b"# Coder\n\nGGUF quantizations.\n", Q8: payload(Q8), Q4KM: payload(Q4KM),
+               **dict(zip(SPLIT, split_gguf(GGUF, 2)))}
+RESUME = "acme/Resume-GGUF"
+Q5KM = "Resume-Q5_K_M.gguf"
+BAD = "acme/Bad-GGUF"
+BAD_FILE = "Bad-Q4_K_M.gguf"
+GATED = "acme/Gated-GGUF"
+GATED_FILE = "Gated-Q4_K_M.gguf"
+WEIGHTS = "acme/Weights"  # safetensors only
+
+
+def fail(msg):
+    print(f"pull test FAILED: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def add_repos(hub):
+    hub.add_repo(CODER, CODER_FILES)
+    hub.add_repo(RESUME, {Q5KM: payload(Q5KM)})
+    hub.add_repo(BAD, {BAD_FILE: payload(BAD_FILE)})
+    hub.add_repo(GATED, {GATED_FILE: payload(GATED_FILE), "README.md": b"gated\n"}, gated=True, token=TOKEN)
+    hub.add_repo(WEIGHTS, {"config.json": b"{}\n", "model.safetensors": b"\0" * 4096, "README.md": b"w\n"})
+
+
+class Env:
+    """The environment every run gets: none of the caller's hub, proxy, CA or
+    cache settings; HOME and XDG_CACHE_HOME in the test's folder (a run that
+    ignored --dir would fill them, not the user's cache)."""
+
+    def __init__(self, root):
+        self.base = {k: v for k, v in os.environ.items() if k.upper() not in (
+            "HF_ENDPOINT", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HOME", "HF_HUB_OFFLINE", "HTTP_PROXY",
+            "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR", "MOELSP_MODELS_DIR",
+            "XDG_CACHE_HOME")}
+        self.base["HOME"] = os.path.join(root, "home")
+        self.base["XDG_CACHE_HOME"] = os.path.join(root, "home", ".cache")
+        os.makedirs(self.base["HOME"], exist_ok=True)
+
+    def run(self, args, **env):
+        e = dict(self.base)
+        e.update(env)
+        try:
+            return subprocess.run([BINARY, *args], env=e, capture_output=True, timeout=TIMEOUT, text=True,
+                                  encoding="utf-8", errors="replace")
+        except subprocess.TimeoutExpired:
+            fail(f"`moelsp {' '.join(args)}` did not end within {TIMEOUT} s")
+
+    def pull(self, ref, d, **env):
+        return self.run(["pull", ref, "--dir", d], **env)
+
+
+def describe(p):
+    return f"exit {p.returncode}; stdout {p.stdout[-400:]!r}; stderr {p.stderr[-800:]!r}"
+
+
+def last_line(p):
+    lines = [ln for ln in p.stdout.splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def expect_pulled(p, what, d, repo, path, files):
+    """Exit 0, stdout's last line the absolute path of `path`, the bytes the
+    hub holds; no .part beside it."""
+    if p.returncode != 0:
+        fail(f"{what}: {describe(p)}")
+    want = os.path.join(d, repo, path)
+    got = last_line(p)
+    if not os.path.isabs(got) or os.path.realpath(got) != os.path.realpath(want):
+        fail(f"{what}: stdout's last line is {got!r}, not {want}")
+    same_bytes(what, want, files[path])
+
+
+def same_bytes(what, path, data):
+    if not os.path.isfile(path):
+        fail(f"{what}: {path} is missing")
+    with open(path, "rb") as f:
+        if f.read() != data:
+            fail(f"{what}: {path} differs from the hub's bytes")
+    if os.path.exists(path + ".part"):
+        fail(f"{what}: {path}.part is left beside the file")
+
+
+def expect_failure(p, what, *needles, any_of=()):
+    """Exit 1 and a `moelsp pull: ` line on stderr holding every needle (and one of any_of)."""
+    if p.returncode != 1:
+        fail(f"{what}: expected exit 1: {describe(p)}")
+    lines = [ln for ln in p.stderr.replace("\r", "\n").splitlines() if ln.startswith("moelsp pull: ")]
+    if not lines:
+        fail(f"{what}: no `moelsp pull: ` message on stderr: {describe(p)}")
+    text = "\n".join(lines)
+    for n in needles:
+        if n.lower() not in text.lower():
+            fail(f"{what}: the message does not name {n!r}: {text!r}")
+    if any_of and not any(n.lower() in text.lower() for n in any_of):
+        fail(f"{what}: the message names none of {any_of}: {text!r}")
+    return lines[-1]
+
+
+def ggufs_under(d):
+    out = set()
+    for root, _, names in os.walk(d):
+        for n in names:
+            if n.endswith(".gguf") or n.endswith(".part"):
+                out.add(os.path.relpath(os.path.join(root, n), d))
+    return out
+
+
+def cdn_gets(hub, path, log=None):
+    """The GETs the CDN (or the hub, for a relative redirect) got for a file."""
+    return [r for r in (log or hub.cdn_log).requests(method="GET") if r["path"].split("?")[0].endswith("/" + path)]
+
+
+def closed_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+# -- the checks ----------------------------------------------------------------
+
+
+def check_quant(env, hub, d):
+    hub.clear_logs()
+    p = env.pull(f"{CODER}:Q8_0", d, HF_ENDPOINT=hub.endpoint)
+    expect_pulled(p, f"pull {CODER}:Q8_0", d, CODER, Q8, CODER_FILES)
+    trees = hub.hub_log.requests(method="GET", path_prefix=f"/api/models/{CODER}/tree/main")
+    if not trees:
+        fail(f"the hub got no tree call: {[r['path'] for r in hub.hub_log.requests()]}")
+    if not cdn_gets(hub, Q8):
+        fail("the CDN got no GET for the file")
+    if ggufs_under(d) != {f"{CODER}/{Q8}"}:
+        fail(f"pulling Q8_0 left other files in the cache: {sorted(ggufs_under(d))}")
+    print(f"pull: (a) {CODER}:Q8_0 → {last_line(p)}, byte-identical, through the tree API "
+          f"({len(trees)} page(s)) and the CDN")
+
+
+def check_split(env, hub, d):
+    hub.clear_logs()
+    p = env.pull(f"hf://{CODER}:q4_0", d, HF_ENDPOINT=hub.endpoint)
+    expect_pulled(p, f"pull hf://{CODER}:q4_0", d, CODER, SPLIT[0], CODER_FILES)
+    same_bytes("the second part", os.path.join(d, CODER, SPLIT[1]), CODER_FILES[SPLIT[1]])
+    for part in SPLIT:
+        if not cdn_gets(hub, os.path.basename(part)):
+            fail(f"the CDN got no GET for {part}")
+    trees = [r["path"] for r in hub.hub_log.requests(method="GET", path_prefix=f"/api/models/{CODER}/tree/")]
+    if len(trees) < 2 or not any("cursor=" in t for t in trees):
+        fail(f"the tree's pages (Link: rel=\"next\") were not followed: {trees}")
+    print(f"pull: (b) a split quant (hf://, lower-case) fetched both parts; the tree read in {len(trees)} pages")
+
+
+def check_cached(env, hub, d):
+    hub.clear_logs()
+    stamps = {f: os.stat(os.path.join(d, CODER, f)).st_mtime_ns for f in [Q8, *SPLIT]}
+    for ref, path in ((f"{CODER}:Q8_0", Q8), (f"hf://{CODER}/{Q8}", Q8), (f"{CODER}:Q4_0", SPLIT[0])):
+        p = env.pull(ref, d, HF_ENDPOINT=hub.endpoint)
+        expect_pulled(p, f"pull {ref} again", d, CODER, path, CODER_FILES)
+    gets = hub.cdn_log.requests(method="GET")
+    if gets:
+        fail(f"files in the cache were fetched again: {[r['path'] for r in gets]}")
+    for f, t in stamps.items():
+        if os.stat(os.path.join(d, CODER, f)).st_mtime_ns != t:
+            fail(f"{f}, in the cache, was written again")
+    print("pull: (c) what the cache holds is not fetched again (by quant, by path, a split quant): the CDN got no GET")
+
+
+def check_resume(env, hub, d):
+    # A cut in the middle of the body: resumed with a Range request within the run.
+    hub.clear_logs()
+    cut = 1_500_000
+    hub.cut_after[Q4KM] = cut
+    p = env.pull(f"hf://{CODER}", d, HF_ENDPOINT=hub.endpoint)  # several quants: Q4_K_M is the default
+    expect_pulled(p, f"pull hf://{CODER} with a cut after {cut} bytes", d, CODER, Q4KM, CODER_FILES)
+    gets = cdn_gets(hub, Q4KM)
+    ranges = [r["headers"].get("range") for r in gets]
+    if len(gets) < 2 or not ranges[-1]:
+        fail(f"no second GET with a Range header after the cut: {ranges}")
+    m = re.fullmatch(r"bytes=(\d+)-", ranges[-1].replace(" ", ""))
+    if not m or not 0 < int(m.group(1)) <= cut:
+        fail(f"the resume asked for {ranges[-1]!r}, not bytes=N- with 0 < N <= {cut}")
+    resumed_at = int(m.group(1))
+
+    # A run killed in the middle (the CDN stalls after 2 MB): the next run resumes from the .part.
+    hub.clear_logs()
+    stall = 2_000_000
+    hub.stall_after[Q5KM] = stall
+    e = dict(env.base, HF_ENDPOINT=hub.endpoint)
+    proc = subprocess.Popen([BINARY, "pull", f"{RESUME}:Q5_K_M", "--dir", d], env=e, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    part = None
+    try:
+        if not hub.stalled.wait(TIMEOUT):
+            fail("the run to be killed never reached the CDN's stall")
+        final = os.path.join(d, RESUME, Q5KM)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            parts = [os.path.join(d, RESUME, n) for n in (os.listdir(os.path.join(d, RESUME))
+                                                           if os.path.isdir(os.path.join(d, RESUME)) else [])
+                     if n.endswith(".part")]
+            if parts and os.path.getsize(parts[0]) >= stall // 2:
+                part = parts[0]
+                break
+            time.sleep(0.05)
+        if part is None:
+            fail(f"no .part holding what arrived (>= {stall // 2} bytes of {stall}) beside {final}")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        hub.release_stalls()
+    have = os.path.getsize(part)
+    if os.path.exists(final):
+        fail("a killed run left a file at the final path")
+    p = env.pull(f"{RESUME}:Q5_K_M", d, HF_ENDPOINT=hub.endpoint)
+    expect_pulled(p, "the run after a killed one", d, RESUME, Q5KM, {Q5KM: payload(Q5KM)})
+    gets = cdn_gets(hub, Q5KM)
+    rng = (gets[-1]["headers"].get("range") or "").replace(" ", "") if gets else ""
+    if rng != f"bytes={have}-":
+        fail(f"the run after a killed one asked for {rng!r}, not bytes={have}- (the .part's size)")
+    print(f"pull: (d) a cut after {cut} bytes resumed with Range: bytes={resumed_at}- in the same run; a run killed "
+          f"at {have} bytes resumed from its .part by the next; both byte-identical (and hf://owner/repo chose Q4_K_M)")
+
+
+def check_checksum(env, hub, root):
+    d = os.path.join(root, "bad")
+    hub.clear_logs()
+    hub.wrong_sha[BAD_FILE] = True
+    p = env.pull(f"{BAD}:Q4_K_M", d, HF_ENDPOINT=hub.endpoint)
+    msg = expect_failure(p, "a SHA-256 that does not match", any_of=("SHA-256", "checksum"))
+    if not cdn_gets(hub, BAD_FILE):
+        fail("the file with a wrong SHA-256 was never fetched (nothing was checked)")
+    left = ggufs_under(d)
+    if left:
+        fail(f"a download whose checksum did not match left {sorted(left)}")
+    print(f"pull: (e) a wrong SHA-256 refused, nothing left at the final path nor a .part: {msg[:110]!r}")
+
+
+def check_gated(env, hub, root):
+    d = os.path.join(root, "gated")
+    p = env.pull(f"{GATED}:Q4_K_M", d, HF_ENDPOINT=hub.endpoint)
+    msg = expect_failure(p, "a gated repository without a token", "HF_TOKEN")
+    p = env.pull(f"{GATED}:Q4_K_M", d, HF_ENDPOINT=hub.endpoint, HF_TOKEN="hf_notTheRightOne")
+    expect_failure(p, "a gated repository with a wrong token", "HF_TOKEN")
+    hub.clear_logs()
+    p = env.pull(f"{GATED}:Q4_K_M", d, HF_ENDPOINT=hub.endpoint, HF_TOKEN=TOKEN)
+    expect_pulled(p, "a gated repository with HF_TOKEN", d, GATED, GATED_FILE, {GATED_FILE: payload(GATED_FILE)})
+    want = f"Bearer {TOKEN}"
+    hub_reqs = hub.hub_log.requests()
+    if not hub_reqs or any(r["headers"].get("authorization") != want for r in hub_reqs):
+        fail(f"not every request to the hub carried Authorization: {want}: "
+             f"{[(r['path'], r['headers'].get('authorization')) for r in hub_reqs]}")
+    cdn_reqs = hub.cdn_log.requests()
+    if not cdn_reqs:
+        fail("the CDN got no request")
+    if any("authorization" in r["headers"] for r in cdn_reqs):
+        fail(f"the token was sent to the CDN ({hub.cdn_base}), another host than the hub's")
+    print(f"pull: (f) a gated repository: refused without HF_TOKEN ({msg[:80]!r}…) and with a wrong one; with it, "
+          f"fetched, the token sent to the hub ({len(hub_reqs)} requests), never to the CDN")
+
+
+def check_errors(env, hub, root):
+    d = os.path.join(root, "errors")
+    p = env.pull("acme/Nope-GGUF:Q4_K_M", d, HF_ENDPOINT=hub.endpoint)
+    m1 = expect_failure(p, "a repository not found", "acme/Nope-GGUF", "not found")
+    p = env.pull(f"hf://{WEIGHTS}", d, HF_ENDPOINT=hub.endpoint)
+    m2 = expect_failure(p, "a repository without GGUF files", "no GGUF")
+    p = env.pull(f"{CODER}:Q2_K", d, HF_ENDPOINT=hub.endpoint)
+    m3 = expect_failure(p, "a quant the repository lacks", "Q2_K", "Q8_0", "Q4_K_M", "Q4_0")
+    p = env.pull(f"{CODER}:Q8_0", d, HF_ENDPOINT=f"http://127.0.0.1:{closed_port()}")
+    m4 = expect_failure(p, "a hub that refuses connections", "cannot connect")
+    if ggufs_under(d):
+        fail(f"failed pulls left files: {sorted(ggufs_under(d))}")
+    reasons = "; ".join(repr(m[len("moelsp pull: "):][:70]) for m in (m1, m2, m3, m4))
+    print(f"pull: (g) exit 1 with the reason: {reasons}")
+
+
+def check_proxy(env, hub, root):
+    # Plain http through http_proxy: absolute-form requests to the hub and to the CDN.
+    d = os.path.join(root, "proxy-http")
+    with Proxy() as px:
+        p = env.pull(f"{CODER}:Q8_0", d, HF_ENDPOINT=hub.endpoint, http_proxy=px.url, no_proxy="", NO_PROXY="")
+        expect_pulled(p, "a pull through http_proxy", d, CODER, Q8, CODER_FILES)
+        gets = px.targets("GET")
+        if not any(t.startswith(f"{hub.endpoint}/api/models/{CODER}/tree/") for t in gets):
+            fail(f"the proxy saw no absolute-form GET of the tree: {px.seen}")
+        if not any(t.startswith(f"{hub.cdn_base}/cdn/") for t in gets):
+            fail(f"the proxy saw no absolute-form GET to the CDN: {px.seen}")
+        n_http = len(px.seen)
+    # NO_PROXY: the hosts it names are reached directly (the proxy here is not there).
+    d = os.path.join(root, "proxy-bypass")
+    p = env.pull(f"{CODER}:Q8_0", d, HF_ENDPOINT=hub.endpoint, http_proxy=f"http://127.0.0.1:{closed_port()}",
+                 NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+    expect_pulled(p, "a pull with NO_PROXY naming the hub and the CDN", d, CODER, Q8, CODER_FILES)
+    # https through https_proxy: CONNECT tunnels, the CA from SSL_CERT_FILE.
+    certs = os.path.join(root, "certs")
+    os.makedirs(certs)
+    ca, cert, key = make_certs(certs)
+    with HubDouble(cert, key) as tls, Proxy() as px:
+        tls.add_repo(CODER, CODER_FILES)
+        d = os.path.join(root, "proxy-https")
+        p = env.pull(f"{CODER}:Q8_0", d, HF_ENDPOINT=tls.endpoint, SSL_CERT_FILE=ca, https_proxy=px.url,
+                     no_proxy="", NO_PROXY="")
+        expect_pulled(p, "a pull over TLS through https_proxy", d, CODER, Q8, CODER_FILES)
+        tunnels = set(px.targets("CONNECT"))
+        want = {f"{tls.hub_host}:{tls.hub_port}", f"{tls.cdn_host}:{tls.cdn_port}"}
+        if not want <= tunnels:
+            fail(f"the proxy did not see CONNECT to the hub and the CDN ({sorted(want)}): {px.seen}")
+        if px.targets("GET"):
+            fail(f"https went through the proxy in the clear: {px.seen}")
+        # The upper-case name too.
+        before = len(px.targets("CONNECT"))
+        d = os.path.join(root, "proxy-https-upper")
+        p = env.pull(f"{CODER}:Q8_0", d, HF_ENDPOINT=tls.endpoint, SSL_CERT_FILE=ca, HTTPS_PROXY=px.url, NO_PROXY="")
+        expect_pulled(p, "a pull over TLS through HTTPS_PROXY", d, CODER, Q8, CODER_FILES)
+        if len(px.targets("CONNECT")) <= before:
+            fail(f"HTTPS_PROXY (upper-case) was not used: {px.seen}")
+        # Without the test's CA the certificate is refused.
+        d = os.path.join(root, "tls-no-ca")
+        tls.clear_logs()
+        p = env.pull(f"{CODER}:Q8_0", d, HF_ENDPOINT=tls.endpoint)
+        msg = expect_failure(p, "TLS without the CA that signed the hub's certificate")
+        if tls.cdn_log.requests(method="GET"):
+            fail("a hub whose certificate was refused still led to a download")
+    print(f"pull: (h) through http_proxy ({n_http} absolute-form requests), past it with NO_PROXY, and over TLS "
+          f"through https_proxy and HTTPS_PROXY (CONNECT {', '.join(sorted(tunnels))}); without the CA refused: "
+          f"{msg[:70]!r}")
+
+
+def size_shown(line, size):
+    """Whether the line shows `size` bytes in KiB / MiB / GiB (as rounded)."""
+    units = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+    for num, unit in re.findall(r"(\d+(?:\.\d+)?)\s*(KiB|MiB|GiB)", line):
+        digits = len(num.split(".")[1]) if "." in num else 0
+        if abs(float(num) * units[unit] - size) <= (0.5 * 10 ** -digits + 0.001) * units[unit] + 0.01 * size:
+            return True
+    return False
+
+
+def check_models_rm(env, hub, d):
+    partial = os.path.join(d, "acme", "Other-GGUF", "Other-Q6_K.gguf.part")
+    os.makedirs(os.path.dirname(partial))
+    with open(partial, "wb") as f:
+        f.write(b"GGUF" + b"\0" * 200_000)
+    expect = {f"{CODER}/{Q8}": len(CODER_FILES[Q8]), f"{CODER}/{Q4KM}": len(CODER_FILES[Q4KM]),
+              f"{CODER}/{SPLIT[0]}": len(CODER_FILES[SPLIT[0]]), f"{CODER}/{SPLIT[1]}": len(CODER_FILES[SPLIT[1]]),
+              f"{RESUME}/{Q5KM}": len(payload(Q5KM))}
+
+    def models(*args, **e):
+        p = env.run(["models", *args], **e)
+        if p.returncode != 0:
+            fail(f"moelsp models {' '.join(args)}: {describe(p)}")
+        return [ln for ln in p.stdout.splitlines() if ln.strip()]
+
+    lines = models("--dir", d)
+    for rel, size in expect.items():
+        mine = [ln for ln in lines if rel in ln]
+        if not mine:
+            fail(f"moelsp models does not list {rel}: {lines}")
+        if not size_shown(mine[0], size):
+            fail(f"moelsp models does not show {rel}'s size ({size} bytes) in MiB/GiB: {mine[0]!r}")
+    for ln in lines:
+        if "Other-Q6_K.gguf" in ln and "partial" not in ln.lower():
+            fail(f"a .part is listed as a whole model: {ln!r}")
+    total = lines[-1]
+    if any(rel in total for rel in expect) or not re.search(r"\d\s*(KiB|MiB|GiB)", total):
+        fail(f"moelsp models' last line is not a total: {total!r}")
+    if not any(f"{CODER}/{Q8}" in ln for ln in models(MOELSP_MODELS_DIR=d)):
+        fail("moelsp models without --dir does not read MOELSP_MODELS_DIR")
+    empty = os.path.join(os.path.dirname(d), "empty-cache")
+    os.makedirs(empty, exist_ok=True)
+    if not any(f"{CODER}/{Q8}" in ln for ln in models("--dir", d, MOELSP_MODELS_DIR=empty)):
+        fail("--dir does not win over MOELSP_MODELS_DIR")
+
+    p = env.run(["rm", f"{CODER}:Q8_0", "--dir", d])
+    if p.returncode != 0:
+        fail(f"moelsp rm {CODER}:Q8_0: {describe(p)}")
+    if os.path.exists(os.path.join(d, CODER, Q8)):
+        fail("moelsp rm left the file")
+    after = models("--dir", d)
+    if any(Q8 in ln for ln in after) or not any(Q4KM in ln for ln in after):
+        fail(f"after rm of Q8_0, moelsp models lists: {after}")
+    p = env.run(["rm", f"{CODER}/{SPLIT[0]}", "--dir", d])
+    if p.returncode != 0 or any(os.path.exists(os.path.join(d, CODER, s)) for s in SPLIT):
+        fail(f"moelsp rm of a split model's first part by its path did not remove every part: {describe(p)}")
+    p = env.run(["rm", f"{CODER}:Q8_0", "--dir", d])
+    if p.returncode != 1 or not p.stderr.strip():
+        fail(f"moelsp rm of what the cache lacks: expected exit 1 and a message: {describe(p)}")
+    print(f"pull: (i) moelsp models listed {len(expect)} files with their sizes and a total ({total.strip()[:60]!r}), "
+          f"the .part as partial or not at all; rm removed Q8_0, then both Q4_0 parts by path; rm of nothing: "
+          f"{p.stderr.strip()[:60]!r}")
+
+
+def check_relative_redirect(env, root):
+    d = os.path.join(root, "relative")
+    with HubDouble(relative_redirect=True) as hub:
+        hub.add_repo(CODER, CODER_FILES)
+        p = env.pull(f"{CODER}:Q8_0", d, HF_ENDPOINT=hub.endpoint)
+        expect_pulled(p, "a pull whose resolve redirects to a relative Location", d, CODER, Q8, CODER_FILES)
+        if not cdn_gets(hub, Q8, hub.hub_log):
+            fail(f"the relative Location (/cdn/...) was not fetched from the hub: "
+                 f"{[r['path'] for r in hub.hub_log.requests()]}")
+    print("pull: (j) a relative redirect (Location: /cdn/... on the hub) followed, byte-identical")
+
+
+def main():
+    if not BINARY or not os.access(BINARY, os.X_OK):
+        fail("give the moelsp binary as the first argument")
+    p = subprocess.run([BINARY, "pull", "--help"], capture_output=True, text=True, timeout=TIMEOUT)
+    if p.returncode != 0:
+        fail(f"the binary has no `pull` subcommand: {describe(p)}")
+    root = tempfile.mkdtemp(prefix="moelsp-pull-")
+    checks = 0
+    try:
+        env = Env(root)
+        cache = os.path.join(root, "cache")
+        with HubDouble(page_size=2) as hub:
+            add_repos(hub)
+            for check in (check_quant, check_split, check_cached, check_resume):
+                check(env, hub, cache)
+                checks += 1
+            for check in (check_checksum, check_gated, check_errors, check_proxy):
+                check(env, hub, root)
+                checks += 1
+            check_models_rm(env, hub, cache)
+            checks += 1
+        check_relative_redirect(env, root)
+        checks += 1
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"test_pull: {checks} checks passed")
+
+
+if __name__ == "__main__":
+    main()
