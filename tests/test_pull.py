@@ -44,6 +44,7 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -79,6 +80,21 @@ BAD_FILE = "Bad-Q4_K_M.gguf"
 GATED = "acme/Gated-GGUF"
 GATED_FILE = "Gated-Q4_K_M.gguf"
 WEIGHTS = "acme/Weights"  # safetensors only
+FOREIGN = "acme/Mamba-GGUF"  # a GGUF of an architecture moelsp does not run, and a file that is no GGUF
+MAMBA_FILE = "Mamba-Q8_0.gguf"
+NOT_GGUF = "Mamba-F16.gguf"
+
+
+def foreign_gguf():
+    """A GGUF v3 whose architecture is `mamba`, one F32 tensor, then 3 MB: only its header may be read."""
+    def string(t):
+        b = t.encode()
+        return struct.pack("<Q", len(b)) + b
+    head = b"GGUF" + struct.pack("<IQQ", 3, 1, 1)
+    head += string("general.architecture") + struct.pack("<I", 8) + string("mamba")
+    head += string("x") + struct.pack("<IQIQ", 1, 32, 0, 0)  # 1 dim of 32, F32, offset 0
+    head += b"\0" * (-len(head) % 32)
+    return head + b"\0" * 128 + random.Random("mamba").randbytes(3_000_000)
 
 
 def fail(msg):
@@ -92,6 +108,7 @@ def add_repos(hub):
     hub.add_repo(BAD, {BAD_FILE: payload(BAD_FILE)})
     hub.add_repo(GATED, {GATED_FILE: payload(GATED_FILE), "README.md": b"gated\n"}, gated=True, token=TOKEN)
     hub.add_repo(WEIGHTS, {"config.json": b"{}\n", "model.safetensors": b"\0" * 4096, "README.md": b"w\n"})
+    hub.add_repo(FOREIGN, {MAMBA_FILE: foreign_gguf(), NOT_GGUF: random.Random("x").randbytes(3_000_000)})
 
 
 class Env:
@@ -346,6 +363,29 @@ def check_errors(env, hub, root):
     print(f"pull: (g) exit 1 with the reason: {reasons}")
 
 
+def check_header_first(env, hub, root):
+    """A file moelsp cannot run is refused from its header alone: the CDN
+    sees range requests for the first bytes, never the whole file."""
+    d = os.path.join(root, "foreign")
+    reasons = []
+    for quant, needles in (("Q8_0", ("mamba", "cannot run", "nothing was downloaded")),
+                           ("F16", ("not a usable GGUF", "nothing was downloaded"))):
+        path = MAMBA_FILE if quant == "Q8_0" else NOT_GGUF
+        p = env.pull(f"{FOREIGN}:{quant}", d, HF_ENDPOINT=hub.endpoint)
+        reasons.append(expect_failure(p, f"a file moelsp cannot run ({path})", *needles))
+        gets = cdn_gets(hub, path)
+        if not gets:
+            fail(f"{path}: its header was never asked for")
+        for r in gets:
+            rng = {k.lower(): v for k, v in r["headers"].items()}.get("range", "")
+            if not rng.startswith("bytes=0-") or rng == "bytes=0-":
+                fail(f"{path}: the CDN got a GET for more than the header (Range {rng!r})")
+    if ggufs_under(d):
+        fail(f"refused pulls left files: {sorted(ggufs_under(d))}")
+    print("pull: (k) refused from the header before any download: " +
+          "; ".join(repr(m[len("moelsp pull: "):][:90]) for m in reasons))
+
+
 def check_proxy(env, hub, root):
     # Plain http through http_proxy: absolute-form requests to the hub and to the CDN.
     d = os.path.join(root, "proxy-http")
@@ -490,7 +530,7 @@ def main():
             for check in (check_quant, check_split, check_cached, check_resume):
                 check(env, hub, cache)
                 checks += 1
-            for check in (check_checksum, check_gated, check_errors, check_proxy):
+            for check in (check_checksum, check_gated, check_errors, check_header_first, check_proxy):
                 check(env, hub, root)
                 checks += 1
             check_models_rm(env, hub, cache)
