@@ -84,7 +84,7 @@ using K = SettingKind;
 // clang-format off
 const std::vector<SettingSpec> kSpecs = {
     {.key = "model", .kind = K::String, .flag = "-m,--model", .commands = kLspFlag | kServeFlag,
-     .default_text = "the embedded default model", .help = "GGUF model file", TOP(model)},
+     .default_text = "the embedded default model", .help = "GGUF model file, or a hub reference (hf://owner/repo:QUANT): its file in the cache, else pulled there (the language server serves the embedded model meanwhile)", TOP(model)},
     {.key = "threads", .kind = K::Int, .flag = "-t,--threads", .commands = kLspFlag | kServeFlag | kProfileFlag, .min = 0, .max = 1024,
      .default_text = "physical cores", .help = "engine threads (0: automatic)", .set = &set_threads,
      .merge = &merge_plan<&PlanOverrides::threads>, .is_set = &set_in_plan<&PlanOverrides::threads>},

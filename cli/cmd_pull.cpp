@@ -26,33 +26,39 @@ struct PullCli {
   bool quiet = false;
 };
 
+// Pulls with progress on stderr; the first file's path (what -m takes).
+std::string pull_with_progress(const assist::ModelRef& ref, const std::string& dir, bool quiet) {
+  assist::PullOptions opt{.dir = dir};
+  std::unique_ptr<Progress> bar;
+  std::string bar_file;
+  opt.on_progress = [&](const assist::PullProgress& p) {
+    if (quiet) return;
+    const std::string label = p.parts > 1 ? fmt::format("pull {}/{}", p.part, p.parts) : std::string("pull");
+    if (!bar || bar_file != p.file) {
+      if (bar) bar->finish();
+      bar = std::make_unique<Progress>(label, double(p.total), ProgressUnit::Bytes);
+      bar_file = p.file;
+    }
+    bar->update(double(p.done), p.verifying ? "checking SHA-256" : p.file);
+  };
+  opt.on_note = [&](const std::string& note) {
+    if (quiet) return;
+    if (bar) bar->abandon(), bar.reset();
+    std::fprintf(stderr, "moelsp pull: %s\n", note.c_str());
+  };
+  assist::Ticket ticket;
+  const assist::PullResult r = assist::pull(ref, opt, ticket);
+  if (bar) bar->finish(r.paths.size() > 1 ? "all parts" : "");
+  if (!quiet && r.downloaded == 0) std::fprintf(stderr, "moelsp pull: nothing to fetch\n");
+  // What -m takes: a split model opens from its first part (the others lie beside it).
+  return r.paths.front();
+}
+
 int run_pull(const PullCli& o) {
   try {
-    const assist::ModelRef ref = assist::parse_model_ref(o.ref);
-    assist::PullOptions opt{.dir = o.dir.empty() ? assist::models_dir() : o.dir};
-    std::unique_ptr<Progress> bar;
-    std::string bar_file;
-    opt.on_progress = [&](const assist::PullProgress& p) {
-      if (o.quiet) return;
-      const std::string label = p.parts > 1 ? fmt::format("pull {}/{}", p.part, p.parts) : std::string("pull");
-      if (!bar || bar_file != p.file) {
-        if (bar) bar->finish();
-        bar = std::make_unique<Progress>(label, double(p.total), ProgressUnit::Bytes);
-        bar_file = p.file;
-      }
-      bar->update(double(p.done), p.verifying ? "checking SHA-256" : p.file);
-    };
-    opt.on_note = [&](const std::string& note) {
-      if (o.quiet) return;
-      if (bar) bar->abandon(), bar.reset();
-      std::fprintf(stderr, "moelsp pull: %s\n", note.c_str());
-    };
-    assist::Ticket ticket;
-    const assist::PullResult r = assist::pull(ref, opt, ticket);
-    if (bar) bar->finish(r.paths.size() > 1 ? "all parts" : "");
-    if (!o.quiet && r.downloaded == 0) std::fprintf(stderr, "moelsp pull: nothing to fetch\n");
-    // What -m takes: a split model opens from its first part (the others lie beside it).
-    std::puts(r.paths.front().c_str());
+    const std::string path =
+        pull_with_progress(assist::parse_model_ref(o.ref), o.dir.empty() ? assist::models_dir() : o.dir, o.quiet);
+    std::puts(path.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moelsp pull: %s\n", e.what());
@@ -86,6 +92,23 @@ int run_rm(const std::string& what, const std::string& dir_opt) {
 }
 
 }  // namespace
+
+bool model_from_ref(std::string& model, const std::string& command) {
+  try {
+    const assist::ModelRef ref = assist::parse_model_ref(model);
+    const std::string dir = assist::models_dir();
+    if (const auto cached = assist::cached_paths(dir, ref); !cached.empty()) {
+      model = cached.front();
+      return true;
+    }
+    std::fprintf(stderr, "moelsp %s: %s is not in %s: pulling it\n", command.c_str(), model.c_str(), dir.c_str());
+    model = pull_with_progress(ref, dir, false);
+    return true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "moelsp %s: -m %s: %s\n", command.c_str(), model.c_str(), e.what());
+    return false;
+  }
+}
 
 void add_pull(CLI::App& app, std::vector<Command>& out) {
   auto po = std::make_shared<PullCli>();

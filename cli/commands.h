@@ -32,6 +32,10 @@ void add_profile(CLI::App& app, std::vector<Command>& out);   // profile
 void add_lsp(CLI::App& app, std::vector<Command>& out);       // settings, lsp
 void add_serve(CLI::App& app, std::vector<Command>& out);     // serve
 void add_pull(CLI::App& app, std::vector<Command>& out);      // pull, models, rm
+// `model` names a hub reference (hf://owner/repo:QUANT): the cached file, or
+// pulled now with progress on stderr; `model` becomes its path. False (and
+// a message naming `command`) when it cannot be had.
+bool model_from_ref(std::string& model, const std::string& command);
 
 struct InspectOptions {
   std::string path;

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "assist/hub.h"
+#include "commands.h"
 #include "engine/default_model.h"
 
 namespace moelsp::cli {
@@ -48,6 +50,7 @@ void add_model_options(CLI::App* c, ModelOptions& m) {
 }
 
 bool default_model(std::string& model, const CLI::App* c) {
+  if (!model.empty() && assist::looks_like_model_ref(model)) return model_from_ref(model, c->get_name());
   if (!model.empty()) return true;
   model = default_model_path();
   if (!model.empty()) return true;

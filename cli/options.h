@@ -26,7 +26,9 @@ extern const CLI::Validator kExecutable;
 
 inline constexpr const char* kQuietHelp =
     "No progress on stderr (a bar on a terminal, else a line every 10 s; results and errors still print)";
-inline constexpr const char* kModelHelp = "GGUF model file (default: the embedded model, models/moelsp-default.gguf)";
+inline constexpr const char* kModelHelp =
+    "GGUF model file, or a hub reference (hf://owner/repo:QUANT; pulled into the cache first when it is not there) "
+    "(default: the embedded model, models/moelsp-default.gguf)";
 inline constexpr const char* kThreadsHelp = "Threads (default: physical cores)";
 
 // Model loading options shared by the engine commands: -m, -t, -c, --kv-type, -q.

@@ -268,9 +268,11 @@ struct WorkDoneProgressBegin {
   std::string title;
   std::optional<std::string> message;
   bool cancellable = false;
+  std::optional<int> percentage = {};  // 0-100, when the work knows how far it is
 };
 struct WorkDoneProgressReport {
   std::string message;
+  std::optional<int> percentage = {};
 };
 struct WorkDoneProgressEnd {
   std::optional<std::string> message;

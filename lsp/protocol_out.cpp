@@ -69,9 +69,14 @@ json to_json(const WorkDoneProgressBegin& p) {
   json j = {{"kind", "begin"}, {"title", p.title}};
   if (p.message) j["message"] = *p.message;
   if (p.cancellable) j["cancellable"] = true;
+  if (p.percentage) j["percentage"] = *p.percentage;
   return j;
 }
-json to_json(const WorkDoneProgressReport& p) { return {{"kind", "report"}, {"message", p.message}}; }
+json to_json(const WorkDoneProgressReport& p) {
+  json j = {{"kind", "report"}, {"message", p.message}};
+  if (p.percentage) j["percentage"] = *p.percentage;
+  return j;
+}
 json to_json(const WorkDoneProgressEnd& p) {
   json j = {{"kind", "end"}};
   if (p.message) j["message"] = *p.message;

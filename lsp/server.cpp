@@ -148,6 +148,7 @@ Server::Impl::Impl(Transport& tr, ServerOptions o)
 }
 
 Server::Impl::~Impl() {
+  puller.stop();  // its hook reloads: not once the rest is going away
   {
     std::lock_guard lock(pending_mu);
     for (auto& [id, p] : pending) p->cancel();
@@ -211,6 +212,9 @@ json Server::Impl::status_json() {
             {"message", st.message},
             {"tokensPerSecond", service.last_tokens_per_second()}};
   s.update(host.status());
+  if (const auto ps = puller.state(); ps.phase != assist::BackgroundPull::Phase::Idle)
+    s["pull"] = {{"ref", ps.ref},     {"state", to_string(ps.phase)}, {"file", ps.file}, {"done", ps.done},
+                 {"total", ps.total}, {"message", ps.message}};
   s["index"] = index_status();
   const assist::TelemetrySnapshot t = service.telemetry();
   s["completions"] = {
@@ -283,7 +287,12 @@ static std::optional<std::string> model_or_default(std::optional<std::string> m)
 void Server::Impl::start_loading() {
   Settings s = effective();
   s.model = model_or_default(s.model);
-  if ((!s.backend_url || s.backend_url->empty()) && (!s.model || s.model->empty())) {
+  requested_model = s.model;
+  const bool remote = s.backend_url && !s.backend_url->empty();
+  const bool ref = !remote && s.model && assist::looks_like_model_ref(*s.model);
+  if (!ref) puller.cancel();  // the setting moved away from a reference being pulled
+  if (ref && !resolve_model_ref(s)) return;
+  if (!remote && (!s.model || s.model->empty())) {
     const std::string msg =
         "no model configured and the default model (models/moelsp-default.gguf) is not found: set "
         "initializationOptions.model, start with --model FILE or set MOELSP_MODEL";
@@ -294,6 +303,62 @@ void Server::Impl::start_loading() {
     return;
   }
   host.load(s);
+}
+
+bool Server::Impl::resolve_model_ref(Settings& s) {
+  const std::string ref = *s.model;
+  assist::ModelRef parsed;
+  try {
+    parsed = assist::parse_model_ref(ref);
+  } catch (const std::invalid_argument& e) {
+    host.fail(std::string("model: ") + e.what());
+    show_message(MessageType::Error, std::string("moelsp: model: ") + e.what());
+    send_status();
+    return false;
+  }
+  const std::string dir = assist::models_dir();
+  if (const auto paths = assist::cached_paths(dir, parsed); !paths.empty()) {
+    s.model = paths.front();
+    return true;
+  }
+  // Not here yet: the embedded model serves while the pull runs (a pull
+  // of gigabytes takes minutes; completions should not wait for it).
+  puller.start(ref, {.dir = dir});
+  s.model = model_or_default(std::nullopt);
+  log_message(MessageType::Info,
+              fmt::format("model {} is not in {}: pulling it; the embedded model serves until it is there", ref, dir));
+  return true;
+}
+
+void Server::Impl::pull_changed(const assist::BackgroundPull::State& st) {
+  using Phase = assist::BackgroundPull::Phase;
+  const auto mib = [](uint64_t b) { return double(b) / double(1 << 20); };
+  const int pct = st.total ? int(100 * st.done / st.total) : 0;
+  if (st.phase == Phase::Pulling) {
+    const std::string msg = st.file.empty() ? "listing the repository"
+                                            : fmt::format("{} {:.0f}/{:.0f} MiB", st.file, mib(st.done), mib(st.total));
+    if (pull_token.is_null() && client.work_done_progress) {
+      pull_token = "moelsp/pull";
+      request_client("window/workDoneProgress/create", {{"token", pull_token}});
+      progress(pull_token,
+               to_json(WorkDoneProgressBegin{.title = "moelsp: pulling " + st.ref, .message = msg, .percentage = pct}));
+    } else if (!pull_token.is_null()) {
+      progress(pull_token, to_json(WorkDoneProgressReport{.message = msg, .percentage = pct}));
+    }
+    return send_status();
+  }
+  if (!pull_token.is_null()) progress(pull_token, to_json(WorkDoneProgressEnd{st.message}));
+  pull_token = nullptr;
+  if (st.phase == Phase::Done) {
+    log_message(MessageType::Info, fmt::format("pulled {}: {}", st.ref, st.message));
+    if (effective().model == st.ref) reload();  // loads the file now in the cache
+  } else if (st.phase == Phase::Failed && st.message != "cancelled") {
+    log_message(MessageType::Error, fmt::format("pulling {} failed: {}", st.ref, st.message));
+    show_message(MessageType::Error, fmt::format("moelsp: pulling {} failed: {}. The embedded model serves meanwhile; "
+                                                 "`moelsp pull {}` in a terminal says more.",
+                                                 st.ref, st.message, st.ref));
+  }
+  send_status();
 }
 
 void Server::Impl::load_started(const assist::ModelHost::Snapshot& st) {
@@ -327,6 +392,7 @@ void Server::Impl::reload() {
     std::lock_guard lock(pending_mu);
     for (auto& [id, p] : pending) p->cancel();
   }
+  std::lock_guard lock(reload_mu);
   host.unload();
   log_message(MessageType::Info, "moelsp: reloading with the new settings");
   start_loading();
@@ -406,7 +472,10 @@ void Server::Impl::on_initialize(const InitializeParams& p, Reply reply) {
   if (client.execute_command) sc.commands = command_names();
   reply(to_json(InitializeResult{.capabilities = sc}));
   phase = Phase::Running;
-  start_loading();
+  {
+    std::lock_guard lock(reload_mu);
+    start_loading();
+  }
   start_index(effective());  // the walk runs beside the model's loading
 }
 
@@ -466,7 +535,12 @@ void Server::Impl::on_did_change_configuration(const DidChangeConfigurationParam
   const Settings now = effective();
   start_index(now);  // restarts the walk only when its folders or settings changed
   const assist::LoadKey loaded = host.loaded();
-  const bool engine_level = (in.model && model_or_default(now.model) != loaded.model) ||
+  std::optional<std::string> requested;
+  {
+    std::lock_guard lock(reload_mu);
+    requested = requested_model;
+  }
+  const bool engine_level = (in.model && model_or_default(now.model) != requested) ||
                             (in.backend_url && now.backend_url != loaded.backend_url) ||
                             (!(in.plan == PlanOverrides{}) && !(now.plan == loaded.plan)) ||
                             (in.prompt_cache_dir && assist::prompt_cache_options(now).dir != loaded.prompt_cache);

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "assist/background_pull.h"
 #include "assist/model_host.h"
 #include "assist/service.h"
 #include "assist/workspace_index.h"
@@ -103,6 +104,17 @@ struct Server::Impl {
   // (progress, messages, moelsp/status).
   assist::ModelHost host;
   json load_token;  // the model load's $/progress token (null: the client shows none)
+  // The `model` setting as start_loading() last read it (a reference stays a
+  // reference while its file is pulled): a settings change reloads only
+  // when it differs. Guarded by reload_mu, which also keeps two reloads
+  // (the editor's, a finished pull's) from interleaving.
+  std::mutex reload_mu;
+  std::optional<std::string> requested_model;
+  // A `model` that names a hub reference not in the cache: pulled here
+  // while the embedded model serves (pull_changed: progress, status, then
+  // the reload that loads it).
+  assist::BackgroundPull puller{[this](const assist::BackgroundPull::State& st) { pull_changed(st); }};
+  json pull_token;  // its $/progress token (touched on the pull's thread only)
 
   std::mutex pending_mu;
   // Requests in flight by id.dump(). A multimap: a client that reuses the id
@@ -164,7 +176,11 @@ struct Server::Impl {
   void enqueue(Lane lane, Reply reply, std::function<void()> job);
   std::shared_ptr<assist::Ticket> track(const json& id);
   void untrack(const json& id, const std::shared_ptr<assist::Ticket>& ticket);
-  void start_loading();
+  void start_loading();  // under reload_mu
+  // `s.model` names a hub reference: its cached file, or the embedded model
+  // while a pull fetches it. False: the reference is malformed (the host failed).
+  bool resolve_model_ref(Settings& s);
+  void pull_changed(const assist::BackgroundPull::State& st);
   // The host's hooks: a load begins (status, progress) and ends (progress,
   // messages, status).
   void load_started(const assist::ModelHost::Snapshot& st);

@@ -108,6 +108,20 @@ void add_engine(std::string& out, const json& st) {
 
 }  // namespace
 
+// A pull the `model` setting started: "REF pulling 45% (file 1.2/2.4 GiB)", "REF failed: why".
+std::string pull_text(const json& st) {
+  const json& p = field(st, "pull");
+  if (p.empty()) return "";
+  const std::string state = str(p, "state");
+  if (state == "pulling") {
+    const double done = p.value("done", 0.0), total = p.value("total", 0.0), gib = double(1u << 30);
+    if (total <= 0) return str(p, "ref") + " pulling (listing the repository)";
+    return fmt::format("{} pulling {:.0f}% ({} {:.2f}/{:.2f} GiB)", str(p, "ref"), 100 * done / total, str(p, "file"),
+                       done / gib, total / gib);
+  }
+  return fmt::format("{} {}: {}", str(p, "ref"), state, str(p, "message"));
+}
+
 std::string status_line(const json& st) {
   const std::string state = str(st, "state");
   std::string out = "moelsp " + state;
@@ -122,6 +136,7 @@ std::string status_line(const json& st) {
   }
   if (state != "ready" && state != "busy" && !str(st, "message", "").empty()) out += " (" + str(st, "message") + ")";
   if (const std::string ctl = controls(c); !ctl.empty()) out += " [" + ctl + "]";
+  if (const json& p = field(st, "pull"); str(p, "state", "") == "pulling") out += "; " + pull_text(st);
   return out;
 }
 
@@ -130,6 +145,7 @@ std::string status_summary(const json& st) {
   const std::string message = str(st, "message", "");
   out += fmt::format("state:        {}{}\n", str(st, "state"), message.empty() ? "" : "  (" + message + ")");
   if (st.contains("model")) out += "model:        " + str(st, "model") + "\n";
+  if (const std::string pull = pull_text(st); !pull.empty()) out += "pull:         " + pull + "\n";
   if (st.contains("tokensPerSecond"))
     out += "tokens/s:     " + num(st, "tokensPerSecond", "{:.1f}") + "  (last generation)\n";
   const json& p = field(st, "plan");

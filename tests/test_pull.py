@@ -38,6 +38,7 @@ header and refuses a file that is not a usable GGUF before downloading.
 
 Exits 0 when every check passes, 1 with a message at the first failure.
 """
+import json
 import os
 import random
 import re
@@ -386,6 +387,106 @@ def check_header_first(env, hub, root):
           "; ".join(repr(m[len("moelsp pull: "):][:90]) for m in reasons))
 
 
+def check_lsp_pull(env, hub, root):
+    """The editor's server with `model` a reference not in the cache: the
+    embedded model answers completions while the pull runs (moelsp/status
+    and $/progress show it), then the pulled file is loaded in its place."""
+    sys.path.insert(0, os.path.join(HERE, "..", "tools", "demo"))
+    from lsp_demo import Client  # the README demo's stdlib LSP client
+    d = os.path.join(root, "lsp-cache")
+    ref = f"{RESUME}:Q5_K_M"
+    hub.stalled.clear()
+    hub.stall_after[Q5KM] = 1_000_000
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env.base, MOELSP_MODELS_DIR=d, HF_ENDPOINT=hub.endpoint)
+    try:
+        c = Client([BINARY, "lsp"])
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    try:
+        c.request("initialize", {"capabilities": {"window": {"workDoneProgress": True},
+                                                  "textDocument": {"inlineCompletion": {}}},
+                                 "initializationOptions": {"model": ref}})
+        c.notify("initialized", {})
+        if not hub.stalled.wait(60):
+            fail("the LSP did not start pulling its model reference")
+        deadline = time.time() + 60
+        st = {}
+        while time.time() < deadline:
+            st, _ = c.request("moelsp/status")
+            if st.get("state") in ("ready", "busy"):
+                break
+            time.sleep(0.1)
+        pull = st.get("pull", {})
+        if st.get("state") not in ("ready", "busy") or pull.get("state") != "pulling" or pull.get("ref") != ref:
+            fail(f"while pulling, the embedded model should serve and the status show the pull: {json.dumps(st)[:600]}")
+        embedded = st.get("model")
+        text = "def add(a, b):\n    return "
+        uri = "file:///tmp/pull_lsp.py"
+        c.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                           "text": text}})
+        r, ms = c.request("textDocument/inlineCompletion", {"textDocument": {"uri": uri},
+                          "position": {"line": 1, "character": 11}, "context": {"triggerKind": 2}})
+        if not isinstance(r, dict) or "items" not in r:
+            fail(f"a completion while pulling got {r!r}")
+        if "pull" not in st.get("summaryLine", "") + st.get("summary", ""):
+            fail(f"the status summary does not mention the pull: {st.get('summary')!r}")
+        hub.release_stalls()  # the connection is cut: the pull resumes and ends
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            st, _ = c.request("moelsp/status")
+            if st.get("state") == "ready" and Q5KM in st.get("message", ""):
+                break
+            time.sleep(0.2)
+        else:
+            fail(f"the pulled model was not loaded: {json.dumps(st)[:600]}")
+        if st.get("pull", {}).get("state") != "done" or st.get("model") == embedded:
+            fail(f"after the pull: {json.dumps(st)[:600]}")
+        progress = []
+        while not c.notes.empty():
+            n = c.notes.get_nowait()
+            if n.get("method") == "$/progress" and n["params"].get("token") == "moelsp/pull":
+                progress.append(n["params"]["value"]["kind"])
+        if not progress or progress[0] != "begin" or progress[-1] != "end":
+            fail(f"$/progress for the pull: {progress}")
+        same_bytes("the pulled file", os.path.join(d, RESUME, Q5KM), hub._repos[RESUME].files[Q5KM])
+        c.request("shutdown")
+        c.notify("exit", None)
+        c.proc.wait(timeout=30)
+    finally:
+        if c.proc.poll() is None:
+            c.proc.kill()
+    print(f"pull: (l) the LSP with model {ref}: the embedded model ({embedded}) answered a completion in "
+          f"{ms:.0f} ms while the pull ran; $/progress {progress[0]}…{progress[-1]} ({len(progress)}); then "
+          f"{st.get('model')!r} loaded from the cache")
+
+
+def check_cli_model_ref(env, hub, root):
+    """-m takes a reference: pulled first when not in the cache, read from it when it is."""
+    d = os.path.join(root, "cli-ref")
+    hub.clear_logs()
+    args = ["tokenize", "-m", f"{CODER}:Q8_0", "-p", "def main():", "--ids"]
+    p = env.run(args, MOELSP_MODELS_DIR=d, HF_ENDPOINT=hub.endpoint)
+    if p.returncode != 0 or not re.fullmatch(r"[0-9 ]+", last_line(p)):
+        fail(f"tokenize -m REF (not cached): {describe(p)}")
+    same_bytes("tokenize -m REF", os.path.join(d, CODER, Q8), CODER_FILES[Q8])
+    ids = last_line(p)
+    hub.clear_logs()
+    p = env.run(args, MOELSP_MODELS_DIR=d, HF_ENDPOINT=f"http://127.0.0.1:{closed_port()}")
+    if p.returncode != 0 or last_line(p) != ids:
+        fail(f"tokenize -m REF (cached, the hub unreachable): {describe(p)}")
+    p = env.run(["tokenize", "-m", f"{CODER}:Q2_K", "-p", "x"], MOELSP_MODELS_DIR=d, HF_ENDPOINT=hub.endpoint)
+    expect_failure_of("tokenize", p, "a missing quant with -m", "Q2_K", "Q8_0")
+    print("pull: (m) -m owner/repo:QUANT pulled before tokenize ran, then read from the cache with the hub unreachable")
+
+
+def expect_failure_of(command, p, what, *needles):
+    if p.returncode == 0 or not all(n in p.stderr for n in needles) or f"moelsp {command}:" not in p.stderr:
+        fail(f"{what}: {describe(p)}")
+
+
 def check_proxy(env, hub, root):
     # Plain http through http_proxy: absolute-form requests to the hub and to the CDN.
     d = os.path.join(root, "proxy-http")
@@ -530,7 +631,8 @@ def main():
             for check in (check_quant, check_split, check_cached, check_resume):
                 check(env, hub, cache)
                 checks += 1
-            for check in (check_checksum, check_gated, check_errors, check_header_first, check_proxy):
+            for check in (check_checksum, check_gated, check_errors, check_header_first, check_lsp_pull,
+                          check_cli_model_ref, check_proxy):
                 check(env, hub, root)
                 checks += 1
             check_models_rm(env, hub, cache)
