@@ -181,6 +181,20 @@ class Fetcher {
   std::map<std::string, std::unique_ptr<HttpClient>> clients_;
 };
 
+// A path from the hub becomes a path under the cache: nothing that could
+// leave it (an absolute path, a `..` component, a backslash, a NUL) is taken.
+bool safe_path(const std::string& p) {
+  if (p.empty() || p.front() == '/' || p.find('\\') != std::string::npos || p.find('\0') != std::string::npos)
+    return false;
+  for (size_t at = 0; at <= p.size();) {
+    const size_t end = std::min(p.find('/', at), p.size());
+    const std::string_view part(p.data() + at, end - at);
+    if (part.empty() || part == "." || part == "..") return false;
+    at = end + 1;
+  }
+  return true;
+}
+
 std::vector<HubFile> list_files(Fetcher& f, const std::string& endpoint, const ModelRef& ref) {
   std::vector<HubFile> files;
   std::string url = fmt::format("{}/api/models/{}/tree/{}?recursive=true", endpoint, ref.repo_id(), ref.revision);
@@ -195,7 +209,7 @@ std::vector<HubFile> list_files(Fetcher& f, const std::string& endpoint, const M
         h.sha256 = lfs->value("oid", "");
         h.size = lfs->value("size", h.size);
       }
-      if (!h.path.empty()) files.push_back(std::move(h));
+      if (safe_path(h.path)) files.push_back(std::move(h));
     }
     url = next;
   }

@@ -358,6 +358,12 @@ def check_errors(env, hub, root):
     m3 = expect_failure(p, "a quant the repository lacks", "Q2_K", "Q8_0", "Q4_K_M", "Q4_0")
     p = env.pull(f"{CODER}:Q8_0", d, HF_ENDPOINT=f"http://127.0.0.1:{closed_port()}")
     m4 = expect_failure(p, "a hub that refuses connections", "cannot connect")
+    # A listing whose paths would leave the cache: never taken.
+    hub.add_repo("acme/Evil-GGUF", {"../../../evil-Q4_0.gguf": payload("evil"), "/tmp/abs-Q4_0.gguf": payload("abs")})
+    p = env.pull("acme/Evil-GGUF:Q4_0", d, HF_ENDPOINT=hub.endpoint)
+    expect_failure(p, "paths that leave the cache", "no GGUF")
+    if os.path.exists(os.path.join(root, "evil-Q4_0.gguf")) or os.path.exists(os.path.join(d, "..", "evil-Q4_0.gguf")):
+        fail("a path from the hub's listing wrote outside the cache")
     if ggufs_under(d):
         fail(f"failed pulls left files: {sorted(ggufs_under(d))}")
     reasons = "; ".join(repr(m[len("moelsp pull: "):][:70]) for m in (m1, m2, m3, m4))
