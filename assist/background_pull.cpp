@@ -28,22 +28,27 @@ BackgroundPull::BackgroundPull(Hook on_change) : hook_(std::move(on_change)) {}
 BackgroundPull::~BackgroundPull() { stop(); }
 
 void BackgroundPull::stop() {
-  std::vector<std::thread> threads;
-  {
-    std::lock_guard lock(mu_);
-    if (ticket_) ticket_->cancel();
-    ticket_ = nullptr;  // no hook from here on (publish checks it)
-    threads.swap(threads_);
+  for (;;) {  // a hook running now may start one more pull before it sees stopped_
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard lock(mu_);
+      stopped_ = true;
+      if (ticket_) ticket_->cancel();
+      ticket_ = nullptr;  // no hook from here on (publish checks it)
+      threads.swap(threads_);
+    }
+    if (threads.empty()) return;
+    for (auto& t : threads)
+      if (t.joinable()) t.join();
   }
-  for (auto& t : threads)
-    if (t.joinable()) t.join();
 }
 
 void BackgroundPull::start(const std::string& ref, PullOptions opt) {
   auto ticket = std::make_shared<Ticket>();
   {
     std::lock_guard lock(mu_);
-    if (state_.phase == Phase::Pulling && state_.ref == ref) return;
+    if (stopped_) return;
+    if (state_.phase == Phase::Pulling && state_.ref == ref && ticket_ && !ticket_->cancelled()) return;
     if (ticket_) ticket_->cancel();
     ticket_ = ticket;
     state_ = State{.ref = ref, .phase = Phase::Pulling};
@@ -71,6 +76,13 @@ void BackgroundPull::publish(const State& s, bool force, const std::shared_ptr<T
     const int64_t t = now_ms();
     if (!force && t - last_publish_ms_ < 250) return;
     last_publish_ms_ = t;
+  }
+  // Hooks one at a time, and a pull replaced meanwhile says nothing more:
+  // an old pull's last words never follow (or interleave with) a new one's.
+  std::lock_guard hook_lock(hook_mu_);
+  {
+    std::lock_guard lock(mu_);
+    if (ticket_ != ticket) return;
   }
   if (hook_) hook_(s);
 }

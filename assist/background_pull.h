@@ -41,7 +41,8 @@ class BackgroundPull {
   BackgroundPull& operator=(const BackgroundPull&) = delete;
 
   // Pulls `ref` into opt.dir; nothing when that reference is already being
-  // pulled. May be called from the hook (it does not wait for its own thread).
+  // pulled (and not cancelled), or after stop(). May be called from the
+  // hook (it does not wait for its own thread).
   void start(const std::string& ref, PullOptions opt);
   void cancel();
   // Cancels and waits for every pull's thread (the hook is not called after).
@@ -53,7 +54,9 @@ class BackgroundPull {
   void publish(const State& s, bool force, const std::shared_ptr<Ticket>& ticket);
 
   Hook hook_;
+  std::mutex hook_mu_;  // one hook at a time, and only the current pull's
   mutable std::mutex mu_;
+  bool stopped_ = false;
   State state_;
   std::shared_ptr<Ticket> ticket_;
   std::vector<std::thread> threads_;  // the current pull's last; earlier ones end once cancelled

@@ -21,6 +21,8 @@
 #include <optional>
 #include <thread>
 
+#include <openssl/evp.h>
+
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
@@ -113,6 +115,7 @@ struct HttpClient::Impl {
   HttpClientOptions opt;
   Url url;
   std::optional<Url> proxy;
+  std::string proxy_auth;  // Proxy-Authorization, from the proxy URL's user:password
   std::optional<ssl::context> tls_ctx;
   std::mutex mu;
   std::deque<std::unique_ptr<Conn>> idle;
@@ -168,6 +171,7 @@ struct HttpClient::Impl {
     bhttp::request<bhttp::empty_body> req{bhttp::verb::connect, authority, 11};
     req.set(bhttp::field::host, authority);
     req.set(bhttp::field::user_agent, "moelsp");
+    if (!proxy_auth.empty()) req.set(bhttp::field::proxy_authorization, proxy_auth);
     c.lowest().expires_after(timeout());
     beast::error_code ec = c.run([&](auto h) { bhttp::async_write(c.lowest(), req, std::move(h)); });
     bhttp::response_parser<bhttp::empty_body> parser;
@@ -220,6 +224,7 @@ struct HttpClient::Impl {
     req.set(bhttp::field::user_agent, "moelsp");
     if (!opt.api_key.empty()) req.set(bhttp::field::authorization, "Bearer " + opt.api_key);
     for (const auto& [k, v] : r.fields) req.set(k, v);
+    if (!prefix.empty() && !proxy_auth.empty()) req.set(bhttp::field::proxy_authorization, proxy_auth);
     req.keep_alive(true);
     req.body() = r.body;
     if (!r.body.empty() || r.method == "POST") req.prepare_payload();
@@ -271,8 +276,21 @@ struct HttpClient::Impl {
 HttpClient::HttpClient(HttpClientOptions opt) : impl_(std::make_unique<Impl>()) {
   impl_->url = parse_url(opt.url);
   if (!opt.proxy.empty()) {
-    impl_->proxy = parse_url(opt.proxy);
-    if (impl_->proxy->tls) throw std::runtime_error("proxy " + opt.proxy + ": only http:// proxies are supported");
+    // http://user:password@host:port: the credentials go into
+    // Proxy-Authorization (Basic), never into a message.
+    std::string proxy = opt.proxy;
+    const size_t scheme = proxy.find("://"), at = proxy.rfind('@');
+    if (scheme != std::string::npos && at != std::string::npos && at > scheme) {
+      const std::string creds = proxy.substr(scheme + 3, at - scheme - 3);
+      proxy.erase(scheme + 3, at - scheme - 2);
+      std::string b64(4 * ((creds.size() + 2) / 3) + 1, '\0');
+      const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(b64.data()),
+                                    reinterpret_cast<const unsigned char*>(creds.data()), int(creds.size()));
+      b64.resize(size_t(std::max(0, n)));
+      impl_->proxy_auth = "Basic " + b64;
+    }
+    impl_->proxy = parse_url(proxy);
+    if (impl_->proxy->tls) throw std::runtime_error("proxy " + proxy + ": only http:// proxies are supported");
   }
   if (impl_->url.tls) {
     auto& ctx = impl_->tls_ctx.emplace(ssl::context::tls_client);

@@ -10,7 +10,10 @@
 // - A full disk is checked before the first byte (statvfs) and again by each
 //   write; a write that fails removes the .part (nothing partial is left
 //   where there is no room for it).
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 
@@ -104,7 +107,9 @@ class Fetcher {
         a.error = fmt::format("HTTP {} from {} without a Location", a.head.status, url);
         return a;
       }
-      url = loc.find("://") != std::string::npos ? loc : s.origin + (loc.front() == '/' ? "" : "/") + loc;
+      if (loc.find("://") != std::string::npos) url = loc;
+      else if (loc.starts_with("//")) url = s.origin.substr(0, s.origin.find("//")) + loc;  // scheme-relative
+      else url = s.origin + (loc.front() == '/' ? "" : "/") + loc;
     }
     a.error = "too many redirects from " + a.url;
     return a;
@@ -216,13 +221,16 @@ std::vector<HubFile> list_files(Fetcher& f, const std::string& endpoint, const M
   return files;
 }
 
-std::string sha256_of(const std::string& path) {
+std::string sha256_of(const std::string& path, Ticket& ticket) {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
   EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
   std::vector<unsigned char> buf(1 << 20);
-  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0;) EVP_DigestUpdate(ctx.get(), buf.data(), n);
+  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0;) {
+    if (ticket.cancelled()) throw std::runtime_error("cancelled");
+    EVP_DigestUpdate(ctx.get(), buf.data(), n);
+  }
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(ctx.get(), md, &len);
@@ -251,7 +259,7 @@ void download(Fetcher& f, const FileJob& job, const PullOptions& opt, Ticket& ti
     if (!out) throw std::runtime_error("cannot write " + part + ": " + std::strerror(errno));
     std::vector<std::pair<std::string, std::string>> fields;
     if (have > 0) fields.emplace_back("Range", fmt::format("bytes={}-", have));
-    const uint64_t before = have;
+    uint64_t before = have;
     std::string failure;  // an answer that is not the file (no retry)
     int status = 0;
     const Fetcher::Answer a = f.get(
@@ -260,10 +268,17 @@ void download(Fetcher& f, const FileJob& job, const PullOptions& opt, Ticket& ti
           status = h.status;
           if (h.status == 200 && have > 0) {  // the range was ignored: from the start
             out.reset(std::fopen(part.c_str(), "wb"));
-            have = 0;
+            if (!out) failure = fmt::format("writing {}: {}", part, std::strerror(errno));
+            fetched -= std::min(fetched, have);
+            have = before = 0;
           } else if (h.status == 206) {
             const std::string cr = h.field("Content-Range");  // bytes A-B/T
-            if (cr.rfind(fmt::format("bytes {}-", have), 0) != 0) failure = "the server resumed at " + cr;
+            if (cr.rfind(fmt::format("bytes {}-", have), 0) != 0) {
+              // Not where we asked: what is here may not be this file's start either.
+              fs::remove(part, ec);
+              failure = "the server resumed at " + cr + " instead of byte " + std::to_string(have) +
+                        " (the partial file is removed; run the pull again)";
+            }
           } else if (h.status != 200 && h.status != 416) {
             failure = f.status_error(h, "", job.file.path);
           }
@@ -302,10 +317,11 @@ void download(Fetcher& f, const FileJob& job, const PullOptions& opt, Ticket& ti
 }
 
 // The .part is whole: size and SHA-256 checked, then renamed into place.
-void finish(const FileJob& job, const PullOptions& opt) {
+void finish(const FileJob& job, const PullOptions& opt, Ticket& ticket) {
   const std::string part = job.final_path + ".part";
   std::error_code ec;
   const uint64_t size = fs::file_size(part, ec);
+  if (ec) throw std::runtime_error("cannot read " + part + ": " + ec.message());
   if (size != job.file.size) {
     fs::remove(part, ec);
     throw std::runtime_error(fmt::format("{}: {} bytes arrived, the hub lists {} (removed; run the pull again)",
@@ -313,7 +329,7 @@ void finish(const FileJob& job, const PullOptions& opt) {
   }
   if (!job.file.sha256.empty()) {
     if (opt.on_progress) opt.on_progress({job.file.path, size, size, job.part, job.parts, true});
-    const std::string got = sha256_of(part);
+    const std::string got = sha256_of(part, ticket);
     if (got != job.file.sha256) {
       fs::remove(part, ec);
       throw std::runtime_error(fmt::format(
@@ -344,7 +360,9 @@ std::vector<uint8_t> head_bytes(Fetcher& f, const std::string& url, uint64_t n, 
       });
   if (!failure.empty()) throw std::runtime_error(failure);
   if (!a.error.empty() && out.size() < n) throw std::runtime_error(f.network_error(a.error));
-  (void)status;
+  if (out.size() < n)
+    throw std::runtime_error(
+        fmt::format("{}: the server sent {} of the first {} bytes (HTTP {})", what, out.size(), n, status));
   return out;
 }
 
@@ -358,16 +376,15 @@ void check_header(Fetcher& f, const std::string& url, const HubFile& h, bool spl
     n = std::min(n, h.size);
     try {
       const gguf::File g = gguf::File::from_header(head_bytes(f, url, n, h.path), h.size, h.path);
-      const ModelSummary m = summarize(g);
+      const ModelSummary m = summarize(g, /*check_tensors=*/!split);
       std::string problems;
-      for (const std::string& p : m.problems)
-        if (!(split && p.rfind("missing tensor", 0) == 0)) problems += (problems.empty() ? "" : "; ") + p;
+      for (const std::string& p : m.problems) problems += (problems.empty() ? "" : "; ") + p;
       if (!problems.empty())
         throw std::runtime_error(fmt::format("{} ({}): moelsp cannot run it: {} (nothing was downloaded)", h.path,
                                              m.arch.empty() ? "no architecture" : m.arch, problems));
       return;
     } catch (const gguf::GgufHeaderIncomplete&) {
-      if (n >= h.size || n >= (256u << 20))
+      if (n >= (256u << 20))
         throw std::runtime_error(h.path + ": its GGUF header is larger than 256 MiB; not a model moelsp can run");
     } catch (const gguf::GgufError& e) {
       throw std::runtime_error(
@@ -375,6 +392,33 @@ void check_header(Fetcher& f, const std::string& url, const HubFile& h, bool spl
     }
   }
 }
+
+// An exclusive flock on the repository's folder while one of its files is
+// fetched and checked (released with the process, however it ends).
+class RepoLock {
+ public:
+  RepoLock(const std::string& dir, const PullOptions& opt, Ticket& ticket)
+      : fd_(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
+    if (fd_ < 0) throw std::runtime_error("cannot open " + dir + ": " + std::strerror(errno));
+    bool told = false;
+    while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK && errno != EINTR) break;  // no locking here (a network file system): go on
+      if (!told && opt.on_note) opt.on_note("another moelsp is pulling into " + dir + ": waiting for it");
+      told = true;
+      if (ticket.cancelled()) {
+        ::close(fd_);
+        throw std::runtime_error("cancelled");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+  ~RepoLock() { ::close(fd_); }
+  RepoLock(const RepoLock&) = delete;
+  RepoLock& operator=(const RepoLock&) = delete;
+
+ private:
+  int fd_;
+};
 
 void check_room(const std::string& dir, uint64_t needed) {
   struct statvfs st {};
@@ -429,8 +473,13 @@ PullResult pull(const ModelRef& ref, const PullOptions& opt, Ticket& ticket) {
       continue;
     }
     fs::create_directories(fs::path(job.final_path).parent_path(), ec);
+    // Two pulls of one file (two editors' servers, a terminal beside one)
+    // would append to one .part: the second waits for the first, then
+    // finds the file there.
+    const RepoLock lock(repo_dir, opt, ticket);
+    if (fs::exists(job.final_path, ec) && fs::file_size(job.final_path, ec) == h.size) continue;
     download(f, job, opt, ticket, result.downloaded);
-    finish(job, opt);
+    finish(job, opt, ticket);
   }
   return result;
 }

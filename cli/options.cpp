@@ -53,6 +53,8 @@ bool default_model(std::string& model, const CLI::App* c) {
   if (!model.empty() && assist::looks_like_model_ref(model)) return model_from_ref(model, c->get_name());
   if (!model.empty()) return true;
   model = default_model_path();
+  if (!model.empty() && assist::looks_like_model_ref(model))
+    return model_from_ref(model, c->get_name());  // $MOELSP_MODEL
   if (!model.empty()) return true;
   std::fprintf(stderr,
                "moelsp %s: no model given and the default model (models/moelsp-default.gguf) is not found: "

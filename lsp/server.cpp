@@ -2,6 +2,7 @@
 #include "server.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include <spdlog/spdlog.h>
 
@@ -317,6 +318,13 @@ bool Server::Impl::resolve_model_ref(Settings& s) {
     return false;
   }
   const std::string dir = assist::models_dir();
+  // The files a finished pull fetched (what it chose may differ from what
+  // the cache's own listing would choose: several quants there, no quant named).
+  if (const auto done = puller.state(); done.ref == ref && done.phase == assist::BackgroundPull::Phase::Done &&
+                                        !done.paths.empty() && std::filesystem::exists(done.paths.front())) {
+    s.model = done.paths.front();
+    return true;
+  }
   if (const auto paths = assist::cached_paths(dir, parsed); !paths.empty()) {
     s.model = paths.front();
     return true;
@@ -324,7 +332,7 @@ bool Server::Impl::resolve_model_ref(Settings& s) {
   // Not here yet: the embedded model serves while the pull runs (a pull
   // of gigabytes takes minutes; completions should not wait for it).
   puller.start(ref, {.dir = dir});
-  s.model = model_or_default(std::nullopt);
+  s.model = embedded_model_path();
   log_message(MessageType::Info,
               fmt::format("model {} is not in {}: pulling it; the embedded model serves until it is there", ref, dir));
   return true;
@@ -351,7 +359,12 @@ void Server::Impl::pull_changed(const assist::BackgroundPull::State& st) {
   pull_token = nullptr;
   if (st.phase == Phase::Done) {
     log_message(MessageType::Info, fmt::format("pulled {}: {}", st.ref, st.message));
-    if (effective().model == st.ref) reload();  // loads the file now in the cache
+    bool wanted;  // the setting (or $MOELSP_MODEL) still names it
+    {
+      std::lock_guard lock(reload_mu);
+      wanted = requested_model == st.ref;
+    }
+    if (wanted) reload();  // loads the file now in the cache
   } else if (st.phase == Phase::Failed && st.message != "cancelled") {
     log_message(MessageType::Error, fmt::format("pulling {} failed: {}", st.ref, st.message));
     show_message(MessageType::Error, fmt::format("moelsp: pulling {} failed: {}. The embedded model serves meanwhile; "

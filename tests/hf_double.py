@@ -588,6 +588,7 @@ class Proxy:
     def __init__(self):
         proxy = self
         self.seen = []
+        self.auth = []  # each request's Proxy-Authorization ("" when none)
         self._lock = threading.Lock()
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -600,6 +601,7 @@ class Proxy:
             def record(self):
                 with proxy._lock:
                     proxy.seen.append((self.command, self.path))
+                    proxy.auth.append(self.headers.get("Proxy-Authorization", ""))
 
             def do_CONNECT(self):
                 self.record()

@@ -497,14 +497,23 @@ def check_proxy(env, hub, root):
     # Plain http through http_proxy: absolute-form requests to the hub and to the CDN.
     d = os.path.join(root, "proxy-http")
     with Proxy() as px:
-        p = env.pull(f"{CODER}:Q8_0", d, HF_ENDPOINT=hub.endpoint, http_proxy=px.url, no_proxy="", NO_PROXY="")
+        # A proxy URL with credentials: Proxy-Authorization (Basic), and never the password in a message.
+        authed = px.url.replace("http://", "http://ann:s3cret@")
+        p = env.pull(f"{CODER}:Q8_0", d, HF_ENDPOINT=hub.endpoint, http_proxy=authed, no_proxy="", NO_PROXY="")
         expect_pulled(p, "a pull through http_proxy", d, CODER, Q8, CODER_FILES)
         gets = px.targets("GET")
         if not any(t.startswith(f"{hub.endpoint}/api/models/{CODER}/tree/") for t in gets):
             fail(f"the proxy saw no absolute-form GET of the tree: {px.seen}")
         if not any(t.startswith(f"{hub.cdn_base}/cdn/") for t in gets):
             fail(f"the proxy saw no absolute-form GET to the CDN: {px.seen}")
+        if not px.auth or any(a != "Basic YW5uOnMzY3JldA==" for a in px.auth):
+            fail(f"the proxy's credentials were not sent as Basic authorization: {px.auth}")
         n_http = len(px.seen)
+    p = env.pull(f"{CODER}:Q8_0", os.path.join(root, "proxy-down"), HF_ENDPOINT=hub.endpoint,
+                 http_proxy=f"http://ann:s3cret@127.0.0.1:{closed_port()}", no_proxy="", NO_PROXY="")
+    expect_failure(p, "a proxy that is down", "proxy", "cannot connect")
+    if "s3cret" in p.stderr:
+        fail(f"the proxy's password is in a message: {p.stderr!r}")
     # NO_PROXY: the hosts it names are reached directly (the proxy here is not there).
     d = os.path.join(root, "proxy-bypass")
     p = env.pull(f"{CODER}:Q8_0", d, HF_ENDPOINT=hub.endpoint, http_proxy=f"http://127.0.0.1:{closed_port()}",

@@ -36,19 +36,13 @@ uint64_t ModelFootprint::active_bytes() const {
   return dense_bytes - embd_bytes + uint64_t(n_moe_layers) * uint64_t(n_expert_used) * expert_bytes;
 }
 
-ModelFootprint footprint(const Model& m) {
-  const ModelConfig& c = m.config();
-  ModelFootprint s;
-  s.name = c.name;
-  s.arch = c.arch;
-  s.file_bytes = m.file().file_size();
-  s.n_layer = c.n_layer;
-  s.n_expert = c.n_expert;
-  s.n_expert_used = c.n_expert_used;
-  s.n_ctx_train = c.n_ctx_train;
-  for (int il = 0; il < c.n_layer; ++il) s.n_moe_layers += c.is_moe_layer(il) ? 1 : 0;
+namespace {
+
+// The tensors' bytes by role (dense, embedding, one mean expert; also as a
+// device would hold them) into `s`, whose n_moe_layers and n_expert are set.
+void add_tensor_bytes(const gguf::File& f, ModelFootprint& s) {
   uint64_t experts = 0, device_experts = 0;
-  for (const auto& t : m.file().tensors()) {
+  for (const auto& t : f.tensors()) {
     // On a device: the file's blocks where its kernels decode them, else F16 rows padded to 32 values.
     const uint64_t cols = t.shape.empty() ? 1 : t.shape[0];
     const bool native = kernels::cuda::device_supports(t.type) && cols % 32 == 0;
@@ -66,12 +60,73 @@ ModelFootprint footprint(const Model& m) {
     s.expert_bytes = experts / uint64_t(s.n_moe_layers * s.n_expert);
     s.device_expert_bytes = device_experts / uint64_t(s.n_moe_layers * s.n_expert);
   }
+}
+
+}  // namespace
+
+ModelFootprint footprint(const Model& m) {
+  const ModelConfig& c = m.config();
+  ModelFootprint s;
+  s.name = c.name;
+  s.arch = c.arch;
+  s.file_bytes = m.file().file_size();
+  s.n_layer = c.n_layer;
+  s.n_expert = c.n_expert;
+  s.n_expert_used = c.n_expert_used;
+  s.n_ctx_train = c.n_ctx_train;
+  for (int il = 0; il < c.n_layer; ++il) s.n_moe_layers += c.is_moe_layer(il) ? 1 : 0;
+  add_tensor_bytes(m.file(), s);
   s.kv_bytes_per_token_f16 = m.kv_layout(KvType::F16).bytes_per_token();
   try {
     (void)m.kv_layout(KvType::Q8_0);
     s.kv_q8_ok = true;
   } catch (const std::exception&) {
     s.kv_q8_ok = false;
+  }
+  return s;
+}
+
+ModelFootprint footprint_of_header(const gguf::File& f) {
+  ModelFootprint s;
+  s.arch = f.get_or<std::string>("general.architecture", "");
+  s.name = f.get_or<std::string>("general.name", s.arch);
+  s.file_bytes = f.file_size();
+  const auto key = [&](const char* k) { return s.arch + "." + k; };
+  // A key that may be one number or one per layer (the largest counts).
+  const auto num = [&](const char* k, uint64_t fallback) {
+    const gguf::Value* v = f.find(key(k));
+    if (!v) return fallback;
+    if (const auto x = v->as<uint64_t>()) return *x;
+    uint64_t most = 0;
+    for (const uint64_t x : f.get_array<uint64_t>(key(k))) most = std::max(most, x);
+    return most ? most : fallback;
+  };
+  s.n_layer = int(num("block_count", 0));
+  s.n_expert = int(num("expert_count", 0));
+  s.n_expert_used = int(num("expert_used_count", 0));
+  s.n_ctx_train = int(num("context_length", 0));
+  std::vector<bool> moe(size_t(std::max(0, s.n_layer)), false);
+  for (const auto& t : f.tensors()) {
+    int il = -1;
+    if (t.name.find("_exps.") != std::string::npos && std::sscanf(t.name.c_str(), "blk.%d.", &il) == 1 && il >= 0 &&
+        il < s.n_layer)
+      moe[size_t(il)] = true;
+  }
+  s.n_moe_layers = int(std::count(moe.begin(), moe.end(), true));
+  add_tensor_bytes(f, s);
+  // KV rows as the architectures cache them: MLA its latent and rope key
+  // (kv_lora_rank + rope dims), the others k and v of every kv head.
+  const uint64_t layers = uint64_t(std::max(0, s.n_layer));
+  if (const uint64_t lora = num("attention.kv_lora_rank", 0); lora > 0) {
+    const uint64_t rope = num("rope.dimension_count", 64);
+    s.kv_bytes_per_token_f16 = layers * (lora + rope) * 2;
+    s.kv_q8_ok = lora % 32 == 0 && (lora + rope) % 32 == 0;
+  } else {
+    const uint64_t heads = num("attention.head_count", 1), kv_heads = num("attention.head_count_kv", heads);
+    const uint64_t embd = num("embedding_length", 0);
+    const uint64_t hk = num("attention.key_length", heads ? embd / heads : 0), hv = num("attention.value_length", hk);
+    s.kv_bytes_per_token_f16 = layers * kv_heads * (hk + hv) * 2;
+    s.kv_q8_ok = hk % 32 == 0 && hv % 32 == 0;
   }
   return s;
 }

@@ -137,11 +137,21 @@ void count_parameters(const gguf::File& f, const std::string& prefix, ModelSumma
   m.type_counts.assign(types.begin(), types.end());
 }
 
+// Weight types the kernels lack.
+void check_types(ModelSummary& m) {
+  const auto& wt = supported_weight_types();
+  for (const auto& [type, count] : m.type_counts)
+    if (std::find(wt.begin(), wt.end(), type) == wt.end())
+      m.problems.push_back(fmt::format("weight type {} ({} tensors) is not supported yet", type, count));
+}
+
 // What stops moelsp from running a file of a known architecture: missing
 // hyperparameters and tensors (its facts), weight types the kernels lack.
-void check_against(const gguf::File& f, const arch::ArchFacts& facts, const std::string& prefix, ModelSummary& m) {
+void check_against(const gguf::File& f, const arch::ArchFacts& facts, const std::string& prefix, ModelSummary& m,
+                   bool check_tensors) {
   for (const auto& k : facts.keys)
     if (!f.has(prefix + std::string(k))) m.problems.push_back(fmt::format("missing hyperparameter {}{}", prefix, k));
+  if (!check_tensors) return check_types(m);
   if (f.tensors().empty()) return m.problems.push_back("the file holds no tensors (a vocabulary-only file?)");
   if (!f.tensor("token_embd.weight")) m.problems.push_back("missing tensor token_embd.weight");
   if (!f.tensor("output_norm.weight")) m.problems.push_back("missing tensor output_norm.weight");
@@ -149,15 +159,12 @@ void check_against(const gguf::File& f, const arch::ArchFacts& facts, const std:
   const auto n_dense = f.get_or<uint64_t>(prefix + "leading_dense_block_count", 0);
   for (uint64_t l = 0; l < n_layer && l < 4096; ++l)
     check_layer(f, facts, fmt::format("blk.{}.", l), m.is_moe && l >= n_dense, m.problems);
-  const auto& wt = supported_weight_types();
-  for (const auto& [type, count] : m.type_counts)
-    if (std::find(wt.begin(), wt.end(), type) == wt.end())
-      m.problems.push_back(fmt::format("weight type {} ({} tensors) is not supported yet", type, count));
+  check_types(m);
 }
 
 }  // namespace
 
-ModelSummary summarize(const gguf::File& f) {
+ModelSummary summarize(const gguf::File& f, bool check_tensors) {
   ModelSummary m;
   m.path = f.path();
   m.gguf_version = f.version();
@@ -170,7 +177,7 @@ ModelSummary summarize(const gguf::File& f) {
       if (k.starts_with(prefix)) m.hparams.emplace_back(k.substr(prefix.size()), v.to_string(8));
   count_parameters(f, prefix, m);
   if (m.arch.empty()) m.problems.push_back("no general.architecture key");
-  else if (const arch::ArchFacts* facts = arch::facts_of(m.arch)) check_against(f, *facts, prefix, m);
+  else if (const arch::ArchFacts* facts = arch::facts_of(m.arch)) check_against(f, *facts, prefix, m, check_tensors);
   else
     m.problems.push_back(
         fmt::format("architecture '{}' is not supported (supported: {})", m.arch, arch::architecture_names()));

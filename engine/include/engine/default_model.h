@@ -10,5 +10,8 @@ namespace moelsp {
 // models/moelsp-default.gguf (a build run from its checkout); the installed
 // <prefix>/share/moelsp/moelsp-default.gguf. Empty when none exists.
 std::string default_model_path();
+// The same without $MOELSP_MODEL: the embedded model's file itself (what
+// serves while a model named by a hub reference is pulled).
+std::string embedded_model_path();
 
 }  // namespace moelsp

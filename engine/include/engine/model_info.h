@@ -43,7 +43,10 @@ struct ModelSummary {
   std::vector<std::string> problems;  // what stops moelsp from running the file
 };
 
-ModelSummary summarize(const gguf::File& f);
+// check_tensors false: not which tensors are there (the first part of a
+// split model, whose other parts hold the rest); hyperparameters, weight
+// types and the tokenizer still count.
+ModelSummary summarize(const gguf::File& f, bool check_tensors = true);
 
 // The architectures and weight types moelsp targets.
 const std::vector<std::string>& supported_architectures();

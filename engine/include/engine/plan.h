@@ -22,6 +22,9 @@
 namespace moelsp {
 
 class Model;
+namespace gguf {
+class File;
+}
 struct EngineOptions;  // engine.h
 struct ExpertOptions;  // model.h
 
@@ -45,6 +48,11 @@ struct ModelFootprint {
   uint64_t active_bytes() const;
 };
 ModelFootprint footprint(const Model& m);
+// The same from a file's header alone (gguf::File::from_header: a model not
+// downloaded yet): the tensors' sizes by role, the KV row from the
+// attention keys (MLA's latent and rope key, else k and v per kv head).
+// For a split model, set file_bytes to all parts' size after.
+ModelFootprint footprint_of_header(const gguf::File& f);
 
 // Overrides: set fields replace the planner's choice.
 struct PlanOverrides {
