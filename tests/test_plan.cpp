@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/engine.h"
+#include "engine/gguf.h"
 #include "engine/model.h"
 #include "engine/plan.h"
 #include "engine/profile.h"
@@ -419,4 +420,33 @@ TEST_CASE("plan: the server's full context is the training context while it fits
   req.n_ctx = 8192;
   CHECK(make_plan(small, m, req).n_ctx == 8192);
   CHECK(make_plan(small, m, {}).n_ctx == 4096);
+}
+
+TEST_CASE("plan: a footprint from the header alone agrees with the loaded model's, for every architecture") {
+  // What `moelsp models --suggest` plans with before a download: the same
+  // numbers a load gives (tensor bytes by role, the KV row).
+  for (const char* name : {"qwen3moe-ref", "deepseek2-lite-ref", "deepseek2-v3-ref", "glm4moe-ref", "gpt-oss-ref",
+                           "glm-dsa-ref", "mixtral-ref"}) {
+    const std::string path = test::data_path(std::string("reference/") + name + ".gguf");
+    INFO(name);
+    const std::string bytes = test::read_file(path);
+    const gguf::File head = gguf::File::from_header(
+        std::vector<uint8_t>(bytes.begin(), bytes.begin() + long(std::min<size_t>(bytes.size(), 4u << 20))),
+        bytes.size(), name);
+    const ModelFootprint h = footprint_of_header(head);
+    auto m = Model::load(path, {.threads = 1});
+    const ModelFootprint f = footprint(*m);
+    CHECK(h.arch == f.arch);
+    CHECK(h.file_bytes == f.file_bytes);
+    CHECK(h.n_layer == f.n_layer);
+    CHECK(h.n_moe_layers == f.n_moe_layers);
+    CHECK(h.n_expert == f.n_expert);
+    CHECK(h.n_expert_used == f.n_expert_used);
+    CHECK(h.dense_bytes == f.dense_bytes);
+    CHECK(h.expert_bytes == f.expert_bytes);
+    CHECK(h.embd_bytes == f.embd_bytes);
+    CHECK(h.active_bytes() == f.active_bytes());
+    CHECK(h.kv_bytes_per_token_f16 == f.kv_bytes_per_token_f16);
+    CHECK(h.kv_q8_ok == f.kv_q8_ok);
+  }
 }

@@ -1,6 +1,7 @@
 // The plan's model footprint, load_planned(), and the Plan's printing; the
 // decisions themselves are make_plan()'s steps in plan_steps.cpp.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -43,6 +44,8 @@ namespace {
 void add_tensor_bytes(const gguf::File& f, ModelFootprint& s) {
   uint64_t experts = 0, device_experts = 0;
   for (const auto& t : f.tensors()) {
+    // A NextN/MTP block past the layers that run: in memory (file_bytes), never read per token.
+    if (int il = -1; std::sscanf(t.name.c_str(), "blk.%d.", &il) == 1 && il >= s.n_layer) continue;
     // On a device: the file's blocks where its kernels decode them, else F16 rows padded to 32 values.
     const uint64_t cols = t.shape.empty() ? 1 : t.shape[0];
     const bool native = kernels::cuda::device_supports(t.type) && cols % 32 == 0;
@@ -101,7 +104,8 @@ ModelFootprint footprint_of_header(const gguf::File& f) {
     for (const uint64_t x : f.get_array<uint64_t>(key(k))) most = std::max(most, x);
     return most ? most : fallback;
   };
-  s.n_layer = int(num("block_count", 0));
+  // NextN/MTP blocks at the end of block_count are loaded, never run.
+  s.n_layer = int(num("block_count", 0) - std::min(num("block_count", 0), num("nextn_predict_layers", 0)));
   s.n_expert = int(num("expert_count", 0));
   s.n_expert_used = int(num("expert_used_count", 0));
   s.n_ctx_train = int(num("context_length", 0));
@@ -119,7 +123,8 @@ ModelFootprint footprint_of_header(const gguf::File& f) {
   const uint64_t layers = uint64_t(std::max(0, s.n_layer));
   if (const uint64_t lora = num("attention.kv_lora_rank", 0); lora > 0) {
     const uint64_t rope = num("rope.dimension_count", 64);
-    s.kv_bytes_per_token_f16 = layers * (lora + rope) * 2;
+    // DeepSeek Sparse Attention caches the lightning indexer's key beside the latent.
+    s.kv_bytes_per_token_f16 = layers * (lora + rope + num("attention.indexer.key_length", 0)) * 2;
     s.kv_q8_ok = lora % 32 == 0 && (lora + rope) % 32 == 0;
   } else {
     const uint64_t heads = num("attention.head_count", 1), kv_heads = num("attention.head_count_kv", heads);
