@@ -15,10 +15,15 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace moelsp::gguf {
+class File;
+}
 
 namespace moelsp::assist {
 
@@ -77,6 +82,16 @@ struct PullResult {
 // Fetches what `ref` names into the cache; throws std::runtime_error with a
 // message naming the problem (network, HTTP status, checksum, disk).
 PullResult pull(const ModelRef& ref, const PullOptions& opt, Ticket& ticket);
+
+// What a reference names on the hub, without downloading it: its files,
+// their size, and the first file's GGUF header (range requests; metadata and
+// tensor infos only). Throws as pull() does.
+struct RemoteModel {
+  std::vector<HubFile> files;
+  uint64_t bytes = 0;  // all parts
+  std::shared_ptr<const gguf::File> header;
+};
+RemoteModel inspect_remote(const ModelRef& ref, const PullOptions& opt, Ticket& ticket);
 
 // MOELSP_MODELS_DIR, else $XDG_CACHE_HOME/moelsp/models, else ~/.cache/moelsp/models.
 std::string models_dir();

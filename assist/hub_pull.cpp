@@ -371,18 +371,12 @@ std::vector<uint8_t> head_bytes(Fetcher& f, const std::string& url, uint64_t n, 
 // `moelsp inspect` checks a file — the architecture, the weight types, the
 // tensors it needs. A split model's first part holds the metadata but only
 // some tensors: there, missing tensors are not held against it.
-void check_header(Fetcher& f, const std::string& url, const HubFile& h, bool split) {
+// The file's header: 1 MiB first, 4× more while it goes on.
+gguf::File read_header(Fetcher& f, const std::string& url, const HubFile& h) {
   for (uint64_t n = 1u << 20;; n *= 4) {
     n = std::min(n, h.size);
     try {
-      const gguf::File g = gguf::File::from_header(head_bytes(f, url, n, h.path), h.size, h.path);
-      const ModelSummary m = summarize(g, /*check_tensors=*/!split);
-      std::string problems;
-      for (const std::string& p : m.problems) problems += (problems.empty() ? "" : "; ") + p;
-      if (!problems.empty())
-        throw std::runtime_error(fmt::format("{} ({}): moelsp cannot run it: {} (nothing was downloaded)", h.path,
-                                             m.arch.empty() ? "no architecture" : m.arch, problems));
-      return;
+      return gguf::File::from_header(head_bytes(f, url, n, h.path), h.size, h.path);
     } catch (const gguf::GgufHeaderIncomplete&) {
       if (n >= (256u << 20))
         throw std::runtime_error(h.path + ": its GGUF header is larger than 256 MiB; not a model moelsp can run");
@@ -391,6 +385,16 @@ void check_header(Fetcher& f, const std::string& url, const HubFile& h, bool spl
           fmt::format("{}: not a usable GGUF file: {} (nothing was downloaded)", h.path, e.what()));
     }
   }
+}
+
+void check_header(Fetcher& f, const std::string& url, const HubFile& h, bool split) {
+  const gguf::File g = read_header(f, url, h);
+  const ModelSummary m = summarize(g, /*check_tensors=*/!split);
+  std::string problems;
+  for (const std::string& p : m.problems) problems += (problems.empty() ? "" : "; ") + p;
+  if (!problems.empty())
+    throw std::runtime_error(fmt::format("{} ({}): moelsp cannot run it: {} (nothing was downloaded)", h.path,
+                                         m.arch.empty() ? "no architecture" : m.arch, problems));
 }
 
 // An exclusive flock on the repository's folder while one of its files is
@@ -429,19 +433,39 @@ void check_room(const std::string& dir, uint64_t needed) {
         fmt::format("{} more are needed in {}, and its disk has {} free", human(needed), dir, human(free_bytes)));
 }
 
-}  // namespace
-
-PullResult pull(const ModelRef& ref, const PullOptions& opt, Ticket& ticket) {
+std::string endpoint_of(const PullOptions& opt) {
   std::string endpoint = opt.endpoint;
   if (endpoint.empty()) {
     const char* e = std::getenv("HF_ENDPOINT");
     endpoint = e && *e ? e : "https://huggingface.co";
   }
   while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
-  std::string token = opt.token;
-  if (token.empty())
-    if (const char* t = std::getenv("HF_TOKEN"); t && *t) token = t;
-  Fetcher f(opt, endpoint, token, ticket);
+  return endpoint;
+}
+
+std::string token_of(const PullOptions& opt) {
+  if (!opt.token.empty()) return opt.token;
+  const char* t = std::getenv("HF_TOKEN");
+  return t && *t ? t : "";
+}
+
+}  // namespace
+
+RemoteModel inspect_remote(const ModelRef& ref, const PullOptions& opt, Ticket& ticket) {
+  const std::string endpoint = endpoint_of(opt);
+  Fetcher f(opt, endpoint, token_of(opt), ticket);
+  RemoteModel out;
+  out.files = choose_files(ref, list_files(f, endpoint, ref));
+  for (const HubFile& h : out.files) out.bytes += h.size;
+  const std::string url = fmt::format("{}/{}/resolve/{}/{}", endpoint, ref.repo_id(), ref.revision,
+                                      percent_encode_path(out.files.front().path));
+  out.header = std::make_shared<const gguf::File>(read_header(f, url, out.files.front()));
+  return out;
+}
+
+PullResult pull(const ModelRef& ref, const PullOptions& opt, Ticket& ticket) {
+  const std::string endpoint = endpoint_of(opt);
+  Fetcher f(opt, endpoint, token_of(opt), ticket);
   const std::vector<HubFile> chosen = choose_files(ref, list_files(f, endpoint, ref));
 
   const std::string repo_dir = opt.dir + "/" + ref.repo_id();

@@ -128,9 +128,14 @@ void add_pull(CLI::App& app, std::vector<Command>& out) {
   out.push_back({p, [po] { return run_pull(*po); }});
 
   auto models_dir = std::make_shared<std::string>();
-  auto* m = app.add_subcommand("models", "List the models in the cache, with their sizes");
+  auto suggest = std::make_shared<bool>(false);
+  auto* m = app.add_subcommand("models", "List the models in the cache, with their sizes; --suggest: which to pull");
   m->add_option("--dir", *models_dir, "The model cache (default as for pull)");
-  out.push_back({m, [models_dir] { return run_models(*models_dir); }});
+  m->add_flag("--suggest", *suggest,
+              "The recommended MoE coding models and quantizations with their sizes, and whether each fits this "
+              "machine (the plan run on the file's header, read from the hub before any download) with the "
+              "context it would get and the expected decode speed");
+  out.push_back({m, [models_dir, suggest] { return *suggest ? models_suggest() : run_models(*models_dir); }});
 
   auto rm_what = std::make_shared<std::string>(), rm_dir = std::make_shared<std::string>();
   auto* r = app.add_subcommand("rm", "Remove a model from the cache (every part of a split model)");

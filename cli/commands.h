@@ -36,6 +36,8 @@ void add_pull(CLI::App& app, std::vector<Command>& out);      // pull, models, r
 // pulled now with progress on stderr; `model` becomes its path. False (and
 // a message naming `command`) when it cannot be had.
 bool model_from_ref(std::string& model, const std::string& command);
+// moelsp models --suggest (model_guide.cpp).
+int models_suggest();
 
 struct InspectOptions {
   std::string path;

@@ -493,6 +493,41 @@ def expect_failure_of(command, p, what, *needles):
         fail(f"{what}: {describe(p)}")
 
 
+GUIDE = {  # what `moelsp models --suggest` asks the hub for (cli/model_guide.cpp)
+    "unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF": ["Q4_K_M", "Q5_K_M", "Q8_0"],
+    "unsloth/GLM-4.7-Flash-GGUF": ["Q4_K_M", "Q8_0"],
+    "ggml-org/gpt-oss-20b-GGUF": ["MXFP4"],
+    "bartowski/DeepSeek-Coder-V2-Lite-Instruct-GGUF": ["Q4_K_M", "Q8_0"],
+}
+
+
+def check_guide(env, hub, root):
+    """models --suggest: a row per suggested file with its size and the plan
+    from its header; the CDN is asked only for the headers' first bytes."""
+    for repo, quants in GUIDE.items():
+        name = repo.split("/")[1].removesuffix("-GGUF")
+        hub.add_repo(repo, {f"{name}-{q}.gguf": payload(f"{repo}-{q}") for q in quants})
+    hub.clear_logs()
+    p = env.run(["models", "--suggest"], HF_ENDPOINT=hub.endpoint)
+    if p.returncode != 0:
+        fail(f"models --suggest: {describe(p)}")
+    size = f"{len(payload('x-Q4_K_M')) / 2**20:.0f} MiB"
+    for repo, quants in GUIDE.items():
+        for q in quants:
+            line = next((ln for ln in p.stdout.splitlines() if ln.startswith(f"{repo}:{q} ")), None)
+            if line is None or "fits: RAM" not in line or "context" not in line or size not in line:
+                fail(f"models --suggest has no plan for {repo}:{q}: {p.stdout!r}")
+    for r in hub.cdn_log.requests(method="GET"):
+        rng = r["headers"].get("range", "")
+        if not rng.startswith("bytes=0-") or rng == "bytes=0-":
+            fail(f"models --suggest downloaded more than a header: {r}")
+    p = env.run(["models", "--suggest"], HF_ENDPOINT=f"http://127.0.0.1:{closed_port()}")
+    if p.returncode != 1 or "cannot connect" not in p.stderr:
+        fail(f"models --suggest without a hub: {describe(p)}")
+    print(f"pull: (n) models --suggest planned {sum(map(len, GUIDE.values()))} files from their headers alone; "
+          f"without the hub one message: {p.stderr.strip()[:80]!r}")
+
+
 def check_proxy(env, hub, root):
     # Plain http through http_proxy: absolute-form requests to the hub and to the CDN.
     d = os.path.join(root, "proxy-http")
@@ -647,7 +682,7 @@ def main():
                 check(env, hub, cache)
                 checks += 1
             for check in (check_checksum, check_gated, check_errors, check_header_first, check_lsp_pull,
-                          check_cli_model_ref, check_proxy):
+                          check_cli_model_ref, check_guide, check_proxy):
                 check(env, hub, root)
                 checks += 1
             check_models_rm(env, hub, cache)
