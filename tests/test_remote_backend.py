@@ -31,6 +31,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "demo"))
 from lsp_demo import Client  # noqa: E402  (the README demo's stdlib LSP client)
+from hf_double import make_certs  # noqa: E402  (a throwaway CA and a localhost certificate; tests/ is on the path)
 
 BINARY = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("MOELSP_BINARY", "")
 TEXTS = [
@@ -79,20 +80,6 @@ def answers(c):
     r, _ = c.request("moelsp/chat", {"messages": [{"role": "user", "content": "What is a list?"}]})
     out.append(r["text"])
     return out
-
-
-def make_certs(d):
-    """A CA and a server certificate for the name localhost only."""
-    def run(*args):
-        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-        "-subj", "/CN=moelsp test CA")
-    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "srv.key", "-out", "srv.csr", "-subj", "/CN=localhost")
-    with open(os.path.join(d, "ext.cnf"), "w") as f:
-        f.write("subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
-    run("x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "srv.pem",
-        "-days", "2", "-extfile", "ext.cnf")
-    return os.path.join(d, "ca.pem"), os.path.join(d, "srv.pem"), os.path.join(d, "srv.key")
 
 
 class TlsProxy:
