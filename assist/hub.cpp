@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
-#include <regex>
 #include <stdexcept>
 #include <system_error>
 
@@ -34,17 +33,23 @@ bool valid_name(std::string_view s) {
 }
 
 // -00001-of-00003 before ".gguf": (part, parts); (0, 0) when not split.
+// (By hand, not std::regex: GCC 12's <regex> trips -Wmaybe-uninitialized
+// under the sanitizers' -O2, and these shapes are simple.)
 std::pair<int, int> split_part(std::string_view path) {
-  static const std::regex re(R"(-(\d{5})-of-(\d{5})\.gguf$)", std::regex::icase);
-  std::cmatch m;
-  if (!std::regex_search(path.data(), path.data() + path.size(), m, re)) return {0, 0};
-  return {std::stoi(m[1].str()), std::stoi(m[2].str())};
+  constexpr std::string_view kShape = "-#####-of-#####.gguf";
+  if (path.size() < kShape.size()) return {0, 0};
+  const std::string tail = upper(path.substr(path.size() - kShape.size()));
+  for (size_t i = 0; i < kShape.size(); ++i) {
+    const bool digit = std::isdigit(static_cast<unsigned char>(tail[i])) != 0;
+    if (kShape[i] == '#' ? !digit : tail[i] != std::toupper(static_cast<unsigned char>(kShape[i]))) return {0, 0};
+  }
+  return {std::stoi(tail.substr(1, 5)), std::stoi(tail.substr(10, 5))};
 }
 
 // The path without its split suffix: the parts of one model share it.
 std::string split_base(std::string_view path) {
-  static const std::regex re(R"(-\d{5}-of-\d{5}(\.gguf)$)", std::regex::icase);
-  return std::regex_replace(std::string(path), re, "$1");
+  if (split_part(path).second == 0) return std::string(path);
+  return std::string(path.substr(0, path.size() - 20)) + std::string(path.substr(path.size() - 5));
 }
 
 std::string file_name(std::string_view path) {
@@ -117,19 +122,47 @@ ModelRef parse_model_ref(std::string_view ref) {
 
 bool looks_like_model_ref(std::string_view s) {
   if (s.starts_with("hf://") || s.starts_with("huggingface://")) return true;
-  static const std::regex re(R"(^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+:[A-Za-z0-9._-]+$)");
-  return std::regex_match(s.begin(), s.end(), re) && !fs::exists(fs::path(std::string(s)));
+  const size_t slash = s.find('/'), colon = s.find(':');
+  if (slash == std::string_view::npos || colon == std::string_view::npos || colon < slash) return false;
+  return valid_name(s.substr(0, slash)) && valid_name(s.substr(slash + 1, colon - slash - 1)) &&
+         valid_name(s.substr(colon + 1)) && !fs::exists(fs::path(std::string(s)));
 }
 
+namespace {
+
+// Whether `t` (upper case) is a quantization's name: Q4_K_M, IQ4_XS, Q8_0,
+// TQ1_0, BF16, F16, F32, MXFP4, MXFP4_MOE (groups of letters and digits
+// after Q<digit>_, one underscore apart).
+bool is_quant_name(std::string_view t) {
+  if (t == "BF16" || t == "F16" || t == "F32" || t == "MXFP4" || t == "MXFP4_MOE") return true;
+  if (t.starts_with("TQ")) return t.size() == 5 && std::isdigit(static_cast<unsigned char>(t[2])) && t[3] == '_' &&
+                                  std::isdigit(static_cast<unsigned char>(t[4]));
+  if (t.starts_with("I")) t.remove_prefix(1);
+  if (t.size() < 4 || t[0] != 'Q' || !std::isdigit(static_cast<unsigned char>(t[1])) || t[2] != '_') return false;
+  t.remove_prefix(3);
+  bool group = false;  // inside a group of letters and digits
+  for (char c : t) {
+    if (std::isalnum(static_cast<unsigned char>(c))) group = true;
+    else if (c == '_' && group) group = false;
+    else return false;
+  }
+  return group;
+}
+
+}  // namespace
+
 std::string quant_of(std::string_view path) {
-  std::string name = split_base(file_name(path));
-  if (ends_with_ci(name, ".gguf")) name.resize(name.size() - 5);
-  static const std::regex re(
-      R"((?:^|[-_.])((?:UD-)?(?:I?Q[0-9]_[A-Z0-9]+(?:_[A-Z0-9]+)*|Q[0-9]_[0-9]|TQ[0-9]_[0-9]|BF16|F16|F32|MXFP4(?:_MOE)?))$)",
-      std::regex::icase);
-  std::smatch m;
-  if (!std::regex_search(name, m, re)) return "";
-  return upper(m[1].str());
+  std::string name = upper(split_base(file_name(path)));
+  if (name.ends_with(".GGUF")) name.resize(name.size() - 5);
+  // The leftmost name that starts after a separator and runs to the end ("UD-" may lead it).
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (i > 0 && name[i - 1] != '-' && name[i - 1] != '_' && name[i - 1] != '.') continue;
+    std::string_view t = std::string_view(name).substr(i);
+    const std::string_view whole = t;
+    if (t.starts_with("UD-")) t.remove_prefix(3);
+    if (is_quant_name(t)) return std::string(whole);
+  }
+  return "";
 }
 
 std::vector<HubFile> choose_files(const ModelRef& ref, const std::vector<HubFile>& files) {
