@@ -129,11 +129,11 @@ case "$mode" in
     # paged rows and expert slots): run their tests under ASan + UBSan too.
     targets=(--target test_gguf test_gguf_malformed test_tokenizer test_tokenizer_vocab test_kernels test_repack
              test_reference_logits test_engine test_kv test_prompt_cache test_plan test_experts test_model_synthetic test_assist test_settings test_lsp
-             test_jinja test_device_forward test_gpu_device test_tool_calls test_http_api test_workspace_index)
+             test_jinja test_device_forward test_gpu_device test_tool_calls test_http_api test_workspace_index test_hub)
     BUILD_TYPE=RelWithDebInfo configure_and_build "${build}-asan" -DMOELSP_SANITIZE=ON -DMOELSP_CUDA=OFF \
         -DMOELSP_BENCH=OFF
     (cd "${build}-asan" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-        ctest -j "$jobs" --output-on-failure -L 'test_gguf|test_tokenizer|test_kernels|test_repack|test_reference_logits|test_engine|test_kv|test_prompt_cache|test_plan|test_experts|test_model_synthetic|test_assist|test_settings|test_lsp|test_jinja|test_device_forward|test_gpu_device|test_tool_calls|test_http_api|test_workspace_index')
+        ctest -j "$jobs" --output-on-failure -L 'test_gguf|test_tokenizer|test_kernels|test_repack|test_reference_logits|test_engine|test_kv|test_prompt_cache|test_plan|test_experts|test_model_synthetic|test_assist|test_settings|test_lsp|test_jinja|test_device_forward|test_gpu_device|test_tool_calls|test_http_api|test_workspace_index|test_hub')
     phase "ASan + UBSan"
     # ThreadSanitizer over what runs threads: the engine's pool and
     # scheduler, the KV block pool, the assistant service, the LSP server's
