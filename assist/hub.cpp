@@ -135,8 +135,9 @@ namespace {
 // after Q<digit>_, one underscore apart).
 bool is_quant_name(std::string_view t) {
   if (t == "BF16" || t == "F16" || t == "F32" || t == "MXFP4" || t == "MXFP4_MOE") return true;
-  if (t.starts_with("TQ")) return t.size() == 5 && std::isdigit(static_cast<unsigned char>(t[2])) && t[3] == '_' &&
-                                  std::isdigit(static_cast<unsigned char>(t[4]));
+  if (t.starts_with("TQ"))
+    return t.size() == 5 && std::isdigit(static_cast<unsigned char>(t[2])) && t[3] == '_' &&
+           std::isdigit(static_cast<unsigned char>(t[4]));
   if (t.starts_with("I")) t.remove_prefix(1);
   if (t.size() < 4 || t[0] != 'Q' || !std::isdigit(static_cast<unsigned char>(t[1])) || t[2] != '_') return false;
   t.remove_prefix(3);
