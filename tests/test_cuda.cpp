@@ -2,6 +2,7 @@
 // are built on (kernels/hd_blocks.h) are checked on the CPU in every build;
 // the device kernels run where a GPU is present and report a skip otherwise.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -48,13 +49,34 @@ struct DecodeRow {
 bool same_bits(float a, float b) { return std::isnan(a) ? std::isnan(b) : std::memcmp(&a, &b, 4) == 0; }
 
 bool have_device() {
-  if (!cuda::devices().empty()) return true;
+  std::string why;
+  if (!cuda::devices(&why).empty()) return true;
   WARN(std::string("no CUDA device") + (cuda::compiled_in() ? "" : " (built without CUDA)") +
-       ": device comparison skipped");
+       (why.empty() ? "" : " (" + why + ")") + ": device comparison skipped");
   return false;
 }
 
 }  // namespace
+
+// The CUDA build's kernels live in lib/moelsp/libmoelsp_cuda.so, loaded on
+// first use (kernels/cuda/loader.cpp): from the build tree here it must load,
+// whether or not this machine has a GPU (the plugin links libcudart, which is
+// installed wherever nvcc is). A missing or refused plugin names itself.
+TEST_CASE("the CUDA plugin loads in a CUDA build") {
+  if (!cuda::compiled_in()) {
+    WARN("built without CUDA: no plugin to load");
+    return;
+  }
+  std::string why;
+  cuda::devices(&why);
+  if (const char* env = std::getenv("MOELSP_CUDA_PLUGIN"); env && *env) {
+    INFO(why);
+    CHECK(why.find("MOELSP_CUDA_PLUGIN") != std::string::npos);
+    return;
+  }
+  INFO(why);
+  CHECK(why.find("could not be loaded") == std::string::npos);
+}
 
 // Tolerance: bit-exact. The host/device decoders are the reference's f32
 // arithmetic in the same order, so on the CPU nothing may differ.
