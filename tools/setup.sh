@@ -46,11 +46,13 @@ export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
 #   clang-format-14        the style check (tools/format.sh --check; test mode only)
 #   python3-jinja2         Python's Jinja2, the reference for the chat-template interpreter's expected outputs
 #                          (tools/jinja_expect.py --check; test mode only)
+#   dpkg-dev man-db        the Debian package's test: dpkg-shlibdeps for its Depends, `man -l` renders its man
+#                          page (test mode only)
 #   python3-jsonschema     an independent JSON Schema validator for the constrained-decoding test (test mode only)
 packages=(cmake ninja-build ccache pkg-config g++ libsentencepiece-dev libpcre2-dev nlohmann-json3-dev
           libhwloc-dev libspdlog-dev libfmt-dev libcli11-dev catch2 python3 libboost1.81-dev libssl-dev)
 test_packages=(neovim emacs-nox elpa-eglot vim chromium libkrb5-dev build-essential curl openssl clang libclang-rt-14-dev clang-format-14
-               python3-jinja2 python3-jsonschema)
+               python3-jinja2 python3-jsonschema dpkg-dev man-db)
 command -v node >/dev/null && command -v npm >/dev/null || test_packages+=(nodejs npm)
 
 install_deps() {
