@@ -23,7 +23,19 @@ const char* to_string(ModelPhase p) {
   return "error";
 }
 
-ModelHost::ModelHost(Service& service, Hooks hooks) : service_(service), hooks_(std::move(hooks)) {}
+ModelHost::ModelHost(Service& service, Hooks hooks, Slot slot)
+    : service_(service), hooks_(std::move(hooks)), slot_(slot) {}
+
+void ModelHost::install(std::shared_ptr<Backend> b) {
+  if (slot_ == Slot::Main) service_.set_backend(std::move(b));
+  else service_.set_completion_backend(std::move(b));
+}
+
+void ModelHost::reserve(uint64_t ram_bytes, uint64_t vram_bytes) {
+  std::lock_guard lock(mu_);
+  reserved_ram_ = ram_bytes;
+  reserved_vram_ = vram_bytes;
+}
 
 ModelHost::~ModelHost() { unload(); }
 
@@ -53,6 +65,11 @@ void ModelHost::load_engine(Settings s, bool full_context) {
     PlanRequest req;
     req.over = s.plan;
     req.full_context = full_context;
+    {
+      std::lock_guard lock(mu_);
+      req.reserved_ram_bytes = reserved_ram_;
+      req.reserved_vram_bytes = reserved_vram_;
+    }
     // The plan: threads, KV size and layout, expert prefetch/cache, batch
     // limits, each with its reason.
     PlannedModel pm = load_planned(*s.model, req);
@@ -63,11 +80,13 @@ void ModelHost::load_engine(Settings s, bool full_context) {
     EngineOptions eo = pm.plan.engine_options();
     eo.prompt_cache = prompt_cache_options(s);
     auto b = std::make_shared<EngineBackend>(std::make_unique<Engine>(pm.model, eo));
-    service_.set_backend(b);
+    install(b);
     std::lock_guard lock(mu_);
     state_.model = pm.model;
     state_.backend = b;
     state_.n_ctx = pm.plan.n_ctx;
+    state_.ram_bytes = pm.plan.ram_bytes;
+    state_.vram_bytes = pm.plan.vram_bytes;
     plan_json_ = std::make_shared<const json>(json::parse(pm.plan.to_json()));
     hw_json_ = std::make_shared<const json>(json::parse(pm.hw.to_json()));
     state_.phase = ModelPhase::Ready;
@@ -98,7 +117,7 @@ void ModelHost::load_remote(const Settings& s) {
                 .backend_url = o.url,
                 .remote = b};
     }
-    service_.set_backend(b);
+    install(b);
   } catch (const std::exception& e) {
     std::lock_guard lock(mu_);
     state_ = {.phase = ModelPhase::Error, .message = e.what(), .backend_url = o.url};
@@ -108,7 +127,7 @@ void ModelHost::load_remote(const Settings& s) {
 
 void ModelHost::unload() {
   if (loader_.joinable()) loader_.join();
-  service_.set_backend(nullptr);
+  install(nullptr);
   std::lock_guard lock(mu_);
   state_ = {.phase = ModelPhase::Loading};
   plan_json_.reset();

@@ -27,6 +27,7 @@ class Model;
 namespace moelsp::assist {
 
 class Service;
+class Backend;
 class EngineBackend;
 class RemoteBackend;
 
@@ -52,9 +53,13 @@ class ModelHost {
     std::shared_ptr<Model> model = {};
     std::shared_ptr<EngineBackend> backend = {};
     std::shared_ptr<RemoteBackend> remote = {};
-    std::string plan_text = {};  // the plan, a line per decision with its reason
-    int n_ctx = 0;               // tokens per sequence the plan allows
+    std::string plan_text = {};              // the plan, a line per decision with its reason
+    int n_ctx = 0;                           // tokens per sequence the plan allows
+    uint64_t ram_bytes = 0, vram_bytes = 0;  // what the plan holds (the engine)
   };
+  // Which of the service's backends a load fills: the model (chat, and
+  // completions when there is no other), or the completion model.
+  enum class Slot { Main, Completion };
   struct Hooks {
     // On the caller's thread, the phase now Loading, before the loader starts.
     std::function<void(const Snapshot&)> loading;
@@ -62,7 +67,7 @@ class ModelHost {
     // or in load() (a remote backend).
     std::function<void(const Snapshot&)> done;
   };
-  ModelHost(Service& service, Hooks hooks);
+  ModelHost(Service& service, Hooks hooks, Slot slot = Slot::Main);
   ~ModelHost();  // waits for a load in flight
   ModelHost(const ModelHost&) = delete;
   ModelHost& operator=(const ModelHost&) = delete;
@@ -72,6 +77,9 @@ class ModelHost {
   // the plan gives sequences the model's whole context when memory allows
   // (agents' prompts). The service gets the backend once it is ready.
   void load(const Settings& s, bool full_context = false);
+  // Memory another model of this process holds: later loads plan it as
+  // taken (PlanRequest::reserved_ram_bytes).
+  void reserve(uint64_t ram_bytes, uint64_t vram_bytes);
   // Waits for a load in flight, then drops the engine (freed when the last
   // request holding it lets go): the service has no backend until load().
   void unload();
@@ -98,8 +106,12 @@ class ModelHost {
   void load_remote(const Settings& s);
   void set(ModelPhase phase, std::string message);
 
+  void install(std::shared_ptr<Backend> b);  // into the service's slot
+
   Service& service_;
   Hooks hooks_;
+  Slot slot_;
+  uint64_t reserved_ram_ = 0, reserved_vram_ = 0;  // guarded by mu_
   mutable std::mutex mu_;
   Snapshot state_;
   // The plan and the machine as loaded, parsed once (a status is built on

@@ -33,6 +33,16 @@ std::shared_ptr<Backend> Service::backend() const {
   return backend_;
 }
 
+void Service::set_completion_backend(std::shared_ptr<Backend> backend) {
+  std::lock_guard lock(backend_mu_);
+  completion_backend_ = std::move(backend);
+}
+
+std::shared_ptr<Backend> Service::completion_backend() const {
+  std::lock_guard lock(backend_mu_);
+  return completion_backend_ ? completion_backend_ : backend_;
+}
+
 void Service::claim(const std::string& stream, const std::shared_ptr<Ticket>& ticket) {
   std::lock_guard lock(streams_mu_);
   auto& latest = latest_[stream];
@@ -125,8 +135,8 @@ CompletionAnswer Service::complete(const CompletionQuery& q, Ticket& ticket) {
     const auto until = Clock::now() + std::chrono::milliseconds(q.settings.debounce_ms);
     while (Clock::now() < until && !ticket.cancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  // 3. The backend.
-  const auto backend = this->backend();
+  // 3. The backend (the completion model's when there is one).
+  const auto backend = completion_backend();
   if (!out.from_cache && backend && !ticket.cancelled()) {
     generate(q, ctx, *backend, ticket, out);
     if (!out.texts.empty() && !ticket.cancelled()) remember(ctx, out.texts.front());

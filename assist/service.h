@@ -128,6 +128,10 @@ class Service {
   // empty and chats refused.
   void set_backend(std::shared_ptr<Backend> backend);
   std::shared_ptr<Backend> backend() const;
+  // A second model for completions only (`completion.model`: a small, fast
+  // one while a bigger one answers chats); null: completions use backend().
+  void set_completion_backend(std::shared_ptr<Backend> backend);
+  std::shared_ptr<Backend> completion_backend() const;  // that model, else backend()
 
   // Requests on one stream (the LSP: a document) supersede each other: a
   // newer ticket cancels the older. Release when the request has ended.
@@ -177,7 +181,7 @@ class Service {
   void record(const CompletionAnswer& out, double total_ms);
 
   mutable std::mutex backend_mu_;
-  std::shared_ptr<Backend> backend_;
+  std::shared_ptr<Backend> backend_, completion_backend_;
 
   std::mutex streams_mu_;
   std::map<std::string, std::shared_ptr<Ticket>> latest_;

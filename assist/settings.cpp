@@ -85,6 +85,8 @@ using K = SettingKind;
 const std::vector<SettingSpec> kSpecs = {
     {.key = "model", .kind = K::String, .flag = "-m,--model", .commands = kLspFlag | kServeFlag,
      .default_text = "the embedded default model", .help = "GGUF model file, or a hub reference (hf://owner/repo:QUANT): its file in the cache, else pulled there (the language server serves the embedded model meanwhile)", TOP(model)},
+    {.key = "completion.model", .kind = K::String, .flag = "--completion-model", .commands = kLspFlag,
+     .default_text = "`model`", .help = "a second, smaller model for completions only (a GGUF file, or a hub reference in the cache), loaded after `model` in what memory it leaves, while `model` answers chats; naming the same file as `model` keeps one copy for both", TOP(completion_model)},
     {.key = "threads", .kind = K::Int, .flag = "-t,--threads", .commands = kLspFlag | kServeFlag | kProfileFlag, .min = 0, .max = 1024,
      .default_text = "physical cores", .help = "engine threads (0: automatic)", .set = &set_threads,
      .merge = &merge_plan<&PlanOverrides::threads>, .is_set = &set_in_plan<&PlanOverrides::threads>},

@@ -25,6 +25,7 @@ namespace moelsp::assist {
 // Every setting is optional so that the layers can be merged.
 struct Settings {
   std::optional<std::string> model;
+  std::optional<std::string> completion_model;  // a second model for completions only; unset: `model`
   std::optional<int> completion_max_tokens;
   std::optional<int> completion_time_budget_ms;
   std::optional<int> completion_debounce_ms;

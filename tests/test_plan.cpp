@@ -450,3 +450,26 @@ TEST_CASE("plan: a footprint from the header alone agrees with the loaded model'
     CHECK(h.kv_q8_ok == f.kv_q8_ok);
   }
 }
+
+// The language server's completion model is planned after its chat model:
+// what the chat model holds is taken from RAM and from the GPU before the
+// second plan starts (its mapped pages would otherwise still look available).
+TEST_CASE("plan: memory another model of the process holds is planned as taken") {
+  const HwProfile hw = with_gpu(cpu_box(16, 64 * GiB), "NVIDIA GeForce RTX 4090", 24 * GiB, 89);
+  const ModelFootprint m = qwen3_30b_q4km();
+  const Plan alone = make_plan(hw, m, kGpu);
+  PlanRequest req = kGpu;
+  req.reserved_ram_bytes = 40 * GiB;
+  req.reserved_vram_bytes = 12 * GiB;
+  const Plan beside = make_plan(hw, m, req);
+  INFO(alone.to_text() << "\n---\n" << beside.to_text());
+  REQUIRE(alone.ok);
+  REQUIRE(beside.ok);
+  CHECK(beside.ram_budget + 36 * GiB <= alone.ram_budget);  // 40 GiB taken, less the headroom's tenth of it
+  CHECK(beside.vram_budget + 12 * GiB <= alone.vram_budget + GiB / 64);
+  CHECK(beside.gpu_experts_per_layer < alone.gpu_experts_per_layer);
+  req.reserved_ram_bytes = 63 * GiB;  // nearly all of it: a plan that says it does not fit, or streams
+  req.reserved_vram_bytes = 24 * GiB;
+  const Plan squeezed = make_plan(hw, m, req);
+  CHECK((!squeezed.ok || squeezed.weights == WeightPlacement::Stream || squeezed.backend == "cpu"));
+}

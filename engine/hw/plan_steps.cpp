@@ -423,7 +423,27 @@ void check_memory(PlanState& s) {
 
 }  // namespace
 
-Plan make_plan(const HwProfile& hw, const ModelFootprint& m, const PlanRequest& req) {
+namespace {
+
+// The machine less what another model of this process holds (at least a
+// byte left: 0 reads as "unknown" in the profile).
+HwProfile less_reserved(const HwProfile& hw, const PlanRequest& req) {
+  HwProfile h = hw;
+  const auto take = [](uint64_t& v, uint64_t n) { v = v > n ? v - n : 1; };
+  if (req.reserved_ram_bytes) {
+    if (!h.mem.available) h.mem.available = h.mem.total;
+    take(h.mem.available, req.reserved_ram_bytes);
+    if (h.mem.cgroup_limit) take(h.mem.cgroup_limit, req.reserved_ram_bytes);
+  }
+  if (req.reserved_vram_bytes)
+    for (GpuProfile& g : h.gpus) take(g.vram_free, req.reserved_vram_bytes);
+  return h;
+}
+
+}  // namespace
+
+Plan make_plan(const HwProfile& hw_in, const ModelFootprint& m, const PlanRequest& req) {
+  const HwProfile hw = less_reserved(hw_in, req);
   PlanState s(hw, m, req);
   for (const auto step : {plan_threads_and_context, plan_kv_layout, plan_budgets, plan_full_context, plan_gpu,
                           plan_weights, plan_kv_size, plan_experts, plan_batch, check_memory})

@@ -86,6 +86,12 @@ struct PlanRequest {
   // tokens, so without a context asked for, the model's whole training
   // context — halved until the weights and one context of KV fit in memory.
   bool full_context = false;
+  // Memory another model of this process already holds (the language
+  // server's completion model beside its chat model): planned as taken, from
+  // RAM (and the cgroup's limit) and from each GPU's free memory. Page-cache
+  // pages of a mapped model still count as available to the kernel, so the
+  // profile alone would not see them as used.
+  uint64_t reserved_ram_bytes = 0, reserved_vram_bytes = 0;
 };
 
 enum class WeightPlacement { Ram, Stream };
