@@ -32,6 +32,8 @@ bool valid_name(std::string_view s) {
   });
 }
 
+}  // namespace
+
 // -00001-of-00003 before ".gguf": (part, parts); (0, 0) when not split.
 // (By hand, not std::regex: GCC 12's <regex> trips -Wmaybe-uninitialized
 // under the sanitizers' -O2, and these shapes are simple.)
@@ -45,6 +47,8 @@ std::pair<int, int> split_part(std::string_view path) {
   }
   return {std::stoi(tail.substr(1, 5)), std::stoi(tail.substr(10, 5))};
 }
+
+namespace {
 
 // The path without its split suffix: the parts of one model share it.
 std::string split_base(std::string_view path) {

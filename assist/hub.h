@@ -17,8 +17,10 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace moelsp::gguf {
@@ -49,6 +51,9 @@ struct HubFile {
   std::string sha256;  // lower-case hex; "" when the hub gives none (not an LFS file)
 };
 
+// A split model's part in a GGUF file's name: "-00002-of-00003.gguf" →
+// (2, 3); (0, 0) when the name is not split.
+std::pair<int, int> split_part(std::string_view path);
 // The quantization a GGUF file's name carries ("Q4_K_M", "UD-Q4_K_XL",
 // "BF16"…; "" when none), the split suffix -00001-of-00003 ignored.
 std::string quant_of(std::string_view path);
@@ -77,6 +82,12 @@ struct PullOptions {
 struct PullResult {
   std::vector<std::string> paths;  // on disk, one per part
   uint64_t downloaded = 0;         // bytes fetched now (0: all were in the cache)
+};
+
+// The hub (or the proxy before it) could not be reached or stopped answering:
+// no connection, DNS, TLS, a cut. Every other request would fail the same way.
+struct HubUnreachable : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 // Fetches what `ref` names into the cache; throws std::runtime_error with a

@@ -125,7 +125,7 @@ class Fetcher {
           body.append(d);
           return body.size() < (64u << 20);
         });
-    if (!a.error.empty()) throw std::runtime_error(network_error(a.error));
+    if (!a.error.empty()) throw HubUnreachable(network_error(a.error));
     if (head.status != 200) throw std::runtime_error(status_error(head, body, what));
     if (next) *next = next_link(head.field("Link"));
     try {
@@ -299,7 +299,7 @@ void download(Fetcher& f, const FileJob& job, const PullOptions& opt, Ticket& ti
     out.reset();
     if (failure.rfind("writing ", 0) == 0) {
       fs::remove(part, ec);  // no room: nothing partial stays
-      throw std::runtime_error(failure);
+      throw std::runtime_error(failure + " (the partial file was removed; free some space and pull again)");
     }
     if (!failure.empty()) throw std::runtime_error(failure);
     if (status == 416 || (a.error.empty() && job.file.size == 0)) break;
@@ -359,7 +359,7 @@ std::vector<uint8_t> head_bytes(Fetcher& f, const std::string& url, uint64_t n, 
         return out.size() < n;
       });
   if (!failure.empty()) throw std::runtime_error(failure);
-  if (!a.error.empty() && out.size() < n) throw std::runtime_error(f.network_error(a.error));
+  if (!a.error.empty() && out.size() < n) throw HubUnreachable(f.network_error(a.error));
   if (out.size() < n)
     throw std::runtime_error(
         fmt::format("{}: the server sent {} of the first {} bytes (HTTP {})", what, out.size(), n, status));

@@ -47,7 +47,13 @@ std::string pull_with_progress(const assist::ModelRef& ref, const std::string& d
     std::fprintf(stderr, "moelsp pull: %s\n", note.c_str());
   };
   assist::Ticket ticket;
-  const assist::PullResult r = assist::pull(ref, opt, ticket);
+  assist::PullResult r;
+  try {
+    r = assist::pull(ref, opt, ticket);
+  } catch (...) {
+    if (bar) bar->abandon();  // no "done" above the error
+    throw;
+  }
   if (bar) bar->finish(r.paths.size() > 1 ? "all parts" : "");
   if (!quiet && r.downloaded == 0) std::fprintf(stderr, "moelsp pull: nothing to fetch\n");
   // What -m takes: a split model opens from its first part (the others lie beside it).
@@ -128,14 +134,16 @@ void add_pull(CLI::App& app, std::vector<Command>& out) {
   out.push_back({p, [po] { return run_pull(*po); }});
 
   auto models_dir = std::make_shared<std::string>();
-  auto suggest = std::make_shared<bool>(false);
+  auto suggest = std::make_shared<bool>(false), as_json = std::make_shared<bool>(false);
   auto* m = app.add_subcommand("models", "List the models in the cache, with their sizes; --suggest: which to pull");
   m->add_option("--dir", *models_dir, "The model cache (default as for pull)");
   m->add_flag("--suggest", *suggest,
               "The recommended MoE coding models and quantizations with their sizes, and whether each fits this "
               "machine (the plan run on the file's header, read from the hub before any download) with the "
               "context it would get and the expected decode speed");
-  out.push_back({m, [models_dir, suggest] { return *suggest ? models_suggest() : run_models(*models_dir); }});
+  m->add_flag("--json", *as_json, "With --suggest: the rows as a JSON array (what the editors' model pickers show)");
+  out.push_back(
+      {m, [models_dir, suggest, as_json] { return *suggest ? models_suggest(*as_json) : run_models(*models_dir); }});
 
   auto rm_what = std::make_shared<std::string>(), rm_dir = std::make_shared<std::string>();
   auto* r = app.add_subcommand("rm", "Remove a model from the cache (every part of a split model)");

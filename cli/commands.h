@@ -37,7 +37,7 @@ void add_pull(CLI::App& app, std::vector<Command>& out);      // pull, models, r
 // a message naming `command`) when it cannot be had.
 bool model_from_ref(std::string& model, const std::string& command);
 // moelsp models --suggest (model_guide.cpp).
-int models_suggest();
+int models_suggest(bool as_json);
 
 struct InspectOptions {
   std::string path;

@@ -271,6 +271,11 @@ void from_json(const json& j, SetTraceParams& p) {
   p.value = *t;
 }
 
+void from_json(const json& j, ModelsParams& p) {
+  if (j.is_null()) return;
+  p.suggest = Fields(j, "").boolean_or("suggest", false);
+}
+
 void from_json(const json& j, CompletionParams& p) {
   const Fields f(j, "");
   p.uri = f.object("textDocument").str("uri");

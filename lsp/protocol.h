@@ -122,6 +122,11 @@ struct SetTraceParams {
   TraceValue value = TraceValue::Off;
 };
 
+// moelsp/models (handlers_models.cpp).
+struct ModelsParams {
+  bool suggest = false;  // also the guide's rows (reads the hub)
+};
+
 struct CancelParams {
   json id;  // integer or string
 };
@@ -174,6 +179,7 @@ void from_json(const json& j, CancelParams& p);
 void from_json(const json& j, DidChangeWatchedFilesParams& p);
 void from_json(const json& j, DidChangeWorkspaceFoldersParams& p);
 void from_json(const json& j, SetTraceParams& p);
+void from_json(const json& j, ModelsParams& p);
 void from_json(const json& j, CompletionParams& p);
 void from_json(const json& j, ChatParams& p);
 void from_json(const json& j, ExecuteCommandParams& p);

@@ -93,7 +93,11 @@ Server::Impl::Impl(Transport& tr, ServerOptions o)
     : t(tr),
       opt(std::move(o)),
       host(service, {.loading = [this](const auto& st) { load_started(st); },
-                     .done = [this](const auto& st) { load_done(st); }}) {
+                     .done = [this](const auto& st) { load_done(st); }}),
+      completion_host(
+          service,
+          {.loading = [this](const auto&) { send_status(); }, .done = [this](const auto& st) { completion_done(st); }},
+          assist::ModelHost::Slot::Completion) {
   // Editors show busy / ready (and the last tokens/s) from these.
   service.on_busy_change = [this] { send_status(); };
   on_request("initialize", &Impl::on_initialize);
@@ -103,6 +107,7 @@ Server::Impl::Impl(Transport& tr, ServerOptions o)
   on_request("textDocument/inlineCompletion", &Impl::on_inline_completion);
   on_request("workspace/executeCommand", &Impl::on_execute_command);
   on_request("moelsp/chat", &Impl::on_chat);
+  on_request("moelsp/models", &Impl::on_models);
   on_notification("initialized", &Impl::on_initialized);
   on_notification("$/cancelRequest", &Impl::on_cancel);
   on_notification("$/setTrace", &Impl::on_set_trace);
@@ -160,7 +165,8 @@ Server::Impl::~Impl() {
   }
   for (auto& lane : lanes) lane.cv.notify_all();
   for (auto& w : workers) w.join();
-  host.unload();
+  host.unload();  // (its end starts the completion model's load: joined first)
+  completion_host.unload();
 }
 
 Settings Server::Impl::effective() {
@@ -216,6 +222,7 @@ json Server::Impl::status_json() {
   if (const auto ps = puller.state(); ps.phase != assist::BackgroundPull::Phase::Idle)
     s["pull"] = {{"ref", ps.ref},     {"state", to_string(ps.phase)}, {"file", ps.file}, {"done", ps.done},
                  {"total", ps.total}, {"message", ps.message}};
+  if (json c = completion_status(); !c.is_null()) s["completionModel"] = std::move(c);
   s["index"] = index_status();
   const assist::TelemetrySnapshot t = service.telemetry();
   s["completions"] = {
@@ -396,6 +403,7 @@ void Server::Impl::load_done(const assist::ModelHost::Snapshot& st) {
                  "moelsp: the model could not be loaded: " + st.message +
                      ". Set moelsp.model (or --model) to a GGUF file; the server reloads when the setting changes.");
   send_status();
+  start_completion_model();  // in the memory the model left
 }
 
 void Server::Impl::reload() {
@@ -561,7 +569,8 @@ void Server::Impl::on_did_change_configuration(const DidChangeConfigurationParam
   // change to them (or a model that failed to load) reloads it in place.
   const bool failed = host.phase() == assist::ModelPhase::Error;
   const bool touched = in.model || in.backend_url || in.prompt_cache_dir || !(in.plan == PlanOverrides{});
-  if (engine_level || (failed && touched)) reload();
+  if (engine_level || (failed && touched)) return reload();  // (its end loads the completion model)
+  if (in.completion_model) start_completion_model();
 }
 
 // ---- documents -------------------------------------------------------------------

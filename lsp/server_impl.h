@@ -116,6 +116,25 @@ struct Server::Impl {
   assist::BackgroundPull puller{[this](const assist::BackgroundPull::State& st) { pull_changed(st); }};
   json pull_token;  // its $/progress token (touched on the pull's thread only)
 
+  // moelsp/models: the guide's rows, once the hub answered (its files and
+  // this machine change rarely within a session).
+  std::mutex guide_mu;
+  std::optional<json> guide_rows;
+  json suggested_rows(assist::Ticket& ticket);
+
+  // completion.model (completion_model.cpp): a second engine that answers
+  // completions while `host` answers chats; loaded after the main model, in
+  // the memory it leaves. None when unset or the same file as the model.
+  assist::ModelHost completion_host;
+  std::mutex completion_load_mu;             // one (re)load of it at a time (never held by a status)
+  std::mutex completion_mu;                  // the three below (held briefly: hooks and statuses take it)
+  std::optional<std::string> completion_as;  // what it was loaded for (the setting's value), or none
+  bool completion_shared = false;            // the setting names the model's own file
+  std::string completion_error;              // why the setting could not be honoured
+  void start_completion_model();             // after the main model's load ended
+  void completion_done(const assist::ModelHost::Snapshot& st);  // its load ended
+  json completion_status();
+
   std::mutex pending_mu;
   // Requests in flight by id.dump(). A multimap: a client that reuses the id
   // of a request still running (a protocol error, but seen) can still
@@ -196,6 +215,7 @@ struct Server::Impl {
   void on_inline_completion(const CompletionParams& p, Reply reply);
   void on_execute_command(const ExecuteCommandParams& p, Reply reply);
   void on_chat(const ChatParams& p, Reply reply);
+  void on_models(const ModelsParams& p, Reply reply);  // handlers_models.cpp
   // The commands: moelsp.snooze [minutes] (default 5; 0 ends it) and
   // moelsp.resume; moelsp.reload; moelsp.accepted (the inline item's: the
   // user took the suggestion); moelsp.chat, explain, fix, document.

@@ -146,6 +146,14 @@ std::string status_summary(const json& st) {
   out += fmt::format("state:        {}{}\n", str(st, "state"), message.empty() ? "" : "  (" + message + ")");
   if (st.contains("model")) out += "model:        " + str(st, "model") + "\n";
   if (const std::string pull = pull_text(st); !pull.empty()) out += "pull:         " + pull + "\n";
+  if (const json& cm = field(st, "completionModel"); !cm.empty()) {  // completion.model
+    const std::string state = str(cm, "state");
+    out += "compl. model: " +
+           (state == "ready"
+                ? fmt::format("{} ({:.1f} GiB planned)", str(cm, "file"), cm.value("ramBytes", 0.0) / double(1u << 30))
+                : fmt::format("{} {} ({})", str(cm, "setting"), state, str(cm, "message"))) +
+           "\n";
+  }
   if (st.contains("tokensPerSecond"))
     out += "tokens/s:     " + num(st, "tokensPerSecond", "{:.1f}") + "  (last generation)\n";
   const json& p = field(st, "plan");

@@ -695,3 +695,28 @@ class Proxy:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def main():
+    """A hub for other tests (the VS Code end-to-end test): serves each
+    --repo OWNER/NAME=FILE_IN_REPO=SOURCE_FILE, prints its endpoint on a line,
+    and runs until stdin closes."""
+    import argparse
+    import sys
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--repo", action="append", default=[], metavar="OWNER/NAME=FILE=SOURCE")
+    args = ap.parse_args()
+    repos = {}
+    for spec in args.repo:
+        repo, name, source = spec.split("=", 2)
+        with open(source, "rb") as f:
+            repos.setdefault(repo, {})[name] = f.read()
+    with HubDouble() as hub:
+        for repo, files in repos.items():
+            hub.add_repo(repo, files)
+        print(hub.endpoint, flush=True)
+        sys.stdin.read()
+
+
+if __name__ == "__main__":
+    main()

@@ -3,7 +3,7 @@
 # client program is a failure, not a skip: the README's set-up installs them.
 #   run_client_test.sh KIND MOELSP_BINARY TEST_DATA_DIR CLIENT_DIR
 # KIND: node, nvim, emacs (the protocol through each editor's own LSP client);
-# nvim-plugin, emacs-plugin, vim9, helix, vscode (the clients in editor-clients/).
+# nvim-plugin, nvim-spec, emacs-plugin, vim9, helix, vscode (the clients in editor-clients/).
 set -euo pipefail
 kind=$1 binary=$2 data=$3 dir=$4
 export MOELSP_BINARY=$binary MOELSP_TEST_DATA=$data
@@ -25,6 +25,10 @@ case "$kind" in
   nvim-plugin)
     need nvim
     exec timeout 150 nvim --headless -u NONE -c "set rtp+=$dir/../nvim" -c "luafile $dir/nvim_plugin_test.lua"
+    ;;
+  nvim-spec)
+    need nvim
+    exec timeout 120 nvim --headless -u NONE -c "luafile $dir/nvim_spec_test.lua"
     ;;
   emacs-plugin)
     need emacs

@@ -38,6 +38,7 @@ header and refuses a file that is not a usable GGUF before downloading.
 
 Exits 0 when every check passes, 1 with a message at the first failure.
 """
+import contextlib
 import json
 import os
 import random
@@ -393,25 +394,43 @@ def check_header_first(env, hub, root):
           "; ".join(repr(m[len("moelsp pull: "):][:90]) for m in reasons))
 
 
+def lsp_client(env, **extra):
+    """`moelsp lsp` under the README demo's stdlib LSP client, in env's environment."""
+    sys.path.insert(0, os.path.join(HERE, "..", "tools", "demo"))
+    from lsp_demo import Client
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env.base, **extra)
+    try:
+        return Client([BINARY, "lsp"])
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@contextlib.contextmanager
+def lsp_session(env, **extra):
+    """lsp_client's server, shut down as an editor does at the end (killed if it hangs)."""
+    c = lsp_client(env, **extra)
+    try:
+        yield c
+        c.request("shutdown")
+        c.notify("exit", None)
+        c.proc.wait(timeout=30)
+    finally:
+        if c.proc.poll() is None:
+            c.proc.kill()
+
+
 def check_lsp_pull(env, hub, root):
     """The editor's server with `model` a reference not in the cache: the
     embedded model answers completions while the pull runs (moelsp/status
     and $/progress show it), then the pulled file is loaded in its place."""
-    sys.path.insert(0, os.path.join(HERE, "..", "tools", "demo"))
-    from lsp_demo import Client  # the README demo's stdlib LSP client
     d = os.path.join(root, "lsp-cache")
     ref = f"{RESUME}:Q5_K_M"
     hub.stalled.clear()
     hub.stall_after[Q5KM] = 1_000_000
-    saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env.base, MOELSP_MODELS_DIR=d, HF_ENDPOINT=hub.endpoint)
-    try:
-        c = Client([BINARY, "lsp"])
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    try:
+    with lsp_session(env, MOELSP_MODELS_DIR=d, HF_ENDPOINT=hub.endpoint) as c:
         c.request("initialize", {"capabilities": {"window": {"workDoneProgress": True},
                                                   "textDocument": {"inlineCompletion": {}}},
                                  "initializationOptions": {"model": ref}})
@@ -458,15 +477,45 @@ def check_lsp_pull(env, hub, root):
         if not progress or progress[0] != "begin" or progress[-1] != "end":
             fail(f"$/progress for the pull: {progress}")
         same_bytes("the pulled file", os.path.join(d, RESUME, Q5KM), hub._repos[RESUME].files[Q5KM])
-        c.request("shutdown")
-        c.notify("exit", None)
-        c.proc.wait(timeout=30)
-    finally:
-        if c.proc.poll() is None:
-            c.proc.kill()
     print(f"pull: (l) the LSP with model {ref}: the embedded model ({embedded}) answered a completion in "
           f"{ms:.0f} ms while the pull ran; $/progress {progress[0]}…{progress[-1]} ({len(progress)}); then "
           f"{st.get('model')!r} loaded from the cache")
+
+
+def check_lsp_no_network(env, hub, root):
+    """The editor's server with `model` a reference and no hub to be had:
+    the pull fails once, with one message saying why, and the embedded
+    model keeps answering."""
+    with lsp_session(env, MOELSP_MODELS_DIR=os.path.join(root, "lsp-offline"),
+                     HF_ENDPOINT=f"http://127.0.0.1:{closed_port()}") as c:
+        c.request("initialize", {"capabilities": {"textDocument": {"inlineCompletion": {}}},
+                                 "initializationOptions": {"model": f"{CODER}:Q8_0"}})
+        c.notify("initialized", {})
+        deadline = time.time() + 60
+        st = {}
+        while time.time() < deadline:
+            st, _ = c.request("moelsp/status")
+            if st.get("pull", {}).get("state") == "failed" and st.get("state") == "ready":
+                break
+            time.sleep(0.1)
+        else:
+            fail(f"without a network: {json.dumps(st)[:600]}")
+        uri = "file:///tmp/offline.py"
+        c.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                           "text": "def add(a, b):\n    return "}})
+        r, _ = c.request("textDocument/inlineCompletion", {"textDocument": {"uri": uri},
+                         "position": {"line": 1, "character": 11}, "context": {"triggerKind": 1}})
+        if not isinstance(r, dict) or not r.get("items"):
+            fail(f"the embedded model did not answer without a network: {r!r}")
+        time.sleep(0.5)
+        shown = []
+        while not c.notes.empty():
+            n = c.notes.get_nowait()
+            if n.get("method") == "window/showMessage":
+                shown.append(n["params"]["message"])
+        if len(shown) != 1 or "cannot connect" not in shown[0] or "embedded model serves" not in shown[0]:
+            fail(f"without a network, the messages shown: {shown}")
+    print(f"pull: (q) the LSP without a network: one message ({shown[0][:90]!r}…), the embedded model answering")
 
 
 def check_cli_model_ref(env, hub, root):
@@ -521,11 +570,114 @@ def check_guide(env, hub, root):
         rng = r["headers"].get("range", "")
         if not rng.startswith("bytes=0-") or rng == "bytes=0-":
             fail(f"models --suggest downloaded more than a header: {r}")
+    p = env.run(["models", "--suggest", "--json"], HF_ENDPOINT=hub.endpoint)
+    rows = json.loads(p.stdout) if p.returncode == 0 else []
+    if sorted(r["ref"] for r in rows) != sorted(f"{repo}:{q}" for repo, qs in GUIDE.items() for q in qs) or \
+            not all(r["fits"] and r["where"] == "RAM" and r["context"] > 0 for r in rows):
+        fail(f"models --suggest --json: {describe(p)}")
     p = env.run(["models", "--suggest"], HF_ENDPOINT=f"http://127.0.0.1:{closed_port()}")
     if p.returncode != 1 or "cannot connect" not in p.stderr:
         fail(f"models --suggest without a hub: {describe(p)}")
     print(f"pull: (n) models --suggest planned {sum(map(len, GUIDE.values()))} files from their headers alone; "
           f"without the hub one message: {p.stderr.strip()[:80]!r}")
+
+
+def check_lsp_models(env, hub, root):
+    """moelsp/models, what the editors' pickers show: the cache at once (a
+    split model once), then the guide's rows; a suggested reference picked
+    (a settings change) is pulled and loaded in place."""
+    d = os.path.join(root, "lsp-models")
+    shutil.copytree(os.path.join(root, "cache"), d)
+    with lsp_session(env, MOELSP_MODELS_DIR=d, HF_ENDPOINT=hub.endpoint) as c:
+        c.request("initialize", {"capabilities": {"window": {"workDoneProgress": True}}})
+        c.notify("initialized", {})
+        m, ms_cache = c.request("moelsp/models", {})
+        labels = [e["label"] for e in m.get("cached", [])]
+        if f"{CODER}/{Q8}" not in labels or f"{CODER}/{SPLIT[0]}" not in labels or f"{CODER}/{SPLIT[1]}" in labels \
+                or "suggested" in m or m.get("cacheDir") != d or not m.get("embedded"):
+            fail(f"moelsp/models (the cache): {json.dumps(m)[:800]}")
+        if any(e["path"] != os.path.join(d, e["label"]) or e["bytes"] <= 0 for e in m["cached"]):
+            fail(f"moelsp/models: cached paths and sizes: {m['cached']}")
+        m, ms_guide = c.request("moelsp/models", {"suggest": True})
+        rows = {r["ref"]: r for r in m.get("suggested", [])}
+        want = [f"{repo}:{q}" for repo, qs in GUIDE.items() for q in qs]
+        if sorted(rows) != sorted(want) or not all(r["fits"] and r["context"] > 0 and r["bytes"] > 0
+                                                   and r["where"] == "RAM" and not r["cached"] for r in rows.values()):
+            fail(f"moelsp/models suggested: {json.dumps(m)[:1200]}")
+        pick = want[-1]
+        c.notify("workspace/didChangeConfiguration", {"settings": {"moelsp": {"model": pick}}})
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            st, _ = c.request("moelsp/status")
+            if st.get("state") == "ready" and st.get("pull", {}).get("state") == "done":
+                break
+            time.sleep(0.2)
+        else:
+            fail(f"the picked model was not pulled and loaded: {json.dumps(st)[:600]}")
+        m, _ = c.request("moelsp/models", {"suggest": True})
+        got = {r["ref"]: r["cached"] for r in m["suggested"]}
+        if not got.get(pick) or m["model"]["setting"] != pick or not m["model"]["file"].startswith(d):
+            fail(f"after the pick: {json.dumps(m)[:1200]}")
+        try:
+            c.request("moelsp/models", {"suggest": "yes"})
+            fail("moelsp/models with suggest: \"yes\" was answered")
+        except RuntimeError as e:
+            if "suggest: expected a boolean" not in str(e):
+                fail(f"moelsp/models with a bad param: {e}")
+    print(f"pull: (o) moelsp/models: {len(labels)} cached in {ms_cache:.0f} ms, {len(rows)} suggested in "
+          f"{ms_guide:.0f} ms; picking {pick} pulled and loaded it")
+
+
+def check_full_disk(env, hub, root):
+    """A disk too small, and a disk that fills during the download: each
+    refused with the reason, nothing partial left. The disk is a 16 MiB
+    tmpfs in a user and mount namespace of the pull's own (unshare -rm); the
+    second download stalls past its header (read first, 1 MiB) while the disk
+    fills, then resumes into it."""
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True)
+    if probe.returncode != 0:
+        print(f"pull: (p) SKIPPED: no user namespaces here for a small disk (unshare -rm: {probe.stderr!r})")
+        return
+    big, small = "acme/Big-GGUF", "acme/Full-GGUF"
+    hub.add_repo(big, {"Big-Q8_0.gguf": GGUF + bytes(12 << 20)})
+    hub.add_repo(small, {"Full-Q8_0.gguf": GGUF + random.Random("full").randbytes(4 << 20)})
+    marker = os.path.join(root, "full-disk-stalled")
+    script = """
+set -e
+d=$1; marker=$2; shift 2
+mkdir -p "$d" && mount -t tmpfs -o size=16m tmpfs "$d"
+"$@" pull acme/Big-GGUF:Q8_0 --dir "$d" >/dev/null 2>"$d/.big.err" && echo "big: pulled" || echo "big: $(cat "$d/.big.err")"
+"$@" pull acme/Full-GGUF:Q8_0 --dir "$d" >/dev/null 2>"$d/.full.err" & pid=$!
+i=0
+until ls "$d"/acme/Full-GGUF/*.part >/dev/null 2>&1 || [ $i -gt 600 ]; do i=$((i+1)); sleep 0.05; done
+head -c 16000000 /dev/zero > "$d/filler" 2>/dev/null || true   # something else fills the disk
+touch "$marker"
+wait $pid && echo "full: pulled" || echo "full: $(cat "$d/.full.err")"
+echo "left: $(cd "$d" && find . -name '*.gguf' -o -name '*.part' | sort | tr '\n' ' ')"
+"""
+    hub.stalled.clear()
+    hub.stall_after["Full-Q8_0.gguf"] = 2_000_000
+    e = dict(env.base, HF_ENDPOINT=hub.endpoint)
+    proc = subprocess.Popen(["unshare", "-rm", "sh", "-c", script, "sh", os.path.join(root, "small-disk"), marker,
+                             BINARY], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not os.path.exists(marker) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    hub.release_stalls()  # the connection is cut; the resume writes into a full disk
+    out, err = proc.communicate(timeout=TIMEOUT)
+    m = re.fullmatch(r"big: (.*)\nfull: (.*)\nleft: (.*)\n", out, re.S)
+    if not m:
+        fail(f"the small disk's script: {out!r} {err!r}")
+    lines = {"big": m.group(1).strip(), "full": m.group(2).strip().splitlines()[-1], "left": m.group(3)}
+    if "more are needed" not in lines["big"] or "free" not in lines["big"]:
+        fail(f"a model larger than the disk: {out!r} {err!r}")
+    full = lines["full"]
+    if "pulled" in full or "done" in m.group(2) or not re.search(r"No space left", full):
+        fail(f"a disk that filled during the download: {out!r} {err!r}")
+    if lines["left"].strip():
+        fail(f"a full disk left partial files: {out!r}")
+    print(f"pull: (p) a 16 MiB disk: {lines['big'][len('moelsp pull: '):][:90]!r}; filled during the download: "
+          f"{full[len('moelsp pull: '):][:90]!r}; nothing partial left")
 
 
 def check_proxy(env, hub, root):
@@ -682,7 +834,8 @@ def main():
                 check(env, hub, cache)
                 checks += 1
             for check in (check_checksum, check_gated, check_errors, check_header_first, check_lsp_pull,
-                          check_cli_model_ref, check_guide, check_proxy):
+                          check_lsp_no_network, check_cli_model_ref, check_guide, check_lsp_models, check_full_disk,
+                          check_proxy):
                 check(env, hub, root)
                 checks += 1
             check_models_rm(env, hub, cache)

@@ -57,6 +57,7 @@
 ;; loaded here: (require 'moelsp) is all a user needs.
 (require 'moelsp-ghost)
 (require 'moelsp-chat)
+(require 'moelsp-models)
 
 (defconst moelsp-version "0.1.0" "The version of moelsp.el.")
 
@@ -291,7 +292,7 @@ for the embedded default model), so raise this with a larger model."
                                   :inlineCompletion (list :dynamicRegistration :json-false))
               :workspace (list :executeCommand (list :dynamicRegistration :json-false))
               :window (list :workDoneProgress :json-false))
-        :initializationOptions (or moelsp-initialization-options (make-hash-table))))
+        :initializationOptions (or (moelsp-models--options moelsp-initialization-options) (make-hash-table))))
 
 (defun moelsp--handle-notification (conn method params)
   "Handle the server's notification METHOD with PARAMS on CONN."
@@ -327,6 +328,12 @@ for the embedded default model), so raise this with a larger model."
       (setf (moelsp--snoozed-until conn) (and (> left 0) (+ (float-time) (/ left 1000.0))))))
   (when (equal (plist-get status :state) "error")
     (message "moelsp: %s" (plist-get status :message)))
+  ;; A model being pulled (`moelsp-choose-model'): its progress.
+  (let ((pull (plist-get status :pull)))
+    (when (equal (plist-get pull :state) "pulling")
+      (let ((total (plist-get pull :total)) (done (plist-get pull :done)))
+        (message "moelsp: pulling %s%s" (plist-get pull :ref)
+                 (if (and (numberp total) (> total 0)) (format " %d%%" (floor (* 100 done) total)) "")))))
   (moelsp--refresh-mode-line))
 
 (defun moelsp--on-shutdown (conn)

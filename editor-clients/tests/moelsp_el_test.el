@@ -60,6 +60,13 @@
 ;; and load the result as a user would: the folder on `load-path', (require 'moelsp).
 ;; moelsp.el requires the others, so they are compiled first and it loads their .elc.
 (defvar moelsp-test--tmp (make-temp-file "moelsp-el-test" t))
+;; A model cache with one model in it (step 9b), and no hub to ask.
+(let ((models (expand-file-name "models/acme/Tiny-GGUF/" moelsp-test--tmp)))
+  (make-directory models t)
+  (copy-file (expand-file-name "../../models/moelsp-default.gguf" moelsp-test--dir)
+             (expand-file-name "tiny-Q8_0.gguf" models))
+  (setenv "MOELSP_MODELS_DIR" (expand-file-name "models" moelsp-test--tmp))
+  (setenv "HF_ENDPOINT" "http://127.0.0.1:9"))
 (let* ((src-dir (expand-file-name "../emacs/" moelsp-test--dir))
        (files (sort (directory-files src-dir nil "\\`moelsp.*\\.el\\'")
                     (lambda (a b) (and (not (equal a "moelsp.el")) (or (equal b "moelsp.el") (string< a b))))))
@@ -434,6 +441,31 @@ Return its text, or nil when there is none."
       (moelsp-test-check (string-prefix-p "# π 😀!!ké\n" (moelsp--text)) "edits went wrong: %S"
                          (substring (moelsp--text) 0 20))
       (moelsp-test-log "the document the server has is the buffer's text")
+
+      ;; 9b. moelsp-choose-model: the server's list (the cache; the guide
+      ;; cannot reach a hub here) through completing-read; the cached model
+      ;; chosen loads in place.
+      (let (offered)
+        (cl-letf (((symbol-function 'completing-read)
+                   (lambda (_prompt cands &rest _)
+                     (setq offered cands)
+                     (seq-find (lambda (c) (string-match-p "tiny-Q8_0\\.gguf" c)) cands))))
+          (call-interactively #'moelsp-choose-model))
+        (moelsp-test-check (string-match-p "embedded" (car offered)) "the first choice: %S" offered)
+        (moelsp-test-check (seq-find (lambda (c) (string-match-p "cached acme/Tiny-GGUF/tiny-Q8_0\\.gguf" c)) offered)
+                           "the cached model is not offered: %S" offered)
+        (moelsp-test-wait (lambda ()
+                            (let ((st (jsonrpc-request conn :moelsp/status nil)))
+                              (and (equal (plist-get st :state) "ready")
+                                   (string-match-p "tiny-Q8_0\\.gguf" (or (plist-get st :message) "")))))
+                          60 "the chosen model to load")
+        (moelsp-test-check (string-suffix-p "tiny-Q8_0.gguf" moelsp-model-override)
+                           "the choice is not kept: %S" moelsp-model-override)
+        (moelsp-test-check (string-suffix-p "tiny-Q8_0.gguf"
+                                            (plist-get (moelsp-models--options '(:chat (:maxTokens 1))) :model))
+                           "a server started later would not get the choice")
+        (moelsp-test-log "moelsp-choose-model offered %d choices; the cached model chosen was loaded"
+                         (length offered)))
 
       ;; 10. eglot is still there, with its own live process; then both shut down.
       (moelsp-test-check (and (eglot-managed-p) (eq (eglot-current-server) eglot-server)

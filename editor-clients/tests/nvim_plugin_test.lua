@@ -69,6 +69,14 @@ local function test()
   -- -u NONE loads no plugin/ files: source the plugin's as startup would.
   vim.cmd("runtime! plugin/moelsp.lua")
   check(vim.fn.exists(":MoeChat") == 2, "plugin/moelsp.lua did not define :MoeChat")
+  -- A model cache with one model in it (step 12), and no hub to ask.
+  local here = debug.getinfo(1, "S").source:sub(2)
+  local default_model = vim.fn.fnamemodify(here, ":p:h:h:h") .. "/models/moelsp-default.gguf"
+  local models_dir = vim.fn.tempname()
+  vim.fn.mkdir(models_dir .. "/acme/Tiny-GGUF", "p")
+  check(uv.fs_copyfile(default_model, models_dir .. "/acme/Tiny-GGUF/tiny-Q8_0.gguf"), "cannot copy " .. default_model)
+  vim.env.MOELSP_MODELS_DIR = models_dir
+  vim.env.HF_ENDPOINT = "http://127.0.0.1:9"
   local moelsp = require("moelsp")
   local completion = require("moelsp.completion")
   local clients = require("moelsp.client")
@@ -393,6 +401,29 @@ local function test()
   else
     log("vim.lsp.inline_completion: skipped (Neovim < 0.12)")
   end
+
+  -- 12. :MoeModel: the server's list (the cache; the guide cannot reach a
+  -- hub here) in vim.ui.select; the cached model picked loads in place.
+  local offered
+  local real_select = vim.ui.select
+  vim.ui.select = function(items, _, on_choice)
+    offered = items
+    for _, it in ipairs(items) do
+      if it.value:find("tiny%-Q8_0%.gguf$") then return on_choice(it) end
+    end
+    on_choice(nil)
+  end
+  vim.cmd("MoeModel")
+  wait_until(function() return offered end, 30000, ":MoeModel's choices")
+  vim.ui.select = real_select
+  check(offered[1].value == "" and offered[1].label:find("embedded"), "the first choice: " .. vim.inspect(offered[1]))
+  check(offered[2].label:find("acme/Tiny%-GGUF/tiny%-Q8_0%.gguf"), "the cached model: " .. vim.inspect(offered))
+  wait_until(function()
+    local st = clients.status[client.id]
+    return st and st.state == "ready" and (st.message or ""):find("tiny%-Q8_0%.gguf")
+  end, 60000, "the picked model loaded")
+  check(require("moelsp.config").get().init_options.model:find("tiny%-Q8_0%.gguf$"), "the choice is not kept")
+  log(string.format(":MoeModel offered %d choices; the cached model picked was loaded", #offered))
 
   finished = true
   io.stdout:write("nvim plugin test passed\n")

@@ -32,3 +32,6 @@ command("MoeManual", function(args)
 end, { nargs = "?", complete = function() return { "on", "off" } end,
   desc = "moelsp: suggestions only when asked (on) or as you type (off)" })
 command("MoeLog", function() moelsp().open_log() end, { desc = "moelsp: open the LSP log" })
+command("MoeModel", function(args) require("moelsp.models").choose(args.args) end,
+  { nargs = "?", complete = "file",
+    desc = "moelsp: choose the model (the cache, downloads that fit); or MODEL: a GGUF file or owner/repo:QUANT" })

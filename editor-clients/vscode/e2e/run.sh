@@ -43,6 +43,20 @@ if ! cmp -s "$ext/package-lock.json" "$ext/node_modules/.package-lock.json.insta
 fi
 (cd "$ext" && PATH="$node24/bin:$PATH" npm run --silent package >"$out/package.log" 2>&1) || { cat "$out/package.log" >&2; exit 1; }
 vsix=$(ls -t "$ext"/moelsp-*.vsix | head -1)
+# Ready for the registries: the licence and the icon inside, and engines.vscode holding the
+# VS Code this test runs.
+listing=$(cd "$ext" && PATH="$node24/bin:$PATH" npx --no-install vsce ls 2>/dev/null)
+for f in LICENSE media/icon.png README.md package.json; do
+  grep -qx "$f" <<<"$listing" || { echo "vscode e2e: $f is not in the .vsix (vsce ls)" >&2; exit 1; }
+done
+"$node24/bin/node" -e '
+  const [ext, vs] = process.argv.slice(1).map((f) => require(f));
+  const want = ext.engines.vscode.match(/^\^(\d+)\.(\d+)\.(\d+)$/).slice(1).map(Number);
+  const have = vs.version.split(".").map(Number);
+  const ok = have[0] === want[0] && (have[1] > want[1] || (have[1] === want[1] && have[2] >= want[2]));
+  if (!ok) { console.error(`vscode e2e: engines.vscode ${ext.engines.vscode} does not hold VS Code ${vs.version}`); process.exit(1); }
+  console.log(`engines.vscode ${ext.engines.vscode} holds VS Code ${vs.version} (the one tested)`);
+' "$ext/package.json" "$cache/node_modules/code-server/lib/vscode/package.json"
 
 # 3. The test, on Node 24 (puppeteer-core 25 needs Node >= 22.12): the main
 #    scenario, then what a user sees when the binary or the model is missing.

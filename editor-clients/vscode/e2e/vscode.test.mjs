@@ -11,8 +11,10 @@
 // Tab and checks the line, checks that the server counted the accept
 // (moelsp: Show Status and Plan: the server's summary), then asks the chat
 // view a question and watches the answer stream in, then Explain Selection
-// (the server's question under the label "Explain"). Exit 0 on success, 1
-// with a message.
+// (the server's question under the label "Explain"), then "moelsp: Choose
+// Model…" against a double of the Hugging Face hub (tests/hf_double.py):
+// the cache and the guide's downloads in the pick, one picked, pulled and
+// loaded in place. Exit 0 on success, 1 with a message.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -86,8 +88,25 @@ fs.writeFileSync(path.join(dirs.workspace, 'shapes.js'),
   'export function polygonArea(points) {\n  // the shoelace formula\n  return 0;\n}\n');
 fs.writeFileSync(path.join(dirs.workspace, 'main.js'),
   "import { polygonArea } from './shapes.js';\n\nexport function total(parts) {\n  return polygonArea(parts) + ");
+// The model cache (one model in it) and a hub double for "Choose Model…".
+const modelsDir = path.join(tmp, 'models');
+const defaultModel = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../../models/moelsp-default.gguf');
+fs.mkdirSync(path.join(modelsDir, 'acme', 'Tiny-GGUF'), { recursive: true });
+fs.copyFileSync(defaultModel, path.join(modelsDir, 'acme', 'Tiny-GGUF', 'tiny-Q8_0.gguf'));
+const PICK = 'ggml-org/gpt-oss-20b-GGUF:MXFP4';
+let hub;
+async function startHub() {
+  const script = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../../tests/hf_double.py');
+  hub = spawn('python3', [script, '--repo', `ggml-org/gpt-oss-20b-GGUF=gpt-oss-20b-MXFP4.gguf=${defaultModel}`],
+              { stdio: ['pipe', 'pipe', 'inherit'] });
+  return new Promise((resolve, reject) => {
+    hub.stdout.once('data', (d) => resolve(String(d).trim()));
+    hub.once('exit', (code) => reject(new Error(`the hub double exited (${code})`)));
+  });
+}
 const env = {
   ...process.env,
+  MOELSP_MODELS_DIR: modelsDir,
   XDG_CONFIG_HOME: dirs['xdg-config'],
   XDG_DATA_HOME: dirs['xdg-data'],
   PATH: `${path.dirname(process.execPath)}:${process.env.PATH}`,
@@ -100,6 +119,7 @@ async function cleanup() {
   try {
     await browser?.close();
   } catch {}
+  hub?.stdin.end();
   if (server?.pid) {
     try {
       process.kill(-server.pid, 'SIGTERM');  // the whole group: code-server, its extension host, moelsp
@@ -147,6 +167,11 @@ async function main() {
   const inst = spawnSync(codeServer, [...csArgs, '--install-extension', vsix], { env, encoding: 'utf8' });
   if (inst.status !== 0) fail(`--install-extension failed:\n${inst.stdout}\n${inst.stderr}`);
   if (!fs.readdirSync(dirs.extensions).some((d) => d.startsWith('moelsp.moelsp-'))) fail('the extension was not installed');
+
+  if (scenario === 'main') {
+    env.HF_ENDPOINT = await startHub();
+    log(`hub double at ${env.HF_ENDPOINT}`);
+  }
 
   // 2. code-server in its own process group.
   const port = await freePort();
@@ -412,6 +437,39 @@ async function main() {
   }, 90000, 50);
   if (!/^Explain\s*context: area\.py/.test(explained.user)) fail(`the explanation's turn reads ${JSON.stringify(explained.user)}`);
   log(`explain: the turn reads ${JSON.stringify(explained.user)}; answer ${JSON.stringify(explained.answer.slice(0, 80))}`);
+
+  // 10. moelsp: Choose Model…: the cached model and the guide's rows (read
+  //     from the hub double) in a quick pick; the download picked becomes
+  //     moelsp.model, and the server pulls and loads it in place.
+  await runCommand(page, 'moelsp: Choose Model…');
+  const rowTexts = () => page.$$eval('.quick-input-widget .monaco-list-row', (rs) => rs.map((r) => r.textContent || ''));
+  await until('the cached model in the pick', async () => (await rowTexts()).some((t) => t.includes('tiny-Q8_0.gguf')), 15000);
+  await page.keyboard.type('MXFP4', { delay: 20 });
+  const pickRow = await until('the guide\'s row for the download', async () => {
+    for (const r of await page.$$('.quick-input-widget .monaco-list-row')) {
+      const t = await r.evaluate((e) => e.textContent || '');
+      if (t.includes(PICK) && /fits: RAM, context \d+/.test(t)) return r;
+    }
+    return null;
+  }, 60000, 200);
+  log(`the pick: ${JSON.stringify((await pickRow.evaluate((e) => e.textContent)).slice(0, 160))}`);
+  await page.screenshot({ path: path.join(out, '6-choose-model.png') });
+  await page.keyboard.press('Enter');  // the row in focus (a click on a custom pick's row does not accept it)
+  await until('moelsp.model in the settings', () => ['User', 'Machine'].some((scope) => {
+    try {
+      return JSON.parse(fs.readFileSync(path.join(dirs.user, scope, 'settings.json'), 'utf8'))['moelsp.model'] === PICK;
+    } catch {
+      return false;
+    }
+  }), 15000);
+  const loaded = await until('the pulled model loaded (a notification)', () =>
+    page.$$eval('.notifications-toasts .notification-toast', (ts) => ts.map((t) => t.textContent).join('\n')).then((t) =>
+      t.includes(`${PICK} loaded`) ? t : null), 90000, 250);
+  const pulled = path.join(modelsDir, 'ggml-org', 'gpt-oss-20b-GGUF', 'gpt-oss-20b-MXFP4.gguf');
+  if (!fs.existsSync(pulled) || fs.statSync(pulled).size !== fs.statSync(defaultModel).size) fail(`${pulled} was not pulled`);
+  await until('moelsp ready again', async () => (await statusText())?.ready, 30000);
+  await page.screenshot({ path: path.join(out, '7-model-loaded.png') });
+  log(`picked ${PICK}: pulled into the cache and loaded (${JSON.stringify(loaded.slice(0, 80))})`);
   log('PASS');
 }
 

@@ -13,6 +13,7 @@ import {
 
 import { ChatViewProvider, CodeKind, editorContext } from './chat';
 import { DefinitionFeed, VisibleRangesFeed } from './definitions';
+import { ModelPicker } from './models';
 import { enableObject, enabledFor, findBinary, SERVER_KEYS, serverSettings } from './settings';
 import { ServerStatus, StatusBar } from './status';
 
@@ -25,6 +26,7 @@ let lastError = '';
 let refreshTimer: NodeJS.Timeout | undefined;
 let definitions: DefinitionFeed;
 let visibleRanges: VisibleRangesFeed;
+let models: ModelPicker;
 
 export async function activate(context: vscode.ExtensionContext) {
   extensionPath = context.extensionPath;
@@ -34,6 +36,7 @@ export async function activate(context: vscode.ExtensionContext) {
   chat = new ChatViewProvider(() => client, status);
   definitions = new DefinitionFeed(() => client);
   visibleRanges = new VisibleRangesFeed(() => client);
+  models = new ModelPicker(() => client);
   const cmd = (id: string, fn: (...a: any[]) => unknown) => vscode.commands.registerCommand(id, fn);
   context.subscriptions.push(
     output,
@@ -53,6 +56,7 @@ export async function activate(context: vscode.ExtensionContext) {
     vscode.window.onDidChangeTextEditorVisibleRanges((e) => visibleRanges.update(e.textEditor)),
     vscode.window.onDidChangeVisibleTextEditors((eds) => visibleRanges.visible(eds)),
     cmd('moelsp.openChat', () => vscode.commands.executeCommand(`${ChatViewProvider.viewId}.focus`)),
+    cmd('moelsp.chooseModel', () => models.choose()),
     cmd('moelsp.restart', restart),
     cmd('moelsp.showLogs', () => output.show(true)),
     cmd('moelsp.clearChat', () => chat.clear()),
@@ -156,6 +160,7 @@ async function start() {
 
 function onServerStatus(s: ServerStatus) {
   status.fromServer(s);
+  models.onStatus(s);
   if (s.state === 'error' && s.message && s.message !== lastError) {
     lastError = s.message;
     // Most often: the model file is missing or not a model moelsp can run.
@@ -329,6 +334,7 @@ async function showMenu() {
       run: toggleManual,
     },
     { label: '$(comment-discussion) Open chat', run: () => vscode.commands.executeCommand('moelsp.openChat') },
+    { label: '$(database) Choose model…', run: () => models.choose() },
     { label: '$(debug-restart) Restart server', run: restart },
     { label: '$(output) Show logs', run: () => output.show(true) },
     { label: '$(gear) Settings', run: () => vscode.commands.executeCommand('workbench.action.openSettings', 'moelsp') },
@@ -363,7 +369,11 @@ async function onConfigurationChanged(e: vscode.ConfigurationChangeEvent) {
   if ((changed.length === 0 && !enableChanged) || !client?.isRunning()) return;
   // The server applies every setting itself: the model, backend and plan
   // settings reload its engine in place (status: loading, then ready).
-  await client.sendNotification('workspace/didChangeConfiguration', {
-    settings: { moelsp: serverSettings(enableChanged) },
-  });
+  // A model setting cleared goes as "" (the default); unset keys are not
+  // sent at all, and the server would keep the old one.
+  const settings = serverSettings(enableChanged) as Record<string, any>;
+  if (e.affectsConfiguration('moelsp.model') && !config().get('model')) settings.model = '';
+  if (e.affectsConfiguration('moelsp.completion.model') && !config().get('completion.model'))
+    settings.completion = { ...(settings.completion ?? {}), model: '' };
+  await client.sendNotification('workspace/didChangeConfiguration', { settings: { moelsp: settings } });
 }

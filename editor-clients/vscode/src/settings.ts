@@ -12,6 +12,7 @@ import * as vscode from 'vscode';
 // object form is the server's completion.languages.
 export const SERVER_KEYS = [
   'model',
+  'completion.model',
   'threads',
   'contextSize',
   'kvCache.type',
@@ -59,7 +60,7 @@ export function serverSettings(enableChanged = false): Record<string, unknown> {
   for (const key of SERVER_KEYS) {
     let v = key === 'completion.languages' ? languageRules(enableChanged) : cfg.get<unknown>(key);
     if (v === null || v === undefined || v === '') continue;
-    if (key === 'model' && typeof v === 'string') v = expandHome(v);
+    if ((key === 'model' || key === 'completion.model') && typeof v === 'string') v = expandHome(v);
     const parts = key.split('.');
     let o = out;
     for (const p of parts.slice(0, -1)) o = o[p] ??= {};
