@@ -10,16 +10,6 @@
 
 namespace moelsp::assist {
 
-const std::vector<CatalogueEntry>& model_catalogue() {
-  static const std::vector<CatalogueEntry> c = {
-      {"unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF", {"Q4_K_M", "Q5_K_M", "Q8_0"}, "completions, agents"},
-      {"unsloth/GLM-4.7-Flash-GGUF", {"Q4_K_M", "Q8_0"}, "agents, chat"},
-      {"ggml-org/gpt-oss-20b-GGUF", {"MXFP4"}, "agents, chat (reasoning)"},
-      {"bartowski/DeepSeek-Coder-V2-Lite-Instruct-GGUF", {"Q4_K_M", "Q8_0"}, "completions, chat"},
-  };
-  return c;
-}
-
 std::string size_text(uint64_t b) {
   if (b < (1ull << 30)) return fmt::format("{:.0f} MiB", double(b) / double(1ull << 20));
   return fmt::format("{:.1f} GiB", double(b) / double(1ull << 30));
@@ -30,6 +20,7 @@ nlohmann::json to_json(const GuideRow& r) {
           {"use", r.use},
           {"bytes", r.bytes},
           {"fits", r.fits},
+          {"estimate", r.estimate},
           {"where", r.where},
           {"context", r.n_ctx},
           {"plannedBytes", r.planned_bytes},
@@ -37,17 +28,17 @@ nlohmann::json to_json(const GuideRow& r) {
           {"error", r.error}};
 }
 
-namespace {
-
-// The plan for one file on this machine, from its header.
-void plan_row(GuideRow& row, const RemoteModel& r, const HwProfile& hw) {
-  ModelFootprint fp = footprint_of_header(*r.header);
-  fp.file_bytes = r.bytes;
-  row.bytes = r.bytes;
-  const Plan p = make_plan(hw, fp, {});
+GuideRow plan_candidate(const Candidate& c, const HwProfile& hw) {
+  GuideRow row{.ref = c.ref, .use = c.use, .bytes = c.fp.file_bytes, .estimate = c.estimate, .error = c.error};
+  if (c.fp.file_bytes == 0) return row;
+  const ModelFootprint& fp = c.fp;
+  PlanRequest req;
+  req.gpu_why = device_unsupported_arch(fp.arch);
+  req.gpu_forward = req.gpu_why.empty();
+  const Plan p = make_plan(hw, fp, req);
   if (!p.ok) {
     row.error = p.error;
-    return;
+    return row;
   }
   row.fits = true;
   row.n_ctx = p.n_ctx;
@@ -58,31 +49,70 @@ void plan_row(GuideRow& row, const RemoteModel& r, const HwProfile& hw) {
   // Decode reads the active weights once per token.
   if (p.backend != "cuda" && p.weights == WeightPlacement::Ram && hw.mem_bw_gbs > 0 && fp.active_bytes() > 0)
     row.decode_tps = hw.mem_bw_gbs * 1e9 / double(fp.active_bytes());
+  return row;
 }
 
-}  // namespace
-
-std::vector<GuideRow> suggest_models(const HwProfile& hw, const PullOptions& opt, Ticket& ticket) {
-  std::vector<GuideRow> rows;
+std::vector<Candidate> candidates_from_hub(const PullOptions& opt, Ticket& ticket) {
+  std::vector<Candidate> out;
   bool reached = false;
   for (const CatalogueEntry& e : model_catalogue()) {
-    for (const std::string& q : e.quants) {
-      GuideRow row{.ref = e.repo + ":" + q, .use = e.use};
+    for (const QuantFile& q : e.files) {
+      Candidate c{.ref = e.repo + ":" + q.quant, .use = e.use};
       try {
-        plan_row(row, inspect_remote(parse_model_ref(row.ref), opt, ticket), hw);
+        const RemoteModel r = inspect_remote(parse_model_ref(c.ref), opt, ticket);
+        c.fp = footprint_of_header(*r.header);
+        c.fp.file_bytes = r.bytes;
         reached = true;
       } catch (const HubUnreachable&) {
         if (!reached) throw;  // nothing came back: the hub is not there
-        row.error = "the hub stopped answering";
+        c.error = "the hub stopped answering";
       } catch (const std::exception& x) {
         reached = true;
-        row.error = x.what();
+        c.error = x.what();
       }
-      rows.push_back(std::move(row));
-      if (ticket.cancelled()) return rows;
+      out.push_back(std::move(c));
+      if (ticket.cancelled()) return out;
     }
   }
+  return out;
+}
+
+std::vector<Candidate> candidates_from_cards() {
+  std::vector<Candidate> out;
+  for (const CatalogueEntry& e : model_catalogue())
+    for (const QuantFile& q : e.files)
+      out.push_back({.ref = e.repo + ":" + q.quant, .use = e.use, .fp = footprint_of_card(e, q), .estimate = true});
+  return out;
+}
+
+std::vector<GuideRow> suggest_models(const HwProfile& hw, const PullOptions& opt, Ticket& ticket) {
+  std::vector<GuideRow> rows;
+  for (const Candidate& c : candidates_from_hub(opt, ticket)) rows.push_back(plan_candidate(c, hw));
   return rows;
+}
+
+std::string guide_markdown(const std::vector<Candidate>& cands, const std::vector<MachineSpec>& machines) {
+  std::string out = "| `moelsp pull` | size |";
+  std::string rule = "|---|---|";
+  for (const MachineSpec& m : machines) {
+    out += " " + m.label + " |";
+    rule += "---|";
+  }
+  out += "\n" + rule + "\n";
+  std::vector<HwProfile> hws;
+  for (const MachineSpec& m : machines) hws.push_back(described_machine(m));
+  for (const Candidate& c : cands) {
+    out += fmt::format("| `{}` | {} |", c.ref, c.fp.file_bytes ? size_text(c.fp.file_bytes) : "?");
+    for (const HwProfile& hw : hws) {
+      const GuideRow r = plan_candidate(c, hw);
+      const std::string cell = !r.fits            ? "no"
+                               : r.decode_tps > 0 ? fmt::format("{}, ~{:.0f} t/s", r.where, r.decode_tps)
+                                                  : r.where;
+      out += " " + cell + " |";
+    }
+    out += "\n";
+  }
+  return out;
 }
 
 }  // namespace moelsp::assist

@@ -37,7 +37,12 @@ void add_pull(CLI::App& app, std::vector<Command>& out);      // pull, models, r
 // a message naming `command`) when it cannot be had.
 bool model_from_ref(std::string& model, const std::string& command);
 // moelsp models --suggest (model_guide.cpp).
-int models_suggest(bool as_json);
+struct SuggestOptions {
+  bool as_json = false, markdown = false, offline = false;
+  std::vector<std::string> machines;  // described machines ("32G,8G"); none: this one
+  double bandwidth_gbs = 60;          // theirs
+};
+int models_suggest(const SuggestOptions& o);
 
 struct InspectOptions {
   std::string path;

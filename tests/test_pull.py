@@ -544,7 +544,7 @@ def expect_failure_of(command, p, what, *needles):
 
 GUIDE = {  # what `moelsp models --suggest` asks the hub for (cli/model_guide.cpp)
     "unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF": ["Q4_K_M", "Q5_K_M", "Q8_0"],
-    "unsloth/GLM-4.7-Flash-GGUF": ["Q4_K_M", "Q8_0"],
+    "bartowski/zai-org_GLM-4.7-Flash-GGUF": ["Q4_K_M", "Q8_0"],
     "ggml-org/gpt-oss-20b-GGUF": ["MXFP4"],
     "bartowski/DeepSeek-Coder-V2-Lite-Instruct-GGUF": ["Q4_K_M", "Q8_0"],
 }
@@ -575,11 +575,26 @@ def check_guide(env, hub, root):
     if sorted(r["ref"] for r in rows) != sorted(f"{repo}:{q}" for repo, qs in GUIDE.items() for q in qs) or \
             not all(r["fits"] and r["where"] == "RAM" and r["context"] > 0 for r in rows):
         fail(f"models --suggest --json: {describe(p)}")
+    # Without the hub: one message, then the estimates from the models' cards
+    # (the real sizes, GiB, not the double's payloads).
     p = env.run(["models", "--suggest"], HF_ENDPOINT=f"http://127.0.0.1:{closed_port()}")
-    if p.returncode != 1 or "cannot connect" not in p.stderr:
+    offline = p.stderr.strip()
+    lines = [ln for ln in p.stdout.splitlines() if "/" in ln.split(" ")[0]]
+    if p.returncode != 0 or "cannot connect" not in p.stderr or "estimates" not in p.stderr or \
+            p.stderr.count("\n") != 1 or len(lines) != sum(map(len, GUIDE.values())) or \
+            not all("GiB" in ln for ln in lines) or "estimated from the model's configuration" not in p.stdout:
         fail(f"models --suggest without a hub: {describe(p)}")
-    print(f"pull: (n) models --suggest planned {sum(map(len, GUIDE.values()))} files from their headers alone; "
-          f"without the hub one message: {p.stderr.strip()[:80]!r}")
+    p = env.run(["models", "--suggest", "--machine", "32G", "--machine", "64G,24G", "--json"],
+                HF_ENDPOINT=hub.endpoint)
+    tables = json.loads(p.stdout) if p.returncode == 0 else []
+    if [t["machine"] for t in tables] != ["32 GB RAM", "64 GB RAM + 24 GB GPU"] or \
+            not all(len(t["rows"]) == len(rows) for t in tables):
+        fail(f"models --suggest --machine: {describe(p)}")
+    p = env.run(["models", "--suggest", "--machine", "lots"], HF_ENDPOINT=f"http://127.0.0.1:{closed_port()}")
+    if p.returncode != 2 or "machine 'lots'" not in p.stderr:
+        fail(f"models --suggest --machine lots: {describe(p)}")
+    print(f"pull: (n) models --suggest planned {sum(map(len, GUIDE.values()))} files from their headers alone, for "
+          f"this machine and two described ones; without the hub one message: {offline[:100]!r}")
 
 
 def check_lsp_models(env, hub, root):

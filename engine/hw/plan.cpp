@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "../arch/facts.h"
 #include "engine/engine.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
@@ -134,6 +135,12 @@ ModelFootprint footprint_of_header(const gguf::File& f) {
     s.kv_q8_ok = hk % 32 == 0 && hv % 32 == 0;
   }
   return s;
+}
+
+std::string device_unsupported_arch(std::string_view arch) {
+  const arch::ArchFacts* facts = arch::facts_of(arch);
+  if (!facts) return fmt::format("moelsp does not run the architecture '{}'", arch);
+  return std::string(facts->device_unsupported);
 }
 
 int plan_threads(const HwProfile& hw, const PlanOverrides& over) {

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/kv_type.h"
@@ -53,6 +54,10 @@ ModelFootprint footprint(const Model& m);
 // attention keys (MLA's latent and rope key, else k and v per kv head).
 // For a split model, set file_bytes to all parts' size after.
 ModelFootprint footprint_of_header(const gguf::File& f);
+// Why the GPU forward pass cannot run an architecture ("" when it can): a
+// plan made before the model is loaded (Model::device_unsupported needs the
+// loaded model, which also checks its head sizes).
+std::string device_unsupported_arch(std::string_view arch);
 
 // Overrides: set fields replace the planner's choice.
 struct PlanOverrides {
