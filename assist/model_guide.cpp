@@ -92,8 +92,8 @@ std::vector<GuideRow> suggest_models(const HwProfile& hw, const PullOptions& opt
 }
 
 std::string guide_markdown(const std::vector<Candidate>& cands, const std::vector<MachineSpec>& machines) {
-  std::string out = "| `moelsp pull` | size |";
-  std::string rule = "|---|---|";
+  std::string out = "| `moelsp pull` | size | memory |";
+  std::string rule = "|---|---|---|";
   for (const MachineSpec& m : machines) {
     out += " " + m.label + " |";
     rule += "---|";
@@ -101,8 +101,12 @@ std::string guide_markdown(const std::vector<Candidate>& cands, const std::vecto
   out += "\n" + rule + "\n";
   std::vector<HwProfile> hws;
   for (const MachineSpec& m : machines) hws.push_back(described_machine(m));
+  // The memory column: the plan on a machine where everything fits in RAM.
+  const HwProfile roomy = described_machine({.ram_bytes = 1ull << 40, .vram_bytes = 0, .label = "1 TB RAM"});
   for (const Candidate& c : cands) {
-    out += fmt::format("| `{}` | {} |", c.ref, c.fp.file_bytes ? size_text(c.fp.file_bytes) : "?");
+    const GuideRow all = plan_candidate(c, roomy);
+    out += fmt::format("| `{}` | {} | {} |", c.ref, c.fp.file_bytes ? size_text(c.fp.file_bytes) : "?",
+                       all.fits ? size_text(all.planned_bytes) : "?");
     for (const HwProfile& hw : hws) {
       const GuideRow r = plan_candidate(c, hw);
       const std::string cell = !r.fits            ? "no"

@@ -106,8 +106,10 @@ GuideRow plan_candidate(const Candidate& c, const HwProfile& hw);
 // candidates_from_hub, each planned for `hw`.
 std::vector<GuideRow> suggest_models(const HwProfile& hw, const PullOptions& opt, Ticket& ticket);
 
-// The README's table: a row per candidate, a column per described machine;
-// a cell says where the weights would live and the decode estimate, or "no".
+// The README's table: a row per candidate with its size and the memory its
+// plan takes where RAM is plenty (weights, KV for four default contexts,
+// buffers), then a column per described machine: where the weights would
+// live and the decode estimate, or "no".
 std::string guide_markdown(const std::vector<Candidate>& cands, const std::vector<MachineSpec>& machines);
 
 // A row as JSON ({"ref", "use", "bytes", "fits", "estimate", "where",
