@@ -10,9 +10,16 @@
 // - A full disk is checked before the first byte (statvfs) and again by each
 //   write; a write that fails removes the .part (nothing partial is left
 //   where there is no room for it).
+// - A .part remembers which file it is the start of: the hub's SHA-256 in
+//   an extended attribute (user.moelsp.sha256). When the hub's file changed
+//   since (a quantizer re-uploads a fixed quant), a resume would append the
+//   new file's rest to the old file's start and fail the checksum after the
+//   whole download; it starts again at once instead. Without xattrs (or for
+//   a .part from before) it resumes as it would, and the checksum decides.
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/statvfs.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -245,18 +252,40 @@ struct FileJob {
   size_t part, parts;
 };
 
+constexpr const char* kPartSha = "user.moelsp.sha256";
+
+// The SHA-256 the hub listed when `part` was started ("" when not recorded).
+std::string part_sha(const std::string& part) {
+  char buf[128];
+  const ssize_t n = ::getxattr(part.c_str(), kPartSha, buf, sizeof buf);
+  return n > 0 ? std::string(buf, size_t(n)) : std::string();
+}
+
+// A new .part: records whose start it is (best effort; see the top).
+void mark_part(const std::string& part, const std::string& sha) {
+  if (!sha.empty()) (void)::setxattr(part.c_str(), kPartSha, sha.data(), sha.size(), 0);
+}
+
 // Appends the rest of the file to its .part until it is whole.
 void download(Fetcher& f, const FileJob& job, const PullOptions& opt, Ticket& ticket, uint64_t& fetched) {
   const std::string part = job.final_path + ".part";
   std::error_code ec;
   uint64_t have = fs::exists(part, ec) ? fs::file_size(part, ec) : 0;
   if (have > job.file.size) fs::remove(part, ec), have = 0;
+  if (const std::string was = have > 0 ? part_sha(part) : ""; !was.empty() && was != job.file.sha256) {
+    if (opt.on_note)
+      opt.on_note(fmt::format("{} changed on the hub since the partial download (SHA-256 {} → {}): starting again",
+                              job.file.path, was.substr(0, 12), job.file.sha256.substr(0, 12)));
+    fs::remove(part, ec);
+    have = 0;
+  }
   if (have > 0 && opt.on_note) opt.on_note(fmt::format("resuming {} at {}", job.file.path, human(have)));
   int idle_tries = 0;
   while (have < job.file.size || job.file.size == 0) {
     if (ticket.cancelled()) throw std::runtime_error("cancelled");
     std::unique_ptr<std::FILE, int (*)(std::FILE*)> out(std::fopen(part.c_str(), have ? "ab" : "wb"), &std::fclose);
     if (!out) throw std::runtime_error("cannot write " + part + ": " + std::strerror(errno));
+    if (have == 0) mark_part(part, job.file.sha256);
     std::vector<std::pair<std::string, std::string>> fields;
     if (have > 0) fields.emplace_back("Range", fmt::format("bytes={}-", have));
     uint64_t before = have;

@@ -39,6 +39,7 @@ header and refuses a file that is not a usable GGUF before downloading.
 Exits 0 when every check passes, 1 with a message at the first failure.
 """
 import contextlib
+import hashlib
 import json
 import os
 import random
@@ -85,6 +86,8 @@ WEIGHTS = "acme/Weights"  # safetensors only
 FOREIGN = "acme/Mamba-GGUF"  # a GGUF of an architecture moelsp does not run, and a file that is no GGUF
 MAMBA_FILE = "Mamba-Q8_0.gguf"
 NOT_GGUF = "Mamba-F16.gguf"
+CHANGED = "acme/Changed-GGUF"  # replaced on the hub while a download of it was partial
+CHANGED_FILE = "Changed-Q4_K_M.gguf"
 
 
 def foreign_gguf():
@@ -256,6 +259,32 @@ def check_cached(env, hub, d):
     print("pull: (c) what the cache holds is not fetched again (by quant, by path, a split quant): the CDN got no GET")
 
 
+def leave_part(env, hub, ref, d, final, stall):
+    """Runs `pull ref` until the CDN stalls after `stall` bytes, then kills
+    it: returns the .part it left beside `final` (at least stall / 2 bytes)."""
+    hub.clear_logs()
+    hub.stall_after[os.path.basename(final)] = stall
+    e = dict(env.base, HF_ENDPOINT=hub.endpoint)
+    proc = subprocess.Popen([BINARY, "pull", ref, "--dir", d], env=e, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    part = final + ".part"
+    try:
+        if not hub.stalled.wait(TIMEOUT):
+            fail(f"the run of {ref} to be killed never reached the CDN's stall")
+        deadline = time.time() + 30
+        while time.time() < deadline and not (os.path.exists(part) and os.path.getsize(part) >= stall // 2):
+            time.sleep(0.05)
+        if not os.path.exists(part) or os.path.getsize(part) < stall // 2:
+            fail(f"no .part holding what arrived (>= {stall // 2} bytes of {stall}) beside {final}")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        hub.release_stalls()
+    if os.path.exists(final):
+        fail("a killed run left a file at the final path")
+    return part
+
+
 def check_resume(env, hub, d):
     # A cut in the middle of the body: resumed with a Range request within the run.
     hub.clear_logs()
@@ -273,35 +302,8 @@ def check_resume(env, hub, d):
     resumed_at = int(m.group(1))
 
     # A run killed in the middle (the CDN stalls after 2 MB): the next run resumes from the .part.
-    hub.clear_logs()
-    stall = 2_000_000
-    hub.stall_after[Q5KM] = stall
-    e = dict(env.base, HF_ENDPOINT=hub.endpoint)
-    proc = subprocess.Popen([BINARY, "pull", f"{RESUME}:Q5_K_M", "--dir", d], env=e, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    part = None
-    try:
-        if not hub.stalled.wait(TIMEOUT):
-            fail("the run to be killed never reached the CDN's stall")
-        final = os.path.join(d, RESUME, Q5KM)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            parts = [os.path.join(d, RESUME, n) for n in (os.listdir(os.path.join(d, RESUME))
-                                                           if os.path.isdir(os.path.join(d, RESUME)) else [])
-                     if n.endswith(".part")]
-            if parts and os.path.getsize(parts[0]) >= stall // 2:
-                part = parts[0]
-                break
-            time.sleep(0.05)
-        if part is None:
-            fail(f"no .part holding what arrived (>= {stall // 2} bytes of {stall}) beside {final}")
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
-        hub.release_stalls()
-    have = os.path.getsize(part)
-    if os.path.exists(final):
-        fail("a killed run left a file at the final path")
+    final = os.path.join(d, RESUME, Q5KM)
+    have = os.path.getsize(leave_part(env, hub, f"{RESUME}:Q5_K_M", d, final, 2_000_000))
     p = env.pull(f"{RESUME}:Q5_K_M", d, HF_ENDPOINT=hub.endpoint)
     expect_pulled(p, "the run after a killed one", d, RESUME, Q5KM, {Q5KM: payload(Q5KM)})
     gets = cdn_gets(hub, Q5KM)
@@ -310,6 +312,34 @@ def check_resume(env, hub, d):
         fail(f"the run after a killed one asked for {rng!r}, not bytes={have}- (the .part's size)")
     print(f"pull: (d) a cut after {cut} bytes resumed with Range: bytes={resumed_at}- in the same run; a run killed "
           f"at {have} bytes resumed from its .part by the next; both byte-identical (and hf://owner/repo chose Q4_K_M)")
+
+
+def check_changed(env, hub, root):
+    """A file replaced on the hub after a partial download (a re-uploaded
+    quant): the next pull starts again at once, rather than append the new
+    file's rest to the old file's start and fail the checksum at the end."""
+    d = os.path.join(root, "changed")
+    old = payload(CHANGED_FILE)
+    hub.add_repo(CHANGED, {CHANGED_FILE: old})
+    final = os.path.join(d, CHANGED, CHANGED_FILE)
+    part = leave_part(env, hub, f"{CHANGED}:Q4_K_M", d, final, 3_000_000)
+    have = os.path.getsize(part)
+    recorded = os.getxattr(part, "user.moelsp.sha256").decode()
+    if recorded != hashlib.sha256(old).hexdigest():
+        fail(f"the .part records {recorded!r}, not the SHA-256 the hub listed")
+    new = bytearray(old)
+    new[1_400_000] ^= 0xFF  # in the tensor data (the header ends at 1.17 MB), inside the .part
+    hub.add_repo(CHANGED, {CHANGED_FILE: bytes(new)})
+    hub.clear_logs()
+    p = env.pull(f"{CHANGED}:Q4_K_M", d, HF_ENDPOINT=hub.endpoint)
+    expect_pulled(p, "a pull after the file changed on the hub", d, CHANGED, CHANGED_FILE, {CHANGED_FILE: bytes(new)})
+    gets = cdn_gets(hub, CHANGED_FILE)
+    if not gets or gets[-1]["headers"].get("range") or "changed on the hub" not in p.stderr:
+        fail(f"the pull after the change did not start again: {[g['headers'].get('range') for g in gets]}; "
+             f"{describe(p)}")
+    note = next(ln for ln in p.stderr.splitlines() if "changed on the hub" in ln)
+    print(f"pull: (r) a file replaced on the hub while {have} bytes of it waited in a .part: fetched again from "
+          f"the start ({note.strip()[:100]!r})")
 
 
 def check_checksum(env, hub, root):
@@ -848,7 +878,7 @@ def main():
             for check in (check_quant, check_split, check_cached, check_resume):
                 check(env, hub, cache)
                 checks += 1
-            for check in (check_checksum, check_gated, check_errors, check_header_first, check_lsp_pull,
+            for check in (check_changed, check_checksum, check_gated, check_errors, check_header_first, check_lsp_pull,
                           check_lsp_no_network, check_cli_model_ref, check_guide, check_lsp_models, check_full_disk,
                           check_proxy):
                 check(env, hub, root)
