@@ -53,12 +53,7 @@ def completion_from(binary, root):
         model = st.get("message", "")
         if st.get("state") != "ready" or os.path.join(root, "usr/share/moelsp/moelsp-default.gguf") not in model:
             fail(f"the installed server did not load the packaged model: {json.dumps(st)[:600]}")
-        uri = "file:///tmp/deb_test.py"
-        text = "def area(width, height):\n    return "
-        c.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
-                                                           "text": text}})
-        r, ms = c.request("textDocument/inlineCompletion", {"textDocument": {"uri": uri},
-                          "position": {"line": 1, "character": 11}, "context": {"triggerKind": 1}})
+        r, ms = c.complete_at_end("file:///tmp/deb_test.py", "def area(width, height):\n    return ")
         items = r.get("items", []) if isinstance(r, dict) else []
         if not items or not items[0].get("insertText", "").strip():
             fail(f"no completion from the installed server: {r!r}")

@@ -478,12 +478,7 @@ def check_lsp_pull(env, hub, root):
         if st.get("state") not in ("ready", "busy") or pull.get("state") != "pulling" or pull.get("ref") != ref:
             fail(f"while pulling, the embedded model should serve and the status show the pull: {json.dumps(st)[:600]}")
         embedded = st.get("model")
-        text = "def add(a, b):\n    return "
-        uri = "file:///tmp/pull_lsp.py"
-        c.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
-                                                           "text": text}})
-        r, ms = c.request("textDocument/inlineCompletion", {"textDocument": {"uri": uri},
-                          "position": {"line": 1, "character": 11}, "context": {"triggerKind": 2}})
+        r, ms = c.complete_at_end("file:///tmp/pull_lsp.py", "def add(a, b):\n    return ", trigger=2)
         if not isinstance(r, dict) or "items" not in r:
             fail(f"a completion while pulling got {r!r}")
         if "pull" not in st.get("summaryLine", "") + st.get("summary", ""):

@@ -87,6 +87,15 @@ class Client:
             raise RuntimeError(f"{method}: {msg['error'].get('message')}")
         return msg.get("result"), ms
 
+    def complete_at_end(self, uri, text, trigger=1):
+        """Opens `text` as a Python document at `uri` and asks for an inline
+        completion at its end (trigger 1: asked for, 2: as typed): the
+        result and its latency in ms."""
+        self.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                              "text": text}})
+        return self.request("textDocument/inlineCompletion", {"textDocument": {"uri": uri},
+                            "position": position(text, len(text)), "context": {"triggerKind": trigger}})
+
 
 def position(text, offset):
     line = text.count("\n", 0, offset)
