@@ -43,9 +43,10 @@ GuideRow plan_candidate(const Candidate& c, const HwProfile& hw) {
   row.fits = true;
   row.n_ctx = p.n_ctx;
   row.planned_bytes = p.ram_bytes + p.vram_bytes;
-  row.where = p.backend == "cuda" ? fmt::format("GPU ({} of {} experts/layer)", p.gpu_experts_per_layer, fp.n_expert)
-              : p.weights == WeightPlacement::Ram ? "RAM"
-                                                  : "streamed from disk";
+  const std::string cpu_side = p.weights == WeightPlacement::Ram ? "RAM" : "streamed from disk";
+  row.where = p.backend != "cuda" ? cpu_side
+                                  : fmt::format("GPU ({} of {} experts/layer){}", p.gpu_experts_per_layer, fp.n_expert,
+                                                p.gpu_experts_per_layer < fp.n_expert ? " + " + cpu_side : "");
   // Decode reads the active weights once per token.
   if (p.backend != "cuda" && p.weights == WeightPlacement::Ram && hw.mem_bw_gbs > 0 && fp.active_bytes() > 0)
     row.decode_tps = hw.mem_bw_gbs * 1e9 / double(fp.active_bytes());

@@ -95,7 +95,7 @@ struct GuideRow {
   uint64_t bytes = 0;  // on disk, all parts (0: unknown, see error)
   bool fits = false;
   bool estimate = false;       // sized from the model's card, not its header
-  std::string where = {};      // "RAM", "GPU (12 of 128 experts/layer)", "streamed from disk"
+  std::string where = {};      // "RAM", "streamed from disk", "GPU (12 of 128 experts/layer) + RAM" (the rest's)
   int n_ctx = 0;               // the context the plan would give
   uint64_t planned_bytes = 0;  // RAM + VRAM the plan would use
   double decode_tps = 0;       // estimated tokens/s (0: no estimate)
