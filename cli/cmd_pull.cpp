@@ -138,23 +138,30 @@ void add_pull(CLI::App& app, std::vector<Command>& out) {
   auto so = std::make_shared<SuggestOptions>();
   auto* m = app.add_subcommand("models", "List the models in the cache, with their sizes; --suggest: which to pull");
   m->add_option("--dir", *models_dir, "The model cache (default as for pull)");
-  m->add_flag("--suggest", *suggest,
-              "The recommended MoE coding models and quantizations with their sizes, and whether each fits this "
-              "machine (the plan run on the file's header, read from the hub before any download) with the "
-              "context it would get and the expected decode speed. Without the hub: estimates from each model's "
-              "published configuration and file sizes");
-  m->add_flag("--json", so->as_json, "With --suggest: the rows as a JSON array (what the editors' model pickers show)");
+  auto* sug =
+      m->add_flag("--suggest", *suggest,
+                  "The recommended MoE coding models and quantizations with their sizes, and whether each fits this "
+                  "machine (the plan run on the file's header, read from the hub before any download) with the "
+                  "context it would get and the expected decode speed. Without the hub: estimates from each model's "
+                  "published configuration and file sizes");
+  m->add_flag("--json", so->as_json, "With --suggest: the rows as a JSON array (what the editors' model pickers show)")
+      ->needs(sug);
   m->add_flag("--offline", so->offline,
-              "With --suggest: do not ask the hub; size each file from its model's published configuration");
-  m->add_option("--machine", so->machines,
-                "With --suggest: plan for a described machine instead of this one: RAM[,VRAM] in GB, e.g. 32G or "
-                "64G,24G (three quarters of the RAM available, 8 cores, an NVMe disk, a CUDA build); repeat for a "
-                "column per machine");
+              "With --suggest: do not ask the hub; size each file from its model's published configuration")
+      ->needs(sug);
+  auto* machine =
+      m->add_option("--machine", so->machines,
+                    "With --suggest: plan for a described machine instead of this one: RAM[,VRAM] in GB, e.g. 32G or "
+                    "64G,24G (three quarters of the RAM available, 8 cores, an NVMe disk, a CUDA build); repeat for a "
+                    "column per machine")
+          ->needs(sug);
   m->add_option("--bandwidth", so->bandwidth_gbs,
                 "With --machine: its memory bandwidth in GB/s for the decode estimate")
       ->check(CLI::Range(1.0, 10000.0))
-      ->default_val(60);
-  m->add_flag("--markdown", so->markdown, "With --machine: the table as Markdown (the README's *Choose a model*)");
+      ->default_val(60)
+      ->needs(machine);
+  m->add_flag("--markdown", so->markdown, "With --machine: the table as Markdown (the README's *Choose a model*)")
+      ->needs(machine);
   out.push_back({m, [models_dir, suggest, so] { return *suggest ? models_suggest(*so) : run_models(*models_dir); }});
 
   auto rm_what = std::make_shared<std::string>(), rm_dir = std::make_shared<std::string>();
