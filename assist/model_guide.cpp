@@ -7,13 +7,9 @@
 #include "engine/gguf.h"
 #include "engine/plan.h"
 #include "engine/profile.h"
+#include "util/size_text.h"
 
 namespace moelsp::assist {
-
-std::string size_text(uint64_t b) {
-  if (b < (1ull << 30)) return fmt::format("{:.0f} MiB", double(b) / double(1ull << 20));
-  return fmt::format("{:.1f} GiB", double(b) / double(1ull << 30));
-}
 
 nlohmann::json to_json(const GuideRow& r) {
   return {{"ref", r.ref},

@@ -117,7 +117,4 @@ std::string guide_markdown(const std::vector<Candidate>& cands, const std::vecto
 // --suggest --json` and the LSP's moelsp/models.
 nlohmann::json to_json(const GuideRow& r);
 
-// "512 MiB", "17.3 GiB".
-std::string size_text(uint64_t bytes);
-
 }  // namespace moelsp::assist

@@ -9,6 +9,7 @@
 #include "assist/model_guide.h"
 #include "commands.h"
 #include "engine/profile.h"
+#include "util/size_text.h"
 
 namespace moelsp::cli {
 
@@ -16,10 +17,10 @@ namespace {
 
 std::string row_text(const assist::GuideRow& r) {
   if (r.bytes == 0) return fmt::format("{:<58} {:>9}  {}", r.ref, "?", r.error);
-  if (!r.fits) return fmt::format("{:<58} {:>9}  does not fit: {}", r.ref, assist::size_text(r.bytes), r.error);
+  if (!r.fits) return fmt::format("{:<58} {:>9}  does not fit: {}", r.ref, size_text(r.bytes), r.error);
   const std::string speed = r.decode_tps > 0 ? fmt::format("~{:.0f} t/s", r.decode_tps) : "-";
-  return fmt::format("{:<58} {:>9}  fits: {}, context {}, {} planned  {}", r.ref, assist::size_text(r.bytes), r.where,
-                     r.n_ctx, assist::size_text(r.planned_bytes), speed);
+  return fmt::format("{:<58} {:>9}  fits: {}, context {}, {} planned  {}", r.ref, size_text(r.bytes), r.where, r.n_ctx,
+                     size_text(r.planned_bytes), speed);
 }
 
 // The candidates from the hub, or from the cards when it cannot be reached
@@ -38,10 +39,14 @@ std::vector<assist::Candidate> candidates(const SuggestOptions& o) {
   }
 }
 
-void print_json(const std::vector<assist::GuideRow>& rows) {
+nlohmann::json rows_json(const std::vector<assist::GuideRow>& rows) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& r : rows) out.push_back(assist::to_json(r));
-  std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  return out;
+}
+
+void print_json(const nlohmann::json& j) {
+  std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
 }
 
 int print_machines(const SuggestOptions& o, const std::vector<assist::MachineSpec>& specs,
@@ -56,15 +61,13 @@ int print_machines(const SuggestOptions& o, const std::vector<assist::MachineSpe
     std::vector<assist::GuideRow> rows;
     for (const auto& c : cands) rows.push_back(assist::plan_candidate(c, hw));
     if (o.as_json) {
-      nlohmann::json js = nlohmann::json::array();
-      for (const auto& r : rows) js.push_back(assist::to_json(r));
-      all.push_back({{"machine", m.label}, {"bandwidthGBs", m.bandwidth_gbs}, {"rows", std::move(js)}});
+      all.push_back({{"machine", m.label}, {"bandwidthGBs", m.bandwidth_gbs}, {"rows", rows_json(rows)}});
       continue;
     }
     std::printf("%s (%.0f GB/s):\n", m.label.c_str(), m.bandwidth_gbs);
     for (const auto& r : rows) std::printf("%s\n", row_text(r).c_str());
   }
-  if (o.as_json) std::printf("%s\n", all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  if (o.as_json) print_json(all);
   return 0;
 }
 
@@ -88,11 +91,11 @@ int models_suggest(const SuggestOptions& o) {
   std::vector<assist::GuideRow> rows;
   for (const auto& c : cands) rows.push_back(assist::plan_candidate(c, hw));
   if (o.as_json) {
-    print_json(rows);
+    print_json(rows_json(rows));
     return 0;
   }
   std::printf("this machine: %s RAM available to moelsp%s, %s, memory bandwidth %.0f GB/s (measured)\n",
-              assist::size_text(hw.mem.usable()).c_str(), hw.mem.cgroup_limit ? " (cgroup limit)" : "",
+              size_text(hw.mem.usable()).c_str(), hw.mem.cgroup_limit ? " (cgroup limit)" : "",
               hw.gpus.empty() ? "no GPU" : fmt::format("{} GPU(s)", hw.gpus.size()).c_str(), hw.mem_bw_gbs);
   std::printf("%-58s %9s  %s\n", "moelsp pull REF", "size",
               estimated ? "plan on this machine (estimated from the model's configuration)"

@@ -18,11 +18,6 @@
 
 namespace moelsp {
 
-std::string size_text(uint64_t b) {
-  if (b >= kGiB) return fmt::format("{:.1f} GiB", double(b) / double(kGiB));
-  return fmt::format("{} MiB", (b + kMiB / 2) / kMiB);
-}
-
 uint64_t kv_bytes_per_token(const ModelFootprint& m, KvType t) {
   const uint64_t f16 = m.kv_bytes_per_token_f16;
   switch (t) {

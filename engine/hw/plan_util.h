@@ -5,13 +5,12 @@
 #include <string>
 
 #include "engine/plan.h"
+#include "util/size_text.h"  // size_text: "1.5 GiB" or "300 MiB", as the plan's reasons print sizes
 
 namespace moelsp {
 
 constexpr uint64_t kMiB = uint64_t(1) << 20, kGiB = uint64_t(1) << 30;
 
-// "1.5 GiB" or "300 MiB", as the plan's reasons print sizes.
-std::string size_text(uint64_t bytes);
 // KV cache bytes per token of all layers with rows of type t.
 uint64_t kv_bytes_per_token(const ModelFootprint& m, KvType t);
 
