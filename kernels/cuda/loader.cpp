@@ -7,11 +7,12 @@
 // which), every entry point fails with that reason and devices() is empty:
 // the plan then runs on the CPU and says why.
 #include <dlfcn.h>
+#include <unistd.h>
 
+#include <array>
 #include <filesystem>
 
 #include "plugin.h"
-#include "util/install_path.h"
 
 namespace moelsp::kernels::cuda {
 
@@ -21,6 +22,18 @@ struct Loaded {
   const plugin::Api* api = nullptr;
   std::string error;  // why api is null
 };
+
+// (util/install_path.h's beside_executable, written again: kernels/ is the
+// bottom floor and includes nothing of ours.)
+std::string exe_relative_plugin() {
+  std::array<char, 4096> buf{};
+  const ssize_t n = readlink("/proc/self/exe", buf.data(), buf.size() - 1);
+  if (n <= 0) return {};
+  return (std::filesystem::path(std::string(buf.data(), size_t(n))).parent_path() / ".." / "lib" / "moelsp" /
+          plugin::kFile)
+      .lexically_normal()
+      .string();
+}
 
 // dlopen's words for each path tried, joined: the user sees every reason.
 Loaded open_plugin() {
@@ -33,7 +46,7 @@ Loaded open_plugin() {
               std::string("the CUDA backend could not be loaded: MOELSP_CUDA_PLUGIN=") + env + ": no such file"};
     paths.push_back(env);
   } else {
-    paths.push_back(beside_executable(std::string("lib/moelsp/") + plugin::kFile));
+    paths.push_back(exe_relative_plugin());
 #ifdef MOELSP_CUDA_PLUGIN_BUILD
     paths.push_back(MOELSP_CUDA_PLUGIN_BUILD);
 #endif

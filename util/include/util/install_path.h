@@ -1,4 +1,5 @@
-// Where an installed moelsp keeps its other files, relative to the binary:
+// Where an installed moelsp keeps its other files, relative to the binary
+// (kernels/cuda/loader.cpp has its own copy: kernels/ includes nothing of ours):
 // a package, `cmake --install` to any prefix, or `dpkg --root` put share/
 // and lib/ beside the bin/ the executable runs from.
 #pragma once
